@@ -1,0 +1,312 @@
+//! Results of measurements: one sweep (`SweepResult`) and one lab scenario
+//! (`ScenarioResult`).
+//!
+//! These types are the JSON written by `slowlab sweep --json` and
+//! `slowlab lab --json`, and read back by `slowlab import`; the field names are
+//! documented in README.md and must not change casually. Statistics are
+//! computed elsewhere (the `sweep` crate); this module only holds them.
+
+use serde::{Deserialize, Serialize};
+
+/// Every repetition measured at one size `n`, in the order they ran.
+///
+/// `cpu_s[i]` and `wall_s[i]` belong to the same run: CPU is user+sys of the
+/// command and all its descendants (from `wait4`), wall is elapsed time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub n: u64,
+    pub cpu_s: Vec<f64>,
+    pub wall_s: Vec<f64>,
+}
+
+impl Point {
+    pub fn new(n: u64) -> Self {
+        Point {
+            n,
+            cpu_s: Vec::new(),
+            wall_s: Vec::new(),
+        }
+    }
+
+    pub fn reps(&self) -> usize {
+        self.cpu_s.len()
+    }
+
+    /// Median of the CPU times (NaN when there are none).
+    pub fn median_cpu_s(&self) -> f64 {
+        let mut v = self.cpu_s.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    }
+}
+
+/// What a sweep concluded about the growth of a command's cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Grows no faster than about linearly over the top sizes.
+    Linear,
+    /// Grows faster than linearly, consistently over the last doublings.
+    Superlinear,
+    /// A one-off jump in cost (a cache or memory-size step), not growth.
+    Step,
+    /// The data cannot tell; more repetitions or sizes are needed.
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Linear => "linear",
+            Verdict::Superlinear => "superlinear",
+            Verdict::Step => "step",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The complexity class that fits the measured costs best (secondary label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Model {
+    #[serde(rename = "1")]
+    Constant,
+    #[serde(rename = "n")]
+    Linear,
+    #[serde(rename = "n log n")]
+    NLogN,
+    #[serde(rename = "n^2")]
+    Quadratic,
+    #[serde(rename = "n^3")]
+    Cubic,
+}
+
+impl Model {
+    pub const ALL: [Model; 5] = [
+        Model::Constant,
+        Model::Linear,
+        Model::NLogN,
+        Model::Quadratic,
+        Model::Cubic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Model::Constant => "1",
+            Model::Linear => "n",
+            Model::NLogN => "n log n",
+            Model::Quadratic => "n^2",
+            Model::Cubic => "n^3",
+        }
+    }
+
+    /// The model's growth function f(n); the fitted cost is `a + b·f(n)`.
+    pub fn eval(self, n: f64) -> f64 {
+        match self {
+            Model::Constant => 1.0,
+            Model::Linear => n,
+            Model::NLogN => n * n.max(2.0).ln(),
+            Model::Quadratic => n * n,
+            Model::Cubic => n * n * n,
+        }
+    }
+}
+
+/// One row of the per-size table (terminal, CSV and Markdown exports).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeRow {
+    pub n: u64,
+    pub reps: usize,
+    /// Median CPU time of the runs at this size.
+    pub median_cpu_s: f64,
+    /// Median CPU time minus the baseline's median CPU time.
+    pub net_cpu_s: f64,
+    pub min_wall_s: f64,
+    pub median_wall_s: f64,
+    /// log2 of the net cost ratio from the previous size, per doubling of n;
+    /// `None` for the first size or when a cost is not positive.
+    pub local_exponent: Option<f64>,
+}
+
+/// Everything `slowlab sweep` measured and concluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// The command as given, with `{n}` still in place.
+    pub command: Vec<String>,
+    /// The sizes that were measured, ascending.
+    pub sizes: Vec<u64>,
+    /// The sizes that were asked for but not measured (budget, early stop).
+    #[serde(default)]
+    pub skipped_sizes: Vec<u64>,
+    pub points: Vec<Point>,
+    /// Runs at the baseline size (default 0), subtracted from every point.
+    pub baseline: Option<Point>,
+    #[serde(default)]
+    pub rows: Vec<SizeRow>,
+    /// `local_exponents[i]` is the exponent between `sizes[i]` and `sizes[i+1]`.
+    pub local_exponents: Vec<Option<f64>>,
+    /// Growth exponent over the top three sizes (least squares on log-log).
+    pub exponent: Option<f64>,
+    /// 95% bootstrap confidence interval of `exponent`.
+    pub exponent_ci: Option<[f64; 2]>,
+    pub verdict: Verdict,
+    /// One sentence: why this verdict.
+    #[serde(default)]
+    pub reason: String,
+    /// Best-fitting complexity class (secondary label).
+    pub model: Option<Model>,
+    /// Net cost ratio of the last two sizes.
+    #[serde(default)]
+    pub last_ratio: Option<f64>,
+    /// Projected CPU seconds at twice the largest size.
+    #[serde(default)]
+    pub projected_next_s: Option<f64>,
+    pub warnings: Vec<String>,
+    /// Seed of the bootstrap; the same data and seed give the same interval.
+    #[serde(default)]
+    pub seed: u64,
+    /// Wall-clock seconds the whole sweep took.
+    #[serde(default)]
+    pub elapsed_s: f64,
+    /// The sweep was stopped by Ctrl-C; the result holds what was measured.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+/// Whether a lab scenario ran on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScenarioStatus {
+    Ran,
+    Skipped,
+}
+
+/// The part a variant plays in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Pathological,
+    Control,
+}
+
+/// The scenario's main comparison: pathological against control.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    /// What was compared, e.g. "CPU time at n=4000" or "maximum monitor stall".
+    pub metric: String,
+    /// Unit of `pathological` and `control`, e.g. "s", "scans/s".
+    pub unit: String,
+    pub pathological: f64,
+    pub control: f64,
+    /// How many times worse the pathological variant is (always ≥ 0; > 1 is worse).
+    pub ratio: f64,
+}
+
+/// One variant of a scenario: either a sweep (`points` and its statistics) or
+/// a single measured `value`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    pub name: String,
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<Point>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub exponent: Option<f64>,
+    #[serde(default)]
+    pub exponent_ci: Option<[f64; 2]>,
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// Anything else worth saying about this variant ("OOM-killed", …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What one lab scenario found on one machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub id: String,
+    pub status: ScenarioStatus,
+    /// Why it was skipped (or what limited it), one line.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// `None` when skipped or when the result cannot tell.
+    #[serde(default)]
+    pub affected: Option<bool>,
+    #[serde(default)]
+    pub headline: Option<Headline>,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+    /// One line of explanation for the verdict table.
+    #[serde(default)]
+    pub explanation: String,
+    /// The human lines printed while it ran, in the spirit of the originals.
+    #[serde(default)]
+    pub lines: Vec<String>,
+    /// Where it ran: "linux" for `slowlab lab`, "windows" for the probes.
+    #[serde(default = "default_platform")]
+    pub platform: String,
+}
+
+fn default_platform() -> String {
+    "linux".to_string()
+}
+
+impl ScenarioResult {
+    /// A scenario that could not run here, with the reason and what to do.
+    pub fn skipped(id: &str, reason: impl Into<String>) -> Self {
+        ScenarioResult {
+            id: id.to_string(),
+            status: ScenarioStatus::Skipped,
+            reason: Some(reason.into()),
+            affected: None,
+            headline: None,
+            variants: Vec::new(),
+            explanation: String::new(),
+            lines: Vec::new(),
+            platform: default_platform(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_and_model_serialize_as_documented() {
+        assert_eq!(
+            serde_json::to_string(&Verdict::Superlinear).unwrap(),
+            "\"superlinear\""
+        );
+        assert_eq!(serde_json::to_string(&Model::NLogN).unwrap(), "\"n log n\"");
+        let m: Model = serde_json::from_str("\"n^2\"").unwrap();
+        assert_eq!(m, Model::Quadratic);
+    }
+
+    #[test]
+    fn skipped_scenario_round_trips_through_json() {
+        let s = ScenarioResult::skipped("teardown-lock", "needs root: run with sudo");
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains("\"status\":\"skipped\""));
+        let back: ScenarioResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn scenario_without_optional_fields_parses_with_defaults() {
+        // What a minimal Windows probe line looks like.
+        let line = r#"{"id":"topdown-alloc","status":"ran","variants":[
+            {"name":"topdown","role":"pathological","points":[{"n":1000,"cpu_s":[0.1],"wall_s":[0.1]}]}]}"#;
+        let s: ScenarioResult = serde_json::from_str(line).unwrap();
+        assert_eq!(s.platform, "linux");
+        assert_eq!(s.variants[0].points.as_ref().unwrap()[0].n, 1000);
+        assert_eq!(s.variants[0].verdict, None);
+    }
+}

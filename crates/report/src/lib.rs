@@ -1,0 +1,15 @@
+//! Rendering of slowlab results for people and programs: terminal tables,
+//! JSON, CSV and Markdown exports, SVG plots, and writing files so that no
+//! partial file is ever left looking complete.
+//!
+//! Every function takes a result from the `model` crate and returns text or
+//! bytes; only `write_atomically` touches the filesystem. Nothing here
+//! measures or analyzes.
+
+pub mod format;
+pub mod plot;
+pub mod sweep;
+pub mod table;
+pub mod write;
+
+pub use write::{write_atomically, ReportError};

@@ -1,0 +1,5 @@
+//! One module per subcommand: turn parsed arguments into calls to the library
+//! crates and their results into output and an exit code.
+
+pub mod child;
+pub mod sweep;

@@ -1,0 +1,203 @@
+//! `slowlab sweep`: parse the arguments, run the sweep engine with a real
+//! executor, a progress bar and Ctrl-C handling, print the report and write
+//! the requested exports.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use slowlab_report::sweep::{
+    render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
+};
+use slowlab_report::write_atomically;
+use slowlab_sweep::{parse_sizes, run_sweep, Cancel, CommandExecutor, SweepConfig};
+
+use crate::progress::SweepBar;
+use crate::signals::cancel_on_interrupt;
+
+/// Run a command at growing sizes and decide whether its cost grows
+/// linearly or super-linearly.
+///
+/// Every `{n}` in the command is replaced by the size. Each run's CPU time
+/// (user+sys of the command and all its descendants) and wall time are
+/// measured; repetitions run in shuffled order; the cost at the baseline size
+/// (n=0 unless told otherwise) is subtracted as fixed start-up cost. The
+/// growth exponent over the top three sizes comes with a 95% bootstrap
+/// interval, and the verdict is one of:
+///
+///   linear        the interval's upper bound is at most 1.3
+///   superlinear   the lower bound is at least 1.25 and the last two
+///                 doublings both stay above 1.25
+///   step          a one-off jump in cost (a cache step), not growth
+///   inconclusive  neither; slowlab adds repetitions or a size by itself
+///                 while the budget allows
+///
+/// Sizes run smallest first; once growth is certainly super-linear the
+/// largest sizes are skipped (--all-sizes runs them anyway).
+///
+/// Examples:
+///
+///   slowlab sweep --sizes 1000..64000 -- ./my-program --items {n}
+///
+///   slowlab sweep --sizes 10k,20k,40k,80k --reps 5 --json out.json --plot out.svg -- sh -c 'seq {n} | sort -n > /dev/null'
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct SweepArgs {
+    /// Sizes: a list (1000,2000,4000), doubling ranges (1000..64000) or both; k and M suffixes allowed (1k..64k)
+    #[arg(long, value_name = "SIZES")]
+    sizes: String,
+
+    /// Repetitions per size
+    #[arg(long, default_value_t = 3, value_name = "R")]
+    reps: usize,
+
+    /// Discarded runs at the smallest size before measuring
+    #[arg(long, default_value_t = 1, value_name = "W")]
+    warmup: usize,
+
+    /// Time the sweep may spend running the command, e.g. 90s, 5m, 1h
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    budget: String,
+
+    /// Size whose cost is subtracted from every point as fixed start-up cost
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    baseline_size: u64,
+
+    /// Subtract no baseline
+    #[arg(long, conflicts_with = "baseline_size")]
+    no_baseline: bool,
+
+    /// Run every size even when growth is already certainly super-linear
+    #[arg(long)]
+    all_sizes: bool,
+
+    /// Never add repetitions or sizes when the verdict is inconclusive
+    #[arg(long)]
+    no_adapt: bool,
+
+    /// Seed of the shuffled order and of the bootstrap
+    #[arg(long, default_value_t = 0x510_1ab, value_name = "SEED")]
+    seed: u64,
+
+    /// Write the full result as JSON (`-` for stdout; the table then goes to stderr)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write the per-size table as CSV
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+
+    /// Write the per-size table and verdict as Markdown
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+
+    /// Write a log-log plot as SVG
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+
+    /// The command to run; `{n}` is replaced by the size
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+    let sizes = parse_sizes(&args.sizes).map_err(anyhow::Error::msg)?;
+    let budget_s = parse_duration(&args.budget)?;
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let baseline_size = (!args.no_baseline).then_some(args.baseline_size);
+    if let Some(b) = baseline_size {
+        if b >= sizes[0] {
+            bail!(
+                "--baseline-size {b} must be smaller than the smallest size {}",
+                sizes[0]
+            );
+        }
+    }
+    let config = SweepConfig {
+        sizes,
+        reps: args.reps,
+        warmup: args.warmup,
+        baseline_size,
+        budget_s,
+        seed: args.seed,
+        early_stop: !args.all_sizes,
+        adaptive: !args.no_adapt,
+        ..SweepConfig::default()
+    };
+
+    let cancel = Cancel::new();
+    cancel_on_interrupt(cancel.clone())?;
+    let mut executor = CommandExecutor::new(args.command.clone(), cancel.clone());
+    let mut bar = SweepBar::new();
+    let outcome = run_sweep(
+        &mut executor,
+        args.command.clone(),
+        &config,
+        &mut bar,
+        &cancel,
+    );
+    bar.finish();
+    let result = outcome?;
+
+    let text = render_text(&result);
+    if args.json.as_deref() == Some(std::path::Path::new("-")) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let exports: [(&Option<PathBuf>, &dyn Exporter); 4] = [
+        (&args.json, &JsonExporter),
+        (&args.csv, &CsvExporter),
+        (&args.markdown, &MarkdownExporter),
+        (&args.plot, &SvgExporter),
+    ];
+    for (path, exporter) in exports {
+        if let Some(path) = path {
+            let bytes = exporter.export(&result)?;
+            write_atomically(path, &bytes)?;
+        }
+    }
+    Ok(if result.interrupted { 130 } else { 0 })
+}
+
+/// "90", "90s", "1.5m", "2min", "1h", "500ms" → seconds.
+fn parse_duration(text: &str) -> anyhow::Result<f64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("not a duration: `{text}` (e.g. 90s, 5m, 1h)"))?;
+    let factor = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => bail!("unknown time unit `{other}` in `{text}` (use ms, s, m or h)"),
+    };
+    let seconds = value * factor;
+    if seconds.is_nan() || seconds <= 0.0 {
+        bail!("the duration `{text}` must be positive");
+    }
+    Ok(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_with_and_without_units() {
+        assert_eq!(parse_duration("90").unwrap(), 90.0);
+        assert_eq!(parse_duration("120s").unwrap(), 120.0);
+        assert_eq!(parse_duration("1.5m").unwrap(), 90.0);
+        assert_eq!(parse_duration("1h").unwrap(), 3600.0);
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

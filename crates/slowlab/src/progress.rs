@@ -1,0 +1,49 @@
+//! Progress bars on stderr with `indicatif`. They draw only when stderr is a
+//! terminal, so pipes, files and tests get clean output; nothing here ever
+//! writes to stdout.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use slowlab_sweep::{human_seconds, Measurement, Progress};
+
+/// A bar whose length is the projected run time of the sweep, in ms.
+pub struct SweepBar {
+    bar: ProgressBar,
+}
+
+impl SweepBar {
+    pub fn new() -> Self {
+        let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar.set_message("warming up");
+        SweepBar { bar }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Progress for SweepBar {
+    fn run_finished(&mut self, n: u64, m: &Measurement, spent_s: f64, remaining_s: f64) {
+        let total_ms = ((spent_s + remaining_s) * 1000.0).max(1.0) as u64;
+        self.bar.set_length(total_ms);
+        self.bar.set_position((spent_s * 1000.0) as u64);
+        self.bar.set_message(format!(
+            "n={n}: {} CPU · about {} left",
+            human_seconds(m.cpu_s),
+            human_seconds(remaining_s)
+        ));
+    }
+
+    fn message(&mut self, text: &str) {
+        if !self.bar.is_hidden() {
+            self.bar.println(format!("note: {text}"));
+        }
+    }
+}
