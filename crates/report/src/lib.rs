@@ -7,6 +7,8 @@
 //! measures or analyzes.
 
 pub mod format;
+pub mod html;
+pub mod lab;
 pub mod plot;
 pub mod sweep;
 pub mod table;

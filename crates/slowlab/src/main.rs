@@ -23,6 +23,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Lab(cmd::lab::LabArgs),
     Sweep(cmd::sweep::SweepArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
@@ -32,6 +33,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Lab(args) => cmd::lab::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Child(args) => cmd::child::run(args),
     };

@@ -47,3 +47,60 @@ impl Progress for SweepBar {
         }
     }
 }
+
+/// Output of `slowlab lab`: scenario lines on stdout (stderr when stdout
+/// carries JSON), what is being done on a spinner on stderr.
+pub struct LabProgress {
+    bar: ProgressBar,
+    lines_to_stderr: bool,
+}
+
+impl LabProgress {
+    pub fn new(lines_to_stderr: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        LabProgress {
+            bar,
+            lines_to_stderr,
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl slowlab_lab::LabOutput for LabProgress {
+    fn line(&mut self, text: &str) {
+        // Printing through the bar keeps the spinner below the lines.
+        self.bar.suspend(|| {
+            if self.lines_to_stderr {
+                eprintln!("{text}");
+            } else {
+                println!("{text}");
+            }
+        });
+    }
+
+    fn status(&mut self, text: &str) {
+        self.bar.set_message(text.to_string());
+    }
+
+    fn sweep_progress(&mut self) -> &mut dyn Progress {
+        self
+    }
+}
+
+impl Progress for LabProgress {
+    fn run_finished(&mut self, n: u64, m: &Measurement, _spent_s: f64, remaining_s: f64) {
+        self.bar.set_message(format!(
+            "n={n}: {} · about {} left in this sweep",
+            human_seconds(m.cpu_s),
+            human_seconds(remaining_s)
+        ));
+    }
+}

@@ -17,7 +17,9 @@ pub fn cancel_on_interrupt(cancel: Cancel) -> anyhow::Result<()> {
         .spawn(move || {
             for _ in signals.forever() {
                 if cancel.is_cancelled() {
-                    eprintln!("\nslowlab: interrupted again, exiting now");
+                    eprintln!("\nslowlab: interrupted again: cleaning up and exiting now");
+                    // Exiting does not unwind: undo what the lab created first.
+                    slowlab_lab::cleanup::run_all_now();
                     std::process::exit(130);
                 }
                 eprintln!("\nslowlab: interrupted; stopping and keeping what was measured (Ctrl-C again to quit at once)");

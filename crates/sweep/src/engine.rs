@@ -50,6 +50,10 @@ pub struct SweepConfig {
     pub adaptive: bool,
     /// Repetitions per size never exceed this when adding more.
     pub max_reps: usize,
+    /// Below this many CPU seconds above the baseline the top size is
+    /// "too small to measure": a warning, and no early stop. 50 ms suits
+    /// whole-process timing; a child that times itself can go far lower.
+    pub min_net_cost_s: f64,
 }
 
 impl Default for SweepConfig {
@@ -64,6 +68,7 @@ impl Default for SweepConfig {
             early_stop: true,
             adaptive: true,
             max_reps: 12,
+            min_net_cost_s: 0.050,
         }
     }
 }
@@ -72,8 +77,6 @@ impl Default for SweepConfig {
 const EXTRA_REPS: usize = 2;
 /// Adaptive rounds at most, whatever the budget.
 const MAX_ADAPTIVE_ROUNDS: usize = 8;
-/// The top size must cost at least this much above the baseline.
-const MIN_NET_COST_S: f64 = 0.050;
 /// Wall time this many times the CPU time means waiting or a busy machine.
 const WALL_CPU_WARNING: f64 = 1.3;
 /// Sizes processed in the first, shuffled stage.
@@ -214,7 +217,7 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
             let measurable = growth
                 .rows
                 .last()
-                .is_some_and(|r| r.net_cpu_s >= MIN_NET_COST_S);
+                .is_some_and(|r| r.net_cpu_s >= self.cfg.min_net_cost_s);
             if self.cfg.early_stop && measurable && decide(&growth).verdict == Verdict::Superlinear
             {
                 self.skip_rest(
@@ -411,7 +414,7 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
         let decision = decide(&growth);
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(self.exec.take_warnings());
-        warnings.extend(measurement_warnings(&growth));
+        warnings.extend(measurement_warnings(&growth, self.cfg.min_net_cost_s));
         if self.interrupted {
             warnings.push(format!(
                 "interrupted: the result holds the {} run(s) measured before Ctrl-C",
@@ -442,12 +445,12 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
 }
 
 /// Warnings about the quality of the measurements themselves.
-fn measurement_warnings(g: &Growth) -> Vec<String> {
+fn measurement_warnings(g: &Growth, min_net_cost_s: f64) -> Vec<String> {
     let mut warnings = Vec::new();
     let Some(top) = g.rows.last() else {
         return warnings;
     };
-    if top.net_cpu_s < MIN_NET_COST_S {
+    if top.net_cpu_s < min_net_cost_s {
         warnings.push(format!(
             "the largest size (n={}) costs only {} of CPU above the baseline: too little to \
              measure reliably; use larger sizes (e.g. --sizes {}..{})",

@@ -2,6 +2,7 @@
 //! processes of its own experiments and tests. Hidden from `--help`; not a
 //! user interface.
 //!
+//! - the lab's children (`slowlab_lab::children`);
 //! - `burn MODEL N [--scale S]`: CPU-bound work whose cost grows as MODEL
 //!   (n, nlogn, n2, n3) — the known workloads of the sweep tests and
 //!   benchmarks.
@@ -18,6 +19,8 @@ pub struct ChildArgs {
 
 #[derive(Subcommand, Debug)]
 enum ChildProgram {
+    #[command(flatten)]
+    Lab(slowlab_lab::children::LabChild),
     /// CPU-bound work of known complexity.
     Burn {
         #[arg(value_enum)]
@@ -43,6 +46,13 @@ enum BurnModel {
 
 pub fn run(args: ChildArgs) -> anyhow::Result<i32> {
     match args.program {
+        ChildProgram::Lab(child) => match slowlab_lab::children::run(child) {
+            Ok(()) => Ok(0),
+            Err(message) => {
+                eprintln!("slowlab __child: {message}");
+                Ok(1)
+            }
+        },
         ChildProgram::Burn { model, n, scale } => {
             black_box(burn(model, n, scale));
             Ok(0)

@@ -2,4 +2,5 @@
 //! crates and their results into output and an exit code.
 
 pub mod child;
+pub mod lab;
 pub mod sweep;

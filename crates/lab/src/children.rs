@@ -1,0 +1,54 @@
+//! The command line of the lab's child programs, `slowlab __child …`: one
+//! subcommand per program, each dispatching to the scenario module that
+//! owns it. The binary flattens `LabChild` into its hidden `__child`
+//! command; scenarios build the matching argument lists next to their code
+//! (a test parses every one of them back through this enum).
+
+use clap::Subcommand;
+
+use crate::scenarios::topdown_alloc;
+
+#[derive(Subcommand, Debug)]
+pub enum LabChild {
+    /// topdown-alloc: place n 64 KiB blocks and report the time taken.
+    Topdown {
+        #[arg(long, value_enum)]
+        placement: topdown_alloc::Placement,
+        #[arg(long)]
+        n: u64,
+    },
+}
+
+/// Runs a child program; the error is one line for stderr.
+pub fn run(child: LabChild) -> Result<(), String> {
+    match child {
+        LabChild::Topdown { placement, n } => topdown_alloc::child_main(placement, n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(subcommand)]
+        child: LabChild,
+    }
+
+    /// Every argument list a scenario builds must parse.
+    pub fn parses(args: &[String]) -> bool {
+        let mut argv = vec!["__child".to_string()];
+        argv.extend(args.iter().cloned());
+        Wrapper::try_parse_from(argv).is_ok()
+    }
+
+    #[test]
+    fn scenario_argument_lists_parse() {
+        use topdown_alloc::Placement::*;
+        for p in [Probe, Cursor, Kernel] {
+            assert!(parses(&topdown_alloc::child_args(p, "100")));
+        }
+    }
+}

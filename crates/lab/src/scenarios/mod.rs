@@ -1,0 +1,8 @@
+//! The scenarios, one module each, and the order they run in.
+
+pub mod topdown_alloc;
+
+use crate::runner::Scenario;
+
+/// Every scenario, in the order `slowlab lab` runs them.
+pub static ALL: &[&dyn Scenario] = &[&topdown_alloc::TopdownAlloc];

@@ -1,0 +1,127 @@
+//! `slowlab lab`: pick scenarios and a size profile, run them with progress
+//! on stderr and their lines on stdout, print the verdict table, write the
+//! JSON Lines and HTML reports.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use slowlab_lab::runner::select;
+use slowlab_lab::{run_lab, LabContext, Profile};
+use slowlab_report::lab::{json_lines, render_verdicts};
+use slowlab_report::write_atomically;
+use slowlab_sweep::Cancel;
+
+use crate::progress::LabProgress;
+use crate::signals::cancel_on_interrupt;
+
+/// Reproduce the five operating-system pathologies as measured experiments.
+///
+/// Each scenario runs a pathological and a control variant side by side on
+/// this machine and says whether the machine is affected, and by how much:
+///
+///   topdown-alloc    top-down placement searching from the top: O(n²)
+///   notify-buffer    file-change watchers: buffer size, permission events
+///   log-probe        log names found by probing name.0, name.1, …: O(N²)
+///   teardown-lock    network-namespace teardown holding the global rtnl lock
+///   working-set-cap  scanning 64 MiB inside a 32 MiB memory cgroup
+///
+/// Scenarios that need root (namespaces, cgroups, mounts, fanotify) are
+/// skipped with the reason when run without it. Everything a scenario
+/// creates is removed when it ends, fails or is interrupted (Ctrl-C).
+///
+/// Examples:
+///
+///   slowlab lab                          all five at quick sizes (< 3 min)
+///   slowlab lab log-probe --full         the original experiment's sizes
+///   slowlab lab --json lab.jsonl --html lab.html
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct LabArgs {
+    /// Scenarios to run (all when none is given); see --list
+    #[arg(value_name = "SCENARIO")]
+    scenarios: Vec<String>,
+
+    /// Small sizes: all five in under 3 minutes (the default)
+    #[arg(long, conflicts_with_all = ["full", "tiny"])]
+    quick: bool,
+
+    /// The sizes of the original experiments, within time budgets
+    #[arg(long, conflicts_with = "tiny")]
+    full: bool,
+
+    /// Tiny sizes for tests: seconds per scenario, effects not always visible
+    #[arg(long, hide = true)]
+    tiny: bool,
+
+    /// List the scenarios and exit
+    #[arg(long)]
+    list: bool,
+
+    /// Write one JSON object per scenario per line (JSON Lines; `-` for stdout)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write a self-contained HTML report
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+
+    /// Directory for temporary files (default: $TMPDIR or /tmp)
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<i32> {
+    if args.list {
+        for scenario in slowlab_lab::runner::all() {
+            let root = if scenario.needs_root() {
+                " (needs root)"
+            } else {
+                ""
+            };
+            println!("{:<16} {}{root}", scenario.id(), scenario.summary());
+        }
+        return Ok(0);
+    }
+    let scenarios = select(&args.scenarios).map_err(anyhow::Error::msg)?;
+    let profile = if args.full {
+        Profile::Full
+    } else if args.tiny {
+        Profile::Tiny
+    } else {
+        Profile::Quick
+    };
+    let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
+
+    let cancel = Cancel::new();
+    cancel_on_interrupt(cancel.clone())?;
+    let self_exe = std::env::current_exe().context("cannot find the slowlab binary itself")?;
+    let mut output = LabProgress::new(json_to_stdout);
+    let mut ctx = LabContext::new(profile, self_exe, cancel.clone(), &mut output);
+    if let Some(dir) = &args.work_dir {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--work-dir {} is not a directory",
+            dir.display()
+        );
+        ctx.work_root = dir.clone();
+    }
+    let results = run_lab(&scenarios, &mut ctx);
+    output.finish();
+
+    let table = render_verdicts(&results);
+    if json_to_stdout {
+        eprint!("\n{table}");
+    } else {
+        print!("\n{table}");
+        std::io::stdout().flush().ok();
+    }
+    if let Some(path) = &args.json {
+        write_atomically(path, &json_lines(&results)?)?;
+    }
+    if let Some(path) = &args.html {
+        write_atomically(path, slowlab_report::html::lab_page(&results).as_bytes())?;
+    }
+    Ok(if cancel.is_cancelled() { 130 } else { 0 })
+}
