@@ -19,7 +19,7 @@ trap cleanup EXIT INT TERM
 "$bin" __child burn n 1000000000000 & hog_pid=$!
 
 declare -A expect=([linear]=linear [nlogn]=linear [quadratic]=superlinear)
-declare -A sizes=([linear]=2M..32M [nlogn]=500k..8M [quadratic]=4000..64000)
+declare -A sizes=([linear]=2M..32M [nlogn]=500k..8M [quadratic]=8000..64000)
 declare -A cmd=([linear]="n {n} --scale 50" [nlogn]="nlogn {n} --scale 10" [quadratic]="n2 {n}")
 
 fail=0

@@ -6,7 +6,9 @@
 
 use clap::Subcommand;
 
-use crate::scenarios::topdown_alloc;
+use std::path::PathBuf;
+
+use crate::scenarios::{log_probe, topdown_alloc};
 
 #[derive(Subcommand, Debug)]
 pub enum LabChild {
@@ -17,12 +19,30 @@ pub enum LabChild {
         #[arg(long)]
         n: u64,
     },
+    /// log-probe: launch n log writers one after the other, timed.
+    LogLauncher {
+        #[arg(long, value_enum)]
+        naming: log_probe::Naming,
+        #[arg(long)]
+        n: u64,
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// log-probe: find a log name in a directory and create it.
+    LogWriter {
+        #[arg(long, value_enum)]
+        naming: log_probe::Naming,
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 /// Runs a child program; the error is one line for stderr.
 pub fn run(child: LabChild) -> Result<(), String> {
     match child {
         LabChild::Topdown { placement, n } => topdown_alloc::child_main(placement, n),
+        LabChild::LogLauncher { naming, n, dir } => log_probe::launcher_main(naming, n, &dir),
+        LabChild::LogWriter { naming, dir } => log_probe::writer_main(naming, &dir),
     }
 }
 
@@ -49,6 +69,11 @@ mod tests {
         use topdown_alloc::Placement::*;
         for p in [Probe, Cursor, Kernel] {
             assert!(parses(&topdown_alloc::child_args(p, "100")));
+        }
+        let dir = std::path::Path::new("/tmp/x");
+        for naming in [log_probe::Naming::Probe, log_probe::Naming::Unique] {
+            assert!(parses(&log_probe::launcher_args(naming, "100", dir)));
+            assert!(parses(&log_probe::writer_args(naming, dir)));
         }
     }
 }
