@@ -1,3 +1,375 @@
 //! The recorded-trace model: processes, threads, samples and scheduler events
 //! as read from a perf.data file. Filled in by the `perf` crate; read by
 //! `analyze`. No parsing and no analysis lives here.
+//!
+//! # Shape
+//!
+//! The model follows the Firefox profiler's processed format (as samply
+//! writes it): every string, module, function, frame and stack is stored once
+//! in a table and referred to by a small index.
+//!
+//! - [`Trace::frames`]: one row per unique code address (per module);
+//!   symbolized once, pointing at a [`Function`].
+//! - [`Trace::stacks`]: a prefix tree. A [`StackNode`] is one frame plus the
+//!   node of its caller, so a call stack is a single [`StackIdx`] (its
+//!   innermost frame) and stacks that share callers share nodes.
+//! - [`Trace::samples`]: the CPU samples of the sampling event, in time
+//!   order, as parallel columns (time, thread, cpu, stack, period).
+//! - [`Trace::events`]: everything else that happened at a point in time and
+//!   may carry a stack — context switches, wake-ups, page faults, syscalls,
+//!   other tracepoints — decoded into [`EventKind`], in time order.
+//! - [`Trace::processes`] and [`Trace::threads`]: one row per lifetime (a
+//!   reused pid or tid gets a new row), with fork/exec/exit times.
+//!
+//! Times are nanoseconds on the trace's clock (perf's `perf_clock`, which is
+//! `CLOCK_MONOTONIC`-like); [`TraceMeta::start_ns`] is the first record's time.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! index_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The index as a `usize`, for indexing the table.
+            #[inline]
+            pub fn ix(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+index_type!(
+    /// Index into [`Trace::strings`].
+    StrIdx
+);
+index_type!(
+    /// Index into [`Trace::processes`].
+    ProcIdx
+);
+index_type!(
+    /// Index into [`Trace::threads`].
+    ThreadIdx
+);
+index_type!(
+    /// Index into [`Trace::modules`].
+    ModuleIdx
+);
+index_type!(
+    /// Index into [`Trace::functions`].
+    FuncIdx
+);
+index_type!(
+    /// Index into [`Trace::frames`].
+    FrameIdx
+);
+index_type!(
+    /// Index into [`Trace::stacks`].
+    StackIdx
+);
+
+/// A whole trace, read from one perf.data file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Trace {
+    pub meta: TraceMeta,
+    /// Interned strings; see [`Trace::str`].
+    pub strings: Vec<String>,
+    pub processes: Vec<Process>,
+    pub threads: Vec<Thread>,
+    pub modules: Vec<Module>,
+    pub functions: Vec<Function>,
+    pub frames: Vec<Frame>,
+    pub stacks: Vec<StackNode>,
+    pub samples: Samples,
+    pub events: Vec<Event>,
+    pub stats: ReadStats,
+}
+
+/// What the file says about itself and how it was recorded.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TraceMeta {
+    pub hostname: Option<String>,
+    pub os_release: Option<String>,
+    pub arch: Option<String>,
+    pub perf_version: Option<String>,
+    pub cmdline: Vec<String>,
+    pub nr_cpus: Option<u32>,
+    /// Time of the first record (ns).
+    pub start_ns: u64,
+    /// Time of the last record (ns).
+    pub end_ns: u64,
+    /// Name of the event whose samples are in [`Trace::samples`]
+    /// (e.g. `cpu-clock`, `cycles`).
+    pub sample_event: Option<String>,
+    /// Sampling frequency in Hz when the sampling event was frequency-based.
+    pub sample_freq: Option<u64>,
+    /// Names of all events in the file, in attribute order.
+    pub events: Vec<String>,
+}
+
+impl TraceMeta {
+    /// Duration of the trace in seconds.
+    pub fn duration_s(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+}
+
+/// Counts of what was read, lost or skipped; the source of every warning.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ReadStats {
+    /// Records read from the data section.
+    pub records: u64,
+    /// Events the kernel dropped (PERF_RECORD_LOST / LOST_SAMPLES).
+    pub lost_events: u64,
+    /// Records that could not be parsed and were skipped.
+    pub unparsed_records: u64,
+    /// Bytes at the end of the data section that could not be read
+    /// (a truncated file).
+    pub truncated_bytes: u64,
+    /// True when the header said the data section was empty or too long,
+    /// i.e. `perf record` did not finish writing the file.
+    pub unfinished_file: bool,
+    /// Distinct stack positions (caller stack + address) whose address fell
+    /// into no known mapping.
+    pub unmapped_frames: u64,
+    /// Samples whose callchain was cut by the kernel's depth limit or empty.
+    pub samples_without_stack: u64,
+    /// Human-readable warnings, each with what to do about it.
+    pub warnings: Vec<String>,
+}
+
+/// One process lifetime.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: i32,
+    /// Parent pid when the fork was recorded.
+    pub ppid: Option<i32>,
+    /// The last command name seen (after exec, the new program).
+    pub comm: StrIdx,
+    /// Fork time, when the fork happened during the trace.
+    pub start_ns: Option<u64>,
+    /// Time of the last exec during the trace.
+    pub exec_ns: Option<u64>,
+    /// Exit time, when the exit happened during the trace.
+    pub end_ns: Option<u64>,
+    /// Threads of this process, in creation order.
+    pub threads: Vec<ThreadIdx>,
+}
+
+/// One thread lifetime.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Thread {
+    pub tid: i32,
+    pub process: ProcIdx,
+    /// The last command name seen for this thread.
+    pub comm: StrIdx,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+}
+
+/// Where a module's code lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModuleKind {
+    /// The kernel image (`[kernel.kallsyms]`).
+    Kernel,
+    /// A loadable kernel module (`[ext4]`).
+    KernelModule,
+    /// A user-space ELF file.
+    User,
+    /// Anonymous or JIT memory, the vdso, or no mapping at all.
+    Other,
+}
+
+/// A mapped binary (or pseudo-binary such as the kernel).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Module {
+    /// Short name: the file name, or `[kernel.kallsyms]`.
+    pub name: StrIdx,
+    /// Full path as recorded.
+    pub path: StrIdx,
+    pub kind: ModuleKind,
+    /// GNU build id from the perf.data build-id table, hex.
+    pub build_id: Option<String>,
+    /// Why this module's frames have no function names, if they have none.
+    pub symbol_error: Option<String>,
+}
+
+/// A function: a symbol name within a module.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Function {
+    /// Demangled name, or `[unknown]` when the address had no symbol.
+    pub name: StrIdx,
+    pub module: ModuleIdx,
+    pub kernel: bool,
+}
+
+/// One unique code address.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Frame {
+    pub module: ModuleIdx,
+    /// For user modules: the file offset of the looked-up address; for the
+    /// kernel: the absolute address. Return addresses are stored minus one
+    /// (pointing into the call instruction), sampled addresses as they are.
+    pub address: u64,
+    pub function: FuncIdx,
+    pub kernel: bool,
+}
+
+/// A node of the stack prefix tree.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct StackNode {
+    /// The caller's node; `None` for an outermost frame.
+    pub parent: Option<StackIdx>,
+    pub frame: FrameIdx,
+    /// Number of frames from the root (the outermost frame has depth 0).
+    pub depth: u32,
+}
+
+/// The samples of the sampling event, as parallel columns in time order.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Samples {
+    pub time_ns: Vec<u64>,
+    pub thread: Vec<ThreadIdx>,
+    pub cpu: Vec<u32>,
+    /// Innermost frame of the sample's stack; `None` when there was none.
+    pub stack: Vec<Option<StackIdx>>,
+    /// The sample's period (ns of CPU time for `cpu-clock`).
+    pub period: Vec<u64>,
+}
+
+impl Samples {
+    pub fn len(&self) -> usize {
+        self.time_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.time_ns.is_empty()
+    }
+}
+
+/// A point event other than a CPU sample.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Event {
+    pub time_ns: u64,
+    pub cpu: u32,
+    /// The thread on whose behalf the event was emitted.
+    pub thread: ThreadIdx,
+    /// The call stack at the event, when recorded with `-g`.
+    pub stack: Option<StackIdx>,
+    pub kind: EventKind,
+}
+
+/// Decoded tracepoint and software events. Fields are raw kernel values;
+/// interpreting them (blocked vs runnable, errno names) is for `analyze`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// `sched:sched_switch`: the CPU switched from `prev_tid` to `next_tid`.
+    /// `prev_state` is the kernel task state (0 = runnable, i.e. preempted;
+    /// 1 = interruptible sleep, 2 = uninterruptible sleep, …).
+    Switch {
+        prev_tid: i32,
+        prev_state: u64,
+        next_tid: i32,
+    },
+    /// `sched:sched_waking`: the event's thread woke `tid`.
+    Waking { tid: i32, target_cpu: i32 },
+    /// `exceptions:page_fault_user` / `_kernel`.
+    PageFault {
+        address: u64,
+        ip: u64,
+        /// x86 page-fault error code (bit 0 protection, 1 write, 2 user).
+        error_code: u64,
+        user: bool,
+    },
+    /// The `major-faults` software event.
+    MajorFault { address: Option<u64> },
+    /// `syscalls:sys_enter_NAME`.
+    SyscallEnter { name: StrIdx, args: [u64; 6] },
+    /// `syscalls:sys_exit_NAME`; `ret` is negative errno on failure.
+    SyscallExit { name: StrIdx, ret: i64 },
+    /// `sched:sched_process_fork` etc. and any other tracepoint, not decoded.
+    Other { name: StrIdx },
+}
+
+impl Trace {
+    /// The string at `idx`; `""` for an index out of range.
+    #[inline]
+    pub fn str(&self, idx: StrIdx) -> &str {
+        self.strings.get(idx.ix()).map(String::as_str).unwrap_or("")
+    }
+
+    /// Frames of a stack, innermost first.
+    pub fn stack_frames(&self, stack: Option<StackIdx>) -> StackWalk<'_> {
+        StackWalk {
+            trace: self,
+            next: stack,
+        }
+    }
+
+    /// The function of a frame.
+    #[inline]
+    pub fn frame_function(&self, frame: FrameIdx) -> FuncIdx {
+        self.frames[frame.ix()].function
+    }
+
+    /// A function's display name.
+    pub fn function_name(&self, func: FuncIdx) -> &str {
+        self.str(self.functions[func.ix()].name)
+    }
+
+    /// A function's module's short name.
+    pub fn function_module(&self, func: FuncIdx) -> &str {
+        let m = self.functions[func.ix()].module;
+        self.str(self.modules[m.ix()].name)
+    }
+
+    /// The process a thread belongs to.
+    pub fn thread_process(&self, thread: ThreadIdx) -> &Process {
+        &self.processes[self.threads[thread.ix()].process.ix()]
+    }
+}
+
+/// Iterator over the frames of a stack, innermost first.
+pub struct StackWalk<'a> {
+    trace: &'a Trace,
+    next: Option<StackIdx>,
+}
+
+impl Iterator for StackWalk<'_> {
+    type Item = FrameIdx;
+
+    fn next(&mut self) -> Option<FrameIdx> {
+        let node = self.trace.stacks.get(self.next?.ix())?;
+        self.next = node.parent;
+        Some(node.frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_walk_goes_innermost_first() {
+        let mut t = Trace::default();
+        t.stacks.push(StackNode {
+            parent: None,
+            frame: FrameIdx(7),
+            depth: 0,
+        });
+        t.stacks.push(StackNode {
+            parent: Some(StackIdx(0)),
+            frame: FrameIdx(9),
+            depth: 1,
+        });
+        let frames: Vec<_> = t.stack_frames(Some(StackIdx(1))).collect();
+        assert_eq!(frames, vec![FrameIdx(9), FrameIdx(7)]);
+        assert_eq!(t.stack_frames(None).count(), 0);
+    }
+}

@@ -25,6 +25,8 @@ struct Cli {
 enum Command {
     Lab(cmd::lab::LabArgs),
     Sweep(cmd::sweep::SweepArgs),
+    Record(cmd::record::RecordArgs),
+    Analyze(cmd::analyze::AnalyzeArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
     Child(cmd::child::ChildArgs),
@@ -35,6 +37,8 @@ fn main() {
     let result = match cli.command {
         Command::Lab(args) => cmd::lab::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Analyze(args) => cmd::analyze::run(args),
         Command::Child(args) => cmd::child::run(args),
     };
     match result {

@@ -1,0 +1,482 @@
+//! Sampled CPU usage: the tree grouped by any order of process, thread,
+//! module and function (like a trace analyzer's "CPU Usage (Sampled)"
+//! table), and the summary that `analyze --json` writes.
+//!
+//! Module and function keys group by the *sampled* frame (where the CPU
+//! was), so a node's `samples` is its self count; each module or function
+//! node also carries `inclusive`: the samples of its parent group that have
+//! it anywhere on the stack (a recursive function counts once per sample).
+//! Percentages are of the selected samples. No rendering here.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use serde::Serialize;
+use slowlab_model::trace::{FuncIdx, StackIdx, Trace};
+
+use crate::select::{Aggregate, Selection};
+use crate::Error;
+
+/// A grouping key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Key {
+    Process,
+    Thread,
+    Module,
+    Function,
+}
+
+impl FromStr for Key {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim() {
+            "process" | "proc" | "p" => Ok(Key::Process),
+            "thread" | "t" => Ok(Key::Thread),
+            "module" | "dso" | "m" => Ok(Key::Module),
+            "function" | "func" | "sym" | "f" => Ok(Key::Function),
+            other => Err(Error::BadKey(other.to_owned())),
+        }
+    }
+}
+
+/// Parses `process,thread,module` into keys.
+pub fn parse_keys(s: &str) -> Result<Vec<Key>, Error> {
+    s.split(',')
+        .filter(|k| !k.trim().is_empty())
+        .map(str::parse)
+        .collect()
+}
+
+/// One row of the CPU tree.
+#[derive(Clone, Debug, Serialize)]
+pub struct Node {
+    pub key: Key,
+    /// Display label: `comm (pid)`, `comm (tid)`, a module or function name.
+    pub label: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tid: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Samples in this group (self samples for module and function rows).
+    pub samples: u64,
+    pub percent: f64,
+    /// For module and function rows: samples of the parent group with this
+    /// module or function anywhere on the stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Node>,
+}
+
+/// The CPU tree.
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuTree {
+    pub keys: Vec<Key>,
+    pub samples: u64,
+    /// Children cut by `top` at every level, summed.
+    pub omitted_rows: u64,
+    pub rows: Vec<Node>,
+}
+
+/// Leaf function of a stack (`None` when the sample had no stack).
+fn leaf_func(trace: &Trace, stack: Option<StackIdx>) -> Option<FuncIdx> {
+    let node = trace.stacks.get(stack?.ix())?;
+    Some(trace.frame_function(node.frame))
+}
+
+#[derive(Default)]
+struct Build {
+    id: u32,
+    samples: u64,
+    inclusive: u64,
+    children: HashMap<u32, usize>,
+}
+
+/// Builds the CPU tree for `keys` (any order, any prefix), keeping the
+/// `top` largest children of each node (all when `None`).
+pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>) -> CpuTree {
+    let agg = sel.aggregate(trace);
+    let mut nodes: Vec<Build> = vec![Build::default()];
+    let mut path = Vec::with_capacity(keys.len() + 1);
+    let nfunc = trace.functions.len();
+    let nmod = trace.modules.len();
+    // Stamps to count each function/module once per stack.
+    let mut fstamp = vec![u32::MAX; nfunc];
+    let mut mstamp = vec![u32::MAX; nmod];
+    for (gi, &((thread, stack), count)) in agg.groups.iter().enumerate() {
+        let leaf = leaf_func(trace, stack);
+        path.clear();
+        path.push(0usize);
+        let mut cur = 0usize;
+        for &k in keys {
+            let id = key_id(trace, k, thread, leaf);
+            let next = match nodes[cur].children.get(&id) {
+                Some(&n) => n,
+                None => {
+                    let n = nodes.len();
+                    nodes.push(Build {
+                        id,
+                        ..Build::default()
+                    });
+                    nodes[cur].children.insert(id, n);
+                    n
+                }
+            };
+            cur = next;
+            path.push(cur);
+        }
+        for &n in &path {
+            nodes[n].samples += count;
+        }
+        // Inclusive counts for module/function levels.
+        if keys
+            .iter()
+            .any(|k| matches!(k, Key::Module | Key::Function))
+        {
+            let stamp = gi as u32;
+            let mut funcs = Vec::new();
+            let mut mods = Vec::new();
+            for frame in trace.stack_frames(stack) {
+                let f = trace.frame_function(frame);
+                if fstamp[f.ix()] != stamp {
+                    fstamp[f.ix()] = stamp;
+                    funcs.push(f.0);
+                }
+                let m = trace.functions[f.ix()].module;
+                if mstamp[m.ix()] != stamp {
+                    mstamp[m.ix()] = stamp;
+                    mods.push(m.0);
+                }
+            }
+            for (level, &k) in keys.iter().enumerate() {
+                let parent = path[level];
+                let ids = match k {
+                    Key::Function => &funcs,
+                    Key::Module => &mods,
+                    _ => continue,
+                };
+                for id in ids {
+                    if let Some(&child) = nodes[parent].children.get(id) {
+                        nodes[child].inclusive += count;
+                    }
+                }
+            }
+        }
+    }
+    let total = agg.total;
+    let mut omitted = 0;
+    let rows = finish(trace, &nodes, 0, keys, 0, total, top, &mut omitted);
+    CpuTree {
+        keys: keys.to_vec(),
+        samples: total,
+        omitted_rows: omitted,
+        rows,
+    }
+}
+
+fn key_id(
+    trace: &Trace,
+    k: Key,
+    thread: slowlab_model::trace::ThreadIdx,
+    leaf: Option<FuncIdx>,
+) -> u32 {
+    match k {
+        Key::Process => trace.threads[thread.ix()].process.0,
+        Key::Thread => thread.0,
+        Key::Module => leaf.map_or(u32::MAX, |f| trace.functions[f.ix()].module.0),
+        Key::Function => leaf.map_or(u32::MAX, |f| f.0),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    trace: &Trace,
+    nodes: &[Build],
+    n: usize,
+    keys: &[Key],
+    level: usize,
+    total: u64,
+    top: Option<usize>,
+    omitted: &mut u64,
+) -> Vec<Node> {
+    let Some(&key) = keys.get(level) else {
+        return Vec::new();
+    };
+    let mut kids: Vec<usize> = nodes[n].children.values().copied().collect();
+    kids.sort_by(|&a, &b| {
+        nodes[b]
+            .samples
+            .cmp(&nodes[a].samples)
+            .then(nodes[a].id.cmp(&nodes[b].id))
+    });
+    if let Some(t) = top {
+        if kids.len() > t {
+            *omitted += (kids.len() - t) as u64;
+            kids.truncate(t);
+        }
+    }
+    kids.into_iter()
+        .map(|c| {
+            let b = &nodes[c];
+            let mut node = label(trace, key, b.id);
+            node.samples = b.samples;
+            node.percent = pct(b.samples, total);
+            if matches!(key, Key::Module | Key::Function) {
+                node.inclusive = Some(b.inclusive.max(b.samples));
+            }
+            node.children = finish(trace, nodes, c, keys, level + 1, total, top, omitted);
+            node
+        })
+        .collect()
+}
+
+fn label(trace: &Trace, key: Key, id: u32) -> Node {
+    let mut node = Node {
+        key,
+        label: String::new(),
+        pid: None,
+        tid: None,
+        module: None,
+        samples: 0,
+        percent: 0.0,
+        inclusive: None,
+        children: Vec::new(),
+    };
+    match key {
+        Key::Process => {
+            let p = &trace.processes[id as usize];
+            node.label = format!("{} ({})", trace.str(p.comm), p.pid);
+            node.pid = Some(p.pid);
+        }
+        Key::Thread => {
+            let t = &trace.threads[id as usize];
+            node.label = format!("{} ({})", trace.str(t.comm), t.tid);
+            node.tid = Some(t.tid);
+        }
+        Key::Module => {
+            node.label = match trace.modules.get(id as usize) {
+                Some(m) => trace.str(m.name).to_owned(),
+                None => "[no stack]".into(),
+            };
+        }
+        Key::Function => match trace.functions.get(id as usize) {
+            Some(f) => {
+                node.label = trace.str(f.name).to_owned();
+                node.module = Some(trace.str(trace.modules[f.module.ix()].name).to_owned());
+            }
+            None => node.label = "[no stack]".into(),
+        },
+    }
+    node
+}
+
+/// Percentage with two decimals.
+pub fn pct(n: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        (n as f64 * 10000.0 / total as f64).round() / 100.0
+    }
+}
+
+/// A function in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionRow {
+    pub name: String,
+    pub module: String,
+    #[serde(rename = "self")]
+    pub self_samples: u64,
+    pub inclusive: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadRow {
+    pub tid: i32,
+    pub comm: String,
+    pub samples: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: i32,
+    pub comm: String,
+    pub samples: u64,
+    pub threads: Vec<ThreadRow>,
+}
+
+/// The default view and `analyze --json`:
+/// `{"samples","lost","duration_s","processes":[…],"functions":[…]}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub samples: u64,
+    pub lost: u64,
+    pub duration_s: f64,
+    pub sample_event: Option<String>,
+    pub processes: Vec<ProcessRow>,
+    pub functions: Vec<FunctionRow>,
+    pub warnings: Vec<String>,
+}
+
+/// Per-function self and inclusive counts of the selection, hottest self
+/// first (then inclusive).
+pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64)> {
+    let n = trace.functions.len();
+    let mut selfc = vec![0u64; n];
+    let mut incl = vec![0u64; n];
+    let mut stamp = vec![u32::MAX; n];
+    // Group by stack only (threads do not matter here).
+    let mut per_stack = vec![0u64; trace.stacks.len()];
+    for &((_, stack), count) in &agg.groups {
+        if let Some(s) = stack {
+            per_stack[s.ix()] += count;
+        }
+    }
+    let by_stack = per_stack
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| (StackIdx(i as u32), c));
+    for (i, (stack, count)) in by_stack.enumerate() {
+        if let Some(f) = leaf_func(trace, Some(stack)) {
+            selfc[f.ix()] += count;
+        }
+        for frame in trace.stack_frames(Some(stack)) {
+            let f = trace.frame_function(frame);
+            if stamp[f.ix()] != i as u32 {
+                stamp[f.ix()] = i as u32;
+                incl[f.ix()] += count;
+            }
+        }
+    }
+    let mut rows: Vec<(FuncIdx, u64, u64)> = (0..n)
+        .filter(|&i| incl[i] > 0)
+        .map(|i| (FuncIdx(i as u32), selfc[i], incl[i]))
+        .collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    rows
+}
+
+/// The summary; `top` limits the functions (all when `None`).
+pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
+    let agg = sel.aggregate(trace);
+    let mut proc_counts: HashMap<u32, u64> = HashMap::new();
+    let mut thread_counts: HashMap<u32, u64> = HashMap::new();
+    for &((th, _), count) in &agg.groups {
+        *thread_counts.entry(th.0).or_default() += count;
+        *proc_counts
+            .entry(trace.threads[th.ix()].process.0)
+            .or_default() += count;
+    }
+    let mut processes: Vec<ProcessRow> = proc_counts
+        .iter()
+        .map(|(&p, &samples)| {
+            let pr = &trace.processes[p as usize];
+            let mut threads: Vec<ThreadRow> = pr
+                .threads
+                .iter()
+                .filter_map(|t| {
+                    let samples = *thread_counts.get(&t.0)?;
+                    let th = &trace.threads[t.ix()];
+                    Some(ThreadRow {
+                        tid: th.tid,
+                        comm: trace.str(th.comm).to_owned(),
+                        samples,
+                    })
+                })
+                .collect();
+            threads.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.tid.cmp(&b.tid)));
+            ProcessRow {
+                pid: pr.pid,
+                comm: trace.str(pr.comm).to_owned(),
+                samples,
+                threads,
+            }
+        })
+        .collect();
+    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+    let mut funcs = function_counts(trace, &agg);
+    if let Some(t) = top {
+        funcs.truncate(t);
+    }
+    let functions = funcs
+        .into_iter()
+        .map(|(f, s, i)| FunctionRow {
+            name: trace.function_name(f).to_owned(),
+            module: trace.function_module(f).to_owned(),
+            self_samples: s,
+            inclusive: i,
+        })
+        .collect();
+    Summary {
+        samples: agg.total,
+        lost: trace.stats.lost_events,
+        duration_s: trace.meta.duration_s(),
+        sample_event: trace.meta.sample_event.clone(),
+        processes,
+        functions,
+        warnings: trace.stats.warnings.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::small_trace;
+
+    #[test]
+    fn tree_by_process_function_counts_self_and_inclusive() {
+        let t = small_trace();
+        let tree = cpu_tree(
+            &t,
+            &[Key::Process, Key::Function],
+            &Selection::default(),
+            None,
+        );
+        assert_eq!(tree.samples, 6);
+        let p = &tree.rows[0];
+        assert_eq!(p.label, "app (10)");
+        assert_eq!(p.samples, 5);
+        let leaf = &p.children[0];
+        assert_eq!(leaf.label, "memset");
+        assert_eq!(leaf.samples, 3);
+        assert_eq!(leaf.inclusive, Some(3));
+        let work = p.children.iter().find(|n| n.label == "work").unwrap();
+        assert_eq!(work.samples, 2);
+        assert_eq!(work.inclusive, Some(5));
+    }
+
+    #[test]
+    fn summary_matches_documented_shape() {
+        let t = small_trace();
+        let s = summary(&t, &Selection::default(), None);
+        let v = serde_json::to_value(&s).unwrap();
+        for k in ["samples", "lost", "duration_s", "processes", "functions"] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert_eq!(v["processes"][0]["threads"][0]["tid"], 10);
+        let f = &v["functions"][0];
+        assert_eq!(f["name"], "memset");
+        assert_eq!(f["self"], 3);
+        let main = s.functions.iter().find(|f| f.name == "main").unwrap();
+        assert_eq!((main.self_samples, main.inclusive), (0, 5));
+    }
+
+    #[test]
+    fn filter_and_time_range() {
+        let t = small_trace();
+        let sel = Selection {
+            filters: vec!["process=other".parse().unwrap()],
+            ..Selection::default()
+        };
+        assert_eq!(summary(&t, &sel, None).samples, 1);
+        let sel = Selection {
+            from_s: Some(0.0),
+            to_s: Some(0.0025),
+            ..Selection::default()
+        };
+        assert_eq!(summary(&t, &sel, None).samples, 3);
+    }
+}

@@ -1,0 +1,37 @@
+//! The analysis views of a slowlab trace, as pure functions over
+//! [`slowlab_model::trace::Trace`]: the sampled CPU tree and summary
+//! ([`cpu`]), callers and callees of one function ([`butterfly`]), and the
+//! exports to folded stacks, flame graph SVG and pprof ([`export`]).
+//!
+//! Nothing here prints or reads files; every view returns a value that is
+//! `serde`-serializable (the JSON the CLI writes) and that the binary renders.
+//! Views share one notion of which samples count: [`select::Selection`].
+
+pub mod butterfly;
+pub mod cpu;
+pub mod export;
+pub mod select;
+
+/// Why a view could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no function matches {0:?}; `slowlab analyze FILE --by function` lists the names")]
+    NoSuchFunction(String),
+    #[error("{pattern:?} matches {count} functions ({examples}); give the full name")]
+    AmbiguousFunction {
+        pattern: String,
+        count: usize,
+        examples: String,
+    },
+    #[error("bad filter {0:?}: use process=NAME, pid=N or tid=N")]
+    BadFilter(String),
+    #[error("bad grouping key {0:?}: use process, thread, module or function")]
+    BadKey(String),
+    #[error("writing the export failed: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("flame graph: {0}")]
+    FlameGraph(String),
+}
+
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -1,0 +1,175 @@
+//! Which samples a view counts: a filter by process name, pid or tid and a
+//! time range, applied once to produce the samples aggregated by
+//! (thread, stack) — the unit every view works on, so that a view walks each
+//! distinct stack once instead of once per sample.
+//!
+//! It does not interpret stacks; the views do.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::str::FromStr;
+
+/// FxHash (as in rustc and Firefox): fast for small integer keys.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Hasher builder for [`FxHasher`].
+pub type BuildFx = BuildHasherDefault<FxHasher>;
+
+use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
+
+use crate::Error;
+
+/// One filter term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Filter {
+    /// Process command name, exact (or, if nothing matches exactly, a
+    /// substring).
+    Process(String),
+    Pid(i32),
+    Tid(i32),
+}
+
+impl FromStr for Filter {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || Error::BadFilter(s.to_owned());
+        let (k, v) = s.split_once('=').ok_or_else(bad)?;
+        match k.trim() {
+            "process" | "comm" => Ok(Filter::Process(v.to_owned())),
+            "pid" => v.trim().parse().map(Filter::Pid).map_err(|_| bad()),
+            "tid" => v.trim().parse().map(Filter::Tid).map_err(|_| bad()),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Which samples to count: all filters must hold (terms of the same kind
+/// are alternatives), and the sample must lie in `[from_s, to_s)` seconds
+/// after the trace start.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub filters: Vec<Filter>,
+    pub from_s: Option<f64>,
+    pub to_s: Option<f64>,
+}
+
+/// Samples aggregated by (thread, stack).
+#[derive(Debug, Default)]
+pub struct Aggregate {
+    /// ((thread, stack), sample count), in first-seen order.
+    pub groups: Vec<((ThreadIdx, Option<StackIdx>), u64)>,
+    /// Samples selected.
+    pub total: u64,
+}
+
+impl Selection {
+    fn thread_ok(&self, trace: &Trace, thread: ThreadIdx) -> bool {
+        let th = &trace.threads[thread.ix()];
+        let p = &trace.processes[th.process.ix()];
+        let mut by_kind = [None::<bool>; 3];
+        for f in &self.filters {
+            let (k, hit) = match f {
+                Filter::Process(name) => {
+                    let comm = trace.str(p.comm);
+                    let tcomm = trace.str(th.comm);
+                    (
+                        0,
+                        comm == name || tcomm == name || self.substring(trace, name, comm),
+                    )
+                }
+                Filter::Pid(pid) => (1, p.pid == *pid),
+                Filter::Tid(tid) => (2, th.tid == *tid),
+            };
+            let slot = &mut by_kind[k];
+            *slot = Some(slot.unwrap_or(false) || hit);
+        }
+        by_kind.iter().all(|s| s.unwrap_or(true))
+    }
+
+    /// A process filter matches by substring only when no process has
+    /// exactly that name.
+    fn substring(&self, trace: &Trace, name: &str, comm: &str) -> bool {
+        !trace.processes.iter().any(|p| trace.str(p.comm) == name) && comm.contains(name)
+    }
+
+    /// Aggregates the selected samples.
+    pub fn aggregate(&self, trace: &Trace) -> Aggregate {
+        let start = trace.meta.start_ns;
+        let from = self
+            .from_s
+            .map(|s| start.saturating_add((s.max(0.0) * 1e9) as u64));
+        let to = self
+            .to_s
+            .map(|s| start.saturating_add((s.max(0.0) * 1e9) as u64));
+        let thread_ok: Vec<bool> = if self.filters.is_empty() {
+            vec![true; trace.threads.len()]
+        } else {
+            (0..trace.threads.len())
+                .map(|i| self.thread_ok(trace, ThreadIdx(i as u32)))
+                .collect()
+        };
+        let mut index: HashMap<(ThreadIdx, Option<StackIdx>), usize, BuildFx> = HashMap::default();
+        let mut agg = Aggregate::default();
+        let s = &trace.samples;
+        for i in 0..s.len() {
+            let th = s.thread[i];
+            if !thread_ok.get(th.ix()).copied().unwrap_or(false) {
+                continue;
+            }
+            let t = s.time_ns[i];
+            if from.is_some_and(|f| t < f) || to.is_some_and(|e| t >= e) {
+                continue;
+            }
+            let key = (th, s.stack[i]);
+            agg.total += 1;
+            match index.get(&key) {
+                Some(&g) => agg.groups[g].1 += 1,
+                None => {
+                    index.insert(key, agg.groups.len());
+                    agg.groups.push((key, 1));
+                }
+            }
+        }
+        agg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_filters() {
+        assert_eq!("pid=12".parse::<Filter>().unwrap(), Filter::Pid(12));
+        assert_eq!(
+            "process=cc1".parse::<Filter>().unwrap(),
+            Filter::Process("cc1".into())
+        );
+        assert!("pid=x".parse::<Filter>().is_err());
+        assert!("nope".parse::<Filter>().is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! Opens a perf.data file for reading: maps it into memory, checks the
+//! header against the file's real size, and repairs what an unfinished
+//! `perf record` leaves behind (a data size of zero, no feature sections) so
+//! that the parser reads every complete record and nothing past the end.
+//!
+//! It does not parse records; `reader` does that with `linux-perf-data`.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use crate::Error;
+
+/// Size of `struct perf_file_header` up to the end of the feature bitmap.
+pub(crate) const HEADER_LEN: usize = 104;
+const PIPE_HEADER_LEN: u64 = 16;
+
+/// What the header check found and changed.
+#[derive(Debug, Default)]
+pub(crate) struct Repair {
+    /// The header's data size was zero or ran past the end of the file.
+    pub unfinished: bool,
+    /// Bytes after the last complete record that were ignored.
+    pub truncated_bytes: u64,
+    /// Feature sections were dropped because they pointed outside the file.
+    pub dropped_features: bool,
+    /// The file is in pipe format (`perf record -o -`).
+    pub pipe: bool,
+}
+
+/// A `Read + Seek` view of the mapped file with a patched header.
+pub(crate) struct PatchedFile<'a> {
+    data: &'a [u8],
+    header: [u8; HEADER_LEN],
+    pos: u64,
+}
+
+impl<'a> PatchedFile<'a> {
+    /// The bytes from `pos` on, with the header patch applied.
+    fn byte_at(&self, pos: usize) -> u8 {
+        if pos < HEADER_LEN {
+            self.header[pos]
+        } else {
+            self.data[pos]
+        }
+    }
+}
+
+impl Read for PatchedFile<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let len = self.data.len() as u64;
+        if self.pos >= len {
+            return Ok(0);
+        }
+        let start = self.pos as usize;
+        let n = buf.len().min(self.data.len() - start);
+        if start < HEADER_LEN {
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = self.byte_at(start + i);
+            }
+        } else {
+            buf[..n].copy_from_slice(&self.data[start..start + n]);
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for PatchedFile<'_> {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        let new = match pos {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => (self.data.len() as u64).checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        match new {
+            Some(p) => {
+                self.pos = p;
+                Ok(p)
+            }
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "seek before the start of the file",
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Endian {
+    big: bool,
+}
+
+impl Endian {
+    fn u64(self, b: &[u8], off: usize) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[off..off + 8]);
+        if self.big {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        }
+    }
+    fn u16(self, b: &[u8], off: usize) -> u16 {
+        let a = [b[off], b[off + 1]];
+        if self.big {
+            u16::from_be_bytes(a)
+        } else {
+            u16::from_le_bytes(a)
+        }
+    }
+    fn put_u64(self, b: &mut [u8], off: usize, v: u64) {
+        let a = if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+        b[off..off + 8].copy_from_slice(&a);
+    }
+}
+
+/// Checks the header of `data` and returns a patched reader over it.
+pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
+    if data.is_empty() {
+        return Err(Error::Empty);
+    }
+    if data.len() < 8 {
+        return Err(Error::NotPerfData("shorter than a perf.data header".into()));
+    }
+    let endian = match &data[..8] {
+        b"PERFILE2" => Endian { big: false },
+        b"2ELIFREP" => Endian { big: true },
+        b"PERFFILE" => {
+            return Err(Error::NotPerfData(
+                "old perf.data format version 1 is not supported; record again with a perf newer than 2011".into(),
+            ))
+        }
+        _ => {
+            return Err(Error::NotPerfData(
+                "no perf.data magic (PERFILE2) at the start of the file".into(),
+            ))
+        }
+    };
+    let mut repair = Repair::default();
+    if data.len() >= 16 && endian.u64(data, 8) == PIPE_HEADER_LEN {
+        repair.pipe = true;
+        let mut header = [0u8; HEADER_LEN];
+        let n = data.len().min(HEADER_LEN);
+        header[..n].copy_from_slice(&data[..n]);
+        return Ok((
+            PatchedFile {
+                data,
+                header,
+                pos: 0,
+            },
+            repair,
+        ));
+    }
+    if data.len() < HEADER_LEN {
+        return Err(Error::NotPerfData(format!(
+            "the file is {} bytes, shorter than a perf.data header ({HEADER_LEN} bytes)",
+            data.len()
+        )));
+    }
+    let file_len = data.len() as u64;
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(&data[..HEADER_LEN]);
+
+    let attr_size = endian.u64(data, 16);
+    let attrs_off = endian.u64(data, 24);
+    let attrs_size = endian.u64(data, 32);
+    if !(64..=4096).contains(&attr_size)
+        || attrs_size == 0
+        || attrs_off
+            .checked_add(attrs_size)
+            .is_none_or(|e| e > file_len)
+    {
+        return Err(Error::NotPerfData(
+            "the event attribute section is missing or lies outside the file".into(),
+        ));
+    }
+    let data_off = endian.u64(data, 40);
+    let data_size = endian.u64(data, 48);
+    if data_off < HEADER_LEN as u64 || data_off > file_len {
+        return Err(Error::NotPerfData(
+            "the data section starts outside the file".into(),
+        ));
+    }
+    let data_end = data_off.checked_add(data_size);
+    let features_ok = |end: u64| -> bool {
+        // The feature-section table follows the data section: one
+        // (offset, size) pair per feature bit that is set.
+        let nfeat: u64 = (72..HEADER_LEN)
+            .step_by(8)
+            .map(|o| endian.u64(data, o).count_ones() as u64)
+            .sum();
+        let table_end = end + nfeat * 16;
+        if table_end > file_len {
+            return false;
+        }
+        (0..nfeat).all(|i| {
+            let o = (end + i * 16) as usize;
+            let off = endian.u64(data, o);
+            let size = endian.u64(data, o + 8);
+            off.checked_add(size).is_some_and(|e| e <= file_len) && size < (1 << 31)
+        })
+    };
+    match data_end {
+        Some(end) if data_size > 0 && end <= file_len => {
+            if !features_ok(end) {
+                repair.dropped_features = true;
+                for o in (72..HEADER_LEN).step_by(8) {
+                    endian.put_u64(&mut header, o, 0);
+                }
+            }
+        }
+        _ => {
+            // `perf record` writes the real data size and the feature
+            // sections only when it finishes; it was killed. Read every
+            // complete record up to the end of the file, as `perf report`
+            // does.
+            repair.unfinished = true;
+            let mut pos = data_off;
+            while pos + 8 <= file_len {
+                let size = endian.u16(data, pos as usize + 6) as u64;
+                if size < 8 || pos + size > file_len {
+                    break;
+                }
+                pos += size;
+            }
+            repair.truncated_bytes = file_len - pos;
+            endian.put_u64(&mut header, 48, pos - data_off);
+            for o in (72..HEADER_LEN).step_by(8) {
+                endian.put_u64(&mut header, o, 0);
+            }
+        }
+    }
+    Ok((
+        PatchedFile {
+            data,
+            header,
+            pos: 0,
+        },
+        repair,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_garbage_are_errors() {
+        assert!(matches!(open(b""), Err(Error::Empty)));
+        assert!(matches!(open(b"hello"), Err(Error::NotPerfData(_))));
+        assert!(matches!(open(&[7u8; 4096]), Err(Error::NotPerfData(_))));
+        let mut short = b"PERFILE2".to_vec();
+        short.extend_from_slice(&[0; 40]);
+        assert!(matches!(open(&short), Err(Error::NotPerfData(_))));
+    }
+
+    #[test]
+    fn patched_reader_reads_and_seeks() {
+        let mut data = vec![0u8; 200];
+        data[..8].copy_from_slice(b"PERFILE2");
+        let mut f = PatchedFile {
+            data: &data,
+            header: [1u8; HEADER_LEN],
+            pos: 0,
+        };
+        let mut buf = [0u8; 110];
+        assert_eq!(f.read(&mut buf).unwrap(), 110);
+        assert_eq!(buf[0], 1);
+        assert_eq!(buf[105], 0);
+        assert_eq!(f.seek(SeekFrom::End(-10)).unwrap(), 190);
+        assert_eq!(f.read(&mut buf).unwrap(), 10);
+        assert_eq!(f.read(&mut buf).unwrap(), 0);
+    }
+}

@@ -1,0 +1,148 @@
+//! Reads the real perf.data fixtures in `tests/fixtures/` (see the README
+//! there for the commands that made them) and damaged copies of them:
+//! truncation, random bytes, an empty file, another architecture, another
+//! byte order. Symbolization is off: the fixtures' binaries and kernel are
+//! not on the test machine; structure and counts are what is checked.
+
+use std::path::PathBuf;
+
+use slowlab_model::trace::{EventKind, Trace};
+use slowlab_perf::{read_bytes, read_file, Error, ReadOptions};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn read(name: &str) -> Trace {
+    let opts = ReadOptions {
+        symbolize: false,
+        kallsyms: None,
+    };
+    read_file(&fixture(name), &opts, &|_, _, _| {}).expect(name)
+}
+
+fn bytes(name: &str) -> Vec<u8> {
+    std::fs::read(fixture(name)).expect(name)
+}
+
+#[test]
+fn frame_pointer_fixture_has_samples_with_stacks() {
+    let t = read("hot-fp.perfdata");
+    assert_eq!(t.samples.len(), 37);
+    assert!(t.stats.warnings.is_empty(), "{:?}", t.stats.warnings);
+    assert_eq!(t.meta.arch.as_deref(), Some("x86_64"));
+    assert_eq!(t.meta.sample_freq, Some(499));
+    let p = t.processes.iter().find(|p| t.str(p.comm) == "hot").unwrap();
+    assert!(!p.threads.is_empty());
+    // Every sample has a stack, and stacks have callers.
+    assert!(t.samples.stack.iter().all(Option::is_some));
+    assert!(t.stacks.iter().any(|s| s.depth >= 2));
+    assert!(t.modules.iter().any(|m| t.str(m.name) == "hot"));
+}
+
+#[test]
+fn compressed_fixture_reads_like_the_plain_one() {
+    let t = read("hot-zstd.perfdata");
+    assert_eq!(t.samples.len(), 37);
+    assert!(t.modules.iter().any(|m| t.str(m.name) == "hot"));
+}
+
+#[test]
+fn scheduler_fixture_decodes_tracepoints() {
+    let t = read("sched.perfdata");
+    let count = |f: &dyn Fn(&EventKind) -> bool| t.events.iter().filter(|e| f(&e.kind)).count();
+    assert!(count(&|k| matches!(k, EventKind::Switch { .. })) > 0);
+    assert!(count(&|k| matches!(k, EventKind::Waking { .. })) > 0);
+    // `cat /nonexistent-file` fails with ENOENT.
+    let enoent = t
+        .events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::SyscallExit { name, ret } if t.str(*name) == "openat" && *ret == -2))
+        .count();
+    assert!(enoent >= 1);
+    // Switch records name real threads.
+    assert!(t.events.iter().any(|e| matches!(e.kind, EventKind::Switch { prev_tid, next_tid, .. } if prev_tid > 0 || next_tid > 0)));
+    // sh forked children: lifetimes with parents.
+    assert!(t
+        .processes
+        .iter()
+        .any(|p| p.ppid.is_some() && p.start_ns.is_some()));
+}
+
+#[test]
+fn killed_recording_is_read_with_a_warning() {
+    let t = read("killed.perfdata");
+    assert!(t.stats.unfinished_file);
+    assert!(t.samples.len() > 100, "{}", t.samples.len());
+    assert!(t.stats.warnings.iter().any(|w| w.contains("not finished")));
+}
+
+#[test]
+fn truncated_mid_record_counts_skipped_bytes() {
+    let mut b = bytes("killed.perfdata");
+    b.truncate(b.len() - 37);
+    let t = read_bytes(&b, &|_, _, _| {}).unwrap();
+    assert!(t.stats.truncated_bytes > 0);
+    assert!(t.samples.len() > 100);
+    // A finished file cut short (here inside its trailing feature
+    // sections) is read with a warning.
+    let mut b = bytes("hot-fp.perfdata");
+    b.truncate(b.len() / 2);
+    let t = read_bytes(&b, &|_, _, _| {}).unwrap();
+    assert!(!t.stats.warnings.is_empty());
+}
+
+#[test]
+fn empty_and_random_files_are_errors_not_panics() {
+    assert!(matches!(read_bytes(&[], &|_, _, _| {}), Err(Error::Empty)));
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let random: Vec<u8> = (0..100_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    assert!(matches!(
+        read_bytes(&random, &|_, _, _| {}),
+        Err(Error::NotPerfData(_))
+    ));
+    // Random bytes behind a valid magic and header.
+    let mut b = bytes("hot-fp.perfdata");
+    for (i, v) in b.iter_mut().enumerate().skip(400) {
+        *v = (i * 7919 % 251) as u8;
+    }
+    let _ = read_bytes(&b, &|_, _, _| {});
+    // Every prefix length of a real file: never a panic.
+    let b = bytes("sched.perfdata");
+    for len in (0..b.len()).step_by(997) {
+        let _ = read_bytes(&b[..len], &|_, _, _| {});
+    }
+}
+
+#[test]
+fn file_from_another_architecture_is_read_unsymbolized_with_a_warning() {
+    let mut b = bytes("hot-fp.perfdata");
+    // Rewrite the arch string in the header's feature section.
+    let pos = b
+        .windows(7)
+        .position(|w| w == b"x86_64\0")
+        .expect("arch string");
+    b[pos..pos + 7].copy_from_slice(b"armv7l\0");
+    let map = b.clone();
+    let mut t = read_bytes(&map, &|_, _, _| {}).unwrap();
+    assert_eq!(t.meta.arch.as_deref(), Some("armv7l"));
+    assert!(t.stats.warnings.iter().any(|w| w.contains("armv7l")));
+    slowlab_perf::symbolize::symbolize(&mut t, &ReadOptions::default(), &|_, _, _| {});
+    assert!(t.functions.iter().all(|f| t.str(f.name) == "[unknown]"));
+}
+
+#[test]
+fn big_endian_magic_on_little_endian_data_does_not_panic() {
+    let mut b = bytes("hot-fp.perfdata");
+    b[..8].copy_from_slice(b"2ELIFREP");
+    assert!(read_bytes(&b, &|_, _, _| {}).is_err());
+}

@@ -1,0 +1,351 @@
+//! `slowlab analyze FILE`: reads the trace (`slowlab-perf`), computes the
+//! chosen view (`slowlab-analyze`) and prints it as a table or JSON, and
+//! writes the requested exports. Glue and terminal formatting only.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use slowlab_analyze::butterfly::{butterfly, BNode, Butterfly};
+use slowlab_analyze::cpu::{self, CpuTree, Key, Node, Summary};
+use slowlab_analyze::export;
+use slowlab_analyze::select::{Filter, Selection};
+
+/// Analyze a trace: where the CPU time went.
+///
+/// Reads a perf.data file (from `slowlab record` or `perf record`) and
+/// shows sampled CPU usage. The default view lists the busiest processes
+/// and the hottest functions (self = the CPU was in that function,
+/// inclusive = it was on the stack). `--by` groups the samples into a tree
+/// by any order of process, thread, module and function; `--callers` and
+/// `--callees` show who calls one function and what it calls.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  slowlab analyze slowlab.data                       busiest processes, hottest functions
+  slowlab analyze t.data --by process,thread,function --top 5
+  slowlab analyze t.data --by module,function --filter process=cc1
+  slowlab analyze t.data --from 2.5 --to 4 --filter pid=1234
+  slowlab analyze t.data --callers memset            who calls memset (merged stacks)
+  slowlab analyze t.data --callees main --depth 4
+  slowlab analyze t.data --flamegraph cpu.svg --collapsed cpu.folded --pprof cpu.pb.gz
+  slowlab analyze t.data --json | jq '.functions[:5]'
+
+JSON of the default view:
+  {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"warnings\",
+   \"processes\":[{\"pid\",\"comm\",\"samples\",\"threads\":[{\"tid\",\"comm\",\"samples\"}]}],
+   \"functions\":[{\"name\",\"module\",\"self\",\"inclusive\"}]}
+Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).")]
+pub struct AnalyzeArgs {
+    /// The trace (perf.data format).
+    pub file: PathBuf,
+    /// Group by these keys, in this order: process, thread, module, function.
+    #[arg(long, value_name = "KEYS")]
+    pub by: Option<String>,
+    /// Keep the N largest rows at each level (default 25 on the terminal,
+    /// all in JSON).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Only samples of process=NAME, pid=N or tid=N (repeat to widen).
+    #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
+    pub filter: Vec<String>,
+    /// Only samples from this many seconds after the trace start.
+    #[arg(long, value_name = "SECONDS")]
+    pub from: Option<f64>,
+    /// Only samples before this many seconds after the trace start.
+    #[arg(long, value_name = "SECONDS")]
+    pub to: Option<f64>,
+    /// Butterfly: the merged stacks that lead to FUNC.
+    #[arg(long, value_name = "FUNC")]
+    pub callers: Option<String>,
+    /// Butterfly: the merged stacks FUNC leads to.
+    #[arg(long, value_name = "FUNC")]
+    pub callees: Option<String>,
+    /// Levels of the butterfly trees.
+    #[arg(long, default_value_t = 8)]
+    pub depth: usize,
+    /// Write a flame graph SVG of the selected samples.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// Write folded stacks (`proc;outer;…;inner COUNT`), as inferno reads.
+    #[arg(long, value_name = "FILE")]
+    pub collapsed: Option<PathBuf>,
+    /// Write a gzipped pprof profile.
+    #[arg(long, value_name = "FILE.pb.gz")]
+    pub pprof: Option<PathBuf>,
+    /// Print the view as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not name functions (faster; every frame is [unknown]).
+    #[arg(long)]
+    pub no_symbols: bool,
+}
+
+fn progress_bar() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {wide_bar} {percent}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub fn run(args: AnalyzeArgs) -> Result<i32> {
+    let mut sel = Selection {
+        filters: Vec::new(),
+        from_s: args.from,
+        to_s: args.to,
+    };
+    for f in &args.filter {
+        sel.filters.push(f.parse::<Filter>()?);
+    }
+    let keys = match &args.by {
+        Some(s) => Some(cpu::parse_keys(s)?),
+        None => None,
+    };
+    let bar = progress_bar();
+    let opts = slowlab_perf::ReadOptions {
+        symbolize: !args.no_symbols,
+        kallsyms: None,
+    };
+    let trace = slowlab_perf::read_file(&args.file, &opts, &|stage, done, total| {
+        bar.set_message(if stage == "read" {
+            "reading records"
+        } else {
+            "naming functions"
+        });
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+    })
+    .with_context(|| format!("cannot analyze {}", args.file.display()))?;
+    bar.finish_and_clear();
+    for w in &trace.stats.warnings {
+        eprintln!("slowlab: warning: {w}");
+    }
+    if trace.samples.is_empty() {
+        eprintln!(
+            "slowlab: warning: the trace has no CPU samples{}",
+            if trace.stats.unfinished_file {
+                " (perf was killed before writing any)"
+            } else {
+                ""
+            }
+        );
+    }
+
+    let write_file =
+        |path: &PathBuf, what: &str, f: &dyn Fn(&mut dyn Write) -> Result<()>| -> Result<()> {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = std::io::BufWriter::new(file);
+            f(&mut w)?;
+            w.flush()?;
+            eprintln!("slowlab: wrote {what} {}", path.display());
+            Ok(())
+        };
+    if let Some(p) = &args.flamegraph {
+        let title = format!("CPU: {}", args.file.display());
+        write_file(p, "flame graph", &|w| {
+            Ok(export::write_flamegraph(&trace, &sel, &title, w)?)
+        })?;
+    }
+    if let Some(p) = &args.collapsed {
+        write_file(p, "folded stacks", &|w| {
+            Ok(export::write_collapsed(&trace, &sel, w)?)
+        })?;
+    }
+    if let Some(p) = &args.pprof {
+        write_file(p, "pprof profile", &|w| {
+            Ok(export::write_pprof(&trace, &sel, w)?)
+        })?;
+    }
+
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let top_terminal = args.top.or(Some(25));
+    if args.callers.is_some() || args.callees.is_some() {
+        let mut views = Vec::new();
+        for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
+            if let Some(func) = func {
+                views.push((butterfly(&trace, func, &sel, args.depth)?, callers));
+            }
+        }
+        if args.json {
+            let v: Vec<&Butterfly> = views.iter().map(|(b, _)| b).collect();
+            if v.len() == 1 {
+                serde_json::to_writer_pretty(&mut out, v[0])?;
+            } else {
+                serde_json::to_writer_pretty(&mut out, &v)?;
+            }
+            writeln!(out)?;
+        } else {
+            for (b, callers) in &views {
+                print_butterfly(&mut out, b, *callers, top_terminal)?;
+            }
+        }
+    } else if let Some(keys) = keys {
+        let tree = cpu::cpu_tree(
+            &trace,
+            &keys,
+            &sel,
+            if args.json { args.top } else { top_terminal },
+        );
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &tree)?;
+            writeln!(out)?;
+        } else {
+            print_tree(&mut out, &tree)?;
+        }
+    } else {
+        let summary = cpu::summary(
+            &trace,
+            &sel,
+            if args.json { args.top } else { top_terminal },
+        );
+        if args.json {
+            serde_json::to_writer(&mut out, &summary)?;
+            writeln!(out)?;
+        } else {
+            print_summary(&mut out, &summary, top_terminal.unwrap_or(25))?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+fn print_summary(out: &mut dyn Write, s: &Summary, top: usize) -> Result<()> {
+    writeln!(
+        out,
+        "{} samples of {} over {:.2} s, {} lost",
+        s.samples,
+        s.sample_event.as_deref().unwrap_or("?"),
+        s.duration_s,
+        s.lost
+    )?;
+    writeln!(out)?;
+    writeln!(out, "{:>9} {:>7}  process (pid)", "samples", "%")?;
+    for p in s.processes.iter().take(top.min(15)) {
+        writeln!(
+            out,
+            "{:>9} {:>6.2}%  {} ({})",
+            p.samples,
+            cpu::pct(p.samples, s.samples),
+            p.comm,
+            p.pid
+        )?;
+    }
+    if s.processes.len() > top.min(15) {
+        writeln!(
+            out,
+            "{:>9}          … {} more",
+            "",
+            s.processes.len() - top.min(15)
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{:>7} {:>7}  function [module]", "self%", "incl%")?;
+    for f in s.functions.iter().take(top) {
+        writeln!(
+            out,
+            "{:>6.2}% {:>6.2}%  {} [{}]",
+            cpu::pct(f.self_samples, s.samples),
+            cpu::pct(f.inclusive, s.samples),
+            f.name,
+            f.module
+        )?;
+    }
+    Ok(())
+}
+
+fn print_tree(out: &mut dyn Write, t: &CpuTree) -> Result<()> {
+    let keys: Vec<&str> = t
+        .keys
+        .iter()
+        .map(|k| match k {
+            Key::Process => "process",
+            Key::Thread => "thread",
+            Key::Module => "module",
+            Key::Function => "function",
+        })
+        .collect();
+    writeln!(out, "{} samples by {}", t.samples, keys.join(" → "))?;
+    writeln!(out, "{:>9} {:>7} {:>7}  ", "samples", "%", "incl%")?;
+    fn rec(out: &mut dyn Write, nodes: &[Node], depth: usize, total: u64) -> Result<()> {
+        for n in nodes {
+            let incl = match n.inclusive {
+                Some(i) => format!("{:>6.2}%", cpu::pct(i, total)),
+                None => String::new(),
+            };
+            let module = match &n.module {
+                Some(m) if n.key == Key::Function => format!(" [{m}]"),
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "{:>9} {:>6.2}% {:>7}  {}{}{}",
+                n.samples,
+                n.percent,
+                incl,
+                "  ".repeat(depth),
+                n.label,
+                module
+            )?;
+            rec(out, &n.children, depth + 1, total)?;
+        }
+        Ok(())
+    }
+    rec(out, &t.rows, 0, t.samples)?;
+    if t.omitted_rows > 0 {
+        writeln!(
+            out,
+            "({} smaller rows not shown; raise --top)",
+            t.omitted_rows
+        )?;
+    }
+    Ok(())
+}
+
+fn print_butterfly(
+    out: &mut dyn Write,
+    b: &Butterfly,
+    callers: bool,
+    top: Option<usize>,
+) -> Result<()> {
+    writeln!(
+        out,
+        "{} [{}]: self {} ({:.2}%), inclusive {} ({:.2}%) of {} samples",
+        b.function,
+        b.modules.join(", "),
+        b.self_samples,
+        cpu::pct(b.self_samples, b.total),
+        b.inclusive,
+        cpu::pct(b.inclusive, b.total),
+        b.total
+    )?;
+    let (title, nodes) = if callers {
+        ("callers (nearest first)", &b.callers)
+    } else {
+        ("callees", &b.callees)
+    };
+    writeln!(out, "{title}:")?;
+    fn rec(out: &mut dyn Write, nodes: &[BNode], depth: usize, top: Option<usize>) -> Result<()> {
+        for n in nodes.iter().take(top.unwrap_or(usize::MAX)) {
+            writeln!(
+                out,
+                "{:>9} {:>6.2}%  {}{} [{}]",
+                n.samples,
+                n.percent,
+                "  ".repeat(depth),
+                n.name,
+                n.module
+            )?;
+            rec(out, &n.children, depth + 1, top)?;
+        }
+        Ok(())
+    }
+    rec(out, nodes, 0, top)?;
+    writeln!(out)?;
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! `slowlab record`: turns arguments into a `slowlab_record::Config`, runs
+//! perf through that crate, and reports where the trace went. The perf
+//! command line and every check live in `slowlab-record`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CallGraphArg {
+    /// Frame pointers: cheap, needs code built with frame pointers.
+    Fp,
+    /// Copies of the user stack: works without frame pointers, large files.
+    Dwarf,
+}
+
+/// Record a system-wide trace with perf.
+///
+/// Records every CPU: sampled call stacks (kernel and user), context
+/// switches and wake-ups with their stacks, process fork/exec/exit, page
+/// faults, and the syscalls slowlab's detectors use (openat, the stat
+/// family, mmap/munmap, unlink, unshare, clone). With a command, records
+/// until it exits and returns its exit code; without, until Ctrl-C.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  slowlab record -- make -j2            record while make runs, into slowlab.data
+  slowlab record -o idle.data           record until Ctrl-C
+  slowlab record --freq 4000 -- ./app   sample 4,000 times a second per CPU
+  slowlab record --ring 30              keep only the last ~30 s; Ctrl-C or
+                                        `kill -USR2 <slowlab pid>` saves it
+Then:
+  slowlab analyze slowlab.data
+
+Needs root or kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
+pub struct RecordArgs {
+    /// Where to write the trace (perf.data format).
+    #[arg(short, long, default_value = "slowlab.data")]
+    pub output: PathBuf,
+    /// Samples per second per CPU.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub freq: u32,
+    /// Ring-buffer mode: keep only about the last SECONDS seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub ring: Option<u32>,
+    /// How user-space stacks are collected.
+    #[arg(long, value_enum, default_value = "fp")]
+    pub call_graph: CallGraphArg,
+    /// The command to run while recording.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn run(args: RecordArgs) -> Result<i32> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cfg = slowlab_record::Config {
+        output: args.output,
+        freq: args.freq,
+        ring_seconds: args.ring,
+        call_graph: match args.call_graph {
+            CallGraphArg::Fp => slowlab_record::CallGraph::Fp,
+            CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
+        },
+        command: args.command,
+        cpus,
+    };
+    if cfg.command.is_empty() {
+        eprintln!(
+            "slowlab: recording all CPUs into {}; press Ctrl-C to stop",
+            cfg.output.display()
+        );
+    }
+    let out = slowlab_record::run(&cfg)?;
+    for w in &out.warnings {
+        eprintln!("slowlab: warning: {w}");
+    }
+    let size = std::fs::metadata(&out.output).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "slowlab: wrote {} ({:.1} MB); analyze it with: slowlab analyze {}",
+        out.output.display(),
+        size as f64 / 1e6,
+        out.output.display()
+    );
+    Ok(out.exit_code)
+}
