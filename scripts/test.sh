@@ -19,9 +19,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test (release)"
 cargo test --workspace --release
+cargo build --release -p slowlab
 
 if [ -x probes/windows/test.sh ] || [ -f probes/windows/test.sh ]; then
-  step "Windows probes under Wine"
-  bash probes/windows/test.sh
+  step "Windows probes under Wine (and slowlab import of their results)"
+  SLOWLAB_BIN="$PWD/target/release/slowlab" bash probes/windows/test.sh
 fi
 step "all tests passed"

@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use std::path::PathBuf;
 
-use crate::scenarios::{log_probe, topdown_alloc};
+use crate::scenarios::{log_probe, notify_buffer, topdown_alloc};
 
 #[derive(Subcommand, Debug)]
 pub enum LabChild {
@@ -28,6 +28,24 @@ pub enum LabChild {
         #[arg(long)]
         dir: PathBuf,
     },
+    /// notify-buffer: create and delete files on a private tmpfs under a watcher.
+    Notify {
+        #[arg(long, value_enum)]
+        watcher: notify_buffer::Watcher,
+        #[arg(long)]
+        buffer: usize,
+        #[arg(long)]
+        files: u64,
+        #[arg(long)]
+        mount_point: PathBuf,
+    },
+    /// notify-buffer: a fanotify permission watcher answering every open.
+    NotifyWatcher {
+        #[arg(long)]
+        buffer: usize,
+        #[arg(long)]
+        mount_point: PathBuf,
+    },
     /// log-probe: find a log name in a directory and create it.
     LogWriter {
         #[arg(long, value_enum)]
@@ -43,6 +61,16 @@ pub fn run(child: LabChild) -> Result<(), String> {
         LabChild::Topdown { placement, n } => topdown_alloc::child_main(placement, n),
         LabChild::LogLauncher { naming, n, dir } => log_probe::launcher_main(naming, n, &dir),
         LabChild::LogWriter { naming, dir } => log_probe::writer_main(naming, &dir),
+        LabChild::Notify {
+            watcher,
+            buffer,
+            files,
+            mount_point,
+        } => notify_buffer::child_main(watcher, buffer, files, &mount_point),
+        LabChild::NotifyWatcher {
+            buffer,
+            mount_point,
+        } => notify_buffer::watcher_main(buffer, &mount_point),
     }
 }
 
@@ -71,6 +99,13 @@ mod tests {
             assert!(parses(&topdown_alloc::child_args(p, "100")));
         }
         let dir = std::path::Path::new("/tmp/x");
+        for w in [
+            notify_buffer::Watcher::None,
+            notify_buffer::Watcher::FanotifyPerm,
+        ] {
+            assert!(parses(&notify_buffer::child_args(w, 4096, 10, dir)));
+        }
+        assert!(parses(&notify_buffer::watcher_args(4096, dir)));
         for naming in [log_probe::Naming::Probe, log_probe::Naming::Unique] {
             assert!(parses(&log_probe::launcher_args(naming, "100", dir)));
             assert!(parses(&log_probe::writer_args(naming, dir)));

@@ -11,7 +11,8 @@
 //! - `measure`: running a child that reports its own measurement, and
 //!   sweeping it with the `sweep` engine;
 //! - `cleanup`: undoing processes, mounts, cgroups and files on every exit
-//!   path; `system`: facts about the machine for guard rails.
+//!   path; `system`: facts about the machine for guard rails;
+//! - `verdicts`: judging sweep scenarios, also for imported results.
 //!
 //! Nothing here renders a table; see the `report` crate.
 
@@ -22,6 +23,7 @@ pub mod measure;
 pub mod runner;
 pub mod scenarios;
 pub mod system;
+pub mod verdicts;
 
 pub use context::{LabContext, LabOutput, Profile};
 pub use runner::{run_lab, scenario_ids, Scenario};

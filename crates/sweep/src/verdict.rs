@@ -151,6 +151,15 @@ pub fn decide(g: &Growth) -> Decision {
     )
 }
 
+/// Growth statistics and verdict of points measured elsewhere (a lab
+/// variant, a Windows probe's sweep), with no baseline to subtract: the
+/// programs that produce such points time only their own work.
+pub fn judge_points(points: &[slowlab_model::results::Point], seed: u64) -> (Growth, Decision) {
+    let growth = crate::growth::analyze(points, None, seed);
+    let decision = decide(&growth);
+    (growth, decision)
+}
+
 fn settled(verdict: Verdict, reason: String) -> Decision {
     Decision {
         verdict,

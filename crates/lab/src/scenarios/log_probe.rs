@@ -17,12 +17,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::json;
-use slowlab_model::results::{
-    Headline, Role, ScenarioResult, ScenarioStatus, SweepResult, Verdict,
-};
+use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
 use crate::measure::{emit_report, sweep_to_variant, sweep_variant, VariantSweep};
 use crate::runner::Scenario;
+use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
 
 pub struct LogProbe;
@@ -256,18 +255,11 @@ fn judge(swept: &[(&str, Role, SweepResult)], check_s: f64) -> ScenarioResult {
         control: u.median_cpu_s,
         ratio: p.median_cpu_s / u.median_cpu_s.max(1e-9),
     });
-    let affected = probe.verdict == Verdict::Superlinear && unique.verdict != Verdict::Superlinear;
-    let undecided =
-        probe.verdict == Verdict::Inconclusive || unique.verdict == Verdict::Inconclusive;
-    let exponent = |r: &SweepResult| {
-        r.exponent
-            .map_or("N^?".to_string(), |k| format!("N^{k:.2}"))
-    };
     ScenarioResult {
         id: "log-probe".into(),
         status: ScenarioStatus::Ran,
         reason: None,
-        affected: if undecided && !affected { None } else { Some(affected) },
+        affected: sweep_affected(probe.verdict, &[unique.verdict]),
         headline,
         variants: swept
             .iter()
@@ -275,9 +267,9 @@ fn judge(swept: &[(&str, Role, SweepResult)], check_s: f64) -> ScenarioResult {
             .collect(),
         explanation: format!(
             "launches probing for a free log name grow as {} ({}), with unique names as {} ({}); one check costs {:.2} µs",
-            exponent(probe),
+            exponent_text(probe),
             probe.verdict.as_str(),
-            exponent(unique),
+            exponent_text(unique),
             unique.verdict.as_str(),
             check_s * 1e6
         ),

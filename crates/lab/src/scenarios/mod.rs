@@ -1,6 +1,7 @@
 //! The scenarios, one module each, and the order they run in.
 
 pub mod log_probe;
+pub mod notify_buffer;
 pub mod topdown_alloc;
 
 use crate::runner::Scenario;
@@ -8,5 +9,6 @@ use crate::runner::Scenario;
 /// Every scenario, in the order `slowlab lab` runs them.
 pub static ALL: &[&dyn Scenario] = &[
     &topdown_alloc::TopdownAlloc,
+    &notify_buffer::NotifyBuffer,
     &log_probe::LogProbe,
 ];

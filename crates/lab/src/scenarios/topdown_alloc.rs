@@ -15,12 +15,11 @@
 //! everything before it exits.
 
 use serde_json::json;
-use slowlab_model::results::{
-    Headline, Role, ScenarioResult, ScenarioStatus, SweepResult, Verdict,
-};
+use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
 use crate::measure::{emit_report, sweep_to_variant, sweep_variant, VariantSweep};
 use crate::runner::Scenario;
+use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
 
 pub struct TopdownAlloc;
@@ -167,9 +166,6 @@ fn judge(swept: &[(&str, Role, SweepResult)]) -> ScenarioResult {
         control: c.median_cpu_s,
         ratio: p.median_cpu_s / c.median_cpu_s.max(1e-9),
     });
-    let affected = probe.verdict == Verdict::Superlinear && cursor.verdict != Verdict::Superlinear;
-    let undecided =
-        probe.verdict == Verdict::Inconclusive || cursor.verdict == Verdict::Inconclusive;
     let explanation = format!(
         "searching from the top for every block grows as {} ({}), remembering the position as {} ({}), the kernel's placement as {} ({})",
         exponent_text(probe),
@@ -183,11 +179,7 @@ fn judge(swept: &[(&str, Role, SweepResult)]) -> ScenarioResult {
         id: "topdown-alloc".into(),
         status: ScenarioStatus::Ran,
         reason: None,
-        affected: if undecided && !affected {
-            None
-        } else {
-            Some(affected)
-        },
+        affected: sweep_affected(probe.verdict, &[cursor.verdict]),
         headline,
         variants: swept
             .iter()
@@ -196,13 +188,6 @@ fn judge(swept: &[(&str, Role, SweepResult)]) -> ScenarioResult {
         explanation,
         lines: Vec::new(),
         platform: "linux".into(),
-    }
-}
-
-fn exponent_text(r: &SweepResult) -> String {
-    match r.exponent {
-        Some(k) => format!("N^{k:.2}"),
-        None => "N^?".into(),
     }
 }
 
@@ -324,7 +309,7 @@ pub fn process_cpu_seconds() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_model::results::{Point, SizeRow};
+    use slowlab_model::results::{Point, SizeRow, Verdict};
 
     #[test]
     fn the_line_matches_the_original_program() {

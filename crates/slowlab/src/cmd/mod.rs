@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod child;
+pub mod import;
 pub mod lab;
 pub mod record;
 pub mod sweep;
