@@ -1,0 +1,583 @@
+//! [`PathCapture`]: loads `paths.bpf.c`, attaches it to the `syscalls:sys_enter_*`
+//! tracepoints the running kernel has, and drains its ring buffer into a capture file (see
+//! [`crate::format`]) on a thread of its own until stopped.
+//!
+//! It does not interpret paths or match them to perf's events (see [`crate::correlate`]),
+//! and it captures system-wide: it does not filter processes.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
+
+use crate::error::BpfError;
+use crate::format::{PathLogWriter, FLAG_TRUNCATED, FLAG_UNREADABLE, RECORD_HEAD_LEN};
+use crate::skel::PathsSkelBuilder;
+use crate::sys;
+use crate::syscall::Syscall;
+
+/// The default ring buffer size: 32 MiB, allocated in the kernel for the capture's life.
+///
+/// Measured on a 2-core VM (`examples/stress.rs`, release build, 200,000 `stat`s of a
+/// missing 34-byte name per thread, 72 bytes a record in the ring): one thread makes
+/// ~500,000 records a second (~35 MB/s); the drain thread loses 9% of them with a 16 KiB
+/// ring, 2% with 64 KiB, none from 256 KiB up; two threads together make ~900,000 a
+/// second and lose none with 32 MiB. A clean `cargo build` of a small crate makes ~4,000
+/// path records a second on average. 32 MiB holds about a second of the worst case and
+/// several seconds of a busy build, so a drain thread descheduled for a while on a loaded
+/// machine still loses nothing.
+pub const DEFAULT_RING_BYTES: u32 = 32 << 20;
+
+/// How long the drain thread sleeps at most between two reads of the ring buffer. The BPF
+/// program wakes it early only when a quarter of the ring is full ([`WAKEUP_FRACTION`]), so
+/// on a quiet system it reads every `POLL_INTERVAL`.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
+const WAKEUP_FRACTION: u32 = 4;
+
+/// Bytes of the ring buffer's record head; must match `struct path_event` in the C file.
+const RING_HEAD_LEN: usize = 24;
+
+/// Index of the drop counter in the `counters` map.
+const COUNTER_DROPS: u32 = 0;
+
+/// Capture options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureOptions {
+    /// Size of the kernel ring buffer in bytes: a power of two, at least one page. A record
+    /// takes 32 bytes plus its path, rounded up to a multiple of 8.
+    pub ring_bytes: u32,
+    /// Read a path again at the syscall's exit when its page was not in memory at entry
+    /// (typically a string literal of a program that just started, such as ld.so's
+    /// `/etc/ld.so.cache`); otherwise such a path is recorded as unreadable. On by
+    /// default. It hooks the exit of *every* syscall, which costs about 0.2 µs per syscall
+    /// system-wide on a 2-core VM (a path syscall costs ~1 µs more either way).
+    pub retry_at_exit: bool,
+}
+
+impl Default for CaptureOptions {
+    fn default() -> Self {
+        CaptureOptions {
+            ring_bytes: DEFAULT_RING_BYTES,
+            retry_at_exit: true,
+        }
+    }
+}
+
+/// What a capture did, returned by [`PathCapture::stop`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CaptureStats {
+    /// Records written to the output file.
+    pub events: u64,
+    /// Records lost in the kernel because the ring buffer was full.
+    pub drops: u64,
+    /// Records whose path could not be read (written with an empty path).
+    pub unreadable: u64,
+    /// Records whose path was cut at 256 bytes.
+    pub truncated: u64,
+    /// Syscalls whose tracepoint was attached.
+    pub attached: Vec<Syscall>,
+    /// Syscalls whose tracepoint this kernel does not have (skipped).
+    pub missing: Vec<Syscall>,
+    /// The capture file.
+    pub output: PathBuf,
+}
+
+/// A running path capture. Create it with [`PathCapture::start`]; stop it with
+/// [`PathCapture::stop`] (dropping it also stops it, discarding the statistics).
+///
+/// Needs root, or CAP_BPF and CAP_PERFMON. Kernel BTF is not needed; the kernel needs BPF,
+/// the BPF ring buffer (Linux 5.8) and syscall tracepoints (`CONFIG_FTRACE_SYSCALLS`).
+///
+/// Times are CLOCK_MONOTONIC nanoseconds. To match them with perf's syscall events, run
+/// `perf record` with `-k monotonic` (`--clockid monotonic`); see [`crate::correlate`].
+#[derive(Debug)]
+pub struct PathCapture {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<CaptureStats, BpfError>>>,
+    attached: Vec<Syscall>,
+    missing: Vec<Syscall>,
+    output: PathBuf,
+}
+
+/// What the capture thread reports once the probes are attached (or setup failed).
+type Ready = Result<(Vec<Syscall>, Vec<Syscall>), BpfError>;
+
+impl PathCapture {
+    /// Starts a capture into `output` (created or truncated) with default options.
+    ///
+    /// Returns once every available probe is attached, so a workload started right after
+    /// is seen from its first syscall.
+    pub fn start(output: &Path) -> Result<PathCapture, BpfError> {
+        PathCapture::start_with(output, &CaptureOptions::default())
+    }
+
+    /// Starts a capture into `output` with `options`. See [`PathCapture::start`].
+    pub fn start_with(output: &Path, options: &CaptureOptions) -> Result<PathCapture, BpfError> {
+        let ring = options.ring_bytes;
+        let page = sys::page_size();
+        if !ring.is_power_of_two() || u64::from(ring) < page {
+            return Err(BpfError::Options {
+                reason: format!(
+                    "the ring buffer size must be a power of two of at least one page \
+                     ({page} bytes), not {ring}"
+                ),
+            });
+        }
+        sys::check_privileges()?;
+        let syscalls_dir = sys::syscall_events_dir()?;
+        let (available, missing) = sys::available_syscalls(&syscalls_dir);
+        if available.is_empty() {
+            return Err(BpfError::Unsupported {
+                reason: format!(
+                    "none of the path syscalls' tracepoints exist under {}",
+                    syscalls_dir.display()
+                ),
+            });
+        }
+        let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Ready>(1);
+        let thread = {
+            let stop = Arc::clone(&stop);
+            let output = output.to_path_buf();
+            let ring = options.ring_bytes;
+            let retry_at_exit = options.retry_at_exit;
+            thread::Builder::new()
+                .name("slowlab-bpf".into())
+                .spawn(move || {
+                    let probes = Probes {
+                        available,
+                        missing,
+                        retry_at_exit,
+                    };
+                    run(file, output, ring, probes, stop, ready_tx)
+                })
+                .map_err(|e| BpfError::Load {
+                    message: format!("cannot start the capture thread: {e}"),
+                    log: String::new(),
+                })?
+        };
+
+        match ready_rx.recv() {
+            Ok(Ok((attached, missing))) => Ok(PathCapture {
+                stop,
+                thread: Some(thread),
+                attached,
+                missing,
+                output: output.to_path_buf(),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => match thread.join() {
+                Ok(Err(e)) => Err(e),
+                _ => Err(BpfError::ThreadPanicked),
+            },
+        }
+    }
+
+    /// Syscalls whose tracepoints are attached.
+    pub fn attached(&self) -> &[Syscall] {
+        &self.attached
+    }
+
+    /// Syscalls skipped because this kernel has no tracepoint for them.
+    pub fn missing(&self) -> &[Syscall] {
+        &self.missing
+    }
+
+    /// The capture file.
+    pub fn output(&self) -> &Path {
+        &self.output
+    }
+
+    /// Detaches the probes, drains what is left in the ring buffer, writes the end record,
+    /// flushes the file, and returns the statistics.
+    pub fn stop(mut self) -> Result<CaptureStats, BpfError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<CaptureStats, BpfError> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| BpfError::ThreadPanicked)?,
+            None => Err(BpfError::ThreadPanicked),
+        }
+    }
+}
+
+impl Drop for PathCapture {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.finish();
+        }
+    }
+}
+
+/// The last lines libbpf printed, for error messages.
+static LIBBPF_LOG: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+const LIBBPF_LOG_LINES: usize = 40;
+
+fn libbpf_print(_level: PrintLevel, message: String) {
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        for line in message.lines() {
+            if log.len() == LIBBPF_LOG_LINES {
+                log.pop_front();
+            }
+            log.push_back(line.to_string());
+        }
+    }
+}
+
+fn take_libbpf_log() -> String {
+    match LIBBPF_LOG.lock() {
+        Ok(mut log) => log.drain(..).collect::<Vec<_>>().join("\n"),
+        Err(_) => String::new(),
+    }
+}
+
+/// Turns a libbpf error at open/load time into an error that says what to do.
+fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
+    let message = format!("{e:#}");
+    let log = take_libbpf_log();
+    match e.kind() {
+        ErrorKind::PermissionDenied => {
+            let limit = sys::raise_memlock(0);
+            let needed = u64::from(ring_bytes) + (1 << 20);
+            if limit != libc::RLIM_INFINITY && limit < needed && log.contains("map") {
+                BpfError::Memlock { limit, needed }
+            } else {
+                BpfError::NotPermitted {
+                    detail: format!("the kernel refused: {message}"),
+                }
+            }
+        }
+        ErrorKind::Unsupported => BpfError::Unsupported {
+            reason: format!(
+                "{message} (the kernel needs CONFIG_BPF_SYSCALL=y; the BPF ring buffer needs \
+                 Linux 5.8 or later)"
+            ),
+        },
+        _ if message.contains("os error 22") && log.contains("events") => BpfError::Unsupported {
+            reason: format!(
+                "{message}: the kernel refused the BPF ring buffer map (it needs Linux 5.8 or \
+                 later)"
+            ),
+        },
+        _ => BpfError::Load { message, log },
+    }
+}
+
+/// What the ring-buffer callback accumulates.
+struct Sink {
+    writer: PathLogWriter<BufWriter<File>>,
+    unreadable: u64,
+    truncated: u64,
+    error: Option<io::Error>,
+}
+
+impl Sink {
+    /// Decodes one ring-buffer record and writes it; returns non-zero to stop consuming.
+    fn on_record(&mut self, data: &[u8]) -> i32 {
+        // The program always sends a whole head and `len` path bytes; anything shorter
+        // cannot come from it and is skipped.
+        if data.len() < RING_HEAD_LEN {
+            return 0;
+        }
+        let u64_at = |at: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&data[at..at + 8]);
+            u64::from_ne_bytes(a)
+        };
+        let u32_at = |at: usize| {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(&data[at..at + 4]);
+            u32::from_ne_bytes(a)
+        };
+        let u16_at = |at: usize| u16::from_ne_bytes([data[at], data[at + 1]]);
+        let len = usize::from(u16_at(20));
+        let Some(path) = data.get(RING_HEAD_LEN..RING_HEAD_LEN + len) else {
+            return 0;
+        };
+        let flags = data[19];
+        if flags & FLAG_UNREADABLE != 0 {
+            self.unreadable += 1;
+        }
+        if flags & FLAG_TRUNCATED != 0 {
+            self.truncated += 1;
+        }
+        let written = self.writer.record(
+            u64_at(0),
+            u32_at(8),
+            u32_at(12),
+            u16_at(16),
+            data[18],
+            flags,
+            path,
+        );
+        match written {
+            Ok(()) => 0,
+            Err(e) => {
+                self.error = Some(e);
+                -1
+            }
+        }
+    }
+}
+
+/// Which tracepoints to attach.
+struct Probes {
+    /// Syscalls whose `sys_enter_*` tracepoint exists.
+    available: Vec<Syscall>,
+    /// Syscalls whose `sys_enter_*` tracepoint does not.
+    missing: Vec<Syscall>,
+    /// Attach `exit_any`.
+    retry_at_exit: bool,
+}
+
+/// Where one of the object's programs attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AttachPoint {
+    /// `enter_<name>`: tracepoint `syscalls:sys_enter_<name>`.
+    Enter(Syscall),
+    /// `exit_any`: raw tracepoint `sys_exit` (reads parked paths).
+    RawSysExit,
+}
+
+impl Probes {
+    /// Where the program named `program` attaches, when it should be loaded here.
+    fn attach_point(&self, program: &str) -> Option<AttachPoint> {
+        if program == "exit_any" {
+            return self.retry_at_exit.then_some(AttachPoint::RawSysExit);
+        }
+        let s = Syscall::from_name(program.strip_prefix("enter_")?)?;
+        self.available.contains(&s).then_some(AttachPoint::Enter(s))
+    }
+}
+
+/// Closes the links, several at a time: the kernel waits for an RCU grace period (tens of
+/// milliseconds) as it detaches each syscall tracepoint, and these waits partly overlap.
+fn detach_all(links: Vec<Link>) {
+    const THREADS: usize = 8;
+    let per_thread = links.len().div_ceil(THREADS).max(1);
+    let mut links = links;
+    thread::scope(|scope| {
+        while !links.is_empty() {
+            let chunk: Vec<Link> = links.drain(..per_thread.min(links.len())).collect();
+            // If no thread can be started, the chunk is dropped (detached) right here.
+            let _ = thread::Builder::new().spawn_scoped(scope, move || drop(chunk));
+        }
+    });
+}
+
+/// The capture thread: sets up, reports readiness, drains until `stop`, finishes the file.
+fn run(
+    file: File,
+    output: PathBuf,
+    ring_bytes: u32,
+    probes: Probes,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::SyncSender<Ready>,
+) -> Result<CaptureStats, BpfError> {
+    macro_rules! setup {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(err) => {
+                    // The starter is waiting on `ready`; it gets the error from there.
+                    let _ = ready.send(Err(err));
+                    return Ok(CaptureStats::default());
+                }
+            }
+        };
+    }
+
+    sys::raise_memlock(u64::from(ring_bytes) + (1 << 20));
+    libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
+    take_libbpf_log();
+
+    let mut object = MaybeUninit::uninit();
+    let mut open = setup!(PathsSkelBuilder::default()
+        .open(&mut object)
+        .map_err(|e| load_error(e, ring_bytes)));
+    setup!(open
+        .maps
+        .events
+        .set_max_entries(ring_bytes)
+        .map_err(|e| load_error(e, ring_bytes)));
+    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+        rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
+        rodata.retry_at_exit = probes.retry_at_exit;
+    }
+    for mut prog in open.open_object_mut().progs_mut() {
+        let wanted = probes
+            .attach_point(&prog.name().to_string_lossy())
+            .is_some();
+        prog.set_autoload(wanted);
+    }
+    let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
+
+    let mut links: Vec<Link> = Vec::with_capacity(probes.available.len() + 1);
+    let mut attached = Vec::with_capacity(probes.available.len());
+    for prog in skel.object().progs_mut() {
+        if !prog.autoload() {
+            continue;
+        }
+        let Some(point) = probes.attach_point(&prog.name().to_string_lossy()) else {
+            continue;
+        };
+        let (what, link) = match point {
+            AttachPoint::Enter(syscall) => {
+                let tracepoint = syscall.tracepoint().to_string();
+                let link =
+                    prog.attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, &tracepoint);
+                (format!("syscalls:{tracepoint}"), link)
+            }
+            AttachPoint::RawSysExit => (
+                "raw_syscalls:sys_exit".to_string(),
+                prog.attach_raw_tracepoint("sys_exit"),
+            ),
+        };
+        let link = match link {
+            Ok(link) => link,
+            Err(e) => {
+                let err = match e.kind() {
+                    ErrorKind::PermissionDenied => BpfError::NotPermitted {
+                        detail: format!("attaching {what}: {e:#}"),
+                    },
+                    _ => BpfError::Attach {
+                        tracepoint: what,
+                        message: format!("{e:#}"),
+                    },
+                };
+                detach_all(std::mem::take(&mut links));
+                setup!(Err(err))
+            }
+        };
+        links.push(link);
+        if let AttachPoint::Enter(syscall) = point {
+            attached.push(syscall);
+        }
+    }
+    attached.sort();
+
+    let start_mono = sys::monotonic_ns();
+    let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
+    let writer = setup!(PathLogWriter::new(
+        BufWriter::with_capacity(1 << 20, file),
+        start_mono,
+        start_real,
+        &attached
+    )
+    .map_err(|e| BpfError::io(&output, e)));
+    let sink = RefCell::new(Sink {
+        writer,
+        unreadable: 0,
+        truncated: 0,
+        error: None,
+    });
+
+    let mut builder = RingBufferBuilder::new();
+    setup!(builder
+        .add(&skel.maps.events, |data: &[u8]| sink
+            .borrow_mut()
+            .on_record(data))
+        .map_err(|e| BpfError::RingBuffer {
+            message: format!("{e:#}"),
+        }));
+    let ring = setup!(builder.build().map_err(|e| BpfError::RingBuffer {
+        message: format!("{e:#}"),
+    }));
+
+    let missing = probes.missing;
+    if ready.send(Ok((attached.clone(), missing.clone()))).is_err() {
+        // The starter is gone; nobody will ever stop us, so stop now.
+        stop.store(true, Ordering::SeqCst);
+    }
+
+    let mut failure: Option<BpfError> = None;
+    while !stop.load(Ordering::SeqCst) {
+        // `poll` consumes only when woken; records below the wake-up mark are read by the
+        // `consume` after its time-out.
+        let read = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
+        if let Err(e) = read {
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            failure = Some(BpfError::RingBuffer {
+                message: format!("{e:#}"),
+            });
+            break;
+        }
+        if sink.borrow().error.is_some() {
+            break;
+        }
+    }
+
+    // Detach first so nothing new arrives, then drain what is left.
+    detach_all(links);
+    let stop_ns = sys::monotonic_ns();
+    if sink.borrow().error.is_none() {
+        if let Err(e) = ring.consume() {
+            failure.get_or_insert(BpfError::RingBuffer {
+                message: format!("{e:#}"),
+            });
+        }
+    }
+    drop(ring);
+
+    let drops = read_drops(&skel.maps.counters);
+    let sink = sink.into_inner();
+    if let Some(e) = sink.error {
+        return Err(BpfError::io(&output, e));
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    let events = sink.writer.records();
+    sink.writer
+        .finish(stop_ns, drops)
+        .map_err(|e| BpfError::io(&output, e))?;
+    Ok(CaptureStats {
+        events,
+        drops,
+        unreadable: sink.unreadable,
+        truncated: sink.truncated,
+        attached,
+        missing,
+        output,
+    })
+}
+
+/// Sums the per-CPU drop counters (0 when the map cannot be read).
+fn read_drops(counters: &dyn MapCore) -> u64 {
+    let key = COUNTER_DROPS.to_ne_bytes();
+    match counters.lookup_percpu(&key, MapFlags::ANY) {
+        Ok(Some(per_cpu)) => per_cpu
+            .iter()
+            .filter_map(|v| v.get(..8))
+            .map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_ne_bytes(a)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+// The file format's record head and the ring's are the same size by design.
+const _: () = assert!(RECORD_HEAD_LEN == RING_HEAD_LEN);

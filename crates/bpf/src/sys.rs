@@ -1,0 +1,174 @@
+//! The operating-system checks around a capture: privileges, where tracefs is, which
+//! syscall tracepoints the running kernel has, the locked-memory limit, and the clocks.
+//!
+//! It reads `/proc` and tracefs and calls `setrlimit`/`clock_gettime`; it does not load
+//! anything into the kernel.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::BpfError;
+use crate::syscall::Syscall;
+
+/// The tracefs root libbpf uses: it prefers the debugfs mount point when that exists, so
+/// this does the same to agree with it about which tracepoints exist.
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Fails with [`BpfError::NotPermitted`] when the process clearly lacks the capabilities to
+/// load a BPF program and open tracepoint events. Root passes; so does a process with
+/// CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN. When `/proc` cannot tell, it passes and the
+/// kernel decides.
+pub(crate) fn check_privileges() -> Result<(), BpfError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let Ok(status) = fs::read_to_string("/proc/self/status") else {
+        return Ok(());
+    };
+    let Some(caps) = effective_caps(&status) else {
+        return Ok(());
+    };
+    let has = |cap: u32| caps & (1u64 << cap) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        Err(BpfError::NotPermitted {
+            detail: "not root and without CAP_BPF+CAP_PERFMON".into(),
+        })
+    }
+}
+
+/// The `CapEff:` mask of a `/proc/PID/status` text.
+fn effective_caps(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+}
+
+/// The `events/syscalls` directory of the tracefs libbpf will use, or a clear error when
+/// tracefs is not mounted, not readable, or has no syscall tracepoints.
+pub(crate) fn syscall_events_dir() -> Result<PathBuf, BpfError> {
+    let root = if Path::new(DEBUGFS_TRACING).exists() {
+        DEBUGFS_TRACING
+    } else {
+        TRACEFS
+    };
+    let events = Path::new(root).join("events");
+    match fs::metadata(&events) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            return Err(BpfError::NotPermitted {
+                detail: format!("cannot read {}", events.display()),
+            })
+        }
+        Err(_) => {
+            return Err(BpfError::Unsupported {
+                reason: format!(
+                    "tracefs is not mounted ({} has no events/): mount it with \
+                     `mount -t tracefs nodev {TRACEFS}`",
+                    root
+                ),
+            })
+        }
+    }
+    let syscalls = events.join("syscalls");
+    match fs::read_dir(&syscalls) {
+        Ok(_) => Ok(syscalls),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(BpfError::NotPermitted {
+            detail: format!("cannot read {}", syscalls.display()),
+        }),
+        Err(_) => Err(BpfError::Unsupported {
+            reason: format!(
+                "no syscall tracepoints under {} (the kernel needs CONFIG_FTRACE_SYSCALLS=y)",
+                events.display()
+            ),
+        }),
+    }
+}
+
+/// Splits the table into the syscalls whose `sys_enter_*` tracepoint exists under
+/// `syscalls_dir` and those that do not.
+pub(crate) fn available_syscalls(syscalls_dir: &Path) -> (Vec<Syscall>, Vec<Syscall>) {
+    Syscall::ALL
+        .iter()
+        .partition(|s| syscalls_dir.join(s.tracepoint().to_string()).is_dir())
+}
+
+/// Raises the soft RLIMIT_MEMLOCK to at least `needed` bytes (to the hard limit, or to
+/// infinity when allowed). Returns the soft limit in force afterwards. Kernels since 5.11
+/// charge BPF maps to the memory cgroup instead, so a low limit only matters before that.
+pub(crate) fn raise_memlock(needed: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return u64::MAX;
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= needed {
+        return lim.rlim_cur;
+    }
+    // Root may raise the hard limit too; others may go up to it.
+    let wanted = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: `wanted` is a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &wanted) } == 0 {
+        return libc::RLIM_INFINITY;
+    }
+    let to_hard = libc::rlimit {
+        rlim_cur: lim.rlim_max,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: `to_hard` is a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &to_hard) } == 0 {
+        return lim.rlim_max;
+    }
+    lim.rlim_cur
+}
+
+/// The memory page size in bytes (4096 when it cannot be read).
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+/// Reads a clock in nanoseconds; `CLOCK_MONOTONIC` is the clock of `bpf_ktime_get_ns`.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clocks used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// The current CLOCK_MONOTONIC time in nanoseconds: the time base of every
+/// [`PathEvent::time_ns`](crate::PathEvent::time_ns), and of `perf record -k monotonic`.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_caps_parses_the_status_line() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(effective_caps(status), Some(0x1ff_ffff_ffff));
+        assert_eq!(effective_caps("Name:\tx\n"), None);
+    }
+}
