@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use std::path::PathBuf;
 
-use crate::scenarios::{log_probe, notify_buffer, topdown_alloc};
+use crate::scenarios::{log_probe, notify_buffer, teardown_lock, topdown_alloc, working_set_cap};
 
 #[derive(Subcommand, Debug)]
 pub enum LabChild {
@@ -53,6 +53,10 @@ pub enum LabChild {
         #[arg(long)]
         dir: PathBuf,
     },
+    #[command(flatten)]
+    TeardownLock(teardown_lock::Child),
+    #[command(flatten)]
+    WorkingSetCap(working_set_cap::Child),
 }
 
 /// Runs a child program; the error is one line for stderr.
@@ -71,6 +75,8 @@ pub fn run(child: LabChild) -> Result<(), String> {
             buffer,
             mount_point,
         } => notify_buffer::watcher_main(buffer, &mount_point),
+        LabChild::TeardownLock(child) => teardown_lock::child_main(child),
+        LabChild::WorkingSetCap(child) => working_set_cap::child_main(child),
     }
 }
 
@@ -109,6 +115,17 @@ mod tests {
         for naming in [log_probe::Naming::Probe, log_probe::Naming::Unique] {
             assert!(parses(&log_probe::launcher_args(naming, "100", dir)));
             assert!(parses(&log_probe::writer_args(naming, dir)));
+        }
+        assert!(parses(&teardown_lock::holder_args()));
+        for memory in [working_set_cap::Memory::File, working_set_cap::Memory::Anon] {
+            for pageout in [false, true] {
+                assert!(parses(&working_set_cap::scan_args(
+                    memory,
+                    Some(dir),
+                    0.3,
+                    pageout
+                )));
+            }
         }
     }
 }

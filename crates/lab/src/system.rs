@@ -111,6 +111,70 @@ pub fn process_headroom() -> Option<u64> {
     limits.into_iter().min()
 }
 
+/// `user.max_net_namespaces`: how many network namespaces may exist.
+pub fn max_net_namespaces() -> Option<u64> {
+    read_number("/proc/sys/user/max_net_namespaces")
+}
+
+/// Which cgroup interface has the memory controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    /// `memory.limit_in_bytes`, `memory.oom_control`.
+    V1,
+    /// `memory.max`, `memory.events`.
+    V2,
+}
+
+/// Where new memory cgroups can be made: the mount point of the v1 memory
+/// hierarchy, or a cgroup v2 mount whose root enables the memory controller
+/// for its children; the reason (and what to do) when there is neither.
+pub fn memory_cgroup_root() -> Result<(std::path::PathBuf, CgroupVersion), String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts")
+        .map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
+    let (v1, v2) = parse_cgroup_mounts(&mounts);
+    if let Some(path) = v1 {
+        if path.join("memory.limit_in_bytes").exists() {
+            return Ok((path, CgroupVersion::V1));
+        }
+    }
+    for path in v2 {
+        let enabled = std::fs::read_to_string(path.join("cgroup.subtree_control"))
+            .map(|s| s.split_whitespace().any(|c| c == "memory"))
+            .unwrap_or(false);
+        if enabled {
+            return Ok((path, CgroupVersion::V2));
+        }
+    }
+    Err(
+        "no memory cgroup controller: neither a cgroup v1 `memory` hierarchy nor a cgroup v2 \
+         mount with `memory` in cgroup.subtree_control (mount one, or enable it with \
+         `echo +memory > /sys/fs/cgroup/cgroup.subtree_control`)"
+            .into(),
+    )
+}
+
+/// From /proc/mounts text: the v1 hierarchy with the memory controller, and
+/// every cgroup v2 mount point.
+pub fn parse_cgroup_mounts(mounts: &str) -> (Option<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    let mut v1 = None;
+    let mut v2 = Vec::new();
+    for line in mounts.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, mount_point, fs_type, options, ..] = fields[..] else {
+            continue;
+        };
+        let mount_point = std::path::PathBuf::from(mount_point.replace("\\040", " "));
+        match fs_type {
+            "cgroup" if v1.is_none() && options.split(',').any(|o| o == "memory") => {
+                v1 = Some(mount_point)
+            }
+            "cgroup2" => v2.push(mount_point),
+            _ => {}
+        }
+    }
+    (v1, v2)
+}
+
 /// The path of a controller's file for this process's own cgroup, for
 /// cgroup v1 (`/sys/fs/cgroup/<controller>/<path>/<file>`) or v2.
 pub fn own_cgroup_file(controller: &str, file: &str) -> Option<std::path::PathBuf> {
@@ -144,6 +208,20 @@ mod tests {
         assert!(available_memory().unwrap() > 1 << 20);
         assert!(free_disk(Path::new("/")).is_some());
         assert!(process_headroom().unwrap() > 10);
+    }
+
+    #[test]
+    fn finds_the_memory_cgroup_mounts() {
+        let mounts = "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n\
+            cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+            cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
+            cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+        let (v1, v2) = parse_cgroup_mounts(mounts);
+        assert_eq!(v1, Some("/sys/fs/cgroup/memory".into()));
+        assert_eq!(v2, vec![std::path::PathBuf::from("/sys/fs/cgroup/unified")]);
+        let (v1, v2) = parse_cgroup_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
+        assert_eq!(v1, None);
+        assert_eq!(v2, vec![std::path::PathBuf::from("/sys/fs/cgroup")]);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 pub mod log_probe;
 pub mod notify_buffer;
+pub mod teardown_lock;
 pub mod topdown_alloc;
+pub mod working_set_cap;
 
 use crate::runner::Scenario;
 
@@ -11,4 +13,6 @@ pub static ALL: &[&dyn Scenario] = &[
     &topdown_alloc::TopdownAlloc,
     &notify_buffer::NotifyBuffer,
     &log_probe::LogProbe,
+    &teardown_lock::TeardownLock,
+    &working_set_cap::WorkingSetCap,
 ];

@@ -1,0 +1,186 @@
+//! `slowlab lab` run for real at tiny sizes: the scenario list, bad input,
+//! and topdown-alloc, log-probe and notify-buffer measured on this machine,
+//! asserting the direction of each effect where it is robust at that size,
+//! the documented JSON fields, and that nothing is left behind.
+//! (teardown-lock and working-set-cap have test files of their own.)
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
+
+fn slowlab(args: &[&str]) -> Output {
+    Command::new(SLOWLAB).args(args).output().expect("cannot run slowlab")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs one scenario at tiny sizes in a private work directory; returns its
+/// JSON object and the human output.
+fn run_tiny(id: &str) -> (Value, String) {
+    let work = tempfile::tempdir().unwrap();
+    let o = slowlab(&[
+        "lab",
+        id,
+        "--tiny",
+        "--json",
+        "-",
+        "--work-dir",
+        work.path().to_str().unwrap(),
+    ]);
+    let human = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{human}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout.lines().next().expect("no JSON line");
+    let json: Value = serde_json::from_str(line).unwrap();
+    // Everything the scenario created under the work directory is gone.
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    (json, human)
+}
+
+fn assert_documented_fields(r: &Value) {
+    for key in ["id", "status", "reason", "affected", "headline", "variants"] {
+        assert!(r.get(key).is_some(), "missing {key} in {r}");
+    }
+    for v in r["variants"].as_array().unwrap() {
+        for key in ["name", "role", "exponent", "exponent_ci", "verdict"] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+        assert!(v.get("points").is_some() || v.get("value").is_some(), "{v}");
+    }
+}
+
+fn variant<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no variant {name} in {r}"))
+}
+
+#[test]
+fn list_names_every_scenario() {
+    let o = slowlab(&["lab", "--list"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for id in ["topdown-alloc", "notify-buffer", "log-probe", "teardown-lock", "working-set-cap"] {
+        assert!(text.contains(id), "{id} missing from {text}");
+    }
+}
+
+#[test]
+fn an_unknown_scenario_is_a_one_line_error_listing_the_known_ones() {
+    let o = slowlab(&["lab", "no-such-scenario"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown scenario `no-such-scenario`"), "{err}");
+    assert!(err.contains("topdown-alloc"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_missing_work_dir_is_refused() {
+    let o = slowlab(&["lab", "topdown-alloc", "--work-dir", "/nonexistent-slowlab-dir"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
+}
+
+#[test]
+fn topdown_probing_grows_quadratically_and_its_controls_do_not() {
+    let (r, human) = run_tiny("topdown-alloc");
+    assert_documented_fields(&r);
+    assert_eq!(r["status"], "ran");
+    assert!(human.contains("Topdown allocs took"), "{human}");
+    let probe = variant(&r, "topdown-probe");
+    let cursor = variant(&r, "topdown-cursor");
+    let k_probe = probe["exponent"].as_f64().unwrap();
+    let k_cursor = cursor["exponent"].as_f64().unwrap();
+    assert!(k_probe > 1.6, "probe exponent {k_probe}");
+    assert!(k_cursor < 1.4, "cursor exponent {k_cursor}");
+    assert_eq!(probe["verdict"], "superlinear");
+    assert_eq!(r["affected"], true);
+    assert!(r["headline"]["ratio"].as_f64().unwrap() > 10.0, "{}", r["headline"]);
+}
+
+#[test]
+fn log_probe_launches_children_and_probing_costs_more() {
+    let shm_before = slowlab_dirs(Path::new("/dev/shm"));
+    let (r, human) = run_tiny("log-probe");
+    assert_documented_fields(&r);
+    assert_eq!(r["status"], "ran");
+    assert!(human.contains("seconds elapsed for 10 launches"), "{human}");
+    assert!(human.contains("One existence check takes"), "{human}");
+    let probe = variant(&r, "probe-names");
+    let unique = variant(&r, "unique-names");
+    let cpu_at = |v: &Value, n: u64| -> f64 {
+        let point = v["points"].as_array().unwrap().iter().find(|p| p["n"] == n).unwrap();
+        let mut cpu: Vec<f64> = point["cpu_s"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        cpu.sort_by(f64::total_cmp);
+        cpu[cpu.len() / 2]
+    };
+    // At 200 launches the probing writers make 20,100 extra stat calls: a
+    // small but one-sided difference.
+    assert!(cpu_at(probe, 200) > cpu_at(unique, 200) * 0.95, "{r}");
+    assert_eq!(slowlab_dirs(Path::new("/dev/shm")), shm_before, "log directories left in /dev/shm");
+}
+
+#[test]
+fn notify_buffer_size_does_not_matter_but_a_permission_watcher_does() {
+    if !is_root() {
+        eprintln!("SKIP: notify-buffer needs root (mount namespaces, fanotify)");
+        return;
+    }
+    let (r, human) = run_tiny("notify-buffer");
+    assert_documented_fields(&r);
+    assert_eq!(r["status"], "ran", "{r}");
+    assert!(human.contains("Tracked files take"), "{human}");
+    assert_eq!(r["affected"], false, "{r}");
+    let none = variant(&r, "no watcher")["value"].as_f64().unwrap();
+    let permission = variant(&r, "fanotify permission watcher")["value"].as_f64().unwrap();
+    assert!(permission > 1.5 * none, "permission {permission} vs none {none}");
+}
+
+#[test]
+fn root_scenarios_are_skipped_with_a_reason_when_not_root() {
+    if is_root() {
+        // Drop to an unprivileged user for this one run, if there is one.
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", SLOWLAB, "lab", "notify-buffer", "--json", "-"])
+            .output();
+        let Ok(o) = o else {
+            eprintln!("SKIP: setpriv is not available to drop privileges");
+            return;
+        };
+        if !o.status.success() {
+            eprintln!("SKIP: cannot run as nobody: {}", String::from_utf8_lossy(&o.stderr));
+            return;
+        }
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["status"], "skipped");
+        assert!(r["reason"].as_str().unwrap().contains("needs root"), "{r}");
+    } else {
+        let (r, _) = run_tiny("notify-buffer");
+        assert_eq!(r["status"], "skipped");
+    }
+}
+
+/// Names of slowlab-* entries in a directory.
+fn slowlab_dirs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("slowlab-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}

@@ -1,0 +1,255 @@
+//! `slowlab lab teardown-lock` run for real: at tiny size, the JSON result
+//! and the direction of the effect; then Ctrl-C (once, and twice) while the
+//! holder processes are alive. Every test checks that no holder process
+//! outlives slowlab. Holders are recognised by their command line and by a
+//! per-test tag in the environment they inherit.
+//!
+//! Needs root (network namespaces); without it each test prints SKIP.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
+const TAG_VAR: &str = "SLOWLAB_TEST_TAG";
+
+/// The runs measure lock stalls: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn tag(name: &str) -> String {
+    format!("lab-teardown-{name}-{}", std::process::id())
+}
+
+/// Live holder processes carrying `tag` (zombies have no command line).
+fn holders(tag: &str) -> Vec<u32> {
+    let marker = format!("{TAG_VAR}={tag}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !contains(&cmdline, b"teardown-holder") {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn start(tag: &str, args: &[&str]) -> Child {
+    Command::new(SLOWLAB)
+        .args(["lab", "teardown-lock", "--json", "-"])
+        .args(args)
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run slowlab")
+}
+
+/// Waits for the child, killing it after `limit`.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait failed").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait failed");
+            panic!(
+                "slowlab did not finish in {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait failed")
+}
+
+fn result_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("\"teardown-lock\""))
+        .unwrap_or_else(|| {
+            panic!(
+                "no teardown-lock result in stdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).expect("the result is not JSON")
+}
+
+fn assert_no_holder_left(tag: &str, seen: &[u32]) {
+    let left = holders(tag);
+    assert!(left.is_empty(), "holder processes left behind: {left:?}");
+    for pid in seen {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            !contains(&cmdline, b"teardown-holder"),
+            "holder {pid} is still alive"
+        );
+    }
+}
+
+#[test]
+fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
+    if !is_root() {
+        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("tiny");
+    let out = finish(start(&tag, &["--tiny"]), Duration::from_secs(120));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = result_json(&out);
+    if r["status"] == "skipped" {
+        let reason = r["reason"].as_str().unwrap_or_default();
+        assert!(
+            !reason.starts_with("failed"),
+            "the scenario failed: {reason}"
+        );
+        eprintln!("SKIP: teardown-lock was skipped here: {reason}");
+        return;
+    }
+    assert_eq!(r["status"], "ran");
+    assert!(r["affected"].is_boolean(), "{r}");
+    let h = &r["headline"];
+    assert_eq!(h["unit"], "s");
+    let (path, control) = (
+        h["pathological"].as_f64().unwrap(),
+        h["control"].as_f64().unwrap(),
+    );
+    // Robust at 100 processes: the namespaces' teardown holds rtnl longer
+    // than any plain-process call takes (ratios of 7× to 1000× seen).
+    assert!(
+        path > control,
+        "max stall with namespaces {path} s, without {control} s"
+    );
+    assert!(control < 0.05, "the control stalled {control} s");
+    let variants = r["variants"].as_array().unwrap();
+    let names: Vec<_> = variants
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["netns-holders", "plain-holders"]);
+    assert_eq!(variants[0]["role"], "pathological");
+    assert_eq!(variants[1]["role"], "control");
+    let lines: Vec<&str> = r["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    for expected in [
+        "Process creation took ",
+        "Process destruction took ",
+        "Monitor blocked for ",
+    ] {
+        let count = lines.iter().filter(|l| l.contains(expected)).count();
+        assert!(
+            count >= 2 && count % 2 == 0,
+            "`{expected}` once per variant and round in {lines:#?}"
+        );
+    }
+    assert_no_holder_left(&tag, &[]);
+}
+
+/// Starts the quick run, waits until at least `alive` holders run, sends
+/// SIGINT (`extra` more after `gap`), and checks the exit and the cleanup.
+fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag(name);
+    let mut child = start(&tag, &[]);
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let seen = holders(&tag);
+        if seen.len() >= 200 {
+            break seen;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            // Ended before the holders came up: only a skip is acceptable.
+            let out = child.wait_with_output().expect("wait failed");
+            let r = result_json(&out);
+            let reason = r["reason"].as_str().unwrap_or_default();
+            assert!(
+                r["status"] == "skipped" && !reason.starts_with("failed"),
+                "slowlab ended before 200 holders were up: {r}"
+            );
+            eprintln!("SKIP: teardown-lock was skipped here: {reason}");
+            return;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let out = finish(child, Duration::from_secs(10));
+            panic!(
+                "no 200 holders appeared within a minute (saw {}); stderr: {}",
+                seen.len(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    for _ in 0..extra {
+        std::thread::sleep(gap);
+        // SAFETY: our own child (it has not been waited for yet).
+        unsafe { libc::kill(pid, libc::SIGINT) };
+    }
+    let out = finish(child, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_holder_left(&tag, &seen);
+    if extra == 0 {
+        // One Ctrl-C: the run ends normally, saying what happened.
+        let r = result_json(&out);
+        assert_eq!(r["status"], "skipped");
+        let reason = r["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("interrupted"), "{reason}");
+    }
+}
+
+#[test]
+fn ctrl_c_while_the_holders_are_alive_kills_them_and_exits_130() {
+    if !is_root() {
+        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        return;
+    }
+    interrupt_while_holders_are_alive("sigint", 0, Duration::ZERO);
+}
+
+#[test]
+fn a_second_ctrl_c_still_kills_every_holder() {
+    if !is_root() {
+        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        return;
+    }
+    interrupt_while_holders_are_alive("sigint-twice", 1, Duration::from_millis(1));
+}
