@@ -38,6 +38,10 @@ pub enum LabChild {
         files: u64,
         #[arg(long)]
         mount_point: PathBuf,
+        #[arg(long, requires = "watcher_cpu")]
+        creator_cpu: Option<usize>,
+        #[arg(long, requires = "creator_cpu")]
+        watcher_cpu: Option<usize>,
     },
     /// notify-buffer: a fanotify permission watcher answering every open.
     NotifyWatcher {
@@ -45,6 +49,8 @@ pub enum LabChild {
         buffer: usize,
         #[arg(long)]
         mount_point: PathBuf,
+        #[arg(long)]
+        cpu: Option<usize>,
     },
     /// log-probe: find a log name in a directory and create it.
     LogWriter {
@@ -70,11 +76,20 @@ pub fn run(child: LabChild) -> Result<(), String> {
             buffer,
             files,
             mount_point,
-        } => notify_buffer::child_main(watcher, buffer, files, &mount_point),
+            creator_cpu,
+            watcher_cpu,
+        } => notify_buffer::child_main(
+            watcher,
+            buffer,
+            files,
+            &mount_point,
+            creator_cpu.zip(watcher_cpu),
+        ),
         LabChild::NotifyWatcher {
             buffer,
             mount_point,
-        } => notify_buffer::watcher_main(buffer, &mount_point),
+            cpu,
+        } => notify_buffer::watcher_main(buffer, &mount_point, cpu),
         LabChild::TeardownLock(child) => teardown_lock::child_main(child),
         LabChild::WorkingSetCap(child) => working_set_cap::child_main(child),
     }
@@ -109,9 +124,17 @@ mod tests {
             notify_buffer::Watcher::None,
             notify_buffer::Watcher::FanotifyPerm,
         ] {
-            assert!(parses(&notify_buffer::child_args(w, 4096, 10, dir)));
+            assert!(parses(&notify_buffer::child_args(w, 4096, 10, dir, None)));
+            assert!(parses(&notify_buffer::child_args(
+                w,
+                4096,
+                10,
+                dir,
+                Some((0, 1))
+            )));
         }
-        assert!(parses(&notify_buffer::watcher_args(4096, dir)));
+        assert!(parses(&notify_buffer::watcher_args(4096, dir, None)));
+        assert!(parses(&notify_buffer::watcher_args(4096, dir, Some(1))));
         for naming in [log_probe::Naming::Probe, log_probe::Naming::Unique] {
             assert!(parses(&log_probe::launcher_args(naming, "100", dir)));
             assert!(parses(&log_probe::writer_args(naming, dir)));

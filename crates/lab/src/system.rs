@@ -197,6 +197,39 @@ pub fn own_cgroup_file(controller: &str, file: &str) -> Option<std::path::PathBu
     None
 }
 
+/// The CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data that sched_getaffinity fills in.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer and size; pid 0 is this thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: the index is below CPU_SETSIZE.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Pins the calling thread to one CPU (threads it starts later inherit it).
+pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET on our own set; an index beyond the set is ignored by libc.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: valid pointer and size; pid 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +255,19 @@ mod tests {
         let (v1, v2) = parse_cgroup_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
         assert_eq!(v1, None);
         assert_eq!(v2, vec![std::path::PathBuf::from("/sys/fs/cgroup")]);
+    }
+
+    #[test]
+    fn this_process_may_run_on_some_cpu_and_pins_to_it() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        let thread_result = std::thread::spawn(move || {
+            pin_to_cpu(cpus[0])?;
+            Ok::<_, String>(allowed_cpus())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(thread_result.unwrap().len(), 1);
     }
 
     #[test]

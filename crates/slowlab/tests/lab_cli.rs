@@ -143,8 +143,13 @@ fn notify_buffer_size_does_not_matter_but_a_permission_watcher_does() {
     assert!(human.contains("Tracked files take"), "{human}");
     assert_eq!(r["affected"], false, "{r}");
     let none = variant(&r, "no watcher")["value"].as_f64().unwrap();
-    let permission = variant(&r, "fanotify permission watcher")["value"].as_f64().unwrap();
-    assert!(permission > 1.5 * none, "permission {permission} vs none {none}");
+    // With a second CPU the watcher runs there, as a scanner daemon would:
+    // every open then waits for a cross-CPU round trip.
+    let (permission, factor) = match variant(&r, "fanotify permission, other CPU")["value"].as_f64() {
+        Some(v) => (v, 2.0),
+        None => (variant(&r, "fanotify permission, same CPU")["value"].as_f64().unwrap(), 1.2),
+    };
+    assert!(permission > factor * none, "permission {permission} vs none {none}");
 }
 
 #[test]

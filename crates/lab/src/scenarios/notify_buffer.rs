@@ -48,35 +48,57 @@ impl Watcher {
     }
 }
 
-/// One configuration measured.
+/// One configuration measured. The file creator is pinned to one CPU and
+/// the watcher to another (`same_cpu` false) or to the same one: a
+/// permission watcher's cost is a round trip of wake-ups, and a wake-up
+/// across CPUs (an inter-processor interrupt) can cost ten times one on the
+/// same CPU, so the two placements are measured apart instead of leaving
+/// the result to where the scheduler happens to put the watcher.
 struct Config {
     name: &'static str,
     watcher: Watcher,
     buffer: usize,
+    same_cpu: bool,
 }
 
-const CONFIGS: [Config; 4] = [
+const CONFIGS: [Config; 5] = [
     Config {
         name: "no watcher",
         watcher: Watcher::None,
         buffer: 0,
+        same_cpu: false,
     },
     Config {
         name: "inotify, 16 KiB buffer",
         watcher: Watcher::Inotify,
         buffer: 16 << 10,
+        same_cpu: false,
     },
     Config {
         name: "inotify, 2 MiB buffer",
         watcher: Watcher::Inotify,
         buffer: 2 << 20,
+        same_cpu: false,
     },
     Config {
-        name: "fanotify permission watcher",
+        name: "fanotify permission, other CPU",
         watcher: Watcher::FanotifyPerm,
         buffer: 4096,
+        same_cpu: false,
+    },
+    Config {
+        name: "fanotify permission, same CPU",
+        watcher: Watcher::FanotifyPerm,
+        buffer: 4096,
+        same_cpu: true,
     },
 ];
+/// Indexes into `CONFIGS`.
+const NONE: usize = 0;
+const INOTIFY_SMALL: usize = 1;
+const INOTIFY_LARGE: usize = 2;
+const PERMISSION_OTHER_CPU: usize = 3;
+const PERMISSION_SAME_CPU: usize = 4;
 
 /// The 2 MiB buffer must cost this many times the 16 KiB one to count.
 const BUFFER_AFFECTED_RATIO: f64 = 2.0;
@@ -99,6 +121,12 @@ impl Scenario for NotifyBuffer {
     fn run(&self, ctx: &mut LabContext) -> Result<ScenarioResult, LabError> {
         let mount_point = ctx.temp_dir("notify")?;
         let files = ctx.profile.pick(500, 5000, 20000);
+        let cpus = crate::system::allowed_cpus();
+        let (creator_cpu, other_cpu) = match cpus.as_slice() {
+            [a, b, ..] => (Some(*a), Some(*b)),
+            [a] => (Some(*a), None),
+            [] => (None, None),
+        };
         let rounds = ctx.profile.pick(2, 3, 5);
         // Per configuration: seconds per file of every repetition.
         let mut per_file: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len()];
@@ -111,12 +139,28 @@ impl Scenario for NotifyBuffer {
                 if failures[i].is_some() {
                     continue;
                 }
+                let watcher_cpu = if config.same_cpu {
+                    creator_cpu
+                } else {
+                    other_cpu
+                };
+                if config.watcher != Watcher::None && !config.same_cpu && other_cpu.is_none() {
+                    failures[i] = Some("needs a second CPU".into());
+                    continue;
+                }
                 ctx.status(&format!(
                     "notify-buffer: {} (round {}/{rounds})",
                     config.name,
                     round + 1
                 ));
-                let args = child_args(config.watcher, config.buffer, files, mount_point.path());
+                let placement = creator_cpu.zip(watcher_cpu);
+                let args = child_args(
+                    config.watcher,
+                    config.buffer,
+                    files,
+                    mount_point.path(),
+                    placement,
+                );
                 match run_child(ctx, &args) {
                     Ok(out) => {
                         let reps = out.report["reps_wall_s"]
@@ -135,7 +179,7 @@ impl Scenario for NotifyBuffer {
                 }
             }
         }
-        if let Some(reason) = &failures[0] {
+        if let Some(reason) = &failures[NONE] {
             return Err(LabError::Failed(format!(
                 "the run without a watcher failed: {reason}"
             )));
@@ -145,24 +189,24 @@ impl Scenario for NotifyBuffer {
             .zip(&failures)
             .map(|(v, f)| (f.is_none() && !v.is_empty()).then(|| median(v)))
             .collect();
-        let base = costs[0].unwrap_or(f64::NAN);
+        let base = costs[NONE].unwrap_or(f64::NAN);
         for (i, config) in CONFIGS.iter().enumerate() {
             let line = match (costs[i], &failures[i]) {
-                (Some(c), _) if i == 0 => {
+                (Some(c), _) if i == NONE => {
                     format!(
-                        "{:<28} {:6.2} µs per file created and deleted.",
+                        "{:<31} {:7.2} µs per file created and deleted.",
                         config.name,
                         c * 1e6
                     )
                 }
                 (Some(c), _) => format!(
-                    "{:<28} {:6.2} µs per file. Tracked files take {:.1} times as long.",
+                    "{:<31} {:7.2} µs per file. Tracked files take {:.1} times as long.",
                     config.name,
                     c * 1e6,
                     c / base
                 ),
-                (None, Some(reason)) => format!("{:<28} could not run: {reason}", config.name),
-                (None, None) => format!("{:<28} no measurement", config.name),
+                (None, Some(reason)) => format!("{:<31} could not run: {reason}", config.name),
+                (None, None) => format!("{:<31} no measurement", config.name),
             };
             ctx.line(line);
         }
@@ -170,9 +214,15 @@ impl Scenario for NotifyBuffer {
     }
 }
 
-/// Arguments of the child.
-pub fn child_args(watcher: Watcher, buffer: usize, files: u64, mount_point: &Path) -> Vec<String> {
-    vec![
+/// Arguments of the child; `placement` is (creator CPU, watcher CPU).
+pub fn child_args(
+    watcher: Watcher,
+    buffer: usize,
+    files: u64,
+    mount_point: &Path,
+    placement: Option<(usize, usize)>,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "notify".into(),
         "--watcher".into(),
         watcher.arg().into(),
@@ -182,22 +232,38 @@ pub fn child_args(watcher: Watcher, buffer: usize, files: u64, mount_point: &Pat
         files.to_string(),
         "--mount-point".into(),
         mount_point.to_string_lossy().into_owned(),
-    ]
+    ];
+    if let Some((creator, watcher)) = placement {
+        args.extend([
+            "--creator-cpu".into(),
+            creator.to_string(),
+            "--watcher-cpu".into(),
+            watcher.to_string(),
+        ]);
+    }
+    args
 }
 
 /// Arguments of the permission-watcher process.
-pub fn watcher_args(buffer: usize, mount_point: &Path) -> Vec<String> {
-    vec![
+pub fn watcher_args(buffer: usize, mount_point: &Path, cpu: Option<usize>) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "notify-watcher".into(),
         "--buffer".into(),
         buffer.to_string(),
         "--mount-point".into(),
         mount_point.to_string_lossy().into_owned(),
-    ]
+    ];
+    if let Some(cpu) = cpu {
+        args.extend(["--cpu".into(), cpu.to_string()]);
+    }
+    args
 }
 
 /// The permission-watcher process (`__child notify-watcher`).
-pub fn watcher_main(buffer: usize, mount_point: &Path) -> Result<(), String> {
+pub fn watcher_main(buffer: usize, mount_point: &Path, cpu: Option<usize>) -> Result<(), String> {
+    if let Some(cpu) = cpu {
+        crate::system::pin_to_cpu(cpu)?;
+    }
     watch::permission_watcher_main(mount_point, buffer)
 }
 
@@ -220,12 +286,12 @@ fn judge(
     events: &[u64],
     files: u64,
 ) -> ScenarioResult {
-    let base = costs[0];
+    let base = costs[NONE];
     let ratio = |i: usize| match (costs[i], base) {
         (Some(c), Some(b)) if b > 0.0 => Some(c / b),
         _ => None,
     };
-    let (small, large) = (costs[1], costs[2]);
+    let (small, large) = (costs[INOTIFY_SMALL], costs[INOTIFY_LARGE]);
     let buffer_ratio = match (large, small) {
         (Some(l), Some(s)) if s > 0.0 => Some(l / s),
         _ => None,
@@ -247,29 +313,44 @@ fn judge(
         Some(r) => format!("the watcher's buffer size makes no difference here ({r:.2}×)"),
         None => "the buffer-size comparison could not run".to_string(),
     };
-    if let Some(r) = ratio(1) {
+    if let Some(r) = ratio(INOTIFY_SMALL) {
         explanation.push_str(&format!("; an inotify watcher costs {r:.1}×"));
     }
-    match (ratio(3), &failures[3]) {
+    let same = ratio(PERMISSION_SAME_CPU).map_or(String::new(), |r| {
+        format!(" ({r:.1}× with the watcher on the same CPU)")
+    });
+    match (ratio(PERMISSION_OTHER_CPU), ratio(PERMISSION_SAME_CPU)) {
         (Some(r), _) if r >= WATCHER_HAZARD_RATIO => explanation.push_str(&format!(
-            "; a fanotify permission watcher makes every file operation {r:.1}× as slow — the Linux hazard of this family"
+            "; a fanotify permission watcher on another CPU makes every file open {r:.1}× as slow{same} — the Linux hazard of this family"
         )),
-        (Some(r), _) => explanation.push_str(&format!("; a fanotify permission watcher costs {r:.1}×")),
-        (None, Some(reason)) => explanation.push_str(&format!("; the permission watcher could not run ({reason})")),
-        (None, None) => {}
+        (Some(r), _) => explanation.push_str(&format!(
+            "; a fanotify permission watcher on another CPU costs {r:.1}×{same}"
+        )),
+        (None, Some(r)) => explanation.push_str(&format!(
+            "; a fanotify permission watcher on the same CPU costs {r:.1}×"
+        )),
+        (None, None) => {
+            if let Some(reason) = &failures[PERMISSION_OTHER_CPU] {
+                explanation.push_str(&format!("; the permission watcher could not run ({reason})"));
+            }
+        }
     }
     let variants: Vec<Variant> = CONFIGS
         .iter()
         .enumerate()
         .map(|(i, config)| {
-            let role = if i == 2 || i == 3 { Role::Pathological } else { Role::Control };
+            let role = if matches!(i, INOTIFY_LARGE | PERMISSION_OTHER_CPU | PERMISSION_SAME_CPU) {
+                Role::Pathological
+            } else {
+                Role::Control
+            };
             let mut v = value_variant(config.name, role, costs[i].unwrap_or(f64::NAN), "s");
             if costs[i].is_none() {
                 v.value = None;
             }
             v.note = match (&failures[i], ratio(i)) {
                 (Some(reason), _) => Some(format!("could not run: {reason}")),
-                (None, Some(r)) if i > 0 => Some(format!(
+                (None, Some(r)) if i != NONE => Some(format!(
                     "{r:.2}× the cost without a watcher; {} events for {files} files per repetition",
                     events[i]
                 )),
@@ -298,15 +379,25 @@ pub fn child_main(
     buffer: usize,
     files: u64,
     mount_point: &Path,
+    placement: Option<(usize, usize)>,
 ) -> Result<(), String> {
     const REPS: usize = 3;
     private_tmpfs(mount_point)?;
     let dir = mount_point.join("files");
     std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // Pin this (the creating) thread before any watcher starts.
+    if let Some((creator, _)) = placement {
+        crate::system::pin_to_cpu(creator)?;
+    }
+    let watcher_cpu = placement.map(|(_, w)| w);
     let running = match watcher {
         Watcher::None => None,
-        Watcher::Inotify => Some(watch::start_inotify(&dir, buffer)?),
-        Watcher::FanotifyPerm => Some(watch::spawn_permission_watcher(mount_point, buffer)?),
+        Watcher::Inotify => Some(watch::start_inotify(&dir, buffer, watcher_cpu)?),
+        Watcher::FanotifyPerm => Some(watch::spawn_permission_watcher(
+            mount_point,
+            buffer,
+            watcher_cpu,
+        )?),
     };
     let paths: Vec<CString> = (0..files)
         .map(|i| CString::new(dir.join(format!("f{i}")).as_os_str().as_bytes()))
@@ -475,12 +566,16 @@ mod watch {
     /// Starts `slowlab __child notify-watcher` as a process of its own (as
     /// on-access scanners are), in this process's mount namespace, and waits
     /// until its mark is in place.
-    pub fn spawn_permission_watcher(mount_point: &Path, buffer: usize) -> Result<Running, String> {
+    pub fn spawn_permission_watcher(
+        mount_point: &Path,
+        buffer: usize,
+        cpu: Option<usize>,
+    ) -> Result<Running, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find slowlab itself: {e}"))?;
         let mut child = std::process::Command::new(exe)
             .arg("__child")
-            .args(super::watcher_args(buffer, mount_point))
+            .args(super::watcher_args(buffer, mount_point, cpu))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -559,7 +654,7 @@ mod watch {
         Ok(fd)
     }
 
-    pub fn start_inotify(dir: &Path, buffer: usize) -> Result<Running, String> {
+    pub fn start_inotify(dir: &Path, buffer: usize, cpu: Option<usize>) -> Result<Running, String> {
         // SAFETY: plain syscall.
         let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
         if fd < 0 {
@@ -572,6 +667,9 @@ mod watch {
         }
         let stop_fd = stop_eventfd()?;
         let thread = std::thread::spawn(move || {
+            if let Some(cpu) = cpu {
+                crate::system::pin_to_cpu(cpu)?;
+            }
             let mut buf = vec![0u8; buffer.max(4096)];
             let mut events = 0u64;
             let header = std::mem::size_of::<libc::inotify_event>();
@@ -684,16 +782,16 @@ mod watch {
 mod tests {
     use super::*;
 
-    fn costs(values: [f64; 4]) -> Vec<Option<f64>> {
+    fn costs(values: [f64; 5]) -> Vec<Option<f64>> {
         values.iter().map(|&v| Some(v)).collect()
     }
 
     #[test]
     fn equal_buffers_are_not_affected_and_the_permission_watcher_is_named() {
         let r = judge(
-            &costs([2e-6, 2.8e-6, 2.9e-6, 7.5e-6]),
-            &[None, None, None, None],
-            &[0, 1, 1, 1],
+            &costs([2e-6, 2.8e-6, 2.9e-6, 7.5e-6, 4e-6]),
+            &[None, None, None, None, None],
+            &[0, 1, 1, 1, 1],
             1000,
         );
         assert_eq!(r.affected, Some(false));
@@ -704,16 +802,20 @@ mod tests {
             "{}",
             r.explanation
         );
-        assert!(r.explanation.contains("3.8× as slow"), "{}", r.explanation);
-        assert_eq!(r.variants.len(), 4);
+        assert!(
+            r.explanation.contains("on another CPU makes every file open 3.8× as slow (2.0× with the watcher on the same CPU)"),
+            "{}",
+            r.explanation
+        );
+        assert_eq!(r.variants.len(), 5);
     }
 
     #[test]
     fn a_large_buffer_twice_as_slow_is_affected() {
         let r = judge(
-            &costs([2e-6, 3e-6, 6.1e-6, 7e-6]),
-            &[None, None, None, None],
-            &[0; 4],
+            &costs([2e-6, 3e-6, 6.1e-6, 7e-6, 5e-6]),
+            &[None, None, None, None, None],
+            &[0; 5],
             1000,
         );
         assert_eq!(r.affected, Some(true));
@@ -721,17 +823,14 @@ mod tests {
 
     #[test]
     fn a_failed_permission_watcher_is_reported_not_fatal() {
-        let mut c = costs([2e-6, 2.1e-6, 2.1e-6, 0.0]);
-        c[3] = None;
-        let failures = [
-            None,
-            None,
-            None,
-            Some("fanotify_init: Invalid argument".to_string()),
-        ];
-        let r = judge(&c, &failures, &[0; 4], 1000);
+        let mut c = costs([2e-6, 2.1e-6, 2.1e-6, 0.0, 0.0]);
+        c[PERMISSION_OTHER_CPU] = None;
+        c[PERMISSION_SAME_CPU] = None;
+        let reason = Some("fanotify_init: Invalid argument".to_string());
+        let failures = [None, None, None, reason.clone(), reason];
+        let r = judge(&c, &failures, &[0; 5], 1000);
         assert_eq!(r.affected, Some(false));
         assert!(r.explanation.contains("could not run"), "{}", r.explanation);
-        assert_eq!(r.variants[3].value, None);
+        assert_eq!(r.variants[PERMISSION_OTHER_CPU].value, None);
     }
 }
