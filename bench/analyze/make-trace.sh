@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Records the benchmark trace: a real cargo build (slowlab's own perf crate
 # and its dependencies, release, into a fresh target dir) recorded system-wide
-# with call stacks at 2999 Hz, stopped after 25 s so that a 2-CPU machine
-# yields about 130,000 samples. Never committed: it is regenerated here.
+# with call stacks at 2999 Hz, stopped after 22 s: cpu-clock samples idle
+# CPUs too, so a 2-CPU machine yields 2 x 2999 x 22 = about 132,000
+# samples. Never committed: it is regenerated here.
 #
 #   bench/analyze/make-trace.sh [OUT.data]      (needs root and perf)
 set -euo pipefail
@@ -15,6 +16,6 @@ trap 'rm -rf "$target"' EXIT
 cd "$repo"
 cargo fetch -q
 perf record -a -g -F 2999 -o "$out" -- \
-    timeout 25 cargo build -q --release --offline -p slowlab-perf --target-dir "$target" || true
+    timeout 22 cargo build -q --release --offline -p slowlab-perf --target-dir "$target" || true
 perf report -i "$out" --stats 2>/dev/null | grep -m1 "SAMPLE events" || true
 ls -l "$out"

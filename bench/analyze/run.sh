@@ -1,27 +1,52 @@
 #!/usr/bin/env bash
 # Benchmark: `slowlab analyze --json` vs `perf report` on the same trace of a
-# real cargo build (~130,000 samples; made by make-trace.sh if missing).
-# Page cache dropped before every run (no cache left from an earlier run).
-# Peak RSS from /usr/bin/time -v. Needs root (drop_caches), perf, hyperfine.
+# real cargo build (~130,000 samples; made by make-trace.sh if missing), side
+# by side in one hyperfine run, the page cache dropped before every run (no
+# cache left from an earlier run). Then peak RSS of each from
+# /usr/bin/time -v (caches dropped too), and the figures the README quotes:
+# medians, ratio, samples/s and MB/s of perf.data. Needs root (drop_caches),
+# perf, hyperfine, python3. The machine's load is printed before and after:
+# on a shared 2-core machine, re-run when it is above 2.5.
 #
 #   bench/analyze/run.sh [TRACE]     (default /tmp/slowlab-bench/cargo.data)
+#   RUNS=10 SLOWLAB=path/to/slowlab bench/analyze/run.sh   (skip the build)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 trace="${1:-/tmp/slowlab-bench/cargo.data}"
+runs="${RUNS:-8}"
+out=/tmp/slowlab-bench
+mkdir -p "$out"
 [ -f "$trace" ] || "$here/make-trace.sh" "$trace"
-(cd "$repo" && cargo build -q --release -p slowlab)
-slowlab="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+if [ -z "${SLOWLAB:-}" ]; then
+    (cd "$repo" && cargo build -q --release -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+fi
 samples=$(perf report -i "$trace" --stats 2>/dev/null | awk '/SAMPLE events/ {print $3; exit}')
-mb=$(du -m "$trace" | cut -f1)
-echo "trace: $trace, $samples samples, $mb MB"
-hyperfine --runs 5 --prepare 'sync; echo 3 > /proc/sys/vm/drop_caches' \
-    --export-json /tmp/slowlab-bench/hyperfine.json \
-    "$slowlab analyze --json $trace > /dev/null 2>&1" \
-    "perf report -i $trace --stdio --no-children --sort comm,dso,sym > /dev/null 2>&1"
-for cmd in "$slowlab analyze --json $trace" "perf report -i $trace --stdio --no-children --sort comm,dso,sym"; do
+bytes=$(stat -c %s "$trace")
+echo "trace: $trace, $samples samples, $bytes bytes"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+slowlab_cmd="$SLOWLAB analyze --json $trace"
+perf_cmd="perf report -i $trace --stdio --no-children --sort comm,dso,sym"
+hyperfine --runs "$runs" --prepare 'sync; echo 3 > /proc/sys/vm/drop_caches' \
+    --export-json "$out/hyperfine.json" \
+    "$slowlab_cmd > /dev/null 2>&1" \
+    "$perf_cmd > /dev/null 2>&1"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+for cmd in "$slowlab_cmd" "$perf_cmd"; do
     sync; echo 3 > /proc/sys/vm/drop_caches
-    /usr/bin/time -v -o /tmp/slowlab-bench/time-v.txt $cmd > /dev/null 2>&1
-    rss=$(awk -F: '/Maximum resident/ {gsub(/ /,"",$2); print $2}' /tmp/slowlab-bench/time-v.txt)
-    echo "peak RSS ${rss} KB: $cmd"
+    /usr/bin/time -v -o "$out/time-v.txt" $cmd > /dev/null 2>&1
+    rss=$(awk -F: '/Maximum resident/ {gsub(/ /,"",$2); print $2}' "$out/time-v.txt")
+    echo "peak RSS ${rss} KB: ${cmd%% *} ${cmd#* }" | cut -c1-120
 done
+python3 - "$out/hyperfine.json" "$samples" "$bytes" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+samples, mb = int(sys.argv[2]), int(sys.argv[3]) / 1e6
+s, p = r[0], r[1]
+print(f"medians: slowlab {s['median']*1e3:.0f} ms (mean {s['mean']*1e3:.0f} ± {s['stddev']*1e3:.0f}), "
+      f"perf report {p['median']*1e3:.0f} ms (mean {p['mean']*1e3:.0f} ± {p['stddev']*1e3:.0f})")
+print(f"ratio of medians: {p['median']/s['median']:.1f}x; of means: {p['mean']/s['mean']:.1f}x")
+print(f"slowlab: {samples/s['median']:,.0f} samples/s, {mb/s['median']:.0f} MB/s of perf.data "
+      f"(perf report: {samples/p['median']:,.0f} samples/s, {mb/p['median']:.1f} MB/s)")
+EOF

@@ -327,19 +327,23 @@ pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64
     let mut selfc = vec![0u64; n];
     let mut incl = vec![0u64; n];
     let mut stamp = vec![u32::MAX; n];
-    // Group by stack only (threads do not matter here).
-    let mut per_stack = vec![0u64; trace.stacks.len()];
-    for &((_, stack), count) in &agg.groups {
-        if let Some(s) = stack {
-            per_stack[s.ix()] += count;
+    // Group by stack only (threads do not matter here): sort the groups'
+    // stacks rather than count into an array as long as the stack table
+    // (hundreds of thousands of nodes for a build, most of them no leaf).
+    let mut stacks: Vec<(StackIdx, u64)> = agg
+        .groups
+        .iter()
+        .filter_map(|&((_, stack), count)| Some((stack?, count)))
+        .collect();
+    stacks.sort_unstable_by_key(|&(s, _)| s);
+    let mut by_stack: Vec<(StackIdx, u64)> = Vec::with_capacity(stacks.len());
+    for (s, c) in stacks {
+        match by_stack.last_mut() {
+            Some(last) if last.0 == s => last.1 += c,
+            _ => by_stack.push((s, c)),
         }
     }
-    let by_stack = per_stack
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(i, &c)| (StackIdx(i as u32), c));
-    for (i, (stack, count)) in by_stack.enumerate() {
+    for (i, (stack, count)) in by_stack.into_iter().enumerate() {
         if let Some(f) = leaf_func(trace, Some(stack)) {
             selfc[f.ix()] += count;
         }
@@ -362,23 +366,24 @@ pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64
 /// The summary; `top` limits the functions (all when `None`).
 pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
     let agg = sel.aggregate(trace);
-    let mut proc_counts: HashMap<u32, u64> = HashMap::new();
-    let mut thread_counts: HashMap<u32, u64> = HashMap::new();
+    // Counts by index (a hash map per group costs more than the table).
+    let mut proc_counts = vec![0u64; trace.processes.len()];
+    let mut thread_counts = vec![0u64; trace.threads.len()];
     for &((th, _), count) in &agg.groups {
-        *thread_counts.entry(th.0).or_default() += count;
-        *proc_counts
-            .entry(trace.threads[th.ix()].process.0)
-            .or_default() += count;
+        thread_counts[th.ix()] += count;
+        proc_counts[trace.threads[th.ix()].process.ix()] += count;
     }
     let mut processes: Vec<ProcessRow> = proc_counts
         .iter()
-        .map(|(&p, &samples)| {
-            let pr = &trace.processes[p as usize];
+        .enumerate()
+        .filter(|&(_, &samples)| samples > 0)
+        .map(|(p, &samples)| {
+            let pr = &trace.processes[p];
             let mut threads: Vec<ThreadRow> = pr
                 .threads
                 .iter()
                 .filter_map(|t| {
-                    let samples = *thread_counts.get(&t.0)?;
+                    let samples = *thread_counts.get(t.ix()).filter(|&&n| n > 0)?;
                     let th = &trace.threads[t.ix()];
                     Some(ThreadRow {
                         tid: th.tid,

@@ -109,6 +109,11 @@ pub struct TraceMeta {
     pub sample_freq: Option<u64>,
     /// Names of all events in the file, in attribute order.
     pub events: Vec<String>,
+    /// Address of the kernel's `_text` when the trace was recorded (from
+    /// perf's kernel map record), to follow the kernel if it moved (KASLR)
+    /// since.
+    #[serde(default)]
+    pub kernel_text: Option<u64>,
 }
 
 impl TraceMeta {

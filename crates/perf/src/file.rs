@@ -3,7 +3,7 @@
 //! `perf record` leaves behind (a data size of zero, no feature sections) so
 //! that the parser reads every complete record and nothing past the end.
 //!
-//! It does not parse records; `reader` does that with `linux-perf-data`.
+//! It does not parse records; `records` and `reader` do.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -24,6 +24,9 @@ pub(crate) struct Repair {
     pub dropped_features: bool,
     /// The file is in pipe format (`perf record -o -`).
     pub pipe: bool,
+    /// Where the data section lies (after the repair); unused for pipes.
+    pub data_offset: u64,
+    pub data_size: u64,
 }
 
 /// A `Read + Seek` view of the mapped file with a patched header.
@@ -90,9 +93,16 @@ struct Endian {
 }
 
 impl Endian {
+    /// The `u64` at `off`; 0 past the end (callers check lengths first;
+    /// this only keeps a mistake from becoming a panic).
     fn u64(self, b: &[u8], off: usize) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[off..off + 8]);
+        let Some(a) = off
+            .checked_add(8)
+            .and_then(|end| b.get(off..end))
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        else {
+            return 0;
+        };
         if self.big {
             u64::from_be_bytes(a)
         } else {
@@ -100,7 +110,13 @@ impl Endian {
         }
     }
     fn u16(self, b: &[u8], off: usize) -> u16 {
-        let a = [b[off], b[off + 1]];
+        let Some(a) = off
+            .checked_add(2)
+            .and_then(|end| b.get(off..end))
+            .and_then(|s| <[u8; 2]>::try_from(s).ok())
+        else {
+            return 0;
+        };
         if self.big {
             u16::from_be_bytes(a)
         } else {
@@ -203,9 +219,11 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
             off.checked_add(size).is_some_and(|e| e <= file_len) && size < (1 << 31)
         })
     };
+    repair.data_offset = data_off;
+    repair.data_size = data_size;
     match data_end {
         Some(end) if data_size > 0 && end <= file_len => {
-            if !features_ok(end) {
+            if !features_ok(end) || !event_desc_ok(data, &header, endian, end) {
                 repair.dropped_features = true;
                 for o in (72..HEADER_LEN).step_by(8) {
                     endian.put_u64(&mut header, o, 0);
@@ -227,11 +245,17 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
                 pos += size;
             }
             repair.truncated_bytes = file_len - pos;
+            repair.data_size = pos - data_off;
             endian.put_u64(&mut header, 48, pos - data_off);
             for o in (72..HEADER_LEN).step_by(8) {
                 endian.put_u64(&mut header, o, 0);
             }
         }
+    }
+    // The obsolete event-types section: its entries point at id lists that
+    // `linux-perf-data` reserves room for before reading.
+    if !event_types_ok(data, endian, attr_size) {
+        endian.put_u64(&mut header, 64, 0);
     }
     Ok((
         PatchedFile {
@@ -241,6 +265,84 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
         },
         repair,
     ))
+}
+
+/// Feature bit of `HEADER_EVENT_DESC`.
+const EVENT_DESC: usize = 12;
+
+/// Whether the event-description feature section (if the header lists
+/// one) holds together: every count in it fits in the bytes that follow.
+/// `linux-perf-data` reserves memory by these counts before reading, and a
+/// damaged count would make it ask for gigabytes (an abort, not a panic).
+fn event_desc_ok(data: &[u8], header: &[u8; HEADER_LEN], endian: Endian, features_at: u64) -> bool {
+    let bit = |i: usize| endian.u64(header, 72 + (i / 64) * 8) >> (i % 64) & 1 == 1;
+    if !bit(EVENT_DESC) {
+        return true;
+    }
+    // The feature table has one (offset, size) per set bit, in bit order.
+    let index = (0..EVENT_DESC).filter(|&i| bit(i)).count() as u64;
+    let entry = (features_at + index * 16) as usize;
+    let (off, size) = (endian.u64(data, entry), endian.u64(data, entry + 8));
+    let Some(d) = usize::try_from(off)
+        .ok()
+        .zip(usize::try_from(size).ok())
+        .and_then(|(o, n)| data.get(o..o.checked_add(n)?))
+    else {
+        return false;
+    };
+    let u32_at = |p: usize| -> Option<usize> {
+        let b = d.get(p..p + 4)?;
+        let a = [b[0], b[1], b[2], b[3]];
+        Some(if endian.big {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        } as usize)
+    };
+    let (Some(nr), Some(attr_size)) = (u32_at(0), u32_at(4)) else {
+        return false;
+    };
+    if !(64..=4096).contains(&attr_size) {
+        return false;
+    }
+    let mut p = 8usize;
+    // Each event takes at least attr_size + 8 bytes: the loop ends with
+    // the section.
+    for _ in 0..nr {
+        let Some(nr_ids) = u32_at(p + attr_size) else {
+            return false;
+        };
+        p += attr_size + 4;
+        let Some(len) = u32_at(p) else { return false };
+        p += 4 + len;
+        p = match nr_ids.checked_mul(8).and_then(|n| p.checked_add(n)) {
+            Some(end) if end <= d.len() => end,
+            _ => return false,
+        };
+        if p > d.len() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether the header's event-types section (if any) and the id lists its
+/// entries point at lie inside the file.
+fn event_types_ok(data: &[u8], endian: Endian, attr_size: u64) -> bool {
+    let (off, size) = (endian.u64(data, 56), endian.u64(data, 64));
+    if size == 0 {
+        return true;
+    }
+    let len = data.len() as u64;
+    if off.checked_add(size).is_none_or(|e| e > len) {
+        return false;
+    }
+    let entry = attr_size + 16;
+    (0..size / entry).all(|i| {
+        let at = (off + i * entry + attr_size) as usize;
+        let (o, n) = (endian.u64(data, at), endian.u64(data, at + 8));
+        o.checked_add(n).is_some_and(|e| e <= len)
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! Small helpers for interning: a fast non-cryptographic hasher (the
-//! Firefox/rustc "Fx" hash) and a string table. No I/O, no parsing.
+//! Firefox/rustc "Fx" hash), a string table, and [`IdTable`], the
+//! open-addressing map from small keys to `u32` ids that stack interning
+//! uses. No I/O, no parsing.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -60,6 +62,144 @@ impl Strings {
     }
 }
 
+/// A key of an [`IdTable`]: plain old data with a good-enough hash.
+pub trait TableKey: Copy + Eq + Default {
+    fn hash(&self) -> u64;
+}
+
+impl TableKey for u64 {
+    #[inline]
+    fn hash(&self) -> u64 {
+        (self ^ (self >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+impl TableKey for (u64, u64) {
+    #[inline]
+    fn hash(&self) -> u64 {
+        (self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26) ^ self.1)
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
+    }
+}
+
+/// A map from keys to `u32` ids with the entries inline (linear probing,
+/// at most 3/4 full, slots packed), so that a lookup usually touches one
+/// cache line; `hashbrown`'s control bytes make that two, and stack
+/// interning on a big trace is bound by these misses. Id 0 marks an empty
+/// slot (ids are stored plus one). Ids must be below `u32::MAX`. No
+/// removal.
+pub struct IdTable<K: TableKey> {
+    slots: Vec<Slot<K>>,
+    /// `64 - log2(slots.len())`: the hash's top bits pick the slot.
+    shift: u32,
+    len: usize,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, packed(4))]
+struct Slot<K> {
+    key: K,
+    /// The id plus one; 0 for an empty slot.
+    id: u32,
+}
+
+impl<K: TableKey> Default for IdTable<K> {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl<K: TableKey> IdTable<K> {
+    /// A table that holds `n` keys before it grows.
+    pub fn with_capacity(n: usize) -> Self {
+        let slots = (n.max(8) * 4 / 3 + 1).next_power_of_two();
+        IdTable {
+            slots: vec![
+                Slot {
+                    key: K::default(),
+                    id: 0,
+                };
+                slots
+            ],
+            shift: 64 - slots.trailing_zeros(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn start(&self, key: &K) -> usize {
+        (key.hash() >> self.shift) as usize
+    }
+
+    /// Reads the slot where a probe for `key` starts, so that a later
+    /// probe finds it in cache (call for many keys, then probe them: the
+    /// reads wait for memory together instead of one after another). The
+    /// value means nothing.
+    #[inline]
+    pub fn touch(&self, key: &K) -> u32 {
+        self.slots[self.start(key)].id
+    }
+
+    /// The id of `key`, if present.
+    #[cfg(test)]
+    pub fn get(&self, key: K) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.start(&key);
+        loop {
+            let s = self.slots[i];
+            let id = s.id;
+            if id == 0 {
+                return None;
+            }
+            if { s.key } == key {
+                return Some(id - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The id of `key`, or `id()` stored as its id; `true` when inserted.
+    #[inline]
+    pub fn get_or_insert_with(&mut self, key: K, id: impl FnOnce() -> u32) -> (u32, bool) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.start(&key);
+        loop {
+            let s = self.slots[i];
+            let found = s.id;
+            if found == 0 {
+                let v = id();
+                debug_assert!(v != u32::MAX);
+                self.slots[i] = Slot { key, id: v + 1 };
+                self.len += 1;
+                return (v, true);
+            }
+            if { s.key } == key {
+                return (found - 1, false);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Stores `id` for `key`, which must not be present yet.
+    #[inline]
+    pub fn insert_new(&mut self, key: K, id: u32) {
+        self.get_or_insert_with(key, || id);
+    }
+
+    fn grow(&mut self) {
+        let bigger = Self::with_capacity(self.slots.len());
+        let old = std::mem::replace(self, bigger);
+        for s in old.slots {
+            if { s.id } != 0 {
+                self.insert_new(s.key, s.id - 1);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +213,28 @@ mod tests {
         assert_eq!(s.intern(&mut table, "a"), a);
         assert_ne!(a, b);
         assert_eq!(table, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn id_table_finds_what_it_stored_across_growth() {
+        let mut t: IdTable<(u64, u64)> = IdTable::with_capacity(4);
+        for i in 0..10_000u64 {
+            let (id, new) = t.get_or_insert_with((i % 97, i * 31), || i as u32);
+            assert!(new);
+            assert_eq!(id, i as u32);
+        }
+        assert_eq!(t.len, 10_000);
+        for i in (0..10_000u64).rev() {
+            assert_eq!(t.get((i % 97, i * 31)), Some(i as u32));
+            assert_eq!(
+                t.get_or_insert_with((i % 97, i * 31), || 0),
+                (i as u32, false)
+            );
+        }
+        assert_eq!(t.get((1, 2)), None);
+        let mut u: IdTable<u64> = IdTable::default();
+        u.insert_new(0, 5);
+        assert_eq!(u.get(0), Some(5));
+        assert!(u.get(1).is_none() && u.len == 1);
     }
 }

@@ -2,10 +2,12 @@
 //! and symbolizes it.
 //!
 //! The pipeline is: [`file`] maps the file and repairs an unfinished header;
-//! [`reader`] walks the records once, in time order (via `linux-perf-data`),
-//! keeping per-process memory maps and interning every frame and stack; then
-//! [`symbolize`] names each unique frame once, one binary per task in
-//! parallel, from ELF symbol tables ([`symbols`]) and the kernel's kallsyms.
+//! [`records`] indexes the data section in place and puts it in time order;
+//! [`reader`] turns the records into the model, keeping per-process memory
+//! maps and interning every frame and stack; then [`symbolize`] names each
+//! unique frame once, one binary per task in parallel, from ELF symbol
+//! tables ([`symbols`]) and the kernel's kallsyms (read on its own thread
+//! while the records are read).
 //!
 //! This crate never prints. Problems that still allow an analysis (lost
 //! events, a truncated file, a binary that cannot be read) become counts and
@@ -15,13 +17,15 @@
 mod file;
 mod intern;
 mod reader;
+mod records;
 pub mod symbolize;
 pub mod symbols;
 pub mod tracepoint;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-pub use reader::{read_bytes, read_bytes_with};
+pub use reader::read_bytes;
 use slowlab_model::trace::Trace;
 
 /// Why a perf.data file could not be read at all.
@@ -60,11 +64,20 @@ impl Default for ReadOptions {
 }
 
 /// Progress of a long read: `(stage, done, total)`; stages are `"read"`
-/// (bytes of the data section) and `"symbolize"` (binaries).
+/// (records) and `"symbolize"` (binaries).
 pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Threads that open binaries while the records are read.
+const PRELOAD_THREADS: usize = 6;
 
 /// Reads and symbolizes the perf.data file at `path`.
 pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Result<Trace, Error> {
+    // Kallsyms first, on its own thread: the kernel needs tens of
+    // milliseconds to format it, time the records are read in.
+    let kernel = opts.symbolize.then(|| {
+        let path = symbolize::kallsyms_path(opts);
+        std::thread::spawn(move || symbolize::load_kallsyms(&path))
+    });
     let open_err = |source| Error::Open {
         path: path.to_owned(),
         source,
@@ -77,29 +90,84 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     // SAFETY: the map is read-only and private to this process. If another
     // process truncates the file while we read, we may get SIGBUS — the
     // same contract every mmap-based reader (perf included) accepts.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(open_err)?;
-    if !opts.symbolize {
+    // `populate`: the whole file is read anyway; one call maps it all
+    // instead of a page fault per 64 KiB.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(open_err)?;
+    let Some(kernel) = kernel else {
         let mut trace = read_bytes(&map, progress)?;
         symbolize::leave_unsymbolized(&mut trace);
         return Ok(trace);
+    };
+    // Binaries are opened as their first frame is read, by a few threads
+    // that mostly wait for the disk; symbolization starts without waiting
+    // for them to finish.
+    let preload = std::sync::Arc::new(symbolize::Preload::default());
+    let (tx, rx) = std::sync::mpsc::channel::<(String, Option<String>)>();
+    let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+    for _ in 0..PRELOAD_THREADS {
+        let (rx, preload) = (rx.clone(), preload.clone());
+        std::thread::spawn(move || loop {
+            let next = match rx.lock() {
+                Ok(r) => r.recv(),
+                Err(_) => return,
+            };
+            match next {
+                Ok((path, id)) => preload.prepare(&path, id.as_deref()),
+                Err(_) => return,
+            }
+        });
     }
-    // Read the records on this thread while the other cores load symbol
-    // tables: kallsyms at once, each binary when its first mapping is read.
-    let loader = symbolize::Loader::default();
-    let kallsyms = opts
-        .kallsyms
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("/proc/kallsyms"));
-    let result = rayon::in_place_scope(|s| {
-        let loader = &loader;
-        let kallsyms = &kallsyms;
-        s.spawn(move |_| loader.load_kernel(kallsyms));
-        read_bytes_with(&map, progress, &mut |path| {
-            let path = path.to_owned();
-            s.spawn(move |_| loader.load_binary(&path));
-        })
-    });
-    let mut trace = result?;
-    symbolize::symbolize_with(&mut trace, opts, &loader, progress);
+    let mut early = symbolize::Early::default();
+    let read = reader::read_bytes_with(
+        &map,
+        progress,
+        &mut |path, id| {
+            let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
+        },
+        &mut |trace| early.round(trace, preload.clone()),
+    );
+    drop(tx);
+    let mut trace = read?;
+    drop_later(map);
+    let kernel = move || {
+        kernel
+            .join()
+            .unwrap_or_else(|_| Err("reading kallsyms failed".into()))
+    };
+    symbolize::symbolize_with(&mut trace, kernel, &preload, Some(early), progress);
     Ok(trace)
+}
+
+/// Drops `x` on another thread: freeing tens of megabytes (unmapping, and
+/// interrupting the other cores to flush their TLBs) then does not hold up
+/// the thread that has the next step to do.
+pub(crate) fn drop_later<T: Send + 'static>(x: T) {
+    std::thread::spawn(move || drop(x));
+}
+
+thread_local! {
+    /// Depth of [`guard`] calls on this thread: panics inside are expected
+    /// and not reported.
+    static QUIET: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Runs `f`, which parses untrusted input with code that may panic on
+/// malformed data (the `linux-perf-data` crates), and turns a panic into
+/// `None`. The panic message is not printed: a hook, installed once and
+/// chained to the one before it, stays silent for panics inside `guard` on
+/// this thread and passes every other panic on unchanged.
+pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if QUIET.with(Cell::get) == 0 {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(q.get() + 1));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(q.get() - 1));
+    r.ok()
 }

@@ -4,25 +4,40 @@
 //! the frame and stack tables (each unique address and each unique stack
 //! prefix stored once).
 //!
+//! `linux-perf-data` reads the header, attributes and feature sections; the
+//! records themselves come from [`crate::records`] (in place, time-ordered),
+//! or, for pipe-mode files, from `linux-perf-data`'s own record iterator.
+//! Both feed the same [`Builder`].
+//!
+//! Interning the stacks is most of the work on a big trace (a build yields
+//! hundreds of thousands of distinct stack prefixes, many from frame-pointer
+//! walks through code without frame pointers), and it is bound by cache
+//! misses in tables of megabytes, not by instructions: see [`Builder::stack`]
+//! (frame keys and a cache of whole caller chains), `intern_chain` (new
+//! nodes looked up only when needed) and `flush` (CPU samples in batches, so
+//! that their table probes wait for memory together).
+//!
 //! It does not name functions: frames come out pointing at a placeholder
 //! function, and `symbolize` fills them in.
 
-use std::collections::hash_map::Entry;
-
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, PerfEventType, RawDataU64, RecordType, SamplingPolicy,
-    SoftwareCounterType,
+    CpuMode, EventRecord, PerfEventType, RawData, RawEventRecord, RecordParseInfo, RecordType,
+    SamplingPolicy, SoftwareCounterType,
 };
-use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{AttributeDescription, Endianness, Feature, PerfFileReader, PerfFileRecord};
 use slowlab_model::trace::{
     Event, EventKind, Frame, FrameIdx, FuncIdx, Module, ModuleIdx, ModuleKind, ProcIdx, Process,
     StackIdx, StackNode, StrIdx, Thread, ThreadIdx, Trace,
 };
 
 use crate::file;
-use crate::intern::{FxMap, Strings};
-use crate::tracepoint::Format;
-use crate::{Error, ProgressFn};
+use crate::intern::{FxMap, IdTable, Strings};
+use crate::records::{self, rtype, AttrOf, Endian, Layout, Record, Records};
+use crate::tracepoint::{Field, Format};
+use crate::{guard, Error, ProgressFn};
+
+/// No pending child (see `Builder::pending_child`).
+const NO_CHILD: u32 = u32::MAX;
 
 /// Placeholder until symbolization.
 pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
@@ -30,17 +45,42 @@ pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+/// `PERF_RECORD_MISC_CPUMODE_MASK` and `PERF_RECORD_MISC_KERNEL`.
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_KERNEL: u16 = 1;
 
 /// How the records of one event (attribute) are turned into the model.
+/// Tracepoint fields are looked up once here, not per record.
 enum AttrKind {
     Cpu,
-    Switch(Format),
-    Waking(Format),
-    PageFault { user: bool, format: Format },
+    Switch {
+        prev_pid: Option<Field>,
+        prev_state: Option<Field>,
+        next_pid: Option<Field>,
+    },
+    Waking {
+        pid: Option<Field>,
+        target_cpu: Option<Field>,
+    },
+    PageFault {
+        user: bool,
+        address: Option<Field>,
+        ip: Option<Field>,
+        error_code: Option<Field>,
+    },
     MajorFault,
     SysEnter(StrIdx),
     SysExit(StrIdx),
     Other(StrIdx),
+}
+
+/// What every record needs to be decoded: byte order, where each
+/// attribute's fields lie, and what each attribute means.
+struct Ctx {
+    e: Endian,
+    attrs: AttrOf,
+    parse_infos: Vec<RecordParseInfo>,
+    kinds: Vec<AttrKind>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +126,55 @@ fn find_map(maps: &[Map], addr: u64) -> Option<&Map> {
     (addr < m.end).then_some(m)
 }
 
+/// A caller chain seen before: a second, independent hash of its frame
+/// keys and its length (to tell it from another chain with the same cache
+/// key), and its node.
+struct Chain {
+    check: u64,
+    len: u32,
+    node: StackIdx,
+}
+
+/// A CPU sample waiting in the batch; its frame keys are
+/// `batch_keys[start..start + len]`.
+#[derive(Clone, Copy)]
+struct Pending {
+    time: u64,
+    period: u64,
+    thread: ThreadIdx,
+    cpu: u32,
+    start: u32,
+    len: u32,
+}
+
+/// CPU samples interned together.
+const BATCH: usize = 16;
+
+/// `stack_map`'s key of the node of `frame` under `parent`.
+#[inline]
+fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
+    (parent.map_or(u32::MAX, |p| p.0) as u64) << 32 | frame.0 as u64
+}
+
+/// A frame before interning: its module (high bit: a kernel frame) and
+/// module-relative address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FrameKey {
+    rel: u64,
+    tag: u32,
+}
+
+const KERNEL_TAG: u32 = 1 << 31;
+
+impl FrameKey {
+    fn module(self) -> ModuleIdx {
+        ModuleIdx(self.tag & !KERNEL_TAG)
+    }
+    fn kernel(self) -> bool {
+        self.tag & KERNEL_TAG != 0
+    }
+}
+
 struct Builder {
     t: Trace,
     strings: Strings,
@@ -94,26 +183,38 @@ struct Builder {
     maps: FxMap<i32, Vec<Map>>,
     kernel_maps: Vec<Map>,
     module_by_path: FxMap<StrIdx, ModuleIdx>,
-    frame_map: FxMap<(u32, u64), FrameIdx>,
-    stack_map: FxMap<(u32, u32), StackIdx>,
-    scratch: Vec<(u64, bool)>,
-    /// (address space << 32 | caller node, raw address) → stack node.
-    raw_cache: FxMap<(u64, u64), StackIdx>,
-    space: FxMap<i32, u32>,
-    next_space: u32,
-    kernel_space: u32,
+    /// (module, address) → frame.
+    frame_map: IdTable<(u64, u64)>,
+    /// caller node << 32 | frame → node. A chain of new nodes enters it
+    /// lazily, see `pending_child`.
+    stack_map: IdTable<u64>,
+    /// Per node: its one child not yet in `stack_map` (created in a chain
+    /// of new nodes), or `NO_CHILD`.
+    pending_child: Vec<u32>,
+    /// The frames of the sample being interned, innermost first.
+    scratch: Vec<FrameKey>,
+    /// The frames of a chain being interned.
+    scratch_frames: Vec<FrameIdx>,
+    /// CPU samples decoded but not yet interned, and their frame keys.
+    batch: Vec<Pending>,
+    batch_keys: Vec<FrameKey>,
+    /// Hash of a caller chain's frame keys → index into `chains`.
+    chain_cache: IdTable<u64>,
+    chains: Vec<Chain>,
     kernel_module: ModuleIdx,
     unknown_module: ModuleIdx,
     first_ns: u64,
     last_ns: u64,
-    big_endian: bool,
+    /// The last thread looked up by (pid, tid): consecutive samples are
+    /// often from the same thread.
+    last_thread: Option<(i32, i32, ThreadIdx)>,
     /// Build ids from the file's build-id table, by recorded path.
     build_ids: FxMap<Vec<u8>, String>,
     /// Recorded on another architecture: do not symbolize locally.
     foreign: bool,
-    /// Paths of user binaries whose first frame was seen since the caller
-    /// last looked.
-    new_binaries: Vec<String>,
+    /// User binaries whose first frame was seen since the caller last
+    /// looked (so their symbols can be fetched while records are read).
+    new_binaries: Vec<ModuleIdx>,
     /// Per module: already reported in `new_binaries`.
     requested: Vec<bool>,
 }
@@ -128,18 +229,20 @@ impl Builder {
             maps: FxMap::default(),
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),
-            frame_map: FxMap::default(),
-            stack_map: FxMap::default(),
+            frame_map: IdTable::default(),
+            stack_map: IdTable::default(),
+            pending_child: Vec::new(),
             scratch: Vec::new(),
-            raw_cache: FxMap::default(),
-            space: FxMap::default(),
-            next_space: 1,
-            kernel_space: 0,
+            scratch_frames: Vec::new(),
+            batch: Vec::with_capacity(BATCH),
+            batch_keys: Vec::new(),
+            chain_cache: IdTable::default(),
+            chains: Vec::new(),
             kernel_module: ModuleIdx(0),
             unknown_module: ModuleIdx(0),
             first_ns: u64::MAX,
             last_ns: 0,
-            big_endian: false,
+            last_thread: None,
             build_ids: FxMap::default(),
             foreign: false,
             new_binaries: Vec::new(),
@@ -163,17 +266,19 @@ impl Builder {
         let (name, kind) = classify_path(path);
         let name = self.s(&name);
         let m = ModuleIdx(self.t.modules.len() as u32);
+        let build_id = self.build_ids.get(path.as_bytes()).cloned();
         self.t.modules.push(Module {
             name,
             path: p,
             kind,
-            build_id: None,
+            build_id,
             symbol_error: None,
         });
         self.module_by_path.insert(p, m);
         m
     }
 
+    #[inline]
     fn see_time(&mut self, t: u64) {
         if t != 0 {
             self.first_ns = self.first_ns.min(t);
@@ -219,6 +324,7 @@ impl Builder {
         });
         self.t.processes[proc_.ix()].threads.push(th);
         self.tid_map.insert(tid, th);
+        self.last_thread = None;
         th
     }
 
@@ -234,7 +340,19 @@ impl Builder {
         self.new_process(pid, None, comm, None)
     }
 
+    #[inline]
     fn thread(&mut self, pid: i32, tid: i32) -> ThreadIdx {
+        if let Some((p, t, th)) = self.last_thread {
+            if (p, t) == (pid, tid) {
+                return th;
+            }
+        }
+        let th = self.thread_slow(pid, tid);
+        self.last_thread = Some((pid, tid, th));
+        th
+    }
+
+    fn thread_slow(&mut self, pid: i32, tid: i32) -> ThreadIdx {
         if let Some(&th) = self.tid_map.get(&tid) {
             let p = self.t.threads[th.ix()].process;
             if self.t.processes[p.ix()].pid == pid {
@@ -264,7 +382,6 @@ impl Builder {
             let p = self.new_process(pid, Some(ppid), comm, Some(time));
             let inherited = self.maps.get(&ppid).cloned().unwrap_or_default();
             self.maps.insert(pid, inherited);
-            self.bump_space(pid);
             self.new_thread(p, tid, comm, Some(time));
         } else {
             let p = self.process(pid);
@@ -296,7 +413,6 @@ impl Builder {
             if let Some(m) = self.maps.get_mut(&pid) {
                 m.clear();
             }
-            self.bump_space(pid);
         }
     }
 
@@ -306,6 +422,11 @@ impl Builder {
         }
         if kernel || pid == -1 {
             let module = if path.starts_with("[kernel.kallsyms]") {
+                // perf's kernel map `[kernel.kallsyms]_text` carries the
+                // address of `_text` at recording time as its page offset.
+                if path == "[kernel.kallsyms]_text" {
+                    self.t.meta.kernel_text = Some(pgoff);
+                }
                 self.kernel_module
             } else {
                 self.module(path)
@@ -317,8 +438,6 @@ impl Builder {
                 module,
             };
             insert_map(&mut self.kernel_maps, m);
-            self.next_space += 1;
-            self.kernel_space = self.next_space;
             return;
         }
         let module = self.module(path);
@@ -329,95 +448,119 @@ impl Builder {
             module,
         };
         insert_map(self.maps.entry(pid).or_default(), m);
-        self.bump_space(pid);
     }
 
-    fn frame(&mut self, maps: &[Map], addr: u64, kernel: bool) -> FrameIdx {
-        let (module, rel) = if kernel {
+    /// The frame key of a raw address in a process with `maps`.
+    #[inline]
+    fn frame_key(&self, maps: &[Map], addr: u64, kernel: bool) -> FrameKey {
+        if kernel {
             // Kernel frames are named from kallsyms by absolute address.
             let module = find_map(&self.kernel_maps, addr)
                 .map(|m| m.module)
                 .filter(|m| self.t.modules[m.ix()].kind == ModuleKind::KernelModule)
                 .unwrap_or(self.kernel_module);
-            (module, addr)
-        } else {
-            match find_map(maps, addr) {
-                Some(m) => {
-                    let kind = self.t.modules[m.module.ix()].kind;
-                    let rel = if kind == ModuleKind::User {
-                        addr - m.start + m.pgoff
-                    } else {
-                        addr
-                    };
-                    (m.module, rel)
-                }
-                None => {
-                    self.t.stats.unmapped_frames += 1;
-                    (self.unknown_module, addr)
+            return FrameKey {
+                rel: addr,
+                tag: module.0 | KERNEL_TAG,
+            };
+        }
+        match find_map(maps, addr) {
+            Some(m) => {
+                let user = self.t.modules[m.module.ix()].kind == ModuleKind::User;
+                FrameKey {
+                    rel: if user { addr - m.start + m.pgoff } else { addr },
+                    tag: m.module.0,
                 }
             }
-        };
-        match self.frame_map.entry((module.0, rel)) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                let f = FrameIdx(self.t.frames.len() as u32);
-                self.t.frames.push(Frame {
-                    module,
-                    address: rel,
-                    function: NO_FUNC,
-                    kernel,
-                });
-                e.insert(f);
-                // The first frame in a binary: its symbols are needed.
-                if self.requested.len() <= module.ix() {
-                    self.requested.resize(module.ix() + 1, false);
-                }
-                if !self.requested[module.ix()] {
-                    self.requested[module.ix()] = true;
-                    let m = &self.t.modules[module.ix()];
-                    if m.kind == ModuleKind::User {
-                        self.new_binaries.push(self.t.strings[m.path.ix()].clone());
-                    }
-                }
-                f
-            }
+            None => FrameKey {
+                rel: addr,
+                tag: self.unknown_module.0,
+            },
         }
     }
 
-    /// A fresh address-space id for `pid` (its maps changed), so cached
-    /// raw-address lookups of the old layout are not reused.
-    fn bump_space(&mut self, pid: i32) {
-        self.next_space += 1;
-        self.space.insert(pid, self.next_space);
-    }
-
-    fn space_of(&mut self, pid: i32) -> u32 {
-        if let Some(&s) = self.space.get(&pid) {
-            return s;
+    /// The frame of a key, created on first use.
+    #[inline]
+    fn intern_frame(&mut self, key: FrameKey) -> FrameIdx {
+        let next = FrameIdx(self.t.frames.len() as u32);
+        let (module, kernel) = (key.module(), key.kernel());
+        let (f, new) = self
+            .frame_map
+            .get_or_insert_with((key.tag as u64, key.rel), || next.0);
+        if new {
+            self.t.frames.push(Frame {
+                module,
+                address: key.rel,
+                function: NO_FUNC,
+                kernel,
+            });
+            // The first frame in a binary: its symbols are needed.
+            if self.requested.len() <= module.ix() {
+                self.requested.resize(module.ix() + 1, false);
+            }
+            if !self.requested[module.ix()] {
+                self.requested[module.ix()] = true;
+                if self.t.modules[module.ix()].kind == ModuleKind::User && !self.foreign {
+                    self.new_binaries.push(module);
+                }
+            }
         }
-        self.bump_space(pid);
-        self.next_space
+        FrameIdx(f)
     }
 
-    /// Interns a sample's callchain. A cache keyed by (address space,
-    /// caller node, raw address) skips the map lookup and frame interning
-    /// for every stack prefix seen before, which is most of them.
+    /// Interns a sample's callchain (`chain`: raw `u64` addresses in the
+    /// file's byte order) and returns its innermost node.
+    ///
+    /// Each address is first turned into its frame key (module and offset,
+    /// from the process's maps: a search in a short sorted list). The
+    /// callers (every frame but the innermost) are then looked up as a whole
+    /// by the hash of their keys: a build has tens of thousands of distinct
+    /// caller chains for over a hundred thousand samples, and the same code
+    /// in another process (another load address) has the same keys. Only a
+    /// chain not seen before is interned frame by frame.
     fn stack(
         &mut self,
+        e: Endian,
         pid: i32,
-        chain: Option<RawDataU64<'_>>,
+        chain: Option<&[u8]>,
         ip: Option<u64>,
-        mode: CpuMode,
+        kernel_mode: bool,
     ) -> Option<StackIdx> {
-        let mut raw = std::mem::take(&mut self.scratch);
-        raw.clear();
-        let mut kernel = matches!(mode, CpuMode::Kernel);
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.frame_keys(e, pid, chain, ip, kernel_mode, &mut keys);
+        let leaf = match keys.split_first() {
+            None => None,
+            Some((&leaf, callers)) => {
+                let parent = self.callers(callers, chain_hashes(callers));
+                let depth = callers.len() as u32;
+                Some(self.intern_chain(parent, depth, &[leaf]))
+            }
+        };
+        self.scratch = keys;
+        leaf
+    }
+
+    /// Appends the frame keys of a sample's callchain (or of its `ip`
+    /// when it has none) to `keys`, innermost first.
+    fn frame_keys(
+        &self,
+        e: Endian,
+        pid: i32,
+        chain: Option<&[u8]>,
+        ip: Option<u64>,
+        kernel_mode: bool,
+        keys: &mut Vec<FrameKey>,
+    ) {
+        let no_maps = Vec::new();
+        let maps = self.maps.get(&pid).unwrap_or(&no_maps);
+        let mut kernel = kernel_mode;
         match chain {
             Some(chain) if !chain.is_empty() => {
                 let mut first = true;
                 let mut skip = false;
-                for i in 0..chain.len() {
-                    let Some(a) = chain.get(i) else { break };
+                for word in chain.chunks_exact(8) {
+                    let Some(a) = e.u64(word, 0) else { break };
                     if a >= PERF_CONTEXT_MAX {
                         match a {
                             PERF_CONTEXT_KERNEL => (kernel, skip) = (true, false),
@@ -434,64 +577,415 @@ impl Builder {
                     // call instruction instead.
                     let lookup = if first { a } else { a.saturating_sub(1) };
                     first = false;
-                    raw.push((lookup, kernel));
+                    keys.push(self.frame_key(maps, lookup, kernel));
                 }
             }
             _ => {
                 if let Some(ip) = ip {
-                    raw.push((ip, kernel));
+                    keys.push(self.frame_key(maps, ip, kernel));
                 }
             }
         }
-        let user_space = self.space_of(pid);
-        let mut maps: Option<Vec<Map>> = None;
-        let mut parent: Option<StackIdx> = None;
-        for (depth, &(addr, kernel)) in raw.iter().rev().enumerate() {
-            let space = if kernel {
-                self.kernel_space
-            } else {
-                user_space
-            };
-            let ctx = ((space as u64) << 32) | parent.map_or(u32::MAX, |p| p.0) as u64;
-            if let Some(&n) = self.raw_cache.get(&(ctx, addr)) {
-                parent = Some(n);
-                continue;
-            }
-            if maps.is_none() {
-                // The process's maps, taken out for the walk (put back below).
-                maps = Some(
-                    self.maps
-                        .get_mut(&pid)
-                        .map(std::mem::take)
-                        .unwrap_or_default(),
-                );
-            }
-            let f = self.frame(maps.as_deref().unwrap_or(&[]), addr, kernel);
-            let key = (parent.map_or(u32::MAX, |p| p.0), f.0);
-            let node = match self.stack_map.entry(key) {
-                Entry::Occupied(e) => *e.get(),
-                Entry::Vacant(e) => {
-                    let s = StackIdx(self.t.stacks.len() as u32);
-                    self.t.stacks.push(StackNode {
-                        parent,
-                        frame: f,
-                        depth: depth as u32,
-                    });
-                    e.insert(s);
-                    s
-                }
-            };
-            self.raw_cache.insert((ctx, addr), node);
-            parent = Some(node);
-        }
-        if let Some(m) = maps {
-            if let Some(slot) = self.maps.get_mut(&pid) {
-                *slot = m;
-            }
-        }
-        self.scratch = raw;
-        parent
     }
+
+    /// The node of a sample's callers (innermost first), from the chain
+    /// cache or by interning them.
+    fn callers(&mut self, callers: &[FrameKey], (key, check): (u64, u64)) -> Option<StackIdx> {
+        if callers.is_empty() {
+            return None;
+        }
+        let next = self.chains.len() as u32;
+        let (id, new) = self.chain_cache.get_or_insert_with(key, || next);
+        if !new {
+            let c = &self.chains[id as usize];
+            if c.check == check && c.len as usize == callers.len() {
+                return Some(c.node);
+            }
+            // A different chain with the same key: intern without caching.
+            return Some(self.intern_chain(None, 0, callers));
+        }
+        let node = self.intern_chain(None, 0, callers);
+        self.chains.push(Chain {
+            check,
+            len: callers.len() as u32,
+            node,
+        });
+        Some(node)
+    }
+
+    /// Interns `keys` (innermost first) under `parent`, whose depth is
+    /// `depth - 1`; returns the innermost node. `keys` must not be empty.
+    ///
+    /// Memory latency is the cost here (tables of megabytes, probed at
+    /// random), so the frame table's slots for all the keys are touched
+    /// first, together, and the probes that follow find them in cache. The
+    /// node lookups depend on each other (a node's key holds its parent);
+    /// but once a node is new, every node under it is new, and those are
+    /// not looked up at all, nor entered in `stack_map` until something
+    /// under their parent is looked up (`pending_child`): most chains are
+    /// never walked again.
+    fn intern_chain(
+        &mut self,
+        mut parent: Option<StackIdx>,
+        mut depth: u32,
+        keys: &[FrameKey],
+    ) -> StackIdx {
+        let mut touched = 0u32;
+        for k in keys {
+            touched ^= self.frame_map.touch(&(k.tag as u64, k.rel));
+        }
+        std::hint::black_box(touched);
+        let mut frames = std::mem::take(&mut self.scratch_frames);
+        frames.clear();
+        for &k in keys.iter().rev() {
+            frames.push(self.intern_frame(k));
+        }
+        let mut fresh = false;
+        for (&f, &k) in frames.iter().zip(keys.iter().rev()) {
+            let node = self.node(parent, depth, f, k, &mut fresh);
+            parent = Some(node);
+            depth += 1;
+        }
+        self.scratch_frames = frames;
+        // `keys` is not empty, so the loop set `parent`.
+        parent.unwrap_or(StackIdx(0))
+    }
+
+    /// The node of frame `f` (key `k`) under `parent` at `depth`, created
+    /// if new. `fresh`: `parent` was created by this chain just before (so
+    /// this node is new too, and not looked up); set when the node is new.
+    #[inline]
+    fn node(
+        &mut self,
+        parent: Option<StackIdx>,
+        depth: u32,
+        f: FrameIdx,
+        k: FrameKey,
+        fresh: &mut bool,
+    ) -> StackIdx {
+        let new = StackIdx(self.t.stacks.len() as u32);
+        let node = match parent {
+            // Under a new node: new too, and left out of `stack_map`.
+            Some(p) if *fresh => {
+                self.pending_child.resize(new.ix() + 1, NO_CHILD);
+                self.pending_child[p.ix()] = new.0;
+                new
+            }
+            _ => {
+                if let Some(p) = parent {
+                    self.index_pending_child(p);
+                }
+                let (node, inserted) = self
+                    .stack_map
+                    .get_or_insert_with(node_key(parent, f), || new.0);
+                *fresh = inserted;
+                StackIdx(node)
+            }
+        };
+        if node == new {
+            if k.module() == self.unknown_module {
+                self.t.stats.unmapped_frames += 1;
+            }
+            self.t.stacks.push(StackNode {
+                parent,
+                frame: f,
+                depth,
+            });
+        }
+        node
+    }
+
+    /// Takes in a CPU sample; it is interned with the next few (see
+    /// `flush`).
+    fn batch_sample(
+        &mut self,
+        e: Endian,
+        pid: i32,
+        s: &records::Sample<'_>,
+        kernel: bool,
+        p: Pending,
+    ) {
+        let mut keys = std::mem::take(&mut self.batch_keys);
+        let start = keys.len() as u32;
+        self.frame_keys(e, pid, s.callchain, s.ip, kernel, &mut keys);
+        let len = keys.len() as u32 - start;
+        self.batch_keys = keys;
+        self.batch.push(Pending { start, len, ..p });
+        if self.batch.len() == BATCH {
+            self.flush();
+        }
+    }
+
+    /// Interns the batched CPU samples and appends them to the sample
+    /// columns, in order. The table probes of one sample depend on each
+    /// other (callers, then the innermost frame, then its node) and each
+    /// misses the cache; across the batch they do not, so each step is
+    /// first taken for all samples, touching the table slots the next step
+    /// needs, and the misses of a batch are waited for together.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let keys = std::mem::take(&mut self.batch_keys);
+        let sample_keys = |p: &Pending| &keys[p.start as usize..(p.start + p.len) as usize];
+        let mut touched = 0u32;
+        let mut hashes = [(0u64, 0u64); BATCH];
+        for (h, p) in hashes.iter_mut().zip(&batch) {
+            if let Some((_, callers)) = sample_keys(p).split_first() {
+                *h = chain_hashes(callers);
+                touched ^= self.chain_cache.touch(&h.0);
+            }
+        }
+        let mut parents = [None; BATCH];
+        for ((parent, p), &h) in parents.iter_mut().zip(&batch).zip(&hashes) {
+            if let Some((leaf, callers)) = sample_keys(p).split_first() {
+                *parent = self.callers(callers, h);
+                touched ^= self.frame_map.touch(&(leaf.tag as u64, leaf.rel));
+            }
+        }
+        let mut leaves = [FrameIdx(0); BATCH];
+        for ((f, p), &parent) in leaves.iter_mut().zip(&batch).zip(&parents) {
+            if let Some(&leaf) = sample_keys(p).first() {
+                *f = self.intern_frame(leaf);
+                touched ^= self.stack_map.touch(&node_key(parent, *f));
+            }
+        }
+        std::hint::black_box(touched);
+        for ((p, parent), f) in batch.iter().zip(parents).zip(leaves) {
+            let stack = sample_keys(p).first().map(|&leaf| {
+                let mut fresh = false;
+                self.node(parent, p.len - 1, f, leaf, &mut fresh)
+            });
+            if stack.is_none() {
+                self.t.stats.samples_without_stack += 1;
+            }
+            let smp = &mut self.t.samples;
+            smp.time_ns.push(p.time);
+            smp.thread.push(p.thread);
+            smp.cpu.push(p.cpu);
+            smp.stack.push(stack);
+            smp.period.push(p.period);
+        }
+        self.batch = batch;
+        self.batch.clear();
+        self.batch_keys = keys;
+        self.batch_keys.clear();
+    }
+
+    /// Puts the child of `node` that a new chain left out of `stack_map`
+    /// into it, before anything under `node` is looked up there.
+    #[inline]
+    fn index_pending_child(&mut self, node: StackIdx) {
+        let Some(c) = self.pending_child.get_mut(node.ix()) else {
+            return;
+        };
+        if *c != NO_CHILD {
+            let child = std::mem::replace(c, NO_CHILD);
+            let f = self.t.stacks[child as usize].frame;
+            self.stack_map
+                .insert_new((node.0 as u64) << 32 | f.0 as u64, child);
+        }
+    }
+
+    /// Sizes the interning tables for `samples` samples in `bytes` of
+    /// records. The ratios are those of system-wide traces of builds
+    /// (frame-pointer stacks, many of them deep), rounded up: growing a
+    /// table later copies it. Vectors get room to spare (untouched memory
+    /// costs nothing); the hash tables, whose every slot is written when
+    /// made, do not.
+    fn reserve(&mut self, samples: usize, bytes: usize) {
+        let words = bytes / 8;
+        self.t.stacks.reserve(words / 2);
+        self.pending_child.reserve(words / 2);
+        self.t.frames.reserve(words / 8);
+        self.chains.reserve(samples / 3);
+        self.chain_cache = IdTable::with_capacity(samples / 3);
+        self.frame_map = IdTable::with_capacity(words / 12);
+        self.stack_map = IdTable::with_capacity(words / 14);
+        self.t.samples = reserve_samples(samples);
+    }
+
+    /// Turns one record into the model.
+    fn on_record(&mut self, ctx: &Ctx, attr: usize, rec: Record<'_>) {
+        if rec.ty != rtype::SAMPLE {
+            // Bookkeeping changes maps and threads: batched samples first.
+            self.flush();
+        }
+        match rec.ty {
+            rtype::SAMPLE => self.on_sample(ctx, attr, rec),
+            rtype::LOST_SAMPLES => {
+                self.t.stats.lost_events += ctx.e.u64(rec.body, 0).unwrap_or(0);
+            }
+            rtype::MMAP | rtype::MMAP2 | rtype::COMM | rtype::FORK | rtype::EXIT | rtype::LOST => {
+                self.on_rare(ctx, attr, rec)
+            }
+            _ => {}
+        }
+    }
+
+    /// Records that are few (process and mapping bookkeeping), decoded by
+    /// `linux-perf-event-reader`.
+    fn on_rare(&mut self, ctx: &Ctx, attr: usize, rec: Record<'_>) {
+        let Some(&info) = ctx.parse_infos.get(attr) else {
+            self.t.stats.unparsed_records += 1;
+            return;
+        };
+        let raw = RawEventRecord::new(
+            RecordType(rec.ty),
+            rec.misc,
+            RawData::Single(rec.body),
+            info,
+        );
+        let time = ctx
+            .attrs
+            .layout(attr)
+            .and_then(|l| l.time(ctx.e, rec.ty, rec.body))
+            .unwrap_or(0);
+        let parsed = match guard(|| raw.parse()) {
+            Some(Ok(p)) => p,
+            _ => {
+                self.t.stats.unparsed_records += 1;
+                return;
+            }
+        };
+        match parsed {
+            EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                self.on_comm(c.pid, c.tid, &name, c.is_execve, time);
+            }
+            EventRecord::Fork(f) => self.on_fork(f.pid, f.ppid, f.tid, f.ptid, f.timestamp),
+            EventRecord::Exit(f) => self.on_exit(f.pid, f.tid, f.timestamp),
+            EventRecord::Mmap(m) if m.is_executable => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let kernel = matches!(m.cpu_mode, CpuMode::Kernel);
+                self.on_mmap(m.pid, m.address, m.length, m.page_offset, &path, kernel);
+            }
+            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let kernel = matches!(m.cpu_mode, CpuMode::Kernel);
+                self.on_mmap(m.pid, m.address, m.length, m.page_offset, &path, kernel);
+            }
+            EventRecord::Lost(l) => self.t.stats.lost_events += l.count,
+            _ => {}
+        }
+    }
+
+    /// A sample: a CPU sample, or a tracepoint or software event with the
+    /// stack where it happened. Decoded in place by [`records::parse_sample`].
+    fn on_sample(&mut self, ctx: &Ctx, attr: usize, rec: Record<'_>) {
+        let (Some(layout), Some(kind)) = (ctx.attrs.layout(attr), ctx.kinds.get(attr)) else {
+            self.t.stats.unparsed_records += 1;
+            return;
+        };
+        let Some(s) = records::parse_sample(ctx.e, layout, rec.body) else {
+            self.t.stats.unparsed_records += 1;
+            return;
+        };
+        let time = s.time.unwrap_or(0);
+        self.see_time(time);
+        let pid = s.pid.unwrap_or(-1);
+        let tid = s.tid.unwrap_or(pid);
+        let thread = self.thread(pid, tid);
+        let cpu = s.cpu.unwrap_or(0);
+        let kernel = rec.misc & MISC_CPUMODE_MASK == MISC_KERNEL;
+        if let AttrKind::Cpu = kind {
+            let p = Pending {
+                time,
+                period: s.period.unwrap_or(1),
+                thread,
+                cpu,
+                start: 0,
+                len: 0,
+            };
+            self.batch_sample(ctx.e, pid, &s, kernel, p);
+            return;
+        }
+        // Events keep their place among the samples.
+        self.flush();
+        let stack = self.stack(ctx.e, pid, s.callchain, s.ip, kernel);
+        let raw = s.raw.unwrap_or(&[]);
+        let be = ctx.e.big;
+        let get = |f: &Option<Field>| f.and_then(|f| f.read(raw, be));
+        let kind = match kind {
+            // Batched above.
+            AttrKind::Cpu => return,
+            AttrKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+            } => EventKind::Switch {
+                prev_tid: get(prev_pid).map_or(-1, |v| v as i32),
+                prev_state: get(prev_state).unwrap_or(0),
+                next_tid: get(next_pid).map_or(-1, |v| v as i32),
+            },
+            AttrKind::Waking { pid, target_cpu } => EventKind::Waking {
+                tid: get(pid).map_or(-1, |v| v as i32),
+                target_cpu: get(target_cpu).map_or(-1, |v| v as i32),
+            },
+            AttrKind::PageFault {
+                user,
+                address,
+                ip,
+                error_code,
+            } => EventKind::PageFault {
+                address: get(address).unwrap_or(0),
+                ip: get(ip).unwrap_or(0),
+                error_code: get(error_code).unwrap_or(0),
+                user: *user,
+            },
+            AttrKind::MajorFault => EventKind::MajorFault { address: s.addr },
+            AttrKind::SysEnter(name) => {
+                let mut args = [0u64; 6];
+                for (i, a) in args.iter_mut().enumerate() {
+                    *a = ctx.e.u64(raw, 16 + 8 * i).unwrap_or(0);
+                }
+                EventKind::SyscallEnter { name: *name, args }
+            }
+            AttrKind::SysExit(name) => EventKind::SyscallExit {
+                name: *name,
+                ret: ctx.e.u64(raw, 16).unwrap_or(0) as i64,
+            },
+            AttrKind::Other(name) => EventKind::Other { name: *name },
+        };
+        self.t.events.push(Event {
+            time_ns: time,
+            cpu,
+            thread,
+            stack,
+            kind,
+        });
+    }
+}
+
+/// `PROT_EXEC` on every Linux architecture.
+const PROT_EXEC: u32 = 4;
+
+/// Two independent 64-bit hashes of a chain of frame keys: the chain
+/// cache's key, and a check that tells two chains with the same key apart.
+/// (Chains are not stored to be compared: on a build they are millions of
+/// frames. A wrong match needs both hashes to collide at once, about one
+/// chance in 2^128 per pair of the few tens of thousands of chains.)
+fn chain_hashes(chain: &[FrameKey]) -> (u64, u64) {
+    // Two multiply-rotate chains with different constants, one multiply
+    // per frame each, mixed to the end once.
+    let mut a: u64 = 0x243f_6a88_85a3_08d3;
+    let mut b: u64 = 0x1319_8a2e_0370_7344 ^ chain.len() as u64;
+    for k in chain {
+        a = (a.rotate_left(5) ^ k.rel ^ (k.tag as u64).rotate_left(40))
+            .wrapping_mul(0x517c_c1b7_2722_0a95);
+        b = ((b ^ k.rel).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k.tag as u64).rotate_left(29);
+    }
+    (fmix(a), fmix(b))
+}
+
+/// murmur3's 64-bit finalizer: every input bit affects every output bit.
+fn fmix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 /// Short name and kind of a mapped path.
@@ -536,16 +1030,30 @@ fn classify_attr(
         PerfEventType::Tracepoint(_) => {
             let (_, tp) = name.split_once(':').unwrap_or(("", name));
             match tp {
-                "sched_switch" => AttrKind::Switch(fmt(tp)),
-                "sched_waking" | "sched_wakeup" => AttrKind::Waking(fmt(tp)),
-                "page_fault_user" => AttrKind::PageFault {
-                    user: true,
-                    format: fmt(tp),
-                },
-                "page_fault_kernel" => AttrKind::PageFault {
-                    user: false,
-                    format: fmt(tp),
-                },
+                "sched_switch" => {
+                    let f = fmt(tp);
+                    AttrKind::Switch {
+                        prev_pid: f.field("prev_pid"),
+                        prev_state: f.field("prev_state"),
+                        next_pid: f.field("next_pid"),
+                    }
+                }
+                "sched_waking" | "sched_wakeup" => {
+                    let f = fmt(tp);
+                    AttrKind::Waking {
+                        pid: f.field("pid"),
+                        target_cpu: f.field("target_cpu"),
+                    }
+                }
+                "page_fault_user" | "page_fault_kernel" => {
+                    let f = fmt(tp);
+                    AttrKind::PageFault {
+                        user: tp == "page_fault_user",
+                        address: f.field("address"),
+                        ip: f.field("ip"),
+                        error_code: f.field("error_code"),
+                    }
+                }
                 _ => {
                     if let Some(sc) = tp.strip_prefix("sys_enter_") {
                         AttrKind::SysEnter(b.s(sc))
@@ -620,39 +1128,42 @@ fn tracepoint_name_by_id(id: u64) -> Option<String> {
     None
 }
 
-fn bytes_of(
-    raw: linux_perf_data::linux_perf_event_reader::RawData<'_>,
-) -> std::borrow::Cow<'_, [u8]> {
-    raw.as_slice()
-}
-
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
-    read_bytes_with(data, progress, &mut |_| {})
+    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {})
 }
 
-/// Like [`read_bytes`], calling `on_binary(path)` for each user binary when
-/// its first mapping is read (so its symbols can load in the background).
-pub fn read_bytes_with(
+/// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
+/// each user binary when its first frame is read (so its symbols can be
+/// fetched meanwhile), and `checkpoint(trace so far)` when half and when
+/// four fifths of the records are read (so the frames so far can be named
+/// meanwhile).
+pub(crate) fn read_bytes_with(
     data: &[u8],
     progress: ProgressFn,
-    on_binary: &mut dyn FnMut(&str),
+    on_binary: &mut dyn FnMut(&str, Option<&str>),
+    checkpoint: &mut dyn FnMut(&Trace),
 ) -> Result<Trace, Error> {
     let (patched, repair) = file::open(data)?;
-    let total = data.len() as u64;
-    let parsed = if repair.pipe {
-        PerfFileReader::parse_pipe(patched)
-    } else {
-        PerfFileReader::parse_file(patched)
-    };
+    let parsed = guard(move || {
+        if repair.pipe {
+            PerfFileReader::parse_pipe(patched)
+        } else {
+            PerfFileReader::parse_file(patched)
+        }
+    })
+    .ok_or_else(|| Error::Header("malformed header".into()))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
     } = parsed.map_err(|e| Error::Header(e.to_string()))?;
 
     let mut b = Builder::new();
-    b.big_endian = matches!(perf_file.endian(), linux_perf_data::Endianness::BigEndian);
+    let endian = perf_file.endian();
+    let e = Endian {
+        big: matches!(endian, Endianness::BigEndian),
+    };
     if repair.unfinished {
         b.t.stats.unfinished_file = true;
         b.t.stats.truncated_bytes = repair.truncated_bytes;
@@ -673,66 +1184,26 @@ pub fn read_bytes_with(
     meta.os_release = perf_file.os_release().ok().flatten().map(str::to_owned);
     meta.arch = perf_file.arch().ok().flatten().map(str::to_owned);
     meta.perf_version = perf_file.perf_version().ok().flatten().map(str::to_owned);
+    // Parsed here, not by `linux-perf-data`: a damaged count there makes it
+    // reserve gigabytes, an abort no `catch_unwind` can stop.
     meta.cmdline = perf_file
-        .cmdline()
-        .ok()
-        .flatten()
-        .map(|v| v.into_iter().map(str::to_owned).collect())
+        .feature_section_data(Feature::CMDLINE)
+        .map(|d| string_list(d, e))
         .unwrap_or_default();
     meta.nr_cpus = perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online);
 
     // Build ids by path.
     if let Ok(ids) = perf_file.build_ids() {
-        let by_path: FxMap<Vec<u8>, String> = ids
+        b.build_ids = ids
             .into_values()
             .map(|info| {
                 let hex: String = info.build_id.iter().map(|b| format!("{b:02x}")).collect();
                 (info.path, hex)
             })
             .collect();
-        b.build_ids = by_path;
     }
 
-    // Event kinds.
-    let tracing = perf_file
-        .feature_section_data(Feature::TRACING_DATA)
-        .map(<[u8]>::to_vec);
-    let attrs: Vec<_> = perf_file
-        .event_attributes()
-        .iter()
-        .map(|a| {
-            let config = match a.attributes().type_ {
-                PerfEventType::Tracepoint(id) => id,
-                _ => 0,
-            };
-            let name = a
-                .name()
-                .map(str::to_owned)
-                .unwrap_or_else(|| fallback_name(a.attributes().type_, config));
-            (name, a.attributes().type_, a.attributes().sampling_policy)
-        })
-        .collect();
-    let mut kinds = Vec::with_capacity(attrs.len());
-    let mut cpu_attr = None;
-    for (i, (name, ty, policy)) in attrs.iter().enumerate() {
-        let kind = classify_attr(&mut b, name, *ty, tracing.as_deref());
-        if matches!(kind, AttrKind::Cpu) {
-            if cpu_attr.is_none() {
-                cpu_attr = Some(i);
-                b.t.meta.sample_event = Some(name.clone());
-                if let SamplingPolicy::Frequency(f) = policy {
-                    b.t.meta.sample_freq = Some(*f);
-                }
-            } else {
-                // Only the first sampling event feeds the CPU samples.
-                let s = b.s(name);
-                kinds.push(AttrKind::Other(s));
-                continue;
-            }
-        }
-        kinds.push(kind);
-        b.t.meta.events.push(name.clone());
-    }
+    let ctx = event_kinds(&mut b, &perf_file, e, endian);
     if let Some(arch) = &b.t.meta.arch {
         let here = std::env::consts::ARCH;
         if arch != here {
@@ -744,164 +1215,183 @@ pub fn read_bytes_with(
     }
 
     // The records.
-    let mut last_progress = 0u64;
-    let data_len = total;
-    let mut read_bytes = 0u64;
-    loop {
-        // The parser crates can panic on malformed input (arithmetic
-        // overflow on absurd sizes); treat that like a corrupt record.
-        let (it, pf) = (&mut record_iter, &mut perf_file);
-        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            let (it, pf) = (it, pf);
-            it.next_record(pf)
-        }));
-        let Ok(next) = next else {
+    if repair.pipe {
+        read_pipe(&mut b, &ctx, &mut record_iter, &mut perf_file);
+        b.new_binaries.clear();
+    } else {
+        let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
+        let end = usize::try_from(repair.data_offset.saturating_add(repair.data_size))
+            .unwrap_or(usize::MAX);
+        let recs = Records::index(data, start, end, e, &ctx.attrs);
+        b.t.stats.records = recs.walked;
+        let n = recs.entries.len() as u64;
+        b.reserve(recs.entries.len(), end.saturating_sub(start));
+        let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
+        for (i, &entry) in recs.entries.iter().enumerate() {
+            if i % (1 << 15) == 0 {
+                progress("read", i as u64, n);
+            }
+            if checkpoints.contains(&i) {
+                b.flush();
+                checkpoint(&b.t);
+            }
+            if let Some(rec) = recs.get(entry) {
+                b.on_record(&ctx, entry.attr(), rec);
+                if !b.new_binaries.is_empty() {
+                    for m in b.new_binaries.drain(..) {
+                        let m = &b.t.modules[m.ix()];
+                        on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
+                    }
+                }
+            }
+        }
+        progress("read", n, n);
+        if let Some(why) = recs.stopped {
             b.t.stats.warnings.push(format!(
-                "stopped reading at malformed data after {} records; the analysis covers the part before it",
-                b.t.stats.records
+                "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
+                recs.walked
             ));
+        }
+    }
+    Ok(finish(b))
+}
+
+/// A perf header string list: `u32 count`, then `count` times `u32 len`
+/// and `len` bytes (NUL-padded). Stops at the first entry that does not fit.
+fn string_list(data: &[u8], e: Endian) -> Vec<String> {
+    let count = e.u32(data, 0).unwrap_or(0) as usize;
+    let mut out = Vec::new();
+    let mut p = 4;
+    for _ in 0..count {
+        let Some(len) = e.u32(data, p).map(|l| l as usize) else {
             break;
         };
+        let Some(s) = p.checked_add(4 + len).and_then(|end| data.get(p + 4..end)) else {
+            break;
+        };
+        let s = &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())];
+        out.push(String::from_utf8_lossy(s).into_owned());
+        p += 4 + len;
+    }
+    out
+}
+
+/// Sample columns with room for about `records` samples.
+fn reserve_samples(records: usize) -> slowlab_model::trace::Samples {
+    slowlab_model::trace::Samples {
+        time_ns: Vec::with_capacity(records),
+        thread: Vec::with_capacity(records),
+        cpu: Vec::with_capacity(records),
+        stack: Vec::with_capacity(records),
+        period: Vec::with_capacity(records),
+    }
+}
+
+/// Pipe-mode files (`perf record -o -`): their attributes and features come
+/// as records, which `linux-perf-data`'s iterator understands; this path is
+/// not the fast one.
+fn read_pipe<R: std::io::Read>(
+    b: &mut Builder,
+    ctx: &Ctx,
+    record_iter: &mut linux_perf_data::PerfRecordIter<R>,
+    perf_file: &mut linux_perf_data::PerfFile,
+) {
+    loop {
+        let (it, pf) = (&mut *record_iter, &mut *perf_file);
+        let next = guard(move || it.next_record(pf));
         let rec = match next {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) => {
+            None => {
                 b.t.stats.warnings.push(format!(
-                    "stopped reading at a corrupt record after {} records ({e}); the analysis covers the part before it",
+                    "stopped reading at malformed data after {} records; the analysis covers the part before it",
+                    b.t.stats.records
+                ));
+                break;
+            }
+            Some(Ok(Some(r))) => r,
+            Some(Ok(None)) => break,
+            Some(Err(err)) => {
+                b.t.stats.warnings.push(format!(
+                    "stopped reading at a corrupt record after {} records ({err}); the analysis covers the part before it",
                     b.t.stats.records
                 ));
                 break;
             }
         };
         b.t.stats.records += 1;
-        if !b.new_binaries.is_empty() {
-            for p in b.new_binaries.drain(..) {
-                on_binary(&p);
-            }
-        }
-        let PerfFileRecord::EventRecord { attr_index, record } = rec else {
-            continue;
-        };
-        read_bytes += record.data.len() as u64 + 8;
-        if read_bytes - last_progress > (1 << 22) {
-            last_progress = read_bytes;
-            progress("read", read_bytes.min(data_len), data_len);
-        }
-        let rtype = record.record_type;
-        let time = if rtype == RecordType::SAMPLE {
-            0
-        } else {
-            record.timestamp().unwrap_or(0)
-        };
-        if rtype == RecordType::LOST_SAMPLES {
-            let raw = bytes_of(record.data);
-            if raw.len() >= 8 {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(&raw[..8]);
-                b.t.stats.lost_events += if b.big_endian {
-                    u64::from_be_bytes(a)
-                } else {
-                    u64::from_le_bytes(a)
-                };
-            }
-            continue;
-        }
-        let parsed = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record.parse()))
-        {
-            Ok(Ok(p)) => p,
-            _ => {
-                b.t.stats.unparsed_records += 1;
-                continue;
-            }
-        };
-        match parsed {
-            EventRecord::Sample(s) => {
-                let time = s.timestamp.unwrap_or(time);
-                b.see_time(time);
-                let pid = s.pid.unwrap_or(-1);
-                let tid = s.tid.unwrap_or(pid);
-                let thread = b.thread(pid, tid);
-                let cpu = s.cpu.unwrap_or(0);
-                let stack = b.stack(pid, s.callchain, s.ip, s.cpu_mode);
-                let Some(kind) = kinds.get(attr_index) else {
-                    b.t.stats.unparsed_records += 1;
-                    continue;
-                };
-                let raw = s.raw.map(bytes_of);
-                let raw = raw.as_deref().unwrap_or(&[]);
-                let be = b.big_endian;
-                let kind = match kind {
-                    AttrKind::Cpu => {
-                        if stack.is_none() {
-                            b.t.stats.samples_without_stack += 1;
-                        }
-                        let smp = &mut b.t.samples;
-                        smp.time_ns.push(time);
-                        smp.thread.push(thread);
-                        smp.cpu.push(cpu);
-                        smp.stack.push(stack);
-                        smp.period.push(s.period.unwrap_or(1));
-                        continue;
-                    }
-                    AttrKind::Switch(f) => EventKind::Switch {
-                        prev_tid: f.get_i64(raw, "prev_pid", be).unwrap_or(-1) as i32,
-                        prev_state: f.get_u64(raw, "prev_state", be).unwrap_or(0),
-                        next_tid: f.get_i64(raw, "next_pid", be).unwrap_or(-1) as i32,
-                    },
-                    AttrKind::Waking(f) => EventKind::Waking {
-                        tid: f.get_i64(raw, "pid", be).unwrap_or(-1) as i32,
-                        target_cpu: f.get_i64(raw, "target_cpu", be).unwrap_or(-1) as i32,
-                    },
-                    AttrKind::PageFault { user, format } => EventKind::PageFault {
-                        address: format.get_u64(raw, "address", be).unwrap_or(0),
-                        ip: format.get_u64(raw, "ip", be).unwrap_or(0),
-                        error_code: format.get_u64(raw, "error_code", be).unwrap_or(0),
-                        user: *user,
-                    },
-                    AttrKind::MajorFault => EventKind::MajorFault { address: s.addr },
-                    AttrKind::SysEnter(name) => {
-                        let mut args = [0u64; 6];
-                        for (i, a) in args.iter_mut().enumerate() {
-                            *a = read_u64_at(raw, 16 + 8 * i, be).unwrap_or(0);
-                        }
-                        EventKind::SyscallEnter { name: *name, args }
-                    }
-                    AttrKind::SysExit(name) => EventKind::SyscallExit {
-                        name: *name,
-                        ret: read_u64_at(raw, 16, be).unwrap_or(0) as i64,
-                    },
-                    AttrKind::Other(name) => EventKind::Other { name: *name },
-                };
-                b.t.events.push(Event {
-                    time_ns: time,
-                    cpu,
-                    thread,
-                    stack,
-                    kind,
-                });
-            }
-            EventRecord::Comm(c) => {
-                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
-                b.on_comm(c.pid, c.tid, &name, c.is_execve, time);
-            }
-            EventRecord::Fork(f) => b.on_fork(f.pid, f.ppid, f.tid, f.ptid, f.timestamp),
-            EventRecord::Exit(f) => b.on_exit(f.pid, f.tid, f.timestamp),
-            EventRecord::Mmap(m) if m.is_executable => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                let kernel = matches!(m.cpu_mode, CpuMode::Kernel);
-                b.on_mmap(m.pid, m.address, m.length, m.page_offset, &path, kernel);
-            }
-            EventRecord::Mmap2(m) if m.protection & libc_prot_exec() != 0 => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                let kernel = matches!(m.cpu_mode, CpuMode::Kernel);
-                b.on_mmap(m.pid, m.address, m.length, m.page_offset, &path, kernel);
-            }
-            EventRecord::Lost(l) => b.t.stats.lost_events += l.count,
-            _ => {}
+        if let PerfFileRecord::EventRecord { attr_index, record } = rec {
+            let body = record.data.as_slice();
+            let rec = Record {
+                ty: record.record_type.0,
+                misc: record.misc,
+                body: &body,
+            };
+            b.on_record(ctx, attr_index, rec);
         }
     }
-    progress("read", data_len, data_len);
+}
 
+/// What each attribute's records mean and where their fields lie.
+fn event_kinds(
+    b: &mut Builder,
+    perf_file: &linux_perf_data::PerfFile,
+    e: Endian,
+    endian: Endianness,
+) -> Ctx {
+    let tracing = perf_file
+        .feature_section_data(Feature::TRACING_DATA)
+        .map(<[u8]>::to_vec);
+    let descs: &[AttributeDescription] = perf_file.event_attributes();
+    let mut kinds = Vec::with_capacity(descs.len());
+    let mut layouts = Vec::with_capacity(descs.len());
+    let mut parse_infos = Vec::with_capacity(descs.len());
+    let mut cpu_attr = None;
+    for (i, d) in descs.iter().enumerate() {
+        let a = &d.attr;
+        let config = match a.type_ {
+            PerfEventType::Tracepoint(id) => id,
+            _ => 0,
+        };
+        let name = d
+            .name
+            .clone()
+            .unwrap_or_else(|| fallback_name(a.type_, config));
+        layouts.push((
+            Layout::new(
+                a.sample_format.bits(),
+                a.read_format.bits(),
+                a.flags
+                    .contains(linux_perf_data::linux_perf_event_reader::AttrFlags::SAMPLE_ID_ALL),
+            ),
+            d.event_ids.clone(),
+        ));
+        parse_infos.push(RecordParseInfo::new(a, endian));
+        let mut kind = classify_attr(b, &name, a.type_, tracing.as_deref());
+        if matches!(kind, AttrKind::Cpu) {
+            if cpu_attr.is_none() {
+                cpu_attr = Some(i);
+                b.t.meta.sample_event = Some(name.clone());
+                if let SamplingPolicy::Frequency(f) = a.sampling_policy {
+                    b.t.meta.sample_freq = Some(f);
+                }
+            } else {
+                // Only the first sampling event feeds the CPU samples.
+                kind = AttrKind::Other(b.s(&name));
+            }
+        }
+        kinds.push(kind);
+        b.t.meta.events.push(name);
+    }
+    Ctx {
+        e,
+        attrs: AttrOf::new(layouts),
+        parse_infos,
+        kinds,
+    }
+}
+
+/// Warnings from the counts, the time range, build ids.
+fn finish(mut b: Builder) -> Trace {
+    b.flush();
     if b.t.stats.lost_events > 0 {
         b.t.stats.warnings.push(format!(
             "the kernel dropped {} events because perf could not keep up; record with a lower --freq or a bigger buffer (perf record -m)",
@@ -920,34 +1410,15 @@ pub fn read_bytes_with(
     b.t.meta.start_ns = b.first_ns;
     b.t.meta.end_ns = b.last_ns.max(b.first_ns);
 
-    // Attach build ids to modules.
-    for m in &mut b.t.modules {
-        let path = b.t.strings[m.path.ix()].as_bytes();
-        if let Some(id) = b.build_ids.get(path) {
-            m.build_id = Some(id.clone());
-        }
-    }
     if b.foreign {
         for m in &mut b.t.modules {
             m.symbol_error = Some("recorded on another architecture".into());
         }
     }
-    Ok(b.t)
-}
-
-fn libc_prot_exec() -> u32 {
-    4 // PROT_EXEC on every Linux architecture
-}
-
-fn read_u64_at(raw: &[u8], off: usize, big_endian: bool) -> Option<u64> {
-    let b = raw.get(off..off + 8)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    Some(if big_endian {
-        u64::from_be_bytes(a)
-    } else {
-        u64::from_le_bytes(a)
-    })
+    let t = std::mem::take(&mut b.t);
+    // The interning tables: tens of megabytes on a big trace.
+    crate::drop_later(b);
+    t
 }
 
 #[cfg(test)]
@@ -983,6 +1454,59 @@ mod tests {
         assert_eq!(find_map(&maps, 0x4000).unwrap().module.0, 1);
         assert!(find_map(&maps, 0x5000).is_none());
         assert!(find_map(&maps, 0x10).is_none());
+    }
+
+    /// Callchain bytes (little-endian) for user addresses, innermost first.
+    fn chain(addrs: &[u64]) -> Vec<u8> {
+        let mut v = PERF_CONTEXT_USER.to_le_bytes().to_vec();
+        for a in addrs {
+            v.extend_from_slice(&a.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn stacks_are_interned_once_however_they_are_reached() {
+        let mut b = Builder::new();
+        b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
+        b.on_mmap(8, 0x5000, 0x10000, 0, "/bin/app", false);
+        let e = Endian::default();
+        let stack = |b: &mut Builder, pid, addrs: &[u64]| {
+            b.stack(e, pid, Some(&chain(addrs)), None, false).unwrap()
+        };
+        // A deep new chain, then chains that share its outer part and leave
+        // it at different depths (pending children become indexed), the
+        // same chain again (chain cache), and the same code in another
+        // process at another load address (same frames, same nodes).
+        let deep = stack(&mut b, 7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]);
+        let fork_mid = stack(&mut b, 7, &[0x1900, 0x1300, 0x1400, 0x1500, 0x1600]);
+        let fork_top = stack(&mut b, 7, &[0x1800, 0x1600]);
+        let again = stack(&mut b, 7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]);
+        let moved = stack(&mut b, 8, &[0x5100, 0x5200, 0x5300, 0x5400, 0x5500, 0x5600]);
+        let leaf_only = stack(&mut b, 7, &[0x1700]);
+        assert_eq!(deep, again);
+        assert_eq!(deep, moved);
+        assert_ne!(deep, fork_mid);
+        let t = &b.t;
+        // Depths are positions from the root.
+        assert_eq!(t.stacks[deep.ix()].depth, 5);
+        assert_eq!(t.stacks[fork_mid.ix()].depth, 4);
+        assert_eq!(t.stacks[fork_top.ix()].depth, 1);
+        assert_eq!(t.stacks[leaf_only.ix()].depth, 0);
+        // Shared callers share nodes: fork_mid's parent is deep's
+        // grandparent (the node of 0x1300's call site).
+        let parent = |n: StackIdx| t.stacks[n.ix()].parent.unwrap();
+        assert_eq!(parent(fork_mid), parent(parent(deep)));
+        assert_eq!(
+            parent(fork_top),
+            parent(parent(parent(parent(parent(deep)))))
+        );
+        // No (parent, frame) pair twice: 6 + 1 + 1 + 1 nodes.
+        let mut seen = std::collections::HashSet::new();
+        for n in &t.stacks {
+            assert!(seen.insert((n.parent, n.frame)), "duplicate node");
+        }
+        assert_eq!(t.stacks.len(), 9);
     }
 
     #[test]

@@ -80,12 +80,31 @@ impl Format {
         Some(Format::parse(&text))
     }
 
+    /// The field called `name`, to read many records without looking the
+    /// name up each time.
+    pub fn field(&self, name: &str) -> Option<Field> {
+        self.fields.get(name).copied()
+    }
+
     /// Reads an unsigned integer field from a raw record (little-endian
     /// or big-endian as given). Missing or odd-sized fields read as `None`.
     pub fn get_u64(&self, raw: &[u8], field: &str, big_endian: bool) -> Option<u64> {
-        let f = self.fields.get(field)?;
-        let b = raw.get(f.offset..f.offset + f.size)?;
-        let v = match f.size {
+        self.fields.get(field)?.read(raw, big_endian)
+    }
+
+    /// Reads a signed integer field.
+    pub fn get_i64(&self, raw: &[u8], field: &str, big_endian: bool) -> Option<i64> {
+        self.get_u64(raw, field, big_endian).map(|v| v as i64)
+    }
+}
+
+impl Field {
+    /// Reads this integer field from a raw record; 4-byte signed fields are
+    /// sign-extended. `None` when the record is too short or the size odd.
+    #[inline]
+    pub fn read(&self, raw: &[u8], big_endian: bool) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset.checked_add(self.size)?)?;
+        let v = match self.size {
             1 => b[0] as u64,
             2 => {
                 let a = [b[0], b[1]];
@@ -102,15 +121,14 @@ impl Format {
                 } else {
                     u32::from_le_bytes(a)
                 };
-                if f.signed {
+                if self.signed {
                     v as i32 as i64 as u64
                 } else {
                     v as u64
                 }
             }
             8 => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
+                let a: [u8; 8] = b.try_into().ok()?;
                 if big_endian {
                     u64::from_be_bytes(a)
                 } else {
@@ -120,11 +138,6 @@ impl Format {
             _ => return None,
         };
         Some(v)
-    }
-
-    /// Reads a signed integer field.
-    pub fn get_i64(&self, raw: &[u8], field: &str, big_endian: bool) -> Option<i64> {
-        self.get_u64(raw, field, big_endian).map(|v| v as i64)
     }
 }
 
