@@ -62,7 +62,7 @@ pub fn write_collapsed(trace: &Trace, sel: &Selection, out: &mut dyn Write) -> R
     Ok(())
 }
 
-/// Writes a flame graph SVG.
+/// Writes a flame graph SVG of the selected samples.
 pub fn write_flamegraph(
     trace: &Trace,
     sel: &Selection,
@@ -70,16 +70,27 @@ pub fn write_flamegraph(
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let lines = collapsed_lines(trace, sel);
+    write_flamegraph_lines(&lines, title, "samples", out)
+}
+
+/// Writes a flame graph SVG of folded-stack lines whose counts are in
+/// `count_name` units (samples, µs blocked, …).
+pub fn write_flamegraph_lines(
+    lines: &[String],
+    title: &str,
+    count_name: &str,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_owned();
-    opts.count_name = "samples".into();
+    opts.count_name = count_name.to_owned();
     opts.colors =
         inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Perl);
     if lines.is_empty() {
         // inferno refuses empty input; draw an empty graph ourselves.
         write!(
             out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="60"><text x="10" y="30">{}: no samples selected</text></svg>"#,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="60"><text x="10" y="30">{}: nothing selected</text></svg>"#,
             xml_escape(title)
         )?;
         return Ok(());

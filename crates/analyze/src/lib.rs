@@ -9,8 +9,14 @@
 
 pub mod butterfly;
 pub mod cpu;
+pub mod detect;
 pub mod export;
+pub mod faults;
+pub mod procs;
 pub mod select;
+pub mod syscalls;
+pub mod timeline;
+pub mod waits;
 
 /// Why a view could not be computed.
 #[derive(Debug, thiserror::Error)]

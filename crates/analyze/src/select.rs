@@ -116,6 +116,20 @@ impl Selection {
         !trace.processes.iter().any(|p| trace.str(p.comm) == name) && comm.contains(name)
     }
 
+    /// For every thread of the trace, whether the filters keep it.
+    pub fn thread_mask(&self, trace: &Trace) -> Vec<bool> {
+        (0..trace.threads.len())
+            .map(|i| self.filters.is_empty() || self.thread_ok(trace, ThreadIdx(i as u32)))
+            .collect()
+    }
+
+    /// The selected time range as absolute nanoseconds `[from, to)`.
+    pub fn time_range_ns(&self, trace: &Trace) -> (u64, u64) {
+        let start = trace.meta.start_ns;
+        let at = |s: f64| start.saturating_add((s.max(0.0) * 1e9) as u64);
+        (self.from_s.map_or(0, at), self.to_s.map_or(u64::MAX, at))
+    }
+
     /// Aggregates the selected samples.
     pub fn aggregate(&self, trace: &Trace) -> Aggregate {
         let start = trace.meta.start_ns;
@@ -132,9 +146,12 @@ impl Selection {
                 .map(|i| self.thread_ok(trace, ThreadIdx(i as u32)))
                 .collect()
         };
-        let mut index: HashMap<(ThreadIdx, Option<StackIdx>), usize, BuildFx> = HashMap::default();
-        let mut agg = Aggregate::default();
         let s = &trace.samples;
+        // (thread, stack) packed in one word; most samples of a build start
+        // a group, so one probe each (`entry`) and room for them up front.
+        let mut index: HashMap<u64, usize, BuildFx> =
+            HashMap::with_capacity_and_hasher(s.len(), BuildFx::default());
+        let mut agg = Aggregate::default();
         for i in 0..s.len() {
             let th = s.thread[i];
             if !thread_ok.get(th.ix()).copied().unwrap_or(false) {
@@ -145,11 +162,12 @@ impl Selection {
                 continue;
             }
             let key = (th, s.stack[i]);
+            let packed = (th.0 as u64) << 32 | key.1.map_or(u32::MAX, |x| x.0) as u64;
             agg.total += 1;
-            match index.get(&key) {
-                Some(&g) => agg.groups[g].1 += 1,
-                None => {
-                    index.insert(key, agg.groups.len());
+            match index.entry(packed) {
+                std::collections::hash_map::Entry::Occupied(g) => agg.groups[*g.get()].1 += 1,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(agg.groups.len());
                     agg.groups.push((key, 1));
                 }
             }

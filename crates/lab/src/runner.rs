@@ -3,7 +3,7 @@
 //! into a skipped result that says what went wrong, and stops at Ctrl-C,
 //! marking what did not run.
 
-use slowlab_model::results::ScenarioResult;
+use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, TraceCheck, TracedRun};
 
 use crate::{scenarios, LabContext, LabError};
 
@@ -22,6 +22,15 @@ pub trait Scenario: Sync {
     }
     /// Runs both variants and judges them.
     fn run(&self, ctx: &mut LabContext) -> Result<ScenarioResult, LabError>;
+
+    /// The detector (`slowlab analyze --findings`) that must fire on a trace
+    /// of the pathological variant and stay silent on the control's.
+    fn detector(&self) -> &'static str;
+
+    /// For `lab --trace`: runs one representative instance of the variant
+    /// with `role`, small enough that a system-wide trace of it stays small,
+    /// while the caller records.
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError>;
 }
 
 /// Every scenario, in the order they run.
@@ -92,4 +101,115 @@ pub fn run_lab(scenarios: &[&dyn Scenario], ctx: &mut LabContext) -> Vec<Scenari
         results.push(result);
     }
     results
+}
+
+/// Records the whole system around one traced run and analyzes it.
+pub trait Tracer {
+    /// Starts recording; `label` names the trace (`topdown-alloc-pathological`).
+    fn start(&mut self, label: &str) -> Result<(), String>;
+    /// Stops recording and runs the detectors on the trace.
+    fn stop(&mut self) -> Result<TracedRun, String>;
+}
+
+/// `lab --trace`: for each scenario, records one run of its pathological
+/// and of its control variant, and checks that the scenario's detector fires
+/// on the first and stays silent on the second.
+pub fn trace_lab(
+    scenarios: &[&dyn Scenario],
+    ctx: &mut LabContext,
+    tracer: &mut dyn Tracer,
+) -> Vec<TraceCheck> {
+    let mut checks = Vec::new();
+    for scenario in scenarios {
+        let id = scenario.id();
+        let detector = scenario.detector();
+        let skipped = |reason: String| TraceCheck {
+            id: id.to_string(),
+            detector: detector.to_string(),
+            status: ScenarioStatus::Skipped,
+            reason: Some(reason),
+            pathological: None,
+            control: None,
+            fired: None,
+            silent: None,
+        };
+        if ctx.cancel.is_cancelled() {
+            checks.push(skipped("interrupted before it started".into()));
+            continue;
+        }
+        if scenario.needs_root() && !crate::system::is_root() {
+            checks.push(skipped("needs root".into()));
+            continue;
+        }
+        if let Err(reason) = scenario.preflight(ctx) {
+            checks.push(skipped(reason));
+            continue;
+        }
+        ctx.out
+            .line(&format!("== {id}: tracing both variants for {detector}"));
+        let mut runs = Vec::new();
+        for role in [Role::Pathological, Role::Control] {
+            let label = format!(
+                "{id}-{}",
+                match role {
+                    Role::Pathological => "pathological",
+                    Role::Control => "control",
+                }
+            );
+            ctx.status(&format!("{label}: recording"));
+            let run = match tracer.start(&label) {
+                Err(e) => TracedRun {
+                    trace: String::new(),
+                    findings: Vec::new(),
+                    titles: Vec::new(),
+                    error: Some(e),
+                },
+                Ok(()) => {
+                    let outcome = scenario.run_for_trace(ctx, role);
+                    ctx.status(&format!("{label}: analyzing"));
+                    let mut run = tracer.stop().unwrap_or_else(|e| TracedRun {
+                        trace: String::new(),
+                        findings: Vec::new(),
+                        titles: Vec::new(),
+                        error: Some(e),
+                    });
+                    if let Err(e) = outcome {
+                        run.error = Some(e.to_string());
+                    }
+                    run
+                }
+            };
+            for title in &run.titles {
+                ctx.out.line(&format!("  {label}: {title}"));
+            }
+            if let Some(e) = &run.error {
+                ctx.out.line(&format!("  {label}: failed: {e}"));
+            }
+            runs.push(run);
+        }
+        let control = runs.pop();
+        let pathological = runs.pop();
+        let fired_on = |r: &Option<TracedRun>| {
+            r.as_ref()
+                .filter(|r| r.error.is_none())
+                .map(|r| r.findings.iter().any(|f| f == detector))
+        };
+        let fired = fired_on(&pathological);
+        let silent = fired_on(&control).map(|f| !f);
+        checks.push(TraceCheck {
+            id: id.to_string(),
+            detector: detector.to_string(),
+            status: ScenarioStatus::Ran,
+            reason: if ctx.cancel.is_cancelled() {
+                Some("interrupted".into())
+            } else {
+                None
+            },
+            pathological,
+            control,
+            fired,
+            silent,
+        });
+    }
+    checks
 }

@@ -275,6 +275,44 @@ impl ScenarioResult {
     }
 }
 
+/// One traced run of a variant (`slowlab lab --trace`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TracedRun {
+    /// The trace file.
+    pub trace: String,
+    /// Ids of the detectors that fired on it.
+    pub findings: Vec<String>,
+    /// Their titles, in the same order.
+    pub titles: Vec<String>,
+    /// Why the run or its trace failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Whether a scenario's detector fires on a trace of its pathological
+/// variant and stays silent on its control's (`slowlab lab --trace`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceCheck {
+    pub id: String,
+    pub detector: String,
+    pub status: ScenarioStatus,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub pathological: Option<TracedRun>,
+    pub control: Option<TracedRun>,
+    /// The detector fired on the pathological trace.
+    pub fired: Option<bool>,
+    /// The detector stayed silent on the control trace.
+    pub silent: Option<bool>,
+}
+
+impl TraceCheck {
+    /// Both halves of the check hold.
+    pub fn passed(&self) -> bool {
+        self.fired == Some(true) && self.silent == Some(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

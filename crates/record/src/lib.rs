@@ -8,12 +8,17 @@
 //! tracepoints this kernel has ([`perf_args`]), so it is tested without perf.
 //! It does not read the trace; that is `slowlab-perf`.
 
-use std::io::{BufRead, BufReader, Write};
+pub mod companions;
+
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 
 /// How user-space stacks are collected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub struct Config {
     pub command: Vec<String>,
     /// Number of CPUs (for sizing the ring buffer).
     pub cpus: u32,
+    /// Capture the path strings of syscalls with eBPF into `OUTPUT.paths`.
+    pub capture_paths: bool,
 }
 
 /// Why recording failed; each message says what to do.
@@ -89,6 +96,9 @@ pub const SYSCALLS: &[&str] = &[
     "clone3",
 ];
 
+/// Per-CPU buffer pages when perf streams to its file (16 MiB).
+pub const STREAM_PAGES: u64 = 4096;
+
 /// The full `perf record` argument list (without the `perf` itself).
 /// `has_tracepoint("sched:sched_switch")` says whether the kernel has one.
 pub fn perf_args(cfg: &Config, has_tracepoint: &dyn Fn(&str) -> bool) -> Vec<String> {
@@ -98,15 +108,19 @@ pub fn perf_args(cfg: &Config, has_tracepoint: &dyn Fn(&str) -> bool) -> Vec<Str
         cfg.output.display().to_string(),
         "--all-cpus".into(),
         "--sample-cpu".into(),
-        "-F".into(),
-        cfg.freq.to_string(),
+        // The clock of the eBPF path capture, so paths match syscalls.
+        "-k".into(),
+        "monotonic".into(),
         "--call-graph".into(),
         match cfg.call_graph {
             CallGraph::Fp => "fp".into(),
             CallGraph::Dwarf => "dwarf".into(),
         },
+        // The frequency goes on the sampling event only: a global `-F`
+        // would make perf sample the tracepoints too (1 in ~1000 context
+        // switches or syscalls) instead of recording every one.
         "-e".into(),
-        "cpu-clock".into(),
+        format!("cpu-clock/freq={}/", cfg.freq),
     ];
     let mut ev = |name: String| {
         a.push("-e".into());
@@ -127,11 +141,15 @@ pub fn perf_args(cfg: &Config, has_tracepoint: &dyn Fn(&str) -> bool) -> Vec<Str
             }
         }
     }
+    a.push("-m".into());
     if let Some(secs) = cfg.ring_seconds {
+        a.push(ring_pages(secs, cfg.freq, cfg.cpus).to_string());
         a.push("--overwrite".into());
         a.push("--switch-output=signal".into());
-        a.push("-m".into());
-        a.push(ring_pages(secs, cfg.freq, cfg.cpus).to_string());
+    } else {
+        // Bursts of syscall events (thousands of probes a millisecond)
+        // overflow perf's default 512 KiB per CPU.
+        a.push(STREAM_PAGES.to_string());
     }
     if !cfg.command.is_empty() {
         a.push("--".into());
@@ -235,74 +253,81 @@ pub struct Outcome {
     /// Exit code of CMD (0 without CMD).
     pub exit_code: i32,
     pub output: PathBuf,
+    /// The companion files written beside the trace (`OUTPUT.paths`,
+    /// `OUTPUT.cgroups.json`).
+    pub companions: Vec<PathBuf>,
     pub warnings: Vec<String>,
 }
 
-/// Runs `perf record`. Ctrl-C stops it (perf writes the file); in ring
-/// mode SIGUSR2 to slowlab saves a snapshot and keeps recording. perf's and
-/// CMD's stderr are passed through, minus perf's own status lines.
-pub fn run(cfg: &Config) -> Result<Outcome, Error> {
-    let mut warnings = preflight(cfg)?;
-    let args = perf_args(cfg, &tracepoint_exists);
-    let mut child = Command::new("perf")
-        .args(&args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(Error::Spawn)?;
-    let perf_pid = child.id() as i32;
-    // Ctrl-C reaches perf (same process group); slowlab waits for it.
-    // SAFETY: setting a signal disposition to SIG_IGN is async-signal-safe
-    // and has no memory-safety preconditions.
-    let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
-    let usr2 = Arc::new(AtomicBool::new(false));
-    let usr2_id = if cfg.ring_seconds.is_some() {
-        signal_hook::flag::register(libc::SIGUSR2, Arc::clone(&usr2)).ok()
-    } else {
-        None
-    };
-    let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
-    let reader = child.stderr.take().map(|err| {
-        let tail = Arc::clone(&tail);
-        std::thread::spawn(move || {
-            let mut stderr = std::io::stderr();
-            for line in BufReader::new(err).lines() {
-                let Ok(line) = line else { break };
-                let perf_status = line.starts_with("[ perf record:");
-                if !perf_status {
-                    let _ = writeln!(stderr, "{line}");
-                }
-                if let Ok(mut t) = tail.lock() {
-                    t.push(line);
-                    if t.len() > 50 {
-                        t.remove(0);
+/// A running `perf record` with its stderr reader: perf's and CMD's stderr
+/// are passed through (when `echo`), minus perf's own status lines, and the
+/// last lines are kept to explain a failure.
+struct PerfProcess {
+    child: Child,
+    reader: Option<JoinHandle<()>>,
+    tail: Arc<Mutex<Vec<String>>>,
+}
+
+impl PerfProcess {
+    fn spawn(args: &[String], echo: bool) -> Result<PerfProcess, Error> {
+        let mut child = Command::new("perf")
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(Error::Spawn)?;
+        let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+        let reader = child.stderr.take().map(|err| {
+            let tail = Arc::clone(&tail);
+            std::thread::spawn(move || {
+                let mut stderr = std::io::stderr();
+                for line in BufReader::new(err).lines() {
+                    let Ok(line) = line else { break };
+                    let perf_status = line.starts_with("[ perf record:")
+                        || line == "Events disabled"
+                        || line == "Events enabled";
+                    if echo && !perf_status {
+                        let _ = writeln!(stderr, "{line}");
+                    }
+                    if let Ok(mut t) = tail.lock() {
+                        t.push(line);
+                        if t.len() > 50 {
+                            t.remove(0);
+                        }
                     }
                 }
-            }
+            })
+        });
+        Ok(PerfProcess {
+            child,
+            reader,
+            tail,
         })
-    });
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Ok(st),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-        if usr2.swap(false, Ordering::Relaxed) {
-            // SAFETY: sending a signal to our own child process.
-            unsafe { libc::kill(perf_pid, libc::SIGUSR2) };
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // SAFETY: restores the previous disposition returned by signal().
-    unsafe { libc::signal(libc::SIGINT, old_int) };
-    if let Some(id) = usr2_id {
-        signal_hook::low_level::unregister(id);
     }
-    if let Some(r) = reader {
-        let _ = r.join();
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
     }
-    let status = status.map_err(Error::Spawn)?;
-    let lines = tail.lock().map(|t| t.clone()).unwrap_or_default();
-    let code = status.code().unwrap_or(128);
+
+    /// Waits for perf to exit; returns its exit code and last stderr lines.
+    fn finish(mut self, status: std::io::Result<ExitStatus>) -> Result<(i32, Vec<String>), Error> {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let status = status.map_err(Error::Spawn)?;
+        let lines = self.tail.lock().map(|t| t.clone()).unwrap_or_default();
+        Ok((status.code().unwrap_or(128), lines))
+    }
+}
+
+/// Turns perf's exit code and last stderr lines into an error that says what
+/// to do, or `Ok` when perf wrote its file.
+fn check_perf_exit(
+    cfg: &Config,
+    code: i32,
+    lines: &[String],
+    stopped_by_us: bool,
+) -> Result<(), Error> {
     let perf_error = lines.iter().any(|l| {
         l.contains("Failed to collect")
             || l.contains("Error:")
@@ -316,7 +341,8 @@ pub fn run(cfg: &Config) -> Result<Outcome, Error> {
             dir,
         });
     }
-    if perf_error || (cfg.command.is_empty() && code != 0 && code != 130) {
+    let interrupted = code == 0 || code == 130 || (stopped_by_us && code == 128);
+    if perf_error || (cfg.command.is_empty() && !interrupted) {
         let last = lines
             .iter()
             .rev()
@@ -334,6 +360,59 @@ pub fn run(cfg: &Config) -> Result<Outcome, Error> {
             last_line: last,
         });
     }
+    Ok(())
+}
+
+/// Runs `perf record` with its companions (see [`companions`]). Ctrl-C
+/// stops it (perf writes the file); in ring mode SIGUSR2 to slowlab saves a
+/// snapshot and keeps recording. perf's and CMD's stderr are passed
+/// through, minus perf's own status lines.
+pub fn run(cfg: &Config) -> Result<Outcome, Error> {
+    let mut warnings = preflight(cfg)?;
+    let args = perf_args(cfg, &tracepoint_exists);
+    // Ctrl-C reaches perf (same process group); slowlab waits for it.
+    // SAFETY: setting a signal disposition to SIG_IGN is async-signal-safe
+    // and has no memory-safety preconditions.
+    let old_int = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let companions = Companions::start(&cfg.output, cfg.capture_paths, &mut warnings);
+    let mut perf = match PerfProcess::spawn(&args, true) {
+        Ok(p) => p,
+        Err(e) => {
+            companions.discard();
+            // SAFETY: restores the previous disposition returned by signal().
+            unsafe { libc::signal(libc::SIGINT, old_int) };
+            return Err(e);
+        }
+    };
+    let usr2 = Arc::new(AtomicBool::new(false));
+    let usr2_id = if cfg.ring_seconds.is_some() {
+        signal_hook::flag::register(libc::SIGUSR2, Arc::clone(&usr2)).ok()
+    } else {
+        None
+    };
+    let status = loop {
+        match perf.child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        if usr2.swap(false, Ordering::Relaxed) {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(perf.pid(), libc::SIGUSR2) };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: restores the previous disposition returned by signal().
+    unsafe { libc::signal(libc::SIGINT, old_int) };
+    if let Some(id) = usr2_id {
+        signal_hook::low_level::unregister(id);
+    }
+    let (code, lines) = perf.finish(status)?;
+    if let Err(e) = check_perf_exit(cfg, code, &lines, false) {
+        companions.discard();
+        return Err(e);
+    }
+    let companion_files = companions.stop(&mut warnings);
     let mut output = cfg.output.clone();
     if cfg.ring_seconds.is_some() {
         // Snapshots are written as OUTPUT.<timestamp>; the newest becomes OUTPUT.
@@ -351,8 +430,171 @@ pub fn run(cfg: &Config) -> Result<Outcome, Error> {
     Ok(Outcome {
         exit_code,
         output,
+        companions: companion_files,
         warnings,
     })
+}
+
+/// How long [`Recording::start`] waits for perf to begin recording.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A recording started and stopped by the caller (`slowlab lab --trace`):
+/// [`Recording::start`] returns once perf records (perf starts with its
+/// events disabled and is enabled through its control FIFO, which it
+/// acknowledges), [`Recording::stop`] stops it and writes the file. `cfg`'s
+/// command and ring mode are ignored. Dropping a recording that was not
+/// stopped kills perf and removes its partial file.
+pub struct Recording {
+    cfg: Config,
+    perf: Option<PerfProcess>,
+    companions: Option<Companions>,
+    warnings: Vec<String>,
+    fifo_dir: PathBuf,
+}
+
+impl Recording {
+    pub fn start(cfg: &Config) -> Result<Recording, Error> {
+        let mut cfg = cfg.clone();
+        cfg.command.clear();
+        cfg.ring_seconds = None;
+        let mut warnings = preflight(&cfg)?;
+        let fifo_dir = std::env::temp_dir().join(format!(
+            "slowlab-perf-control-{}-{}",
+            std::process::id(),
+            FIFO_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&fifo_dir).map_err(Error::Spawn)?;
+        let mut rec = Recording {
+            cfg,
+            perf: None,
+            companions: None,
+            warnings: Vec::new(),
+            fifo_dir,
+        };
+        let (ctl, ack) = (rec.fifo_dir.join("ctl"), rec.fifo_dir.join("ack"));
+        let (mut ctl_end, ack_end) = (make_fifo(&ctl)?, make_fifo(&ack)?);
+        rec.companions = Some(Companions::start(
+            &rec.cfg.output,
+            rec.cfg.capture_paths,
+            &mut warnings,
+        ));
+        rec.warnings = warnings;
+        let mut args = perf_args(&rec.cfg, &tracepoint_exists);
+        args.splice(
+            1..1,
+            [
+                "-D".to_string(),
+                "-1".to_string(),
+                format!("--control=fifo:{},{}", ctl.display(), ack.display()),
+            ],
+        );
+        rec.perf = Some(PerfProcess::spawn(&args, false)?);
+        ctl_end.write_all(b"enable\n").map_err(Error::Spawn)?;
+        rec.wait_for_ack(&ack_end)?;
+        Ok(rec)
+    }
+
+    /// Waits until perf answers `ack` on its control FIFO, or fails if perf
+    /// exits first or takes longer than [`START_TIMEOUT`].
+    fn wait_for_ack(&mut self, ack: &std::fs::File) -> Result<(), Error> {
+        use std::os::fd::AsRawFd;
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        let mut got = Vec::new();
+        while !got.windows(3).any(|w| w == b"ack") {
+            let perf = self.perf.as_mut().expect("perf was spawned");
+            if let Ok(Some(status)) = perf.child.try_wait() {
+                let perf = self.perf.take().expect("perf was spawned");
+                let (code, lines) = perf.finish(Ok(status))?;
+                check_perf_exit(&self.cfg, code, &lines, false)?;
+                return Err(Error::PerfFailed {
+                    code,
+                    last_line: "perf exited before it started recording".into(),
+                });
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::PerfFailed {
+                    code: 0,
+                    last_line: format!(
+                        "perf did not start recording within {} s",
+                        START_TIMEOUT.as_secs()
+                    ),
+                });
+            }
+            let mut pfd = libc::pollfd {
+                fd: ack.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut pfd, 1, 100) };
+            if ready > 0 {
+                let mut buf = [0u8; 16];
+                let n = (&*ack).read(&mut buf).unwrap_or(0);
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops perf (SIGINT: it writes the file) and the companions.
+    pub fn stop(mut self) -> Result<Outcome, Error> {
+        let mut perf = self.perf.take().expect("a started recording has perf");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(perf.pid(), libc::SIGINT) };
+        let status = perf.child.wait();
+        let (code, lines) = perf.finish(status)?;
+        let companions = self.companions.take();
+        if let Err(e) = check_perf_exit(&self.cfg, code, &lines, true) {
+            if let Some(c) = companions {
+                c.discard();
+            }
+            return Err(e);
+        }
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let files = companions
+            .map(|c| c.stop(&mut warnings))
+            .unwrap_or_default();
+        Ok(Outcome {
+            exit_code: 0,
+            output: self.cfg.output.clone(),
+            companions: files,
+            warnings,
+        })
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if let Some(mut perf) = self.perf.take() {
+            let _ = perf.child.kill();
+            let status = perf.child.wait();
+            let _ = perf.finish(status);
+            let _ = std::fs::remove_file(&self.cfg.output);
+        }
+        if let Some(c) = self.companions.take() {
+            c.discard();
+        }
+        let _ = std::fs::remove_dir_all(&self.fifo_dir);
+    }
+}
+
+static FIFO_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Creates a FIFO and opens it read-write: holding both ends, the open
+/// never blocks and perf can open its end at any time.
+fn make_fifo(path: &Path) -> Result<std::fs::File, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| Error::Spawn(std::io::Error::other(e)))?;
+    // SAFETY: `c` is a valid NUL-terminated path.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(Error::Spawn(std::io::Error::last_os_error()));
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(Error::Spawn)
 }
 
 fn newest_snapshot(output: &Path) -> Option<PathBuf> {
@@ -387,6 +629,7 @@ mod tests {
             call_graph: CallGraph::Fp,
             command: vec!["make".into(), "-j2".into()],
             cpus: 2,
+            capture_paths: true,
         }
     }
 
@@ -396,7 +639,7 @@ mod tests {
         let s = args.join(" ");
         assert!(
             s.starts_with(
-                "record -o out.data --all-cpus --sample-cpu -F 1000 --call-graph fp -e cpu-clock"
+                "record -o out.data --all-cpus --sample-cpu -k monotonic --call-graph fp -e cpu-clock/freq=1000/"
             ),
             "{s}"
         );
@@ -420,6 +663,8 @@ mod tests {
         }
         assert!(s.ends_with("-- make -j2"));
         assert!(!s.contains("--overwrite"));
+        // No global frequency: it would turn the tracepoints into samples.
+        assert!(!args.iter().any(|a| a == "-F" || a == "--freq"));
     }
 
     #[test]
@@ -440,10 +685,12 @@ mod tests {
         let args = perf_args(&c, &|_| true);
         let s = args.join(" ");
         assert!(s.contains("--call-graph dwarf"));
-        assert!(s.contains("--overwrite --switch-output=signal -m "));
+        assert!(s.contains(" --overwrite --switch-output=signal"));
         assert!(!s.contains(" -- "));
-        let pages: u64 = args.last().unwrap().parse().unwrap();
+        let m = args.iter().position(|a| a == "-m").unwrap();
+        let pages: u64 = args[m + 1].parse().unwrap();
         assert!(pages.is_power_of_two());
+        assert_eq!(pages, ring_pages(10, 1000, 2));
     }
 
     #[test]

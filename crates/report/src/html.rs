@@ -1,7 +1,8 @@
 //! Self-contained HTML pages: inline CSS and inline SVG, no scripts, fonts
-//! or other external resources, every string from a result escaped. This
-//! module builds the lab report; the trace report of `diagnose` builds on
-//! `page` and `escape`.
+//! or other external resources, every string from a result or a trace
+//! escaped. Two pages: the lab report and the trace report of `diagnose`
+//! (findings, the main views, flame graphs as embedded images so that their
+//! own scripts never run in the page).
 
 use slowlab_model::results::{ScenarioResult, ScenarioStatus, Variant};
 
@@ -117,6 +118,130 @@ fn scenario_section(r: &ScenarioResult) -> String {
         s.push_str(&format!("<pre>{}</pre>\n", escape(&r.lines.join("\n"))));
     }
     s
+}
+
+/// What the `diagnose` page shows.
+pub struct DiagnosePage<'a> {
+    pub command: &'a [String],
+    pub findings: &'a [slowlab_model::findings::Finding],
+    pub summary: &'a slowlab_analyze::cpu::Summary,
+    pub waits: &'a slowlab_analyze::waits::WaitsView,
+    pub faults: &'a slowlab_analyze::faults::FaultsView,
+    pub procs: &'a slowlab_analyze::procs::ProcsView,
+    pub syscalls: &'a slowlab_analyze::syscalls::SyscallsView,
+    /// Flame graph SVGs (inferno's, with their scripts), embedded as images.
+    pub cpu_flamegraph: Option<&'a [u8]>,
+    pub offcpu_flamegraph: Option<&'a [u8]>,
+    pub warnings: &'a [String],
+}
+
+/// The trace report of `slowlab diagnose`.
+pub fn diagnose_page(d: &DiagnosePage) -> String {
+    use crate::trace_views::culprit_text;
+    let mut b = format!(
+        "<p>Command: <code>{}</code></p>\n",
+        escape(&d.command.join(" "))
+    );
+    for w in d.warnings {
+        b.push_str(&format!(
+            "<p class=\"skipped\">warning: {}</p>\n",
+            escape(w)
+        ));
+    }
+    b.push_str("<h2>Findings</h2>\n");
+    if d.findings.is_empty() {
+        b.push_str("<p>No detector fired on this trace.</p>\n");
+    }
+    for (i, f) in d.findings.iter().enumerate() {
+        b.push_str(&format!(
+            "<h3>{}. <span class=\"{}\">[{}]</span> {}</h3>\n<p>{}</p>\n\
+             <p>cost {} ({:.1}% of the time examined); culprit: {}</p>\n",
+            i + 1,
+            if f.severity == slowlab_model::findings::Severity::High {
+                "yes"
+            } else {
+                "no"
+            },
+            escape(f.severity.as_str()),
+            escape(&f.id),
+            escape(&f.title),
+            escape(&format::seconds(f.cost_s)),
+            f.cost_share * 100.0,
+            escape(&culprit_text(f)),
+        ));
+        b.push_str("<table><tr><th>evidence</th><th>value</th></tr>\n");
+        for (k, v) in &f.evidence {
+            b.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td></tr>\n",
+                escape(k),
+                escape(&v.to_string())
+            ));
+        }
+        b.push_str("</table>\n");
+        if !f.stack.is_empty() {
+            b.push_str(&format!("<pre>{}</pre>\n", escape(&f.stack.join("\n"))));
+        }
+        b.push_str(&format!("<p><b>Fix:</b> {}</p>\n", escape(&f.fix)));
+    }
+
+    b.push_str("<h2>CPU (sampled)</h2>\n");
+    b.push_str(&format!(
+        "<p>{} samples over {}, {} lost.</p>\n<table><tr><th>pid</th><th>process</th><th>samples</th></tr>\n",
+        d.summary.samples,
+        escape(&format::seconds(d.summary.duration_s)),
+        d.summary.lost
+    ));
+    for p in d.summary.processes.iter().take(15) {
+        b.push_str(&format!(
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
+            p.pid,
+            escape(&p.comm),
+            p.samples
+        ));
+    }
+    b.push_str("</table>\n<table><tr><th>function</th><th>module</th><th>self</th><th>inclusive</th></tr>\n");
+    for f in d.summary.functions.iter().take(20) {
+        b.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+            escape(&f.name),
+            escape(&f.module),
+            f.self_samples,
+            f.inclusive
+        ));
+    }
+    b.push_str("</table>\n");
+    if let Some(svg) = d.cpu_flamegraph {
+        b.push_str(&embedded_svg("CPU flame graph", svg));
+    }
+
+    b.push_str("<h2>Waits</h2>\n<pre>");
+    b.push_str(&escape(&crate::trace_views::waits_text(d.waits, 12, 2)));
+    b.push_str("</pre>\n");
+    if let Some(svg) = d.offcpu_flamegraph {
+        b.push_str(&embedded_svg("Off-CPU flame graph (time blocked)", svg));
+    }
+    b.push_str("<h2>Page faults</h2>\n<pre>");
+    b.push_str(&escape(&crate::trace_views::faults_text(d.faults, 10, 2)));
+    b.push_str("</pre>\n<h2>Syscalls</h2>\n<pre>");
+    b.push_str(&escape(&crate::trace_views::syscalls_text(
+        d.syscalls, 6, 6,
+    )));
+    b.push_str("</pre>\n<h2>Processes</h2>\n<pre>");
+    b.push_str(&escape(&crate::trace_views::procs_text(d.procs, 10)));
+    b.push_str("</pre>\n");
+    page("slowlab diagnose report", &b)
+}
+
+/// An SVG as an `<img>` with a data URI: self-contained, and any script in
+/// it does not run in the page.
+fn embedded_svg(title: &str, svg: &[u8]) -> String {
+    use base64::Engine;
+    format!(
+        "<h3>{}</h3>\n<img alt=\"{}\" style=\"max-width:100%\" src=\"data:image/svg+xml;base64,{}\">\n",
+        escape(title),
+        escape(title),
+        base64::engine::general_purpose::STANDARD.encode(svg)
+    )
 }
 
 #[cfg(test)]

@@ -90,12 +90,12 @@ pub fn render_verdicts(results: &[ScenarioResult]) -> String {
     out
 }
 
-/// JSON Lines: one scenario object per line.
-pub fn json_lines(results: &[ScenarioResult]) -> Result<Vec<u8>, ReportError> {
+/// JSON Lines: one object (a scenario result, a trace check) per line.
+pub fn json_lines<T: serde::Serialize>(results: &[T]) -> Result<Vec<u8>, ReportError> {
     let mut out = Vec::new();
-    for r in results {
+    for (i, r) in results.iter().enumerate() {
         serde_json::to_writer(&mut out, r).map_err(|e| ReportError::Serialize {
-            what: format!("scenario {}", r.id),
+            what: format!("line {}", i + 1),
             message: e.to_string(),
         })?;
         out.push(b'\n');

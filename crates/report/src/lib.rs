@@ -12,6 +12,7 @@ pub mod lab;
 pub mod plot;
 pub mod sweep;
 pub mod table;
+pub mod trace_views;
 pub mod write;
 
 pub use write::{write_atomically, ReportError};

@@ -27,6 +27,7 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     Record(cmd::record::RecordArgs),
     Analyze(cmd::analyze::AnalyzeArgs),
+    Diagnose(cmd::diagnose::DiagnoseArgs),
     Import(cmd::import::ImportArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
@@ -40,6 +41,7 @@ fn main() {
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Diagnose(args) => cmd::diagnose::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Child(args) => cmd::child::run(args),
     };

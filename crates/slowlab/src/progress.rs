@@ -104,3 +104,13 @@ impl Progress for LabProgress {
         ));
     }
 }
+
+/// A bar for reading and symbolizing a trace: `stage done/total`.
+pub fn reading_bar() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {wide_bar} {percent}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}

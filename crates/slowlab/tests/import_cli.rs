@@ -5,10 +5,16 @@
 use std::process::{Command, Output};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/windows-probes-wine.jsonl");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/windows-probes-wine.jsonl"
+);
 
 fn slowlab(args: &[&str]) -> Output {
-    Command::new(SLOWLAB).args(args).output().expect("cannot run slowlab")
+    Command::new(SLOWLAB)
+        .args(args)
+        .output()
+        .expect("cannot run slowlab")
 }
 
 #[test]
@@ -16,8 +22,17 @@ fn probe_results_render_as_a_verdict_table_with_computed_growth() {
     let o = slowlab(&["import", FIXTURE, "--json", "-"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8_lossy(&o.stderr);
-    for id in ["topdown-alloc", "notify-buffer", "log-probe", "teardown-lock", "working-set-cap"] {
-        assert!(table.contains(&format!("== {id} (windows)")), "{id} missing: {table}");
+    for id in [
+        "topdown-alloc",
+        "notify-buffer",
+        "log-probe",
+        "teardown-lock",
+        "working-set-cap",
+    ] {
+        assert!(
+            table.contains(&format!("== {id} (windows)")),
+            "{id} missing: {table}"
+        );
     }
     assert!(table.contains("Topdown allocs took"), "{table}");
     // The completed JSON Lines: every swept variant now has a verdict.
@@ -33,7 +48,10 @@ fn probe_results_render_as_a_verdict_table_with_computed_growth() {
             }
         }
     }
-    assert_eq!(swept, 4, "topdown-alloc and log-probe carry two swept variants each");
+    assert_eq!(
+        swept, 4,
+        "topdown-alloc and log-probe carry two swept variants each"
+    );
 }
 
 #[test]

@@ -12,7 +12,10 @@ use serde_json::Value;
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 
 fn slowlab(args: &[&str]) -> Output {
-    Command::new(SLOWLAB).args(args).output().expect("cannot run slowlab")
+    Command::new(SLOWLAB)
+        .args(args)
+        .output()
+        .expect("cannot run slowlab")
 }
 
 fn is_root() -> bool {
@@ -70,7 +73,13 @@ fn list_names_every_scenario() {
     let o = slowlab(&["lab", "--list"]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for id in ["topdown-alloc", "notify-buffer", "log-probe", "teardown-lock", "working-set-cap"] {
+    for id in [
+        "topdown-alloc",
+        "notify-buffer",
+        "log-probe",
+        "teardown-lock",
+        "working-set-cap",
+    ] {
         assert!(text.contains(id), "{id} missing from {text}");
     }
 }
@@ -87,7 +96,12 @@ fn an_unknown_scenario_is_a_one_line_error_listing_the_known_ones() {
 
 #[test]
 fn a_missing_work_dir_is_refused() {
-    let o = slowlab(&["lab", "topdown-alloc", "--work-dir", "/nonexistent-slowlab-dir"]);
+    let o = slowlab(&[
+        "lab",
+        "topdown-alloc",
+        "--work-dir",
+        "/nonexistent-slowlab-dir",
+    ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
 }
@@ -106,7 +120,11 @@ fn topdown_probing_grows_quadratically_and_its_controls_do_not() {
     assert!(k_cursor < 1.4, "cursor exponent {k_cursor}");
     assert_eq!(probe["verdict"], "superlinear");
     assert_eq!(r["affected"], true);
-    assert!(r["headline"]["ratio"].as_f64().unwrap() > 10.0, "{}", r["headline"]);
+    assert!(
+        r["headline"]["ratio"].as_f64().unwrap() > 10.0,
+        "{}",
+        r["headline"]
+    );
 }
 
 #[test]
@@ -120,15 +138,29 @@ fn log_probe_launches_children_and_probing_costs_more() {
     let probe = variant(&r, "probe-names");
     let unique = variant(&r, "unique-names");
     let cpu_at = |v: &Value, n: u64| -> f64 {
-        let point = v["points"].as_array().unwrap().iter().find(|p| p["n"] == n).unwrap();
-        let mut cpu: Vec<f64> = point["cpu_s"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        let point = v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["n"] == n)
+            .unwrap();
+        let mut cpu: Vec<f64> = point["cpu_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
         cpu.sort_by(f64::total_cmp);
         cpu[cpu.len() / 2]
     };
     // At 200 launches the probing writers make 20,100 extra stat calls: a
     // small but one-sided difference.
     assert!(cpu_at(probe, 200) > cpu_at(unique, 200) * 0.95, "{r}");
-    assert_eq!(slowlab_dirs(Path::new("/dev/shm")), shm_before, "log directories left in /dev/shm");
+    assert_eq!(
+        slowlab_dirs(Path::new("/dev/shm")),
+        shm_before,
+        "log directories left in /dev/shm"
+    );
 }
 
 #[test]
@@ -145,11 +177,20 @@ fn notify_buffer_size_does_not_matter_but_a_permission_watcher_does() {
     let none = variant(&r, "no watcher")["value"].as_f64().unwrap();
     // With a second CPU the watcher runs there, as a scanner daemon would:
     // every open then waits for a cross-CPU round trip.
-    let (permission, factor) = match variant(&r, "fanotify permission, other CPU")["value"].as_f64() {
+    let (permission, factor) = match variant(&r, "fanotify permission, other CPU")["value"].as_f64()
+    {
         Some(v) => (v, 2.0),
-        None => (variant(&r, "fanotify permission, same CPU")["value"].as_f64().unwrap(), 1.2),
+        None => (
+            variant(&r, "fanotify permission, same CPU")["value"]
+                .as_f64()
+                .unwrap(),
+            1.2,
+        ),
     };
-    assert!(permission > factor * none, "permission {permission} vs none {none}");
+    assert!(
+        permission > factor * none,
+        "permission {permission} vs none {none}"
+    );
 }
 
 #[test]
@@ -157,14 +198,26 @@ fn root_scenarios_are_skipped_with_a_reason_when_not_root() {
     if is_root() {
         // Drop to an unprivileged user for this one run, if there is one.
         let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", SLOWLAB, "lab", "notify-buffer", "--json", "-"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                SLOWLAB,
+                "lab",
+                "notify-buffer",
+                "--json",
+                "-",
+            ])
             .output();
         let Ok(o) = o else {
             eprintln!("SKIP: setpriv is not available to drop privileges");
             return;
         };
         if !o.status.success() {
-            eprintln!("SKIP: cannot run as nobody: {}", String::from_utf8_lossy(&o.stderr));
+            eprintln!(
+                "SKIP: cannot run as nobody: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
             return;
         }
         let r: Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -6,46 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn slowlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_slowlab"))
-}
+mod common;
+use common::{json, perf_unavailable, slowlab, PERF_LOCK};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../perf/tests/fixtures")
         .join(name)
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
-
-/// System-wide recordings would see each other's workloads: one at a time.
-static PERF_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Why perf-based tests cannot run here, if they cannot.
-fn perf_unavailable() -> Option<String> {
-    if Command::new("perf").arg("--version").output().is_err() {
-        return Some("perf is not installed".into());
-    }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .unwrap_or(2);
-    if !root && paranoid > -1 {
-        return Some(format!("not root and perf_event_paranoid = {paranoid}"));
-    }
-    if Command::new("cc").arg("--version").output().is_err() {
-        return Some("no C compiler for the workload".into());
-    }
-    None
 }
 
 /// Builds the fixtures' workload (two hot functions, frame pointers).

@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::json;
 use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
-use crate::measure::{emit_report, sweep_to_variant, sweep_variant, VariantSweep};
+use crate::measure::{emit_report, run_child, sweep_to_variant, sweep_variant, VariantSweep};
 use crate::runner::Scenario;
 use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
@@ -62,6 +62,20 @@ impl Scenario for LogProbe {
 
     fn needs_root(&self) -> bool {
         false
+    }
+
+    fn detector(&self) -> &'static str {
+        "linear-probe-names"
+    }
+
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError> {
+        let logs = crate::context::TempDir::new_in(&log_root(ctx), "log-probe")?;
+        let naming = match role {
+            Role::Pathological => Naming::Probe,
+            Role::Control => Naming::Unique,
+        };
+        let n = ctx.profile.pick(60, 150, 400).to_string();
+        run_child(ctx, &launcher_args(naming, &n, logs.path())).map(|_| ())
     }
 
     fn preflight(&self, ctx: &LabContext) -> Result<(), String> {

@@ -118,6 +118,25 @@ impl Scenario for NotifyBuffer {
         true
     }
 
+    fn detector(&self) -> &'static str {
+        "notify-permission"
+    }
+
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError> {
+        let mount_point = ctx.temp_dir("notify")?;
+        let files = ctx.profile.pick(1000, 2000, 5000);
+        let cpus = crate::system::allowed_cpus();
+        let placement = cpus
+            .first()
+            .map(|&first| (first, cpus.get(1).copied().unwrap_or(first)));
+        let watcher = match role {
+            Role::Pathological => Watcher::FanotifyPerm,
+            Role::Control => Watcher::None,
+        };
+        let args = child_args(watcher, 4096, files, mount_point.path(), placement);
+        run_child(ctx, &args).map(|_| ())
+    }
+
     fn run(&self, ctx: &mut LabContext) -> Result<ScenarioResult, LabError> {
         let mount_point = ctx.temp_dir("notify")?;
         let files = ctx.profile.pick(500, 5000, 20000);

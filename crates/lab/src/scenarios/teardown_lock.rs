@@ -93,6 +93,21 @@ impl Scenario for TeardownLock {
         true
     }
 
+    fn detector(&self) -> &'static str {
+        "serialized-teardown"
+    }
+
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError> {
+        let kind = match role {
+            Role::Pathological => Kind::Netns,
+            Role::Control => Kind::Plain,
+        };
+        // The quick size at least: fewer namespaces stall too briefly to
+        // tell apart from scheduling noise.
+        let n = holders(ctx.profile).max(holders(Profile::Quick));
+        run_variant(ctx, kind, n).map(|_| ())
+    }
+
     fn preflight(&self, ctx: &LabContext) -> Result<(), String> {
         let n = holders(ctx.profile) as u64;
         if !Path::new("/proc/self/ns/net").exists() {

@@ -17,7 +17,7 @@
 use serde_json::json;
 use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
-use crate::measure::{emit_report, sweep_to_variant, sweep_variant, VariantSweep};
+use crate::measure::{emit_report, run_child, sweep_to_variant, sweep_variant, VariantSweep};
 use crate::runner::Scenario;
 use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
@@ -62,6 +62,19 @@ impl Scenario for TopdownAlloc {
 
     fn needs_root(&self) -> bool {
         false
+    }
+
+    fn detector(&self) -> &'static str {
+        "topdown-probe"
+    }
+
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError> {
+        let placement = match role {
+            Role::Pathological => Placement::Probe,
+            Role::Control => Placement::Cursor,
+        };
+        let n = ctx.profile.pick(250, 400, 1000).to_string();
+        run_child(ctx, &child_args(placement, &n)).map(|_| ())
     }
 
     fn preflight(&self, ctx: &LabContext) -> Result<(), String> {

@@ -124,6 +124,26 @@ impl Scenario for WorkingSetCap {
         true
     }
 
+    fn detector(&self) -> &'static str {
+        "memcg-thrash"
+    }
+
+    fn run_for_trace(&self, ctx: &mut LabContext, role: Role) -> Result<(), LabError> {
+        let setup = ScanSetup::prepare(ctx)?;
+        drop_cache(&setup.file)?;
+        let args = scan_args(Memory::File, Some(&setup.file), 1.0, false);
+        let cgroup = match role {
+            Role::Pathological => Some(MemoryCgroup::create(
+                &setup.cgroup_root,
+                setup.version,
+                "capped",
+                LIMIT_MIB << 20,
+            )?),
+            Role::Control => None,
+        };
+        run_scanner(ctx, &args, cgroup.as_ref()).map(|_| ())
+    }
+
     fn preflight(&self, ctx: &LabContext) -> Result<(), String> {
         system::memory_cgroup_root()?;
         scan_dir(&ctx.work_root)?;
@@ -139,16 +159,9 @@ impl Scenario for WorkingSetCap {
     }
 
     fn run(&self, ctx: &mut LabContext) -> Result<ScenarioResult, LabError> {
-        let (cgroup_root, version) = system::memory_cgroup_root().map_err(LabError::Failed)?;
-        let dir = scan_dir(&ctx.work_root).map_err(LabError::Failed)?;
+        let setup = ScanSetup::prepare(ctx)?;
+        let (cgroup_root, version, file) = (&setup.cgroup_root, setup.version, &setup.file);
         let seconds = ctx.profile.pick(0.3, 1.0, 3.0);
-        let temp = TempDir::new_in(&dir, "working-set")?;
-        let file = temp.path().join("scan-64MiB.dat");
-        ctx.status(&format!(
-            "working-set-cap: writing {DATA_MIB} MiB to {}",
-            file.display()
-        ));
-        write_file(&file, DATA_MIB << 20, ctx)?;
         let limit = LIMIT_MIB << 20;
 
         let run = |ctx: &mut LabContext,
@@ -158,7 +171,7 @@ impl Scenario for WorkingSetCap {
                    cgroup: Option<&MemoryCgroup>| {
             ctx.check_cancel()?;
             ctx.status(&format!("working-set-cap: scanning {what}"));
-            let resident = drop_cache(&file)?;
+            let resident = drop_cache(file)?;
             let args = scan_args(
                 memory,
                 (memory == Memory::File).then_some(file.as_path()),
@@ -172,7 +185,7 @@ impl Scenario for WorkingSetCap {
         let (normal, resident) = run(ctx, "normally", Memory::File, false, None)?;
         let normal = Scan::from_outcome("normal", normal)?;
         let capped = {
-            let cgroup = MemoryCgroup::create(&cgroup_root, version, "capped", limit)?;
+            let cgroup = MemoryCgroup::create(cgroup_root, version, "capped", limit)?;
             let (outcome, _) = run(
                 ctx,
                 "inside a 32 MiB memory cgroup",
@@ -187,7 +200,7 @@ impl Scenario for WorkingSetCap {
         let (pageout, _) = run(ctx, "with MADV_PAGEOUT", Memory::File, true, None)?;
         let pageout = Scan::from_outcome("pageout", pageout)?;
         let anon = {
-            let cgroup = MemoryCgroup::create(&cgroup_root, version, "anon", limit)?;
+            let cgroup = MemoryCgroup::create(cgroup_root, version, "anon", limit)?;
             let (outcome, _) = run(
                 ctx,
                 "anonymous memory in the cgroup",
@@ -210,6 +223,35 @@ impl Scenario for WorkingSetCap {
             ctx.line(line);
         }
         Ok(judge(&measured))
+    }
+}
+
+/// The 64 MiB file to scan, on a disk filesystem, and where memory
+/// cgroups go; the file is removed with the guard.
+struct ScanSetup {
+    _temp: TempDir,
+    file: PathBuf,
+    cgroup_root: PathBuf,
+    version: CgroupVersion,
+}
+
+impl ScanSetup {
+    fn prepare(ctx: &mut LabContext) -> Result<Self, LabError> {
+        let (cgroup_root, version) = system::memory_cgroup_root().map_err(LabError::Failed)?;
+        let dir = scan_dir(&ctx.work_root).map_err(LabError::Failed)?;
+        let temp = TempDir::new_in(&dir, "working-set")?;
+        let file = temp.path().join("scan-64MiB.dat");
+        ctx.status(&format!(
+            "working-set-cap: writing {DATA_MIB} MiB to {}",
+            file.display()
+        ));
+        write_file(&file, DATA_MIB << 20, ctx)?;
+        Ok(ScanSetup {
+            _temp: temp,
+            file,
+            cgroup_root,
+            version,
+        })
     }
 }
 

@@ -1,19 +1,23 @@
-//! `slowlab analyze FILE`: reads the trace (`slowlab-perf`), computes the
-//! chosen view (`slowlab-analyze`) and prints it as a table or JSON, and
-//! writes the requested exports. Glue and terminal formatting only.
+//! `slowlab analyze FILE`: reads the trace (`slowlab-perf`, with the path
+//! capture and cgroup notes beside it), computes the chosen view
+//! (`slowlab-analyze`) and prints it as a table (`slowlab-report`'s text
+//! for the trace views) or JSON, and writes the requested exports. Glue and
+//! terminal formatting only.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use slowlab_analyze::butterfly::{butterfly, BNode, Butterfly};
 use slowlab_analyze::cpu::{self, CpuTree, Key, Node, Summary};
 use slowlab_analyze::export;
 use slowlab_analyze::select::{Filter, Selection};
+use slowlab_report::trace_views;
 
-/// Analyze a trace: where the CPU time went.
+use super::trace_input::{load_cgroups, load_paths, read_trace};
+
+/// Analyze a trace: where the time went, and why.
 ///
 /// Reads a perf.data file (from `slowlab record` or `perf record`) and
 /// shows sampled CPU usage. The default view lists the busiest processes
@@ -21,7 +25,16 @@ use slowlab_analyze::select::{Filter, Selection};
 /// inclusive = it was on the stack). `--by` groups the samples into a tree
 /// by any order of process, thread, module and function; `--callers` and
 /// `--callees` show who calls one function and what it calls.
+///
+/// The other views need the scheduler, fault, process and syscall events
+/// that `slowlab record` records: `--waits` (time blocked, where, and who
+/// woke the thread), `--faults`, `--procs` (lifetimes and the process
+/// tree), `--syscalls` (counts, durations, errors and the paths of failing
+/// calls from the eBPF capture), `--timeline` (per-second activity) and
+/// `--findings` (every detector of `slowlab diagnose`). The time range and
+/// filters apply to all of them.
 #[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("view").multiple(false).args(["by", "callers", "waits", "faults", "procs", "syscalls", "timeline", "findings"]))]
 #[command(after_long_help = "\
 Examples:
   slowlab analyze slowlab.data                       busiest processes, hottest functions
@@ -32,6 +45,11 @@ Examples:
   slowlab analyze t.data --callees main --depth 4
   slowlab analyze t.data --flamegraph cpu.svg --collapsed cpu.folded --pprof cpu.pb.gz
   slowlab analyze t.data --json | jq '.functions[:5]'
+  slowlab analyze t.data --waits --filter process=make   why make was not running
+  slowlab analyze t.data --offcpu-flamegraph blocked.svg  blocked time as a flame graph
+  slowlab analyze t.data --syscalls                       failing opens and their paths
+  slowlab analyze t.data --procs --bucket 0.5             lifetimes, launches per 0.5 s
+  slowlab analyze t.data --findings --json                what the detectors found
 
 JSON of the default view:
   {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"warnings\",
@@ -63,6 +81,27 @@ pub struct AnalyzeArgs {
     /// Butterfly: the merged stacks FUNC leads to.
     #[arg(long, value_name = "FUNC")]
     pub callees: Option<String>,
+    /// Blocked time by thread and blocking stack, with the wakers.
+    #[arg(long)]
+    pub waits: bool,
+    /// Page faults by process and stack, and their rate over time.
+    #[arg(long)]
+    pub faults: bool,
+    /// Process lifetimes, the process tree and launches over time.
+    #[arg(long)]
+    pub procs: bool,
+    /// Syscalls: counts, durations, errors and failing paths.
+    #[arg(long)]
+    pub syscalls: bool,
+    /// Per-interval CPU, blocked time, faults, syscalls and launches.
+    #[arg(long)]
+    pub timeline: bool,
+    /// Run every detector of `slowlab diagnose` on the trace.
+    #[arg(long)]
+    pub findings: bool,
+    /// Interval of the rates in --faults, --procs and --timeline.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = positive_seconds)]
+    pub bucket: f64,
     /// Levels of the butterfly trees.
     #[arg(long, default_value_t = 8)]
     pub depth: usize,
@@ -72,6 +111,9 @@ pub struct AnalyzeArgs {
     /// Write folded stacks (`proc;outer;…;inner COUNT`), as inferno reads.
     #[arg(long, value_name = "FILE")]
     pub collapsed: Option<PathBuf>,
+    /// Write a flame graph SVG of the time blocked (off-CPU), in µs.
+    #[arg(long, value_name = "FILE.svg")]
+    pub offcpu_flamegraph: Option<PathBuf>,
     /// Write a gzipped pprof profile.
     #[arg(long, value_name = "FILE.pb.gz")]
     pub pprof: Option<PathBuf>,
@@ -83,13 +125,13 @@ pub struct AnalyzeArgs {
     pub no_symbols: bool,
 }
 
-fn progress_bar() -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {wide_bar} {percent}%")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.001 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration in seconds of at least 0.001"
+        )),
+    }
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<i32> {
@@ -105,23 +147,20 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         Some(s) => Some(cpu::parse_keys(s)?),
         None => None,
     };
-    let bar = progress_bar();
-    let opts = slowlab_perf::ReadOptions {
-        symbolize: !args.no_symbols,
-        kallsyms: None,
+    let trace = read_trace(&args.file, !args.no_symbols)?;
+    let mut warnings = trace.stats.warnings.clone();
+    let wants_paths = args.syscalls || args.findings;
+    let paths = if wants_paths {
+        load_paths(&args.file, &mut warnings)
+    } else {
+        None
     };
-    let trace = slowlab_perf::read_file(&args.file, &opts, &|stage, done, total| {
-        bar.set_message(if stage == "read" {
-            "reading records"
-        } else {
-            "naming functions"
-        });
-        bar.set_length(total.max(1));
-        bar.set_position(done);
-    })
-    .with_context(|| format!("cannot analyze {}", args.file.display()))?;
-    bar.finish_and_clear();
-    for w in &trace.stats.warnings {
+    let cgroups = if args.findings {
+        load_cgroups(&args.file, &mut warnings)
+    } else {
+        None
+    };
+    for w in &warnings {
         eprintln!("slowlab: warning: {w}");
     }
     if trace.samples.is_empty() {
@@ -156,6 +195,16 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             Ok(export::write_collapsed(&trace, &sel, w)?)
         })?;
     }
+    if let Some(p) = &args.offcpu_flamegraph {
+        let title = format!("Off-CPU (time blocked): {}", args.file.display());
+        let lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &sel);
+        if lines.is_empty() {
+            eprintln!("slowlab: warning: no blocked time in the selection (the trace needs sched:sched_switch; record it with slowlab record)");
+        }
+        write_file(p, "off-CPU flame graph", &|w| {
+            Ok(export::write_flamegraph_lines(&lines, &title, "µs", w)?)
+        })?;
+    }
     if let Some(p) = &args.pprof {
         write_file(p, "pprof profile", &|w| {
             Ok(export::write_pprof(&trace, &sel, w)?)
@@ -165,7 +214,35 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let top_terminal = args.top.or(Some(25));
-    if args.callers.is_some() || args.callees.is_some() {
+    let top_json = if args.json { args.top } else { top_terminal };
+    let top = top_terminal.unwrap_or(25);
+    let json = args.json;
+    if args.waits {
+        let v = slowlab_analyze::waits::waits_view(&trace, &sel, top_json);
+        show(&mut out, json, &v, || trace_views::waits_text(&v, top, 5))?;
+    } else if args.faults {
+        let v = slowlab_analyze::faults::faults_view(
+            &trace,
+            &sel,
+            args.bucket,
+            top_json.map(|t| t.min(10)),
+        );
+        show(&mut out, json, &v, || trace_views::faults_text(&v, top, 3))?;
+    } else if args.procs {
+        let v = slowlab_analyze::procs::procs_view(&trace, &sel, args.bucket, top);
+        show(&mut out, json, &v, || trace_views::procs_text(&v, top))?;
+    } else if args.syscalls {
+        let v = slowlab_analyze::syscalls::syscalls_view(&trace, &sel, paths.as_deref(), 5);
+        show(&mut out, json, &v, || {
+            trace_views::syscalls_text(&v, top, 10)
+        })?;
+    } else if args.timeline {
+        let v = slowlab_analyze::timeline::timeline_view(&trace, &sel, args.bucket, 3);
+        show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
+    } else if args.findings {
+        let v = slowlab_analyze::detect::run_all(&trace, paths.as_deref(), cgroups.as_ref());
+        show(&mut out, json, &v, || trace_views::findings_text(&v))?;
+    } else if args.callers.is_some() || args.callees.is_some() {
         let mut views = Vec::new();
         for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
             if let Some(func) = func {
@@ -208,10 +285,13 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             serde_json::to_writer(&mut out, &summary)?;
             writeln!(out)?;
         } else {
-            print_summary(&mut out, &summary, top_terminal.unwrap_or(25))?;
+            print_summary(&mut out, &summary, top)?;
         }
     }
     out.flush()?;
+    // The process ends right after this: freeing the trace's tables (tens
+    // of megabytes in many allocations) would only cost time.
+    std::mem::forget(trace);
     Ok(0)
 }
 
@@ -347,5 +427,21 @@ fn print_butterfly(
     }
     rec(out, nodes, 0, top)?;
     writeln!(out)?;
+    Ok(())
+}
+
+/// Prints a trace view as pretty JSON or as its text.
+fn show<T: serde::Serialize>(
+    out: &mut dyn Write,
+    json: bool,
+    view: &T,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, view)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", text())?;
+    }
     Ok(())
 }

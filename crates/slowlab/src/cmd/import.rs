@@ -42,8 +42,8 @@ pub struct ImportArgs {
 pub fn run(args: ImportArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let mut results = parse_results(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let mut results =
+        parse_results(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     anyhow::ensure!(
         !results.is_empty(),
         "{} holds no scenario results",

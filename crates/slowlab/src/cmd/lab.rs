@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_lab::runner::select;
+use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
 use slowlab_report::lab::{json_lines, render_verdicts};
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
+use super::lab_trace::{checks_table, LabTracer};
 use crate::progress::LabProgress;
 use crate::signals::cancel_on_interrupt;
 
@@ -36,6 +37,8 @@ use crate::signals::cancel_on_interrupt;
 ///   slowlab lab                          all five at quick sizes (< 3 min)
 ///   slowlab lab log-probe --full         the original experiment's sizes
 ///   slowlab lab --json lab.jsonl --html lab.html
+///   slowlab lab --trace traces           record each variant once and check
+///                                        that its detector names the culprit
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LabArgs {
@@ -66,6 +69,17 @@ pub struct LabArgs {
     /// Write a self-contained HTML report
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+
+    /// Instead of measuring: record one run of each variant system-wide into
+    /// DIR/SCENARIO-VARIANT/ and check that the scenario's detector fires on
+    /// the pathological trace and stays silent on the control's (needs root
+    /// and perf). Exit code 1 when a check fails.
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
+
+    /// Samples per second per CPU of --trace recordings
+    #[arg(long, default_value_t = 1000, requires = "trace", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    trace_freq: u32,
 
     /// Directory for temporary files (default: $TMPDIR or /tmp)
     #[arg(long, value_name = "DIR")]
@@ -106,6 +120,29 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             dir.display()
         );
         ctx.work_root = dir.clone();
+    }
+    if let Some(dir) = &args.trace {
+        let mut tracer = LabTracer::new(dir, args.trace_freq)?;
+        let checks = trace_lab(&scenarios, &mut ctx, &mut tracer);
+        output.finish();
+        let table = checks_table(&checks);
+        if json_to_stdout {
+            eprint!("\n{table}");
+        } else {
+            print!("\n{table}");
+            std::io::stdout().flush().ok();
+        }
+        if let Some(path) = &args.json {
+            write_atomically(path, &json_lines(&checks)?)?;
+        }
+        let failed = checks.iter().any(|c| c.fired.is_some() && !c.passed());
+        return Ok(if cancel.is_cancelled() {
+            130
+        } else if failed {
+            1
+        } else {
+            0
+        });
     }
     let results = run_lab(&scenarios, &mut ctx);
     output.finish();

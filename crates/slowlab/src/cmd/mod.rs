@@ -3,7 +3,10 @@
 
 pub mod analyze;
 pub mod child;
+pub mod diagnose;
 pub mod import;
 pub mod lab;
+pub mod lab_trace;
 pub mod record;
 pub mod sweep;
+pub mod trace_input;

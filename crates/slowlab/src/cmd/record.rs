@@ -47,6 +47,10 @@ pub struct RecordArgs {
     /// How user-space stacks are collected.
     #[arg(long, value_enum, default_value = "fp")]
     pub call_graph: CallGraphArg,
+    /// Do not capture the path strings of syscalls (the eBPF probe that
+    /// writes OUTPUT.paths; needs root and a kernel with BTF).
+    #[arg(long)]
+    pub no_paths: bool,
     /// The command to run while recording.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -64,6 +68,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         },
         command: args.command,
         cpus,
+        capture_paths: !args.no_paths,
     };
     if cfg.command.is_empty() {
         eprintln!(
@@ -76,10 +81,20 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         eprintln!("slowlab: warning: {w}");
     }
     let size = std::fs::metadata(&out.output).map(|m| m.len()).unwrap_or(0);
+    let beside: Vec<String> = out
+        .companions
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
     eprintln!(
-        "slowlab: wrote {} ({:.1} MB); analyze it with: slowlab analyze {}",
+        "slowlab: wrote {} ({:.1} MB){}; analyze it with: slowlab analyze {}",
         out.output.display(),
         size as f64 / 1e6,
+        if beside.is_empty() {
+            String::new()
+        } else {
+            format!(" and {}", beside.join(", "))
+        },
         out.output.display()
     );
     Ok(out.exit_code)

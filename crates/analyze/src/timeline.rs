@@ -1,0 +1,137 @@
+//! The trace in time buckets (default 1 s): CPU by process (from the
+//! samples), page faults, time threads spent blocked (from the waits, split
+//! across the buckets they span) and process starts and exits. Pure.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use slowlab_model::trace::{EventKind, ProcIdx, Trace};
+
+use crate::select::{BuildFx, Selection};
+use crate::waits::schedule;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ProcessCpu {
+    pub pid: i32,
+    pub comm: String,
+    pub cpu_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bucket {
+    pub start_s: f64,
+    /// The busiest processes of the bucket, busiest first.
+    pub cpu: Vec<ProcessCpu>,
+    pub cpu_s: f64,
+    pub faults: u64,
+    pub blocked_s: f64,
+    pub starts: u64,
+    pub exits: u64,
+}
+
+/// The `--timeline` view.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelineView {
+    pub bucket_s: f64,
+    pub buckets: Vec<Bucket>,
+}
+
+/// Buckets of `bucket_s` seconds; `top` processes per bucket.
+pub fn timeline_view(trace: &Trace, sel: &Selection, bucket_s: f64, top: usize) -> TimelineView {
+    let keep = sel.thread_mask(trace);
+    let start = trace.meta.start_ns;
+    let bucket_ns = (bucket_s.max(1e-3) * 1e9) as u64;
+    let count = (trace.meta.end_ns.saturating_sub(start) / bucket_ns + 1) as usize;
+    let index = |ns: u64| ((ns.saturating_sub(start) / bucket_ns) as usize).min(count - 1);
+
+    let mut cpu: Vec<HashMap<ProcIdx, u64, BuildFx>> = vec![HashMap::default(); count];
+    let s = &trace.samples;
+    for i in 0..s.len() {
+        let th = s.thread[i];
+        if keep.get(th.ix()).copied().unwrap_or(false) {
+            *cpu[index(s.time_ns[i])]
+                .entry(trace.threads[th.ix()].process)
+                .or_default() += s.period[i];
+        }
+    }
+    let mut faults = vec![0u64; count];
+    for ev in &trace.events {
+        if matches!(ev.kind, EventKind::PageFault { .. })
+            && keep.get(ev.thread.ix()).copied().unwrap_or(false)
+        {
+            faults[index(ev.time_ns)] += 1;
+        }
+    }
+    let mut blocked = vec![0u64; count];
+    for w in schedule(trace).waits.iter().filter(|w| keep[w.thread.ix()]) {
+        // Split the wait over the buckets it spans.
+        let mut t = w.start_ns.max(start);
+        while t < w.end_ns {
+            let b = index(t);
+            let bucket_end = start + (b as u64 + 1) * bucket_ns;
+            let until = w.end_ns.min(bucket_end);
+            blocked[b] += until - t;
+            if b + 1 >= count {
+                break;
+            }
+            t = until;
+        }
+    }
+    let (mut starts, mut exits) = (vec![0u64; count], vec![0u64; count]);
+    for p in &trace.processes {
+        if !(sel.filters.is_empty() || p.threads.iter().any(|t| keep[t.ix()])) {
+            continue;
+        }
+        if let Some(s) = p.start_ns {
+            starts[index(s)] += 1;
+        }
+        if let Some(e) = p.end_ns {
+            exits[index(e)] += 1;
+        }
+    }
+    let buckets = (0..count)
+        .map(|b| {
+            let mut procs: Vec<ProcessCpu> = cpu[b]
+                .iter()
+                .map(|(&p, &ns)| {
+                    let process = &trace.processes[p.ix()];
+                    ProcessCpu {
+                        pid: process.pid,
+                        comm: trace.str(process.comm).to_string(),
+                        cpu_s: ns as f64 / 1e9,
+                    }
+                })
+                .collect();
+            procs.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
+            let cpu_s = procs.iter().map(|p| p.cpu_s).sum();
+            procs.truncate(top);
+            Bucket {
+                start_s: b as f64 * bucket_ns as f64 / 1e9,
+                cpu: procs,
+                cpu_s,
+                faults: faults[b],
+                blocked_s: blocked[b] as f64 / 1e9,
+                starts: starts[b],
+                exits: exits[b],
+            }
+        })
+        .collect();
+    TimelineView { bucket_s, buckets }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::small_trace;
+
+    #[test]
+    fn samples_land_in_their_buckets() {
+        let t = small_trace();
+        // Samples at 1..6 ms after a start of 1 ms; buckets of 2 ms.
+        let v = timeline_view(&t, &Selection::default(), 0.002, 5);
+        assert_eq!(v.buckets.len(), 3);
+        let total: f64 = v.buckets.iter().map(|b| b.cpu_s).sum();
+        assert!((total - 0.006).abs() < 1e-12, "{total}");
+        assert_eq!(v.buckets[0].cpu[0].comm, "app");
+    }
+}

@@ -1,0 +1,488 @@
+//! Precise CPU and waits from the scheduler's events (`sched_switch`,
+//! `sched_waking`): for every thread the time it ran, was blocked, and was
+//! runnable but waiting for a CPU; where it blocked (the stack of the switch
+//! that put it to sleep) and who woke it (the waking thread, its process and
+//! its stack at the wake-up), aggregated so that the longest waits and their
+//! wakers come first — the ReadyThread view of a Windows trace analyzer.
+//!
+//! The state machine per thread:
+//! - a `Switch` away from a thread with state 0 (TASK_RUNNING: preempted)
+//!   makes it *runnable*; with any other state it is *blocked* from then on,
+//!   the switch's stack being where it blocked;
+//! - a `Waking` of a blocked thread ends the wait: its length, the blocking
+//!   stack and the waker (the thread the event was recorded on, with its
+//!   stack) are recorded, and the thread is *runnable*;
+//! - a `Switch` to a thread makes it *running*.
+//!
+//! Time before a thread's first event is not counted (its state is
+//! unknown). Pure: reads the trace model, prints nothing.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
+
+use crate::select::{BuildFx, Selection};
+
+/// A blocked interval ended by a wake-up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wait {
+    pub thread: ThreadIdx,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Where the thread blocked.
+    pub stack: Option<StackIdx>,
+    /// The thread that woke it; `None` when the waker was not a known thread
+    /// (an interrupt on an idle CPU).
+    pub waker: Option<ThreadIdx>,
+    pub waker_stack: Option<StackIdx>,
+}
+
+/// Running, blocked and runnable time of one thread, and its waits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThreadTimes {
+    pub running_ns: u64,
+    pub blocked_ns: u64,
+    pub runnable_ns: u64,
+}
+
+/// Every thread's times and every wait, in time order of their ends.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    pub times: Vec<ThreadTimes>,
+    pub waits: Vec<Wait>,
+    /// Threads still blocked at the end of the trace: (thread, since, stack).
+    pub blocked_at_end: Vec<(ThreadIdx, u64, Option<StackIdx>)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    Unknown,
+    Running(u64),
+    Runnable(u64),
+    Blocked(u64, Option<StackIdx>),
+}
+
+/// Replays the scheduler events.
+pub fn schedule(trace: &Trace) -> Schedule {
+    let mut tid_index: HashMap<i32, ThreadIdx, BuildFx> = HashMap::default();
+    for (i, th) in trace.threads.iter().enumerate() {
+        // A reused tid maps to its latest lifetime; events carry the thread
+        // of their own context correctly, and tids in payloads are resolved
+        // to the lifetime alive at that time below.
+        tid_index.insert(th.tid, ThreadIdx(i as u32));
+    }
+    let lookup = |tid: i32, time: u64| -> Option<ThreadIdx> {
+        if tid <= 0 {
+            return None;
+        }
+        let &last = tid_index.get(&tid)?;
+        // Walk back to the lifetime that covers `time` if the tid was reused.
+        let th = &trace.threads[last.ix()];
+        if th.start_ns.is_none_or(|s| s <= time) {
+            return Some(last);
+        }
+        trace
+            .threads
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, t)| t.tid == tid && t.start_ns.is_none_or(|s| s <= time))
+            .map(|(i, _)| ThreadIdx(i as u32))
+    };
+
+    let n = trace.threads.len();
+    let mut state = vec![State::Unknown; n];
+    let mut out = Schedule {
+        times: vec![ThreadTimes::default(); n],
+        ..Schedule::default()
+    };
+    let close = |times: &mut ThreadTimes, st: State, now: u64| match st {
+        State::Running(since) => times.running_ns += now.saturating_sub(since),
+        State::Runnable(since) => times.runnable_ns += now.saturating_sub(since),
+        State::Blocked(since, _) => times.blocked_ns += now.saturating_sub(since),
+        State::Unknown => {}
+    };
+
+    for ev in &trace.events {
+        let now = ev.time_ns;
+        match ev.kind {
+            EventKind::Switch {
+                prev_tid,
+                prev_state,
+                next_tid,
+            } => {
+                if let Some(prev) = lookup(prev_tid, now) {
+                    let i = prev.ix();
+                    close(&mut out.times[i], state[i], now);
+                    state[i] = if prev_state == 0 {
+                        State::Runnable(now)
+                    } else {
+                        State::Blocked(now, ev.stack)
+                    };
+                }
+                if let Some(next) = lookup(next_tid, now) {
+                    let i = next.ix();
+                    close(&mut out.times[i], state[i], now);
+                    state[i] = State::Running(now);
+                }
+            }
+            EventKind::Waking { tid, .. } => {
+                let Some(target) = lookup(tid, now) else {
+                    continue;
+                };
+                let i = target.ix();
+                if let State::Blocked(since, stack) = state[i] {
+                    out.times[i].blocked_ns += now.saturating_sub(since);
+                    let waker = (trace.threads.get(ev.thread.ix()).is_some_and(|t| t.tid > 0))
+                        .then_some(ev.thread);
+                    out.waits.push(Wait {
+                        thread: target,
+                        start_ns: since,
+                        end_ns: now,
+                        stack,
+                        waker,
+                        waker_stack: ev.stack,
+                    });
+                    state[i] = State::Runnable(now);
+                }
+            }
+            _ => {}
+        }
+    }
+    let end = trace.meta.end_ns;
+    for (i, st) in state.iter().enumerate() {
+        // Only runnable and running tails count; a thread blocked at the end
+        // has no wake-up to attribute, so it is listed apart.
+        match *st {
+            State::Blocked(since, stack) => {
+                out.times[i].blocked_ns += end.saturating_sub(since);
+                out.blocked_at_end.push((ThreadIdx(i as u32), since, stack));
+            }
+            other => close(&mut out.times[i], other, end),
+        }
+    }
+    out
+}
+
+/// A waker of one kind of wait, aggregated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WakerView {
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub comm: String,
+    pub wait_s: f64,
+    pub count: u64,
+    /// The waker's stack at the wake-up, innermost first.
+    pub stack: Vec<String>,
+}
+
+/// One blocking stack of a thread, with its wakers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WaitView {
+    /// Where the thread blocked, innermost first.
+    pub stack: Vec<String>,
+    pub wait_s: f64,
+    pub count: u64,
+    /// Longest single wait.
+    pub max_s: f64,
+    pub wakers: Vec<WakerView>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ThreadView {
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    pub running_s: f64,
+    pub blocked_s: f64,
+    pub runnable_s: f64,
+    pub waits: Vec<WaitView>,
+}
+
+/// The `--waits` view: `{"threads":[…]}`, threads by blocked time.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WaitsView {
+    pub threads: Vec<ThreadView>,
+    /// Whether the trace had scheduler events at all.
+    pub has_sched_events: bool,
+}
+
+/// Builds the waits view for the threads the selection keeps, `top` waits
+/// per thread (all when `None`).
+pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsView {
+    let sched = schedule(trace);
+    let keep = sel.thread_mask(trace);
+    let has_sched_events = trace
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::Switch { .. }));
+
+    // (thread, stack) → (total, count, max, wakers: (waker, waker stack) → (total, count))
+    type WakerKey = (Option<ThreadIdx>, Option<StackIdx>);
+    #[derive(Default)]
+    struct Agg {
+        total: u64,
+        count: u64,
+        max: u64,
+        wakers: HashMap<WakerKey, (u64, u64), BuildFx>,
+    }
+    let mut per: HashMap<(ThreadIdx, Option<StackIdx>), Agg, BuildFx> = HashMap::default();
+    for w in &sched.waits {
+        if !keep[w.thread.ix()] {
+            continue;
+        }
+        let len = w.end_ns - w.start_ns;
+        let a = per.entry((w.thread, w.stack)).or_default();
+        a.total += len;
+        a.count += 1;
+        a.max = a.max.max(len);
+        let wk = a.wakers.entry((w.waker, w.waker_stack)).or_default();
+        wk.0 += len;
+        wk.1 += 1;
+    }
+    let mut by_thread: HashMap<ThreadIdx, Vec<WaitView>, BuildFx> = HashMap::default();
+    for ((thread, stack), a) in per {
+        let mut wakers: Vec<WakerView> = a
+            .wakers
+            .into_iter()
+            .map(|((waker, wstack), (total, count))| {
+                let (pid, tid, comm) = match waker {
+                    Some(w) => {
+                        let th = &trace.threads[w.ix()];
+                        (
+                            Some(trace.thread_process(w).pid),
+                            Some(th.tid),
+                            trace.str(th.comm).to_string(),
+                        )
+                    }
+                    None => (None, None, "[interrupt]".to_string()),
+                };
+                WakerView {
+                    pid,
+                    tid,
+                    comm,
+                    wait_s: ns_to_s(total),
+                    count,
+                    stack: stack_names(trace, wstack),
+                }
+            })
+            .collect();
+        wakers.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s));
+        by_thread.entry(thread).or_default().push(WaitView {
+            stack: stack_names(trace, stack),
+            wait_s: ns_to_s(a.total),
+            count: a.count,
+            max_s: ns_to_s(a.max),
+            wakers,
+        });
+    }
+    let mut threads: Vec<ThreadView> = sched
+        .times
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| keep[*i] && (t.running_ns + t.blocked_ns + t.runnable_ns) > 0)
+        .map(|(i, t)| {
+            let idx = ThreadIdx(i as u32);
+            let th = &trace.threads[i];
+            let mut waits = by_thread.remove(&idx).unwrap_or_default();
+            waits.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s));
+            if let Some(top) = top {
+                waits.truncate(top);
+            }
+            ThreadView {
+                pid: trace.thread_process(idx).pid,
+                tid: th.tid,
+                comm: trace.str(th.comm).to_string(),
+                running_s: ns_to_s(t.running_ns),
+                blocked_s: ns_to_s(t.blocked_ns),
+                runnable_s: ns_to_s(t.runnable_ns),
+                waits,
+            }
+        })
+        .collect();
+    threads.sort_by(|a, b| {
+        let longest = |t: &ThreadView| t.waits.first().map_or(0.0, |w| w.wait_s);
+        longest(b)
+            .total_cmp(&longest(a))
+            .then(b.blocked_s.total_cmp(&a.blocked_s))
+    });
+    WaitsView {
+        threads,
+        has_sched_events,
+    }
+}
+
+/// Function names of a stack, innermost first.
+pub fn stack_names(trace: &Trace, stack: Option<StackIdx>) -> Vec<String> {
+    trace
+        .stack_frames(stack)
+        .map(|f| trace.function_name(trace.frame_function(f)).to_string())
+        .collect()
+}
+
+pub fn ns_to_s(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Scheduler and wake-up plumbing that says nothing about *why* a thread
+/// waited: skipped when a wait is summarized in one line.
+fn is_plumbing(name: &str) -> bool {
+    const PREFIXES: [&str; 12] = [
+        "schedule",
+        "__schedule",
+        "io_schedule",
+        "preempt_schedule",
+        "try_to_wake_up",
+        "ttwu",
+        "wake_up",
+        "__wake_up",
+        "autoremove_wake_function",
+        "default_wake_function",
+        "finish_task_switch",
+        "__traceiter",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "[unknown]"
+}
+
+/// The first `count` frames of a stack that are not scheduler plumbing,
+/// joined innermost first with " ← ".
+pub fn summarize_stack(names: &[String], count: usize) -> String {
+    let kept: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !is_plumbing(n))
+        .take(count)
+        .collect();
+    if kept.is_empty() {
+        "[no stack]".to_string()
+    } else {
+        kept.join(" ← ")
+    }
+}
+
+/// Folded off-CPU stacks weighted by microseconds blocked (process;outer;…;inner µs).
+pub fn offcpu_collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
+    let sched = schedule(trace);
+    let keep = sel.thread_mask(trace);
+    let mut weights: HashMap<(u32, Option<StackIdx>), u64, BuildFx> = HashMap::default();
+    for w in sched.waits.iter().filter(|w| keep[w.thread.ix()]) {
+        let comm = trace.thread_process(w.thread).comm.0;
+        *weights.entry((comm, w.stack)).or_default() += (w.end_ns - w.start_ns) / 1000;
+    }
+    let mut lines: Vec<String> = weights
+        .into_iter()
+        .filter(|(_, us)| *us > 0)
+        .map(|((comm, stack), us)| {
+            let mut names = stack_names(trace, stack);
+            names.reverse();
+            let mut line = trace
+                .str(slowlab_model::trace::StrIdx(comm))
+                .replace(';', ":");
+            for n in names {
+                line.push(';');
+                line.push_str(&n.replace(';', ":"));
+            }
+            format!("{line} {us}")
+        })
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::small_trace;
+    use slowlab_model::trace::{Event, ThreadIdx};
+
+    fn ev(t: &mut Trace, time_ms: u64, thread: u32, stack: Option<u32>, kind: EventKind) {
+        t.events.push(Event {
+            time_ns: time_ms * 1_000_000,
+            cpu: 0,
+            thread: ThreadIdx(thread),
+            stack: stack.map(StackIdx),
+            kind,
+        });
+    }
+
+    /// `app` (tid 10) runs, blocks in main→work at 10 ms, is woken by
+    /// `other` (tid 20, stack idle) at 210 ms, waits 5 ms for the CPU, runs.
+    fn pipe_like() -> Trace {
+        let mut t = small_trace();
+        t.events.clear();
+        let sw = |prev, state, next| EventKind::Switch {
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+        };
+        ev(&mut t, 5, 10, None, sw(20, 0, 10));
+        ev(&mut t, 10, 10, Some(1), sw(10, 1, 20));
+        ev(
+            &mut t,
+            210,
+            1,
+            Some(3),
+            EventKind::Waking {
+                tid: 10,
+                target_cpu: 0,
+            },
+        );
+        ev(&mut t, 215, 1, None, sw(20, 0, 10));
+        ev(&mut t, 300, 10, Some(1), sw(10, 0, 20));
+        t.meta.start_ns = 0;
+        t.meta.end_ns = 300_000_000;
+        t
+    }
+
+    #[test]
+    fn a_wait_is_attributed_to_its_stack_and_waker() {
+        let view = waits_view(&pipe_like(), &Selection::default(), None);
+        let app = view.threads.iter().find(|t| t.tid == 10).unwrap();
+        assert!((app.blocked_s - 0.200).abs() < 1e-9, "{app:?}");
+        assert!((app.runnable_s - 0.005).abs() < 1e-9, "{app:?}");
+        assert!((app.running_s - (0.005 + 0.085)).abs() < 1e-9, "{app:?}");
+        let w = &app.waits[0];
+        assert_eq!(w.count, 1);
+        assert_eq!(w.stack, vec!["work", "main"]);
+        assert_eq!(w.wakers[0].comm, "other");
+        assert_eq!(w.wakers[0].pid, Some(20));
+        assert_eq!(w.wakers[0].stack, vec!["idle"]);
+        assert!(view.has_sched_events);
+        // The thread with the longest wait comes first.
+        assert_eq!(view.threads[0].tid, 10);
+    }
+
+    #[test]
+    fn a_preempted_thread_is_runnable_not_blocked() {
+        let t = pipe_like();
+        let sched = schedule(&t);
+        // tid 20 was switched out with state 0 at 5 ms and 215 ms.
+        let other = &sched.times[1];
+        assert_eq!(other.blocked_ns, 0);
+        assert!(other.runnable_ns > 0);
+    }
+
+    #[test]
+    fn off_cpu_lines_weigh_microseconds_blocked() {
+        let lines = offcpu_collapsed_lines(&pipe_like(), &Selection::default());
+        assert_eq!(lines, vec!["app;main;work 200000"]);
+    }
+
+    #[test]
+    fn summaries_skip_scheduler_plumbing() {
+        let names: Vec<String> = [
+            "__schedule",
+            "schedule",
+            "schedule_preempt_disabled",
+            "__mutex_lock",
+            "dev_ifconf",
+            "sock_ioctl",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(summarize_stack(&names, 2), "__mutex_lock ← dev_ifconf");
+        assert_eq!(summarize_stack(&[], 2), "[no stack]");
+    }
+}

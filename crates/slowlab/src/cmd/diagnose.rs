@@ -1,0 +1,156 @@
+//! `slowlab diagnose`: record the whole system while a command runs, run
+//! every detector on the trace, print the findings ranked by what they
+//! cost, and write the trace, `findings.json` and a self-contained
+//! `report.html` into one directory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use slowlab_analyze::detect::run_all;
+use slowlab_analyze::select::Selection;
+use slowlab_report::html::{diagnose_page, DiagnosePage};
+use slowlab_report::trace_views::findings_text;
+use slowlab_report::write_atomically;
+
+use super::trace_input::{load_cgroups, load_paths, read_trace};
+
+/// Record while a command runs, then name the culprit.
+///
+/// Records the whole system with `slowlab record` (sampled stacks, context
+/// switches and wake-ups, page faults, process lifetimes, the syscalls the
+/// detectors use, and the path strings of those syscalls with eBPF) until
+/// CMD exits, analyzes the trace, and prints the findings of every detector
+/// ranked by the time they cost, each with its evidence and a fix hint.
+///
+/// Writes DIR/trace.data (and its .paths and .cgroups.json companions),
+/// DIR/findings.json and DIR/report.html. Returns CMD's exit code.
+///
+/// Example:
+///
+///   sudo slowlab diagnose -o why -- ./build.sh
+///   slowlab analyze why/trace.data --waits      look further
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct DiagnoseArgs {
+    /// Directory for the trace and the reports (created if missing)
+    #[arg(short, long, default_value = "slowlab-diagnose", value_name = "DIR")]
+    output: PathBuf,
+
+    /// Samples per second per CPU
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    freq: u32,
+
+    /// Print the findings as JSON on stdout (the human report goes to stderr)
+    #[arg(long)]
+    json: bool,
+
+    /// The command to run while recording
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let trace_path = args.output.join("trace.data");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cfg = slowlab_record::Config {
+        output: trace_path.clone(),
+        freq: args.freq,
+        ring_seconds: None,
+        call_graph: slowlab_record::CallGraph::Fp,
+        command: args.command.clone(),
+        cpus,
+        capture_paths: true,
+    };
+    let outcome = slowlab_record::run(&cfg)?;
+    let mut warnings = outcome.warnings.clone();
+    let report = analyze_into(&trace_path, &args.output, &args.command, &mut warnings)?;
+    let say = |text: &str| {
+        if args.json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    for w in &warnings {
+        say(&format!("warning: {w}\n"));
+    }
+    say(&report.text);
+    say(&format!(
+        "\nwrote {}, {} and {}\n",
+        trace_path.display(),
+        args.output.join("findings.json").display(),
+        args.output.join("report.html").display()
+    ));
+    if args.json {
+        println!("{}", report.findings_json);
+    }
+    Ok(outcome.exit_code)
+}
+
+/// What `analyze_into` produced.
+pub struct Diagnosis {
+    /// The findings ranked, as text for the terminal.
+    pub text: String,
+    /// The findings as pretty JSON (also written to findings.json).
+    pub findings_json: String,
+    pub findings: Vec<slowlab_model::findings::Finding>,
+}
+
+/// Reads a trace (with its companions), runs the detectors, writes
+/// `findings.json` and `report.html` into `dir`.
+pub fn analyze_into(
+    trace_path: &Path,
+    dir: &Path,
+    command: &[String],
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Diagnosis> {
+    let trace = read_trace(trace_path, true)?;
+    warnings.extend(trace.stats.warnings.iter().cloned());
+    let paths = load_paths(trace_path, warnings);
+    let cgroups = load_cgroups(trace_path, warnings);
+    let findings = run_all(&trace, paths.as_deref(), cgroups.as_ref());
+    let findings_json = serde_json::to_string_pretty(&findings)?;
+    write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
+
+    let all = Selection::default();
+    let summary = slowlab_analyze::cpu::summary(&trace, &all, Some(25));
+    let waits = slowlab_analyze::waits::waits_view(&trace, &all, Some(3));
+    let faults = slowlab_analyze::faults::faults_view(&trace, &all, 1.0, Some(5));
+    let procs = slowlab_analyze::procs::procs_view(&trace, &all, 1.0, 10);
+    let syscalls = slowlab_analyze::syscalls::syscalls_view(&trace, &all, paths.as_deref(), 3);
+    let mut cpu_svg = Vec::new();
+    let cpu_ok =
+        slowlab_analyze::export::write_flamegraph(&trace, &all, "CPU (sampled)", &mut cpu_svg)
+            .is_ok();
+    let offcpu_lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &all);
+    let mut offcpu_svg = Vec::new();
+    let offcpu_ok = !offcpu_lines.is_empty()
+        && slowlab_analyze::export::write_flamegraph_lines(
+            &offcpu_lines,
+            "Off-CPU: time blocked (µs)",
+            "µs",
+            &mut offcpu_svg,
+        )
+        .is_ok();
+    let page = diagnose_page(&DiagnosePage {
+        command,
+        findings: &findings,
+        summary: &summary,
+        waits: &waits,
+        faults: &faults,
+        procs: &procs,
+        syscalls: &syscalls,
+        cpu_flamegraph: cpu_ok.then_some(cpu_svg.as_slice()),
+        offcpu_flamegraph: offcpu_ok.then_some(offcpu_svg.as_slice()),
+        warnings,
+    });
+    write_atomically(&dir.join("report.html"), page.as_bytes())?;
+    Ok(Diagnosis {
+        text: findings_text(&findings),
+        findings_json,
+        findings,
+    })
+}

@@ -1,0 +1,98 @@
+//! `slowlab lab --trace DIR`: the [`Tracer`] that records the whole system
+//! around one run of a scenario's variant (`slowlab-record`'s
+//! [`Recording`]) and runs the detectors on it (`diagnose::analyze_into`),
+//! and the table of the checks. Each run gets `DIR/LABEL/` with its
+//! trace, `findings.json` and `report.html`. Glue only.
+
+use std::path::{Path, PathBuf};
+
+use slowlab_lab::runner::Tracer;
+use slowlab_model::results::{TraceCheck, TracedRun};
+use slowlab_record::Recording;
+
+use super::diagnose::analyze_into;
+
+pub struct LabTracer {
+    dir: PathBuf,
+    freq: u32,
+    running: Option<(Recording, PathBuf)>,
+}
+
+impl LabTracer {
+    pub fn new(dir: &Path, freq: u32) -> anyhow::Result<LabTracer> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create --trace {}: {e}", dir.display()))?;
+        Ok(LabTracer {
+            dir: dir.to_owned(),
+            freq,
+            running: None,
+        })
+    }
+}
+
+impl Tracer for LabTracer {
+    fn start(&mut self, label: &str) -> Result<(), String> {
+        let run_dir = self.dir.join(label);
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
+        let cfg = slowlab_record::Config {
+            output: run_dir.join("trace.data"),
+            freq: self.freq,
+            ring_seconds: None,
+            call_graph: slowlab_record::CallGraph::Fp,
+            command: Vec::new(),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            capture_paths: true,
+        };
+        let recording = Recording::start(&cfg).map_err(|e| e.to_string())?;
+        self.running = Some((recording, run_dir));
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<TracedRun, String> {
+        let (recording, run_dir) = self.running.take().ok_or("no recording is running")?;
+        let outcome = recording.stop().map_err(|e| e.to_string())?;
+        let mut warnings = outcome.warnings;
+        let label = run_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], &mut warnings)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(TracedRun {
+            trace: outcome.output.display().to_string(),
+            findings: diagnosis.findings.iter().map(|f| f.id.clone()).collect(),
+            titles: diagnosis.findings.iter().map(|f| f.title.clone()).collect(),
+            error: None,
+        })
+    }
+}
+
+/// One row per scenario: its detector, and whether it fired on the
+/// pathological trace and stayed silent on the control's.
+pub fn checks_table(checks: &[TraceCheck]) -> String {
+    let mut out = format!(
+        "{:<16} {:<20} {:<12} {:<12} result\n",
+        "scenario", "detector", "pathological", "control"
+    );
+    let said = |v: Option<bool>, yes: &str, no: &str| match v {
+        Some(true) => yes.to_string(),
+        Some(false) => no.to_string(),
+        None => "-".to_string(),
+    };
+    for c in checks {
+        let result = match (&c.reason, c.passed()) {
+            (Some(r), _) if c.fired.is_none() => format!("skipped: {r}"),
+            (_, true) => "PASS".to_string(),
+            _ => "FAIL".to_string(),
+        };
+        out.push_str(&format!(
+            "{:<16} {:<20} {:<12} {:<12} {result}\n",
+            c.id,
+            c.detector,
+            said(c.fired, "fired", "silent"),
+            said(c.silent, "silent", "fired"),
+        ));
+    }
+    out
+}

@@ -1,0 +1,93 @@
+//! Loading a trace with what `slowlab record` writes beside it: the path
+//! capture (`FILE.paths`, from the eBPF probe) and the memory-cgroup notes
+//! (`FILE.cgroups.json`). Shared by `analyze` and `diagnose`; glue between
+//! the `perf`, `bpf` and `analyze` crates.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use slowlab_analyze::detect::CgroupInfo;
+use slowlab_analyze::syscalls::CapturedPath;
+
+/// The side file of the path capture of a trace.
+pub fn paths_file(trace: &Path) -> PathBuf {
+    slowlab_record::side_file(trace, "paths")
+}
+
+/// The side file of the cgroup notes of a trace.
+pub fn cgroups_file(trace: &Path) -> PathBuf {
+    slowlab_record::side_file(trace, "cgroups.json")
+}
+
+/// The captured paths of a trace, if it has a capture; warnings go to the
+/// returned list. A capture that cannot be read is a warning, not an error.
+pub fn load_paths(trace: &Path, warnings: &mut Vec<String>) -> Option<Vec<CapturedPath>> {
+    let file = paths_file(trace);
+    if !file.exists() {
+        return None;
+    }
+    match slowlab_bpf::read_paths(&file) {
+        Ok(log) => {
+            warnings.extend(log.warnings.iter().cloned());
+            Some(
+                log.events
+                    .iter()
+                    .filter(|e| !e.unreadable && !e.path.is_empty())
+                    .map(|e| CapturedPath {
+                        time_ns: e.time_ns,
+                        tid: e.tid as i32,
+                        syscall: e.syscall.name().to_string(),
+                        path: e.path.clone(),
+                    })
+                    .collect(),
+            )
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "the path capture {} could not be read: {e}",
+                file.display()
+            ));
+            None
+        }
+    }
+}
+
+/// The cgroup notes written by `slowlab record` (`slowlab_record::CgroupNotes`).
+pub fn load_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupInfo> {
+    let file = cgroups_file(trace);
+    let text = std::fs::read_to_string(&file).ok()?;
+    match serde_json::from_str::<slowlab_record::CgroupNotes>(&text) {
+        Ok(notes) => Some(CgroupInfo {
+            process_cgroup: notes
+                .processes
+                .into_iter()
+                .filter_map(|(pid, cg)| pid.parse().ok().map(|p| (p, cg)))
+                .collect(),
+            limits: notes.limits.into_iter().collect(),
+        }),
+        Err(e) => {
+            warnings.push(format!(
+                "the cgroup notes {} could not be read: {e}",
+                file.display()
+            ));
+            None
+        }
+    }
+}
+
+/// Reads a trace with a progress bar on stderr.
+pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model::trace::Trace> {
+    let bar = crate::progress::reading_bar();
+    let opts = slowlab_perf::ReadOptions {
+        symbolize,
+        ..slowlab_perf::ReadOptions::default()
+    };
+    let trace = slowlab_perf::read_file(file, &opts, &|stage, done, total| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        bar.set_message(stage.to_string());
+    })
+    .with_context(|| format!("cannot analyze {}", file.display()));
+    bar.finish_and_clear();
+    trace
+}

@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests that record real traces: the
+//! binary, whether perf can record here (and why not), one recording at a
+//! time, and JSON from a successful run.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+pub fn slowlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_slowlab"))
+}
+
+/// The JSON a successful run printed on stdout.
+pub fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// System-wide recordings would see each other's workloads: one at a time.
+pub static PERF_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`PERF_LOCK`], surviving a test that panicked while holding it.
+pub fn one_recording_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    PERF_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Why perf-based tests cannot run here, if they cannot.
+pub fn perf_unavailable() -> Option<String> {
+    if Command::new("perf").arg("--version").output().is_err() {
+        return Some("perf is not installed".into());
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    if !is_root() && paranoid > -1 {
+        return Some(format!("not root and perf_event_paranoid = {paranoid}"));
+    }
+    if Command::new("cc").arg("--version").output().is_err() {
+        return Some("no C compiler for the workload".into());
+    }
+    None
+}
+
+/// Skips the calling test (with the reason on stderr) when perf cannot
+/// record here.
+#[macro_export]
+macro_rules! require_perf {
+    () => {
+        if let Some(why) = common::perf_unavailable() {
+            eprintln!("SKIP: {why}");
+            return;
+        }
+    };
+}
