@@ -24,7 +24,7 @@ pub fn side_file(output: &Path, suffix: &str) -> PathBuf {
 }
 
 /// How often new processes' cgroups are looked up.
-const CGROUP_POLL: Duration = Duration::from_millis(100);
+const CGROUP_POLL: Duration = Duration::from_millis(200);
 
 /// The companions of one recording, running.
 pub struct Companions {
@@ -56,9 +56,9 @@ impl Companions {
             .name("cgroup-notes".into())
             .spawn(move || {
                 let mut notes = CgroupNotes::default();
-                let mut seen = HashSet::new();
+                let mut noted = HashSet::new();
                 loop {
-                    notes.poll(&mut seen);
+                    notes.poll(&mut noted);
                     if flag.load(Ordering::Relaxed) {
                         return notes;
                     }
@@ -130,8 +130,11 @@ pub struct CgroupNotes {
 }
 
 impl CgroupNotes {
-    /// Looks up the memory cgroup of every process not seen before.
-    fn poll(&mut self, seen: &mut HashSet<u32>) {
+    /// Looks up the memory cgroup of every process not yet noted in a
+    /// limited one. Processes outside limited cgroups are looked at again
+    /// on every poll: a launcher often moves itself into a cgroup after it
+    /// started (`echo $$ > cgroup.procs; exec …`).
+    fn poll(&mut self, noted: &mut HashSet<u32>) {
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return;
         };
@@ -143,7 +146,7 @@ impl CgroupNotes {
             else {
                 continue;
             };
-            if !seen.insert(pid) {
+            if noted.contains(&pid) {
                 continue;
             }
             let Ok(text) = std::fs::read_to_string(entry.path().join("cgroup")) else {
@@ -162,6 +165,7 @@ impl CgroupNotes {
                 }),
             };
             if limit.is_some() {
+                noted.insert(pid);
                 self.processes.insert(pid.to_string(), cgroup);
             }
         }

@@ -1,0 +1,313 @@
+//! `slowlab diagnose` and `slowlab lab --trace` on real recordings: each
+//! scenario's detector fires on a trace of its pathological variant and
+//! stays silent on its control; the same pathologies made another way
+//! (a shell script probing numbered names, a Python scan of a file mapping
+//! in a small memory cgroup) are named too; ordinary work (a tar
+//! extraction, a small cargo build) yields no finding; and the HTML report
+//! loads in headless Chromium without errors, showing a hostile process
+//! name as text. Tests skip, with the reason, where perf or root is missing.
+
+use std::path::Path;
+use std::process::Command;
+
+mod common;
+use common::{is_root, one_recording_at_a_time, slowlab};
+
+/// Runs `slowlab diagnose -o DIR --json -- CMD`; returns the findings.
+fn diagnose(dir: &Path, cmd: &[&str]) -> Vec<serde_json::Value> {
+    let out = slowlab()
+        .args(["diagnose", "--json", "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "diagnose failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
+    assert_eq!(v, on_disk, "stdout and findings.json agree");
+    v.as_array().unwrap().clone()
+}
+
+fn ids(findings: &[serde_json::Value]) -> Vec<String> {
+    findings
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn lab_trace_detectors_fire_on_pathological_and_stay_silent_on_control() {
+    require_perf!();
+    if !is_root() {
+        eprintln!("SKIP: the scenarios and the eBPF capture need root");
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let out = slowlab()
+        .args(["lab", "--tiny", "--json", "-", "--trace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let checks: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON check per line"))
+        .collect();
+    assert_eq!(checks.len(), 5, "{stderr}");
+    let mut ran = 0;
+    for c in &checks {
+        let id = c["id"].as_str().unwrap();
+        if c["status"] == "skipped" {
+            eprintln!("SKIP {id}: {}", c["reason"]);
+            continue;
+        }
+        ran += 1;
+        assert_eq!(
+            c["fired"], true,
+            "{id}: detector silent on the pathological trace: {c}"
+        );
+        assert_eq!(
+            c["silent"], true,
+            "{id}: detector fired on the control trace: {c}"
+        );
+        let run_dir = dir.path().join(format!("{id}-pathological"));
+        let findings: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("findings.json")).unwrap()).unwrap();
+        let f = findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == c["detector"])
+            .expect("the finding is in findings.json");
+        assert!(f["cost_s"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(!f["fix"].as_str().unwrap().is_empty());
+        assert!(run_dir.join("report.html").exists());
+    }
+    assert!(ran >= 3, "only {ran} scenarios could be traced: {stderr}");
+    assert!(out.status.success(), "{stderr}");
+}
+
+#[test]
+fn a_shell_script_probing_numbered_names_is_found() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    // 120 launches, each looking for the first free log.N and taking it.
+    let script = format!(
+        "for i in $(seq 120); do sh -c 'n=0; while [ -e {0}/log.$n ]; do n=$((n+1)); done; : > {0}/log.$n'; done",
+        logs.display()
+    );
+    let findings = diagnose(&dir.path().join("d"), &["sh", "-c", &script]);
+    let f = findings
+        .iter()
+        .find(|f| f["id"] == "linear-probe-names")
+        .unwrap_or_else(|| panic!("not found: {:?}", ids(&findings)));
+    assert_eq!(f["culprit"]["comm"], "sh");
+    assert!(
+        f["title"].as_str().unwrap().contains("log.N"),
+        "the folded name pattern: {f}"
+    );
+    assert!(f["evidence"]["launches"].as_u64().unwrap() >= 100, "{f}");
+}
+
+const SCAN: &str = r#"
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    for _ in range(4):
+        s = 0
+        for i in range(0, len(m), 4096):
+            s += m[i]
+"#;
+
+#[test]
+fn a_python_scan_in_a_small_memory_cgroup_is_found() {
+    require_perf!();
+    let v1 = Path::new("/sys/fs/cgroup/memory");
+    if !is_root() || !v1.join("memory.limit_in_bytes").exists() {
+        eprintln!("SKIP: needs root and the cgroup v1 memory controller");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIP: python3 is not installed");
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, vec![1u8; 64 << 20]).unwrap();
+    let script = dir.path().join("scan.py");
+    std::fs::write(&script, SCAN).unwrap();
+    let cgroup = v1.join(format!("slowlab-test-scan-{}", std::process::id()));
+    std::fs::create_dir(&cgroup).unwrap();
+    struct Remove<'a>(&'a Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(self.0);
+        }
+    }
+    let _cleanup = Remove(&cgroup);
+    std::fs::write(cgroup.join("memory.limit_in_bytes"), "33554432").unwrap();
+    // The file's pages are first touched inside the cgroup.
+    let _ = Command::new("sync").status();
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+    let cmd = format!(
+        "echo $$ > {}/cgroup.procs && exec python3 {} {}",
+        cgroup.display(),
+        script.display(),
+        data.display()
+    );
+    let findings = diagnose(&dir.path().join("d"), &["sh", "-c", &cmd]);
+    let f = findings
+        .iter()
+        .find(|f| f["id"] == "memcg-thrash")
+        .unwrap_or_else(|| panic!("not found: {:?}", ids(&findings)));
+    assert!(
+        f["culprit"]["comm"].as_str().unwrap().starts_with("python"),
+        "{f}"
+    );
+    let name = cgroup.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        f["culprit"]["cgroup"].as_str().unwrap().ends_with(&name),
+        "the cgroup is named: {f}"
+    );
+    assert_eq!(f["evidence"]["limit_bytes"], 33554432);
+}
+
+#[test]
+fn ordinary_work_has_no_findings() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // A tar extraction of 3,000 small files.
+    let src = dir.path().join("src");
+    for d in 0..30 {
+        let sub = src.join(format!("d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..100 {
+            std::fs::write(
+                sub.join(format!("f{f}.txt")),
+                format!("{d} {f}\n").repeat(50),
+            )
+            .unwrap();
+        }
+    }
+    let tar = dir.path().join("src.tar");
+    let st = Command::new("tar")
+        .arg("cf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(dir.path())
+        .arg("src")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let into = dir.path().join("x");
+    std::fs::create_dir(&into).unwrap();
+    let findings = diagnose(
+        &dir.path().join("tar"),
+        &[
+            "tar",
+            "xf",
+            tar.to_str().unwrap(),
+            "-C",
+            into.to_str().unwrap(),
+        ],
+    );
+    assert!(findings.is_empty(), "tar: {:?}", ids(&findings));
+    // A small cargo build (a crate without dependencies).
+    if Command::new("cargo").arg("-V").output().is_err() {
+        eprintln!("SKIP (cargo build): cargo is not on PATH");
+        return;
+    }
+    let krate = dir.path().join("k");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"k\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .unwrap();
+    let mut main = String::from("fn main() {\n");
+    for i in 0..300 {
+        main.push_str(&format!("    println!(\"{{}}\", {i} * 7 + {i} / 3);\n"));
+    }
+    main.push_str("}\n");
+    std::fs::write(krate.join("src/main.rs"), main).unwrap();
+    let manifest = krate.join("Cargo.toml");
+    let target = dir.path().join("target");
+    let findings = diagnose(
+        &dir.path().join("cargo"),
+        &[
+            "cargo",
+            "build",
+            "--offline",
+            "--manifest-path",
+            manifest.to_str().unwrap(),
+            "--target-dir",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert!(findings.is_empty(), "cargo build: {:?}", ids(&findings));
+}
+
+#[test]
+fn the_report_loads_in_chromium_and_shows_a_hostile_name_as_text() {
+    require_perf!();
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok());
+    let Some(chromium) = chromium else {
+        eprintln!("SKIP: Chromium is not installed (scripts/setup.sh installs it)");
+        return;
+    };
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // A busy process whose name is markup (a comm holds 15 bytes).
+    let hostile = dir.path().join("<script>alert(");
+    std::fs::copy("/usr/bin/yes", &hostile).unwrap();
+    let script = format!("timeout 0.5 '{}' > /dev/null; true", hostile.display());
+    let report_dir = dir.path().join("d");
+    diagnose(&report_dir, &["sh", "-c", &script]);
+    let report = report_dir.join("report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(!html.contains("<script>alert("), "the name is escaped");
+    assert!(html.contains("&lt;script&gt;alert("), "the name is shown");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", report.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        dom.contains("findings") || dom.contains("Findings"),
+        "the page rendered: {log}"
+    );
+    assert!(!dom.contains("<script>alert("), "no injected element");
+    assert!(
+        dom.contains("&lt;script&gt;alert("),
+        "the name is in the page as text"
+    );
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("Error") || l.contains("Uncaught")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
