@@ -1369,7 +1369,9 @@ fn event_kinds(
         if matches!(kind, AttrKind::Cpu) {
             if cpu_attr.is_none() {
                 cpu_attr = Some(i);
-                b.t.meta.sample_event = Some(name.clone());
+                // `cpu-clock/freq=1000/` (slowlab record's spelling) is `cpu-clock`.
+                let event = name.split('/').next().unwrap_or(&name);
+                b.t.meta.sample_event = Some(event.to_string());
                 if let SamplingPolicy::Frequency(f) = a.sampling_policy {
                     b.t.meta.sample_freq = Some(f);
                 }
