@@ -267,15 +267,11 @@ pub struct SyscallsView {
     pub paths_note: Option<String>,
 }
 
-/// Syscalls that take a path as one of their arguments.
-pub fn takes_path(name: &str) -> bool {
+/// Syscalls that check whether a path exists (the stat family, access).
+pub fn is_existence_check(name: &str) -> bool {
     matches!(
         name,
-        "open"
-            | "openat"
-            | "openat2"
-            | "creat"
-            | "stat"
+        "stat"
             | "lstat"
             | "newstat"
             | "newlstat"
@@ -285,20 +281,32 @@ pub fn takes_path(name: &str) -> bool {
             | "access"
             | "faccessat"
             | "faccessat2"
-            | "unlink"
-            | "unlinkat"
-            | "mkdir"
-            | "mkdirat"
-            | "rename"
-            | "renameat"
-            | "renameat2"
-            | "execve"
-            | "execveat"
-            | "truncate"
-            | "readlink"
-            | "readlinkat"
-            | "chdir"
     )
+}
+
+/// Syscalls that take a path as one of their arguments.
+pub fn takes_path(name: &str) -> bool {
+    is_existence_check(name)
+        || matches!(
+            name,
+            "open"
+                | "openat"
+                | "openat2"
+                | "creat"
+                | "unlink"
+                | "unlinkat"
+                | "mkdir"
+                | "mkdirat"
+                | "rename"
+                | "renameat"
+                | "renameat2"
+                | "execve"
+                | "execveat"
+                | "truncate"
+                | "readlink"
+                | "readlinkat"
+                | "chdir"
+        )
 }
 
 /// Builds the view. `captured` is the path capture, if there is one.

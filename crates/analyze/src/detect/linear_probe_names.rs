@@ -27,7 +27,7 @@ use slowlab_model::trace::{ProcIdx, StackIdx};
 use super::{trend, Context};
 use crate::evidence;
 use crate::select::BuildFx;
-use crate::syscalls::fold_numbers;
+use crate::syscalls::{fold_numbers, is_existence_check};
 
 pub const MIN_LAUNCHES: usize = 10;
 pub const MIN_TREND: f64 = 0.8;
@@ -35,22 +35,6 @@ pub const MIN_MAX_PROBES: u64 = 20;
 const O_CREAT: u64 = 0o100;
 const O_EXCL: u64 = 0o200;
 const EEXIST: i64 = 17;
-
-fn is_stat_family(name: &str) -> bool {
-    matches!(
-        name,
-        "stat"
-            | "lstat"
-            | "newstat"
-            | "newlstat"
-            | "newfstatat"
-            | "fstatat64"
-            | "statx"
-            | "access"
-            | "faccessat"
-            | "faccessat2"
-    )
-}
 
 /// Flags argument of an open-family syscall.
 fn open_flags(name: &str, args: &[u64; 6]) -> Option<u64> {
@@ -78,7 +62,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     let mut launches: HashMap<ProcIdx, Launch, BuildFx> = HashMap::default();
     for call in &cx.calls {
         let name = trace.str(call.name);
-        let found = is_stat_family(name) && call.ret == Some(0);
+        let found = is_existence_check(name) && call.ret == Some(0);
         let exclusive_clash = open_flags(name, &call.args)
             .is_some_and(|f| f & (O_CREAT | O_EXCL) == (O_CREAT | O_EXCL))
             && call.ret == Some(-EEXIST);

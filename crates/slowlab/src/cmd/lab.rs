@@ -125,13 +125,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         let mut tracer = LabTracer::new(dir, args.trace_freq)?;
         let checks = trace_lab(&scenarios, &mut ctx, &mut tracer);
         output.finish();
-        let table = checks_table(&checks);
-        if json_to_stdout {
-            eprint!("\n{table}");
-        } else {
-            print!("\n{table}");
-            std::io::stdout().flush().ok();
-        }
+        print_table(&checks_table(&checks), json_to_stdout);
         if let Some(path) = &args.json {
             write_atomically(path, &json_lines(&checks)?)?;
         }
@@ -147,13 +141,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let results = run_lab(&scenarios, &mut ctx);
     output.finish();
 
-    let table = render_verdicts(&results);
-    if json_to_stdout {
-        eprint!("\n{table}");
-    } else {
-        print!("\n{table}");
-        std::io::stdout().flush().ok();
-    }
+    print_table(&render_verdicts(&results), json_to_stdout);
     if let Some(path) = &args.json {
         write_atomically(path, &json_lines(&results)?)?;
     }
@@ -161,4 +149,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         write_atomically(path, slowlab_report::html::lab_page(&results).as_bytes())?;
     }
     Ok(if cancel.is_cancelled() { 130 } else { 0 })
+}
+
+/// The result table goes to stdout, or to stderr when stdout carries JSON.
+fn print_table(table: &str, json_to_stdout: bool) {
+    if json_to_stdout {
+        eprint!("\n{table}");
+    } else {
+        print!("\n{table}");
+        std::io::stdout().flush().ok();
+    }
 }
