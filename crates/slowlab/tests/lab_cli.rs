@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::is_root;
+
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 
 fn slowlab(args: &[&str]) -> Output {
@@ -16,11 +19,6 @@ fn slowlab(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("cannot run slowlab")
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Runs one scenario at tiny sizes in a private work directory; returns its

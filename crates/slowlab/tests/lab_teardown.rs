@@ -6,20 +6,18 @@
 //!
 //! Needs root (network namespaces); without it each test prints SKIP.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{finish, is_root, result_json};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 const TAG_VAR: &str = "SLOWLAB_TEST_TAG";
 
 /// The runs measure lock stalls: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn tag(name: &str) -> String {
     format!("lab-teardown-{name}-{}", std::process::id())
@@ -64,37 +62,6 @@ fn start(tag: &str, args: &[&str]) -> Child {
         .expect("cannot run slowlab")
 }
 
-/// Waits for the child, killing it after `limit`.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait failed").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait failed");
-            panic!(
-                "slowlab did not finish in {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("wait failed")
-}
-
-fn result_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("\"teardown-lock\""))
-        .unwrap_or_else(|| {
-            panic!(
-                "no teardown-lock result in stdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).expect("the result is not JSON")
-}
-
 fn assert_no_holder_left(tag: &str, seen: &[u32]) {
     let left = holders(tag);
     assert!(left.is_empty(), "holder processes left behind: {left:?}");
@@ -122,7 +89,7 @@ fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = result_json(&out);
+    let r = result_json(&out, "teardown-lock");
     if r["status"] == "skipped" {
         let reason = r["reason"].as_str().unwrap_or_default();
         assert!(
@@ -191,7 +158,7 @@ fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
         if let Ok(Some(_)) = child.try_wait() {
             // Ended before the holders came up: only a skip is acceptable.
             let out = child.wait_with_output().expect("wait failed");
-            let r = result_json(&out);
+            let r = result_json(&out, "teardown-lock");
             let reason = r["reason"].as_str().unwrap_or_default();
             assert!(
                 r["status"] == "skipped" && !reason.starts_with("failed"),
@@ -229,7 +196,7 @@ fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
     assert_no_holder_left(&tag, &seen);
     if extra == 0 {
         // One Ctrl-C: the run ends normally, saying what happened.
-        let r = result_json(&out);
+        let r = result_json(&out, "teardown-lock");
         assert_eq!(r["status"], "skipped");
         let reason = r["reason"].as_str().unwrap_or_default();
         assert!(reason.contains("interrupted"), "{reason}");

@@ -8,20 +8,18 @@
 //! prints SKIP.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{finish, is_root, result_json};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 const TAG_VAR: &str = "SLOWLAB_TEST_TAG";
 
 /// The runs measure scan rates: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The mount points of every cgroup hierarchy (v1 and v2).
 fn cgroup_mounts() -> Vec<PathBuf> {
@@ -87,36 +85,6 @@ fn start(tag: &str, work: &Path, args: &[&str]) -> Child {
         .expect("cannot run slowlab")
 }
 
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait failed").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait failed");
-            panic!(
-                "slowlab did not finish in {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("wait failed")
-}
-
-fn result_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("\"working-set-cap\""))
-        .unwrap_or_else(|| {
-            panic!(
-                "no working-set-cap result in stdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).expect("the result is not JSON")
-}
-
 /// `Some(reason)` when the scenario was skipped for a reason other than a
 /// failure (no memory cgroup, …); panics on a failure.
 fn skip_reason(r: &serde_json::Value) -> Option<String> {
@@ -168,7 +136,7 @@ fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_nothing_left(pid, &tag, work.path());
-    let r = result_json(&out);
+    let r = result_json(&out, "working-set-cap");
     if let Some(reason) = skip_reason(&r) {
         eprintln!("SKIP: working-set-cap was skipped here: {reason}");
         return;
@@ -247,7 +215,7 @@ fn ctrl_c_while_the_capped_scanner_runs_removes_the_cgroup_and_the_file() {
         }
         if let Ok(Some(_)) = child.try_wait() {
             let out = child.wait_with_output().expect("wait failed");
-            let r = result_json(&out);
+            let r = result_json(&out, "working-set-cap");
             match skip_reason(&r) {
                 Some(reason) => {
                     eprintln!("SKIP: working-set-cap was skipped here: {reason}");
@@ -272,7 +240,7 @@ fn ctrl_c_while_the_capped_scanner_runs_removes_the_cgroup_and_the_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_nothing_left(pid, &tag, work.path());
-    let r = result_json(&out);
+    let r = result_json(&out, "working-set-cap");
     assert_eq!(r["status"], "skipped");
     assert!(
         r["reason"]

@@ -1,9 +1,11 @@
-//! Helpers shared by the integration tests that record real traces: the
-//! binary, whether perf can record here (and why not), one recording at a
-//! time, and JSON from a successful run.
+//! Helpers shared by the integration tests: the binary, whether we are
+//! root, whether perf can record here (and why not), one recording at a
+//! time, JSON from a successful run, and waiting for a `slowlab lab` child
+//! with a deadline and picking its scenario's result line.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 pub fn slowlab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_slowlab"))
@@ -60,4 +62,37 @@ macro_rules! require_perf {
             return;
         }
     };
+}
+
+/// Waits for the child, killing it (and failing the test) after `limit`.
+pub fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait failed").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait failed");
+            panic!(
+                "slowlab did not finish in {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait failed")
+}
+
+/// The JSON line of scenario `id` in `slowlab lab --json -` output.
+pub fn result_json(out: &Output, id: &str) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let quoted = format!("\"{id}\"");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&quoted))
+        .unwrap_or_else(|| {
+            panic!(
+                "no {id} result in stdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).expect("the result is not JSON")
 }
