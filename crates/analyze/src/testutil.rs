@@ -97,3 +97,110 @@ pub fn small_trace() -> Trace {
     t.meta.end_ns = 6_000_000;
     t
 }
+
+/// Builds small traces of kernel stacks for the detectors' tests.
+#[derive(Default)]
+pub struct TraceBuilder {
+    t: Trace,
+}
+
+impl TraceBuilder {
+    fn intern(&mut self, s: &str) -> StrIdx {
+        self.t.strings.push(s.to_owned());
+        StrIdx(self.t.strings.len() as u32 - 1)
+    }
+
+    /// A new process with one thread (tid = pid).
+    pub fn process(&mut self, pid: i32, comm: &str) -> ThreadIdx {
+        let comm = self.intern(comm);
+        let thread = ThreadIdx(self.t.threads.len() as u32);
+        self.t.processes.push(Process {
+            pid,
+            ppid: None,
+            comm,
+            start_ns: None,
+            exec_ns: None,
+            end_ns: None,
+            threads: vec![thread],
+        });
+        self.t.threads.push(Thread {
+            tid: pid,
+            process: ProcIdx(self.t.processes.len() as u32 - 1),
+            comm,
+            start_ns: None,
+            end_ns: None,
+        });
+        thread
+    }
+
+    /// A stack of kernel functions, outermost first.
+    pub fn stack(&mut self, names: &[&str]) -> Option<StackIdx> {
+        if self.t.modules.is_empty() {
+            let kernel = self.intern("[kernel.kallsyms]");
+            self.t.modules.push(Module {
+                name: kernel,
+                path: kernel,
+                kind: ModuleKind::Kernel,
+                build_id: None,
+                symbol_error: None,
+            });
+        }
+        let mut parent = None;
+        for (depth, name) in names.iter().enumerate() {
+            let name = self.intern(name);
+            self.t.functions.push(Function {
+                name,
+                module: ModuleIdx(0),
+                kernel: true,
+            });
+            self.t.frames.push(Frame {
+                module: ModuleIdx(0),
+                address: 0x1000 * self.t.frames.len() as u64,
+                function: FuncIdx(self.t.functions.len() as u32 - 1),
+                kernel: true,
+            });
+            self.t.stacks.push(StackNode {
+                parent,
+                frame: FrameIdx(self.t.frames.len() as u32 - 1),
+                depth: depth as u32,
+            });
+            parent = Some(StackIdx(self.t.stacks.len() as u32 - 1));
+        }
+        parent
+    }
+
+    /// A 1 ms cpu-clock sample; samples must come in time order.
+    pub fn sample(&mut self, time_ns: u64, thread: ThreadIdx, cpu: u32, stack: Option<StackIdx>) {
+        let s = &mut self.t.samples;
+        s.time_ns.push(time_ns);
+        s.thread.push(thread);
+        s.cpu.push(cpu);
+        s.stack.push(stack);
+        s.period.push(1_000_000);
+    }
+
+    /// The trace, spanning its samples, on two CPUs.
+    pub fn build(mut self) -> Trace {
+        self.t.meta.start_ns = 0;
+        self.t.meta.end_ns = self.t.samples.time_ns.last().copied().unwrap_or(0);
+        self.t.meta.nr_cpus = Some(2);
+        self.t
+    }
+}
+
+/// A trace of one process `app` (pid 10) sampled at 1 kHz on CPU 0 whose
+/// samples have the given kernel stacks, outermost frame first, each
+/// `count` times: `stacks_trace(&[(&["exc_page_fault", "handle_mm_fault"], 300)])`.
+pub fn stacks_trace(stacks: &[(&[&str], usize)]) -> Trace {
+    let mut b = TraceBuilder::default();
+    let app = b.process(10, "app");
+    let mut time_ns = 0;
+    for (names, count) in stacks {
+        let stack = b.stack(names);
+        for _ in 0..*count {
+            time_ns += 1_000_000;
+            b.sample(time_ns, app, 0, stack);
+        }
+    }
+    b.build()
+}

@@ -119,11 +119,14 @@ fn a_shell_script_probing_numbered_names_is_found() {
     assert!(f["evidence"]["launches"].as_u64().unwrap() >= 100, "{f}");
 }
 
+/// Scans a file mapping one byte per page, 16 times: capped at 32 MiB, a
+/// pass over 64 MiB takes 30–80 ms here, so the scan spends well over the
+/// detector's minimum fault time (4 passes were too few to count on).
 const SCAN: &str = r#"
 import mmap, sys
 with open(sys.argv[1], "rb") as f:
     m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-    for _ in range(4):
+    for _ in range(16):
         s = 0
         for i in range(0, len(m), 4096):
             s += m[i]

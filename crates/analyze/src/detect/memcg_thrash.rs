@@ -8,7 +8,7 @@
 //!   samples plus blocked time);
 //! - at least `MIN_RECLAIM_SHARE` of its CPU samples are in memory-cgroup
 //!   reclaim (`try_to_free_mem_cgroup_pages`, `mem_cgroup_handle_over_high`,
-//!   `try_charge_memcg`, …);
+//!   `reclaim_high`: not the charge functions every allocation passes);
 //! - at least `MIN_COST_S` of fault time.
 //!
 //! The cgroup and its limit are named when the recording captured them
@@ -40,17 +40,16 @@ fn in_fault(name: &str) -> bool {
     )
 }
 
+/// Reclaim inside a memory cgroup: the cgroup is at its limit and the
+/// allocation must free some of the cgroup's own pages first. (The charge
+/// functions that lead here, `try_charge_memcg` and `__mem_cgroup_charge`,
+/// run on every page a process allocates, so they alone are no sign.)
 fn in_memcg_reclaim(name: &str) -> bool {
     matches!(
         name,
         "try_to_free_mem_cgroup_pages"
             | "mem_cgroup_handle_over_high"
             | "reclaim_high"
-            | "try_charge_memcg"
-            | "mem_cgroup_charge"
-            | "__mem_cgroup_charge"
-            | "charge_memcg"
-            | "memory_high_write"
             | "mem_cgroup_out_of_memory"
     )
 }
@@ -129,4 +128,47 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         ));
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::stacks_trace;
+
+    const FAULT: &[&str] = &["asm_exc_page_fault", "exc_page_fault", "handle_mm_fault"];
+
+    fn findings(stacks: &[(&[&str], usize)]) -> Vec<Finding> {
+        let trace = stacks_trace(stacks);
+        detect(&Context::new(&trace, None, None))
+    }
+
+    #[test]
+    fn faults_that_reclaim_in_the_cgroup_are_found() {
+        let reclaim: Vec<&str> =
+            [FAULT, &["try_charge_memcg", "try_to_free_mem_cgroup_pages"]].concat();
+        let f = findings(&[(FAULT, 200), (&reclaim, 200), (&["user_work"], 100)]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!((f[0].cost_s - 0.4).abs() < 1e-9, "{}", f[0].cost_s);
+        assert_eq!(f[0].evidence["fault_share"], 0.8);
+    }
+
+    #[test]
+    fn charging_pages_to_a_cgroup_without_reclaim_is_not_thrashing() {
+        // Every new page (a tar extraction writing files, a program
+        // starting) passes the charge functions; that is no reclaim.
+        let charge: Vec<&str> = [
+            FAULT,
+            &["__mem_cgroup_charge", "charge_memcg", "try_charge_memcg"],
+        ]
+        .concat();
+        let f = findings(&[(FAULT, 200), (&charge, 200), (&["user_work"], 100)]);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn reclaim_outside_page_faults_is_not_thrashing() {
+        let reclaim: &[&str] = &["do_syscall_64", "try_to_free_mem_cgroup_pages"];
+        let f = findings(&[(reclaim, 300), (&["user_work"], 300)]);
+        assert!(f.is_empty(), "{f:?}");
+    }
 }
