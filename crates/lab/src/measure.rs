@@ -18,6 +18,16 @@ use crate::{LabContext, LabError};
 /// Marks a child's report line.
 pub const REPORT_PREFIX: &str = "slowlab-report ";
 
+/// Child side: CPU time of this process (all threads) so far, in seconds;
+/// precise to the nanosecond (the scheduler's own accounting, not ticks).
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: timespec is plain data that clock_gettime fills in.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Child side: prints the report line (the child's last output).
 pub fn emit_report(report: &Value) {
     println!("{REPORT_PREFIX}{report}");

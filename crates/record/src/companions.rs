@@ -1,8 +1,9 @@
 //! What slowlab records beside perf: the path strings of the syscalls
 //! (`OUTPUT.paths`, the eBPF capture of `slowlab-bpf`) and notes on the
 //! memory cgroups of the processes seen while recording
-//! (`OUTPUT.cgroups.json`: which process was in which cgroup, and the
-//! cgroups' limits, read while they still exist).
+//! (`OUTPUT.cgroups.json`: which process was in which cgroup, the cgroups'
+//! limits, and how many evicted pages each re-read while recording — the
+//! kernel's workingset refaults — read while they still exist).
 //!
 //! Both are best effort: when one cannot run (not root, no BPF) the trace is
 //! still recorded and a warning says what is missing. Nothing here runs
@@ -121,12 +122,20 @@ impl Companions {
     }
 }
 
-/// Processes in memory cgroups with a limit, and those limits; the JSON of
-/// `OUTPUT.cgroups.json`: `{"processes":{"PID":"CGROUP"},"limits":{"CGROUP":BYTES}}`.
+/// Processes in memory cgroups with a limit, those limits, and the pages
+/// each of those cgroups refaulted (read back in soon after evicting them)
+/// between the first and the last time the notes looked; the JSON of
+/// `OUTPUT.cgroups.json`:
+/// `{"processes":{"PID":"CGROUP"},"limits":{"CGROUP":BYTES},"refaults":{"CGROUP":PAGES}}`.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct CgroupNotes {
     pub processes: BTreeMap<String, String>,
     pub limits: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub refaults: BTreeMap<String, u64>,
+    /// Per cgroup: its `memory.stat` file and the refault count first read.
+    #[serde(skip)]
+    watched: BTreeMap<String, (PathBuf, u64)>,
 }
 
 impl CgroupNotes {
@@ -162,6 +171,10 @@ impl CgroupNotes {
                 Some(&l) => Some(l),
                 None => read_limit(&limit_file).inspect(|&l| {
                     self.limits.insert(cgroup.clone(), l);
+                    let stat = limit_file.with_file_name("memory.stat");
+                    if let Some(first) = read_refaults(&stat) {
+                        self.watched.insert(cgroup.clone(), (stat, first));
+                    }
                 }),
             };
             if limit.is_some() {
@@ -169,7 +182,42 @@ impl CgroupNotes {
                 self.processes.insert(pid.to_string(), cgroup);
             }
         }
+        // The refaults so far of every limited cgroup seen; a cgroup removed
+        // since keeps the count of the last look.
+        for (cgroup, (stat, first)) in &self.watched {
+            if let Some(now) = read_refaults(stat) {
+                self.refaults
+                    .insert(cgroup.clone(), now.saturating_sub(*first));
+            }
+        }
     }
+}
+
+/// Pages a memory cgroup refaulted so far: `workingset_refault_file` plus
+/// `workingset_refault_anon` of its `memory.stat` (v1 and v2 alike; older
+/// kernels have one `workingset_refault`).
+fn read_refaults(stat: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(stat).ok()?;
+    parse_refaults(&text)
+}
+
+fn parse_refaults(memory_stat: &str) -> Option<u64> {
+    let mut total = None;
+    for line in memory_stat.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(key), Some(value)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if matches!(
+            key,
+            "workingset_refault_file" | "workingset_refault_anon" | "workingset_refault"
+        ) {
+            if let Ok(v) = value.parse::<u64>() {
+                *total.get_or_insert(0) += v;
+            }
+        }
+    }
+    total
 }
 
 /// The memory cgroup path of a process from its `/proc/PID/cgroup`, and the
@@ -224,6 +272,22 @@ mod tests {
             file,
             PathBuf::from("/sys/fs/cgroup/box.slice/app/memory.max")
         );
+    }
+
+    #[test]
+    fn refaults_add_file_and_anonymous_and_skip_the_hierarchy_totals() {
+        let stat = "cache 32010240\nworkingset_refault_anon 7\nworkingset_refault_file 499422\n\
+                    total_workingset_refault_anon 9\ntotal_workingset_refault_file 1\n";
+        assert_eq!(parse_refaults(stat), Some(499429));
+        assert_eq!(parse_refaults("workingset_refault 12\n"), Some(12));
+        assert_eq!(parse_refaults("cache 1\n"), None);
+    }
+
+    #[test]
+    fn notes_without_refaults_still_parse() {
+        let notes: CgroupNotes =
+            serde_json::from_str(r#"{"processes":{"1":"/a"},"limits":{"/a":4096}}"#).unwrap();
+        assert!(notes.refaults.is_empty());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! scenario's detector fires on a trace of its pathological variant and
 //! stays silent on its control; the same pathologies made another way
 //! (a shell script probing numbered names, a Python scan of a file mapping
-//! in a small memory cgroup) are named too; ordinary work (a tar
+//! and a `cat` of a big file in a small memory cgroup, network namespaces
+//! churned with `ip netns`) are named too; ordinary work (a tar
 //! extraction, a small cargo build) yields no finding; and the HTML report
 //! loads in headless Chromium without errors, showing a hostile process
 //! name as text. Tests skip, with the reason, where perf or root is missing.
@@ -132,25 +133,23 @@ with open(sys.argv[1], "rb") as f:
             s += m[i]
 "#;
 
-#[test]
-fn a_python_scan_in_a_small_memory_cgroup_is_found() {
-    require_perf!();
+/// Runs `slowlab diagnose` on `program` (a shell command line `exec`ed with
+/// `{data}` replaced by a 64 MiB file) inside a fresh cgroup v1 memory
+/// cgroup limited to 32 MiB, the file's page cache dropped first so that its
+/// pages are first touched inside the cgroup; checks that `memcg-thrash`
+/// names the program, the cgroup and its limit. Skips without root or the
+/// cgroup v1 memory controller.
+fn thrash_in_a_small_cgroup(tag: &str, program: &str, comm: &str) {
     let v1 = Path::new("/sys/fs/cgroup/memory");
     if !is_root() || !v1.join("memory.limit_in_bytes").exists() {
         eprintln!("SKIP: needs root and the cgroup v1 memory controller");
-        return;
-    }
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("SKIP: python3 is not installed");
         return;
     }
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data.bin");
     std::fs::write(&data, vec![1u8; 64 << 20]).unwrap();
-    let script = dir.path().join("scan.py");
-    std::fs::write(&script, SCAN).unwrap();
-    let cgroup = v1.join(format!("slowlab-test-scan-{}", std::process::id()));
+    let cgroup = v1.join(format!("slowlab-test-{tag}-{}", std::process::id()));
     std::fs::create_dir(&cgroup).unwrap();
     struct Remove<'a>(&'a Path);
     impl Drop for Remove<'_> {
@@ -160,14 +159,12 @@ fn a_python_scan_in_a_small_memory_cgroup_is_found() {
     }
     let _cleanup = Remove(&cgroup);
     std::fs::write(cgroup.join("memory.limit_in_bytes"), "33554432").unwrap();
-    // The file's pages are first touched inside the cgroup.
     let _ = Command::new("sync").status();
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
     let cmd = format!(
-        "echo $$ > {}/cgroup.procs && exec python3 {} {}",
+        "echo $$ > {}/cgroup.procs && exec {}",
         cgroup.display(),
-        script.display(),
-        data.display()
+        program.replace("{data}", &data.to_string_lossy())
     );
     let findings = diagnose(&dir.path().join("d"), &["sh", "-c", &cmd]);
     let f = findings
@@ -175,7 +172,7 @@ fn a_python_scan_in_a_small_memory_cgroup_is_found() {
         .find(|f| f["id"] == "memcg-thrash")
         .unwrap_or_else(|| panic!("not found: {:?}", ids(&findings)));
     assert!(
-        f["culprit"]["comm"].as_str().unwrap().starts_with("python"),
+        f["culprit"]["comm"].as_str().unwrap().starts_with(comm),
         "{f}"
     );
     let name = cgroup.file_name().unwrap().to_string_lossy().into_owned();
@@ -184,6 +181,113 @@ fn a_python_scan_in_a_small_memory_cgroup_is_found() {
         "the cgroup is named: {f}"
     );
     assert_eq!(f["evidence"]["limit_bytes"], 33554432);
+}
+
+#[test]
+fn a_python_scan_in_a_small_memory_cgroup_is_found() {
+    require_perf!();
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIP: python3 is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("scan.py");
+    std::fs::write(&script, SCAN).unwrap();
+    let program = format!("python3 {} {{data}}", script.display());
+    thrash_in_a_small_cgroup("scan", &program, "python");
+}
+
+#[test]
+fn cat_of_a_big_file_in_a_small_memory_cgroup_is_found() {
+    require_perf!();
+    // Sixteen passes: without the limit all but the first come from the
+    // page cache; with it, every pass reads the file from disk again (a pass
+    // takes ~40 ms on this machine's fast virtual disk).
+    let program = format!("cat{} > /dev/null", " {data}".repeat(16));
+    thrash_in_a_small_cgroup("cat", &program, "cat");
+}
+
+/// Deletes, on drop, every named network namespace whose name starts with
+/// the prefix (what the churn script made, also when it failed half-way).
+struct NamedNamespaces(String);
+
+impl Drop for NamedNamespaces {
+    fn drop(&mut self) {
+        let Ok(dir) = std::fs::read_dir("/run/netns") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&self.0) {
+                let _ = Command::new("ip").args(["netns", "del", &name]).status();
+            }
+        }
+    }
+}
+
+#[test]
+fn namespaces_churned_with_ip_netns_are_found() {
+    require_perf!();
+    if !is_root() {
+        eprintln!("SKIP: `ip netns add` needs root");
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("SKIP: ip (iproute2) is not installed");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIP: python3 is not installed (it holds the namespaces open)");
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("slowlab-test-{}-", std::process::id());
+    let _cleanup = NamedNamespaces(prefix.clone());
+    // 1,000 namespaces made with `ip netns add` and deleted with one
+    // `ip -batch` while a Python process holds them all open; when it is
+    // killed they go at once, and the kernel tears the batch down holding
+    // rtnl. Meanwhile two loops add new namespaces, one `ip` at a time: each
+    // needs rtnl to register its loopback device.
+    let (ready, batch) = (dir.path().join("ready"), dir.path().join("batch"));
+    let hold = "import os, sys, time; fds = [os.open(p, os.O_RDONLY) for p in sys.argv[2:]]; \
+                open(sys.argv[1], 'w').close(); time.sleep(600)";
+    let script = format!(
+        "set -e
+         for i in $(seq 1000); do ip netns add {prefix}a$i; done
+         python3 -c \"{hold}\" {ready} /run/netns/{prefix}a* &
+         holder=$!
+         while [ ! -e {ready} ]; do sleep 0.05; done
+         for i in $(seq 1000); do echo \"netns del {prefix}a$i\"; done > {batch}
+         ip -batch {batch}
+         kill $holder
+         for i in $(seq 150); do ip netns add {prefix}b$i; done &
+         for i in $(seq 150); do ip netns add {prefix}c$i; done
+         wait || true
+         for i in $(seq 150); do ip netns del {prefix}b$i; ip netns del {prefix}c$i; done",
+        ready = ready.display(),
+        batch = batch.display()
+    );
+    let findings = diagnose(&dir.path().join("d"), &["sh", "-c", &script]);
+    let f = findings
+        .iter()
+        .find(|f| f["id"] == "serialized-teardown")
+        .unwrap_or_else(|| panic!("not found: {:?}", ids(&findings)));
+    assert!(
+        f["title"].as_str().unwrap().contains("(ip"),
+        "the ip processes are the ones stalled: {f}"
+    );
+    assert!(
+        f["evidence"]["worker_comm"]
+            .as_str()
+            .unwrap()
+            .starts_with("kworker"),
+        "{f}"
+    );
+    assert!(
+        f["evidence"]["teardown_function"].as_str().unwrap() != "",
+        "{f}"
+    );
 }
 
 #[test]

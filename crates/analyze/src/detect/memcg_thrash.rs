@@ -1,15 +1,21 @@
-//! `memcg-thrash`: a process whose time goes to page faults with reclaim in
-//! its own memory cgroup — its working set does not fit under the cgroup's
-//! limit, so every pass evicts and re-reads its own pages.
+//! `memcg-thrash`: a process whose time goes to getting its pages in — page
+//! faults, or buffered reads filling the page cache — with reclaim in its
+//! own memory cgroup: its working set does not fit under the cgroup's
+//! limit, so every pass evicts and re-reads its own pages (a scan of a file
+//! mapping faults them back in; a `cat` of a file reads them again).
 //!
 //! Signature and thresholds, per process:
-//! - its time in page faults (CPU samples under the fault handler plus time
-//!   blocked inside it) is at least `MIN_FAULT_SHARE` of its time (CPU
-//!   samples plus blocked time);
+//! - its time getting pages in (CPU samples under the fault handler or a
+//!   page-cache read, plus time blocked inside them) is at least
+//!   `MIN_PAGE_IN_SHARE` of its time (CPU samples plus blocked time);
 //! - at least `MIN_RECLAIM_SHARE` of its CPU samples are in memory-cgroup
 //!   reclaim (`try_to_free_mem_cgroup_pages`, `mem_cgroup_handle_over_high`,
-//!   `reclaim_high`: not the charge functions every allocation passes);
-//! - at least `MIN_COST_S` of fault time.
+//!   `reclaim_high`: not the charge functions every allocation passes), or
+//!   the recording noted that its cgroup refaulted — read back soon after
+//!   evicting them — at least `MIN_REFAULTED_LIMITS` times its limit's worth
+//!   of pages (reclaiming clean page cache is cheap: a `cat` that re-reads a
+//!   file from disk on every pass spends little CPU in reclaim itself);
+//! - at least `MIN_COST_S` of time getting pages in.
 //!
 //! The cgroup and its limit are named when the recording captured them
 //! (`slowlab record` notes the memory cgroups of the processes it sees).
@@ -19,18 +25,24 @@ use std::collections::HashMap;
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{EventKind, ProcIdx};
 
-use super::Context;
+use super::{CgroupInfo, Context};
 use crate::evidence;
 use crate::select::BuildFx;
 
-pub const MIN_FAULT_SHARE: f64 = 0.5;
+pub const MIN_PAGE_IN_SHARE: f64 = 0.5;
 pub const MIN_RECLAIM_SHARE: f64 = 0.05;
 pub const MIN_COST_S: f64 = 0.1;
+pub const MIN_REFAULTED_LIMITS: f64 = 1.0;
+/// Bytes per page in the refault counts.
+const PAGE_BYTES: u64 = 4096;
 
-fn in_fault(name: &str) -> bool {
+/// The page-fault handler, or a buffered read that fills the page cache.
+fn in_page_in(name: &str) -> bool {
     matches!(
         name,
-        "exc_page_fault"
+        "filemap_read"
+            | "filemap_splice_read"
+            | "exc_page_fault"
             | "asm_exc_page_fault"
             | "handle_mm_fault"
             | "do_user_addr_fault"
@@ -55,14 +67,14 @@ fn in_memcg_reclaim(name: &str) -> bool {
 }
 
 pub fn detect(cx: &Context) -> Vec<Finding> {
-    let faults = cx.samples_by_process(&in_fault);
+    let page_in = cx.samples_by_process(&in_page_in);
     let reclaim = cx.samples_by_process(&in_memcg_reclaim);
     let mut blocked: HashMap<ProcIdx, (f64, f64), BuildFx> = HashMap::default();
     for w in &cx.schedule.waits {
         let e = blocked.entry(cx.process_of(w.thread)).or_default();
         let len = (w.end_ns - w.start_ns) as f64 / 1e9;
         e.0 += len;
-        if cx.stack_has(w.stack, &in_fault) {
+        if cx.stack_has(w.stack, &in_page_in) {
             e.1 += len;
         }
     }
@@ -80,25 +92,38 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         }
     }
     let mut findings = Vec::new();
-    for (proc, &(samples, fault_samples)) in &faults {
+    for (proc, &(samples, page_in_samples)) in &page_in {
         let sample_s = cx.sample_s();
-        let (blocked_s, fault_blocked_s) = blocked.get(proc).copied().unwrap_or_default();
+        let (blocked_s, page_in_blocked_s) = blocked.get(proc).copied().unwrap_or_default();
         let total_s = samples as f64 * sample_s + blocked_s;
-        let fault_s = fault_samples as f64 * sample_s + fault_blocked_s;
+        let page_in_s = page_in_samples as f64 * sample_s + page_in_blocked_s;
         let reclaim_samples = reclaim.get(proc).map_or(0, |r| r.1);
         let reclaim_share = reclaim_samples as f64 / samples.max(1) as f64;
-        let fault_share = fault_s / total_s.max(1e-9);
-        if fault_s < MIN_COST_S
-            || fault_share < MIN_FAULT_SHARE
-            || reclaim_share < MIN_RECLAIM_SHARE
-        {
+        let page_in_share = page_in_s / total_s.max(1e-9);
+        if page_in_s < MIN_COST_S || page_in_share < MIN_PAGE_IN_SHARE {
             continue;
         }
         let culprit = cx.culprit(*proc);
-        let limit = culprit
-            .cgroup
-            .as_ref()
-            .and_then(|cg| cx.cgroups.and_then(|c| c.limits.get(cg)).copied());
+        let noted = |map: fn(&CgroupInfo) -> &HashMap<String, u64>| {
+            let cg = culprit.cgroup.as_ref()?;
+            cx.cgroups.and_then(|c| map(c).get(cg)).copied()
+        };
+        let limit = noted(|c| &c.limits);
+        let refaults = noted(|c| &c.refaults);
+        let refaulted_limits = match (refaults, limit) {
+            (Some(r), Some(l)) if l > 0 => (r * PAGE_BYTES) as f64 / l as f64,
+            _ => 0.0,
+        };
+        if reclaim_share < MIN_RECLAIM_SHARE && refaulted_limits < MIN_REFAULTED_LIMITS {
+            continue;
+        }
+        let reread = match refaults {
+            Some(r) if r > 0 => format!(
+                " and re-reading {} MiB it had evicted",
+                (r * PAGE_BYTES) >> 20
+            ),
+            _ => String::new(),
+        };
         let where_ = match (&culprit.cgroup, limit) {
             (Some(cg), Some(l)) => format!("memory cgroup {cg} (limit {} MiB)", l >> 20),
             (Some(cg), None) => format!("memory cgroup {cg}"),
@@ -107,20 +132,22 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         findings.push(cx.finding(
             "memcg-thrash",
             format!(
-                "{} spends {:.0}% of its time in page faults, reclaiming its own pages in {where_}",
+                "{} spends {:.0}% of its time getting pages in (faults, page-cache reads), \
+                 reclaiming its own pages in {where_}{reread}",
                 culprit.comm.as_deref().unwrap_or("?"),
-                fault_share * 100.0
+                page_in_share * 100.0
             ),
-            fault_s,
+            page_in_s,
             culprit.clone(),
             evidence! {
-                "fault_s" => fault_s,
-                "fault_share" => fault_share,
+                "page_in_s" => page_in_s,
+                "page_in_share" => page_in_share,
                 "reclaim_share_of_cpu" => reclaim_share,
                 "page_faults" => all_faults.get(proc).copied().unwrap_or(0),
                 "major_faults" => major.get(proc).copied().unwrap_or(0),
                 "cgroup" => culprit.cgroup,
                 "limit_bytes" => limit,
+                "refaulted_pages" => refaults,
             },
             Vec::new(),
             "raise the cgroup's memory limit above the working set (memory.max, or \
@@ -149,7 +176,74 @@ mod tests {
         let f = findings(&[(FAULT, 200), (&reclaim, 200), (&["user_work"], 100)]);
         assert_eq!(f.len(), 1, "{f:?}");
         assert!((f[0].cost_s - 0.4).abs() < 1e-9, "{}", f[0].cost_s);
-        assert_eq!(f[0].evidence["fault_share"], 0.8);
+        assert_eq!(f[0].evidence["page_in_share"], 0.8);
+    }
+
+    #[test]
+    fn buffered_reads_that_reclaim_in_the_cgroup_are_found() {
+        // `cat` of a file bigger than the cgroup's limit, again and again.
+        let read: &[&str] = &["ksys_read", "vfs_read", "filemap_read"];
+        let reclaim: Vec<&str> = [
+            read,
+            &[
+                "page_cache_ra_unbounded",
+                "filemap_add_folio",
+                "try_charge_memcg",
+            ],
+            &["try_to_free_mem_cgroup_pages"],
+        ]
+        .concat();
+        let f = findings(&[(read, 150), (&reclaim, 100), (&["user_work"], 10)]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].title.contains("getting pages in"), "{}", f[0].title);
+    }
+
+    /// A `cat` re-reading a file in a cgroup: little CPU in reclaim itself.
+    const CAT: &[(&[&str], usize)] = &[
+        (&["ksys_read", "vfs_read", "filemap_read"], 300),
+        (
+            &[
+                "ksys_read",
+                "vfs_read",
+                "filemap_read",
+                "try_to_free_mem_cgroup_pages",
+            ],
+            5,
+        ),
+        (&["user_work"], 10),
+    ];
+
+    fn cat_findings(limit: u64, refaults: u64) -> Vec<Finding> {
+        let trace = stacks_trace(CAT);
+        let cg = "/box".to_string();
+        let info = CgroupInfo {
+            process_cgroup: [(10, cg.clone())].into(),
+            limits: [(cg.clone(), limit)].into(),
+            refaults: [(cg, refaults)].into(),
+        };
+        detect(&Context::new(&trace, None, Some(&info)))
+    }
+
+    #[test]
+    fn refaulting_more_than_the_limit_is_thrashing_even_with_cheap_reclaim() {
+        // 32 MiB limit, 1.9 GiB read back in.
+        let f = cat_findings(32 << 20, 499_422);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["refaulted_pages"], 499_422);
+        assert!(f[0].title.contains("re-reading 1950 MiB"), "{}", f[0].title);
+        assert_eq!(f[0].culprit.cgroup.as_deref(), Some("/box"));
+    }
+
+    #[test]
+    fn refaulting_less_than_the_limit_with_cheap_reclaim_is_not() {
+        assert!(cat_findings(32 << 20, 4000).is_empty());
+    }
+
+    #[test]
+    fn reading_a_cached_file_without_a_limit_is_not_thrashing() {
+        let read: &[&str] = &["ksys_read", "vfs_read", "filemap_read", "copy_page_to_iter"];
+        let f = findings(&[(read, 500), (&["user_work"], 10)]);
+        assert!(f.is_empty(), "{f:?}");
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct CgroupInfo {
     pub process_cgroup: HashMap<i32, String>,
     /// cgroup path → memory limit in bytes (absent: no limit).
     pub limits: HashMap<String, u64>,
+    /// cgroup path → pages it refaulted (read back in soon after evicting
+    /// them) while the trace was recorded.
+    pub refaults: HashMap<String, u64>,
 }
 
 /// Everything the detectors share, computed once.

@@ -7,8 +7,17 @@
 //! with a name that is unique from the start. The launcher (`__child
 //! log-launcher`) times its launch loop — CPU of itself and every child, and
 //! elapsed time — prints the elapsed time per batch of 10 launches like the
-//! original, and removes its log directory before it exits. The scenario
-//! also measures what one existence check costs here.
+//! original, and removes its log directory before it exits.
+//!
+//! What the sweeps measure is the time the launches spend finding their log
+//! name: each writer times its own search (CPU and elapsed, from its first
+//! check to its created file) and the launcher adds them up. That is where
+//! the quadratic is. The launches' total time is reported too, but it is no
+//! good for telling growth apart here: a check costs ~0.4 µs on Linux
+//! (80 µs on the original Windows machine) against ~1 ms to launch a
+//! process, so probing only overtakes launching after several thousand
+//! launches; the scenario prints where. It also measures what one existence
+//! check costs.
 //!
 //! The children (`log-launcher`, `log-writer`) are defined here too.
 
@@ -19,7 +28,10 @@ use std::time::Instant;
 use serde_json::json;
 use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
-use crate::measure::{emit_report, run_child, sweep_to_variant, sweep_variant, VariantSweep};
+use crate::measure::{
+    emit_report, parse_child_output, process_cpu_seconds, run_child, sweep_to_variant,
+    sweep_variant, VariantSweep,
+};
 use crate::runner::Scenario;
 use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
@@ -111,6 +123,7 @@ impl Scenario for LogProbe {
 
         let sizes = sizes(ctx.profile);
         let mut swept = Vec::new();
+        let mut launch_totals = Vec::new();
         for (naming, name, role) in [
             (Naming::Probe, "probe-names", Role::Pathological),
             (Naming::Unique, "unique-names", Role::Control),
@@ -137,12 +150,17 @@ impl Scenario for LogProbe {
                     ctx.line(format!("  {line}"));
                 }
             }
+            let totals = median_launch_totals(&outputs)?;
             for row in &result.rows {
+                let Some(total) = totals.iter().find(|t| t.n == row.n) else {
+                    continue;
+                };
                 ctx.line(format!(
-                    "  {name}: {} launches took {:.2} s of CPU, {:.2} s elapsed",
-                    row.n, row.median_cpu_s, row.median_wall_s
+                    "  {name}: {} launches took {:.2} s of CPU, {:.2} s elapsed; finding a log name {:.3} s of CPU",
+                    row.n, total.cpu_s, total.wall_s, row.median_cpu_s
                 ));
             }
+            launch_totals.push(totals);
             for warning in &result.warnings {
                 ctx.line(format!("  ({name}: {warning})"));
             }
@@ -154,8 +172,37 @@ impl Scenario for LogProbe {
             checks as f64 * check_s,
             checks as f64 * ORIGINAL_CHECK_S / 60.0
         ));
-        Ok(judge(&swept, check_s))
+        Ok(judge(&swept, &launch_totals, check_s))
     }
+}
+
+/// Median totals of the launches at one size: CPU of the launcher and all
+/// its children, and elapsed time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LaunchTotals {
+    n: u64,
+    cpu_s: f64,
+    wall_s: f64,
+}
+
+/// Per size (ascending), the median launch totals of the launcher runs.
+fn median_launch_totals(
+    outputs: &[(u64, crate::measure::ChildOutput)],
+) -> Result<Vec<LaunchTotals>, LabError> {
+    let mut by_size: std::collections::BTreeMap<u64, (Vec<f64>, Vec<f64>)> = Default::default();
+    for (n, output) in outputs {
+        let e = by_size.entry(*n).or_default();
+        e.0.push(output.number("launch_cpu_s")?);
+        e.1.push(output.number("launch_wall_s")?);
+    }
+    Ok(by_size
+        .into_iter()
+        .map(|(n, (cpu, wall))| LaunchTotals {
+            n,
+            cpu_s: slowlab_sweep::stats::median(&cpu),
+            wall_s: slowlab_sweep::stats::median(&wall),
+        })
+        .collect())
 }
 
 /// Where the log directories go: a memory filesystem when there is one with
@@ -253,21 +300,40 @@ fn measure_check_cost(dir: &Path) -> Result<f64, LabError> {
     Ok(per_check)
 }
 
-/// Verdict: affected when probing grows super-linearly and unique names do
-/// not. Headline: CPU time of the largest launch count both measured.
-fn judge(swept: &[(&str, Role, SweepResult)], check_s: f64) -> ScenarioResult {
+/// Verdict: affected when the time spent finding a log name grows
+/// super-linearly with probing and not with unique names. Headline: the
+/// launches' total CPU time at the largest launch count both measured (what
+/// the user waits for), with the launch count where probing overtakes
+/// launching.
+fn judge(
+    swept: &[(&str, Role, SweepResult)],
+    launch_totals: &[Vec<LaunchTotals>],
+    check_s: f64,
+) -> ScenarioResult {
     let (probe, unique) = (&swept[0].2, &swept[1].2);
-    let common = probe
-        .rows
+    let common = launch_totals[0]
         .iter()
         .rev()
-        .find_map(|p| unique.rows.iter().find(|u| u.n == p.n).map(|u| (p, u)));
+        .find_map(|p| launch_totals[1].iter().find(|u| u.n == p.n).map(|u| (p, u)));
     let headline = common.map(|(p, u)| Headline {
         metric: format!("CPU time of {} launches", p.n),
         unit: "s".into(),
-        pathological: p.median_cpu_s,
-        control: u.median_cpu_s,
-        ratio: p.median_cpu_s / u.median_cpu_s.max(1e-9),
+        pathological: p.cpu_s,
+        control: u.cpu_s,
+        ratio: p.cpu_s / u.cpu_s.max(1e-9),
+    });
+    // Probing N launches costs about N²/2 checks; launching them N times the
+    // control's cost per launch: equal at N = 2 × launch / check.
+    let overtake = common
+        .filter(|_| check_s > 0.0)
+        .map(|(_, u)| 2.0 * (u.cpu_s / u.n.max(1) as f64) / check_s);
+    let added = common.map(|(p, u)| {
+        format!(
+            "; at {} launches probing adds {:.2} s to {:.2} s of launching",
+            p.n,
+            (p.cpu_s - u.cpu_s).max(0.0),
+            u.cpu_s
+        )
     });
     ScenarioResult {
         id: "log-probe".into(),
@@ -277,15 +343,27 @@ fn judge(swept: &[(&str, Role, SweepResult)], check_s: f64) -> ScenarioResult {
         headline,
         variants: swept
             .iter()
-            .map(|(name, role, r)| sweep_to_variant(name, *role, r))
+            .map(|(name, role, r)| {
+                let mut v = sweep_to_variant(name, *role, r);
+                let what = "points: CPU time the launches spent finding their log name";
+                v.note = Some(match v.note {
+                    Some(warnings) => format!("{what}; {warnings}"),
+                    None => what.to_string(),
+                });
+                v
+            })
             .collect(),
         explanation: format!(
-            "launches probing for a free log name grow as {} ({}), with unique names as {} ({}); one check costs {:.2} µs",
+            "finding a free log name by probing grows as {} ({}), with unique names as {} ({}); one check costs {:.2} µs{}{}",
             exponent_text(probe),
             probe.verdict.as_str(),
             exponent_text(unique),
             unique.verdict.as_str(),
-            check_s * 1e6
+            check_s * 1e6,
+            added.unwrap_or_default(),
+            overtake.map_or(String::new(), |n| format!(
+                "; probing overtakes launching after about {n:.0} launches"
+            )),
         ),
         lines: Vec::new(),
         platform: "linux".into(),
@@ -315,33 +393,56 @@ pub fn launcher_main(naming: Naming, n: u64, dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
     let outcome = launch_all(&exe, naming, n, &run_dir);
     let removed = std::fs::remove_dir_all(&run_dir);
-    let (cpu_s, wall_s) = outcome?;
+    let t = outcome?;
     removed.map_err(|e| format!("cannot remove {}: {e}", run_dir.display()))?;
     emit_report(&json!({
-        "cpu_s": cpu_s,
-        "wall_s": wall_s,
+        // What the sweep measures: the writers' time finding a name.
+        "cpu_s": t.naming_cpu_s,
+        "wall_s": t.naming_wall_s,
+        "launch_cpu_s": t.cpu_s,
+        "launch_wall_s": t.wall_s,
         "n": n,
-        "checks": match naming { Naming::Probe => n * (n + 1) / 2, Naming::Unique => 0 },
+        "checks": t.checks,
     }));
     Ok(())
 }
 
-fn launch_all(exe: &Path, naming: Naming, n: u64, run_dir: &Path) -> Result<(f64, f64), String> {
+/// What a launcher measured over its launches.
+#[derive(Debug, Default)]
+struct Launched {
+    /// CPU of the launcher and every writer, and the elapsed time.
+    cpu_s: f64,
+    wall_s: f64,
+    /// The writers' own time finding their log name, summed.
+    naming_cpu_s: f64,
+    naming_wall_s: f64,
+    /// Existence checks the writers made.
+    checks: u64,
+}
+
+fn launch_all(exe: &Path, naming: Naming, n: u64, run_dir: &Path) -> Result<Launched, String> {
     let args = writer_args(naming, run_dir);
+    let mut t = Launched::default();
     let cpu_start = cpu_with_children();
     let start = Instant::now();
     let mut batch_start = start;
     for launched in 1..=n {
-        let status = Command::new(exe)
+        let out = Command::new(exe)
             .arg("__child")
             .args(&args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
+            .stderr(Stdio::inherit())
+            .output()
             .map_err(|e| format!("cannot launch {}: {e}", exe.display()))?;
-        if !status.success() {
-            return Err(format!("launch {launched} failed: {status}"));
+        if !out.status.success() {
+            return Err(format!("launch {launched} failed: {}", out.status));
         }
+        let report = parse_child_output(&out.stdout)
+            .and_then(|o| Ok((o.number("cpu_s")?, o.number("wall_s")?, o.number("checks")?)))
+            .map_err(|e| format!("launch {launched}: {e}"))?;
+        t.naming_cpu_s += report.0;
+        t.naming_wall_s += report.1;
+        t.checks += report.2 as u64;
         if launched % BATCH == 0 {
             let now = Instant::now();
             println!(
@@ -351,14 +452,28 @@ fn launch_all(exe: &Path, naming: Naming, n: u64, run_dir: &Path) -> Result<(f64
             batch_start = now;
         }
     }
-    Ok((
-        cpu_with_children() - cpu_start,
-        start.elapsed().as_secs_f64(),
-    ))
+    t.cpu_s = cpu_with_children() - cpu_start;
+    t.wall_s = start.elapsed().as_secs_f64();
+    Ok(t)
 }
 
-/// The writer child: finds its log name and creates the file.
+/// The writer child: finds its log name and creates the file; reports the
+/// CPU and elapsed time that took and how many names it checked.
 pub fn writer_main(naming: Naming, dir: &Path) -> Result<(), String> {
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    let checks = find_and_create_log(naming, dir)?;
+    let wall_s = start.elapsed().as_secs_f64();
+    emit_report(&json!({
+        "cpu_s": process_cpu_seconds() - cpu_start,
+        "wall_s": wall_s,
+        "checks": checks,
+    }));
+    Ok(())
+}
+
+/// Creates this writer's log file; returns the existence checks it made.
+fn find_and_create_log(naming: Naming, dir: &Path) -> Result<u64, String> {
     let pid = std::process::id();
     match naming {
         Naming::Unique => {
@@ -366,7 +481,7 @@ pub fn writer_main(naming: Naming, dir: &Path) -> Result<(), String> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
             create_log(&dir.join(format!("name.{pid}.{nanos}.dat")))
-                .map(|_| ())
+                .map(|_| 0)
                 .map_err(|e| format!("cannot create the log in {}: {e}", dir.display()))
         }
         Naming::Probe => {
@@ -378,7 +493,7 @@ pub fn writer_main(naming: Naming, dir: &Path) -> Result<(), String> {
                     Err(e) => return Err(format!("cannot check {}: {e}", path.display())),
                 }
                 match create_log(&path) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => return Ok(index + 1),
                     // Another writer took it between the check and the create.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                     Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
@@ -420,8 +535,8 @@ mod tests {
     #[test]
     fn probing_writers_take_the_first_free_name() {
         let dir = tempfile::tempdir().unwrap();
-        for _ in 0..3 {
-            writer_main(Naming::Probe, dir.path()).unwrap();
+        for i in 0..3 {
+            assert_eq!(find_and_create_log(Naming::Probe, dir.path()), Ok(i + 1));
         }
         // Three writers in one process all find a free name in order.
         for i in 0..3 {

@@ -460,7 +460,7 @@ pub fn child_main(
     };
     let wall_s: f64 = reps_wall_s.iter().sum();
     emit_report(&json!({
-        "cpu_s": crate::scenarios::topdown_alloc::process_cpu_seconds(),
+        "cpu_s": crate::measure::process_cpu_seconds(),
         "wall_s": wall_s,
         "reps_wall_s": reps_wall_s,
         "events": events / REPS as u64,

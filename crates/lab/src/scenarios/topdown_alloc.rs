@@ -17,7 +17,9 @@
 use serde_json::json;
 use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
 
-use crate::measure::{emit_report, run_child, sweep_to_variant, sweep_variant, VariantSweep};
+use crate::measure::{
+    emit_report, process_cpu_seconds, run_child, sweep_to_variant, sweep_variant, VariantSweep,
+};
 use crate::runner::Scenario;
 use crate::verdicts::{exponent_text, sweep_affected};
 use crate::{system, LabContext, LabError, Profile};
@@ -308,15 +310,6 @@ fn map_anywhere(prot: i32) -> Result<usize, String> {
         return Err(format!("mmap failed: {}", std::io::Error::last_os_error()));
     }
     Ok(p as usize)
-}
-
-/// CPU time of this process (all threads), in seconds.
-pub fn process_cpu_seconds() -> f64 {
-    // SAFETY: timespec is plain data that clock_gettime fills in.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 #[cfg(test)]

@@ -37,7 +37,9 @@ use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, Var
 
 use crate::cleanup::Cleanup;
 use crate::context::TempDir;
-use crate::measure::{emit_report, parse_child_output, value_variant, ChildOutput};
+use crate::measure::{
+    emit_report, parse_child_output, process_cpu_seconds, value_variant, ChildOutput,
+};
 use crate::runner::Scenario;
 use crate::system::{self, CgroupVersion};
 use crate::{LabContext, LabError};
@@ -855,7 +857,7 @@ pub fn child_main(child: Child) -> Result<(), String> {
     let warmup_s = warmup.elapsed().as_secs_f64();
 
     let (faults_before, read_before) = (faults(), read_bytes());
-    let start_cpu = cpu_seconds();
+    let start_cpu = process_cpu_seconds();
     let start = Instant::now();
     let limit = Duration::from_secs_f64(seconds.max(0.0));
     const CHUNK: usize = 1024;
@@ -881,7 +883,7 @@ pub fn child_main(child: Child) -> Result<(), String> {
         }
     }
     let wall_s = start.elapsed().as_secs_f64();
-    let cpu_s = cpu_seconds() - start_cpu;
+    let cpu_s = process_cpu_seconds() - start_cpu;
     let (faults_after, read_after) = (faults(), read_bytes());
     let scans = touched as f64 / pages as f64;
     emit_report(&json!({
@@ -912,15 +914,6 @@ fn touch(mapping: &Mapping, from: usize, to: usize, write: bool) {
         }
     }
     std::hint::black_box(sum);
-}
-
-/// CPU time of this process (all threads), in seconds.
-fn cpu_seconds() -> f64 {
-    // SAFETY: timespec is plain data that clock_gettime fills in.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Page faults (major and minor) of this process so far.

@@ -64,6 +64,7 @@ pub fn load_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupIn
                 .filter_map(|(pid, cg)| pid.parse().ok().map(|p| (p, cg)))
                 .collect(),
             limits: notes.limits.into_iter().collect(),
+            refaults: notes.refaults.into_iter().collect(),
         }),
         Err(e) => {
             warnings.push(format!(
