@@ -365,6 +365,9 @@ impl Builder {
     }
 
     fn on_fork(&mut self, pid: i32, ppid: i32, tid: i32, ptid: i32, time: u64) {
+        // perf synthesizes records for what already ran when it started,
+        // with time 0: no fork time is known for those.
+        let time = (time != 0).then_some(time);
         let parent_comm = self
             .tid_map
             .get(&ptid)
@@ -379,14 +382,14 @@ impl Builder {
                 Some(c) => c,
                 None => self.s(&format!(":{pid}")),
             };
-            let p = self.new_process(pid, Some(ppid), comm, Some(time));
+            let p = self.new_process(pid, Some(ppid), comm, time);
             let inherited = self.maps.get(&ppid).cloned().unwrap_or_default();
             self.maps.insert(pid, inherited);
-            self.new_thread(p, tid, comm, Some(time));
+            self.new_thread(p, tid, comm, time);
         } else {
             let p = self.process(pid);
             let comm = parent_comm.unwrap_or(self.t.processes[p.ix()].comm);
-            self.new_thread(p, tid, comm, Some(time));
+            self.new_thread(p, tid, comm, time);
         }
     }
 
@@ -409,7 +412,7 @@ impl Builder {
             proc_.comm = name;
         }
         if exec {
-            proc_.exec_ns = Some(time);
+            proc_.exec_ns = (time != 0).then_some(time);
             if let Some(m) = self.maps.get_mut(&pid) {
                 m.clear();
             }
@@ -1509,6 +1512,25 @@ mod tests {
             assert!(seen.insert((n.parent, n.frame)), "duplicate node");
         }
         assert_eq!(t.stacks.len(), 9);
+    }
+
+    #[test]
+    fn synthesized_forks_and_comms_at_time_zero_have_no_start() {
+        let mut b = Builder::new();
+        // perf's records for a shell that ran before the recording began…
+        b.on_fork(100, 1, 100, 1, 0);
+        b.on_comm(100, 100, "sh", true, 0);
+        // …and for a child it forks while recording.
+        b.on_fork(101, 100, 101, 100, 5_000);
+        b.on_exit(100, 100, 9_000);
+        let sh = &b.t.processes[b.pid_map[&100].ix()];
+        assert_eq!(
+            (sh.start_ns, sh.exec_ns, sh.end_ns),
+            (None, None, Some(9_000))
+        );
+        let child = &b.t.processes[b.pid_map[&101].ix()];
+        assert_eq!(child.start_ns, Some(5_000));
+        assert_eq!(child.ppid, Some(100));
     }
 
     #[test]
