@@ -323,35 +323,36 @@ pub struct Summary {
 /// Per-function self and inclusive counts of the selection, hottest self
 /// first (then inclusive).
 pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64)> {
+    let mut per_stack = vec![0u64; trace.stacks.len()];
+    for &((_, stack), count) in &agg.groups {
+        if let Some(s) = stack {
+            per_stack[s.ix()] += count;
+        }
+    }
+    function_counts_by_stack(trace, &per_stack)
+}
+
+/// Per-function self and inclusive counts from the samples ending in each
+/// stack node (`per_stack[node]`), hottest self first (then inclusive).
+/// Each sampled stack is walked to its root once, in node order (callers
+/// were made before their callees, so neighbouring walks share them in
+/// cache); a function counts once per stack however often it recurses.
+pub fn function_counts_by_stack(trace: &Trace, per_stack: &[u64]) -> Vec<(FuncIdx, u64, u64)> {
     let n = trace.functions.len();
     let mut selfc = vec![0u64; n];
     let mut incl = vec![0u64; n];
     let mut stamp = vec![u32::MAX; n];
-    // Group by stack only (threads do not matter here): sort the groups'
-    // stacks rather than count into an array as long as the stack table
-    // (hundreds of thousands of nodes for a build, most of them no leaf).
-    let mut stacks: Vec<(StackIdx, u64)> = agg
-        .groups
-        .iter()
-        .filter_map(|&((_, stack), count)| Some((stack?, count)))
-        .collect();
-    stacks.sort_unstable_by_key(|&(s, _)| s);
-    let mut by_stack: Vec<(StackIdx, u64)> = Vec::with_capacity(stacks.len());
-    for (s, c) in stacks {
-        match by_stack.last_mut() {
-            Some(last) if last.0 == s => last.1 += c,
-            _ => by_stack.push((s, c)),
-        }
-    }
-    for (i, (stack, count)) in by_stack.into_iter().enumerate() {
-        if let Some(f) = leaf_func(trace, Some(stack)) {
+    let sampled = per_stack.iter().enumerate().filter(|&(_, &c)| c > 0);
+    for (walk, (node, &count)) in sampled.enumerate() {
+        let stack = Some(StackIdx(node as u32));
+        if let Some(f) = leaf_func(trace, stack) {
             selfc[f.ix()] += count;
         }
-        for frame in trace.stack_frames(Some(stack)) {
-            let f = trace.frame_function(frame);
-            if stamp[f.ix()] != i as u32 {
-                stamp[f.ix()] = i as u32;
-                incl[f.ix()] += count;
+        for frame in trace.stack_frames(stack) {
+            let f = trace.frame_function(frame).ix();
+            if stamp[f] != walk as u32 {
+                stamp[f] = walk as u32;
+                incl[f] += count;
             }
         }
     }
@@ -365,13 +366,29 @@ pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64
 
 /// The summary; `top` limits the functions (all when `None`).
 pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
-    let agg = sel.aggregate(trace);
-    // Counts by index (a hash map per group costs more than the table).
-    let mut proc_counts = vec![0u64; trace.processes.len()];
+    // Counts by index, straight from the samples: per thread, per process
+    // and per stack node (tables cost less than grouping by hash).
+    let keep = sel.thread_mask(trace);
+    let (from, to) = sel.time_range_ns(trace);
+    let s = &trace.samples;
     let mut thread_counts = vec![0u64; trace.threads.len()];
-    for &((th, _), count) in &agg.groups {
-        thread_counts[th.ix()] += count;
-        proc_counts[trace.threads[th.ix()].process.ix()] += count;
+    let mut per_stack = vec![0u64; trace.stacks.len()];
+    let mut total = 0;
+    for i in 0..s.len() {
+        let th = s.thread[i].ix();
+        let t = s.time_ns[i];
+        if !keep.get(th).copied().unwrap_or(false) || t < from || t >= to {
+            continue;
+        }
+        total += 1;
+        thread_counts[th] += 1;
+        if let Some(stack) = s.stack[i] {
+            per_stack[stack.ix()] += 1;
+        }
+    }
+    let mut proc_counts = vec![0u64; trace.processes.len()];
+    for (th, &count) in thread_counts.iter().enumerate() {
+        proc_counts[trace.threads[th].process.ix()] += count;
     }
     let mut processes: Vec<ProcessRow> = proc_counts
         .iter()
@@ -402,7 +419,7 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
         })
         .collect();
     processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
-    let mut funcs = function_counts(trace, &agg);
+    let mut funcs = function_counts_by_stack(trace, &per_stack);
     if let Some(t) = top {
         funcs.truncate(t);
     }
@@ -416,7 +433,7 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
         })
         .collect();
     Summary {
-        samples: agg.total,
+        samples: total,
         lost: trace.stats.lost_events,
         duration_s: trace.meta.duration_s(),
         sample_event: trace.meta.sample_event.clone(),
@@ -430,6 +447,30 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
 mod tests {
     use super::*;
     use crate::testutil::small_trace;
+
+    #[test]
+    fn a_recursive_function_counts_once_per_sample() {
+        let mut b = crate::testutil::TraceBuilder::default();
+        let app = b.process(10, "app");
+        let recursive = b.stack(&["main", "f", "g", "f"]);
+        let other = b.stack(&["main", "h"]);
+        for (ms, stack) in [(1, recursive), (2, recursive), (3, other), (4, recursive)] {
+            b.sample(ms * 1_000_000, app, 0, stack);
+        }
+        let t = b.build();
+        let s = summary(&t, &Selection::default(), None);
+        let counts: Vec<(&str, u64, u64)> = s
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.self_samples, f.inclusive))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![("f", 3, 3), ("h", 1, 1), ("main", 0, 4), ("g", 0, 3)]
+        );
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.processes[0].samples, 4);
+    }
 
     #[test]
     fn tree_by_process_function_counts_self_and_inclusive() {

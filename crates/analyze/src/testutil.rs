@@ -98,10 +98,12 @@ pub fn small_trace() -> Trace {
     t
 }
 
-/// Builds small traces of kernel stacks for the detectors' tests.
+/// Builds small traces of kernel stacks for the views' and detectors'
+/// tests; one function (and one frame) per name.
 #[derive(Default)]
 pub struct TraceBuilder {
     t: Trace,
+    frame_of: std::collections::HashMap<String, FrameIdx>,
 }
 
 impl TraceBuilder {
@@ -146,22 +148,30 @@ impl TraceBuilder {
             });
         }
         let mut parent = None;
-        for (depth, name) in names.iter().enumerate() {
-            let name = self.intern(name);
-            self.t.functions.push(Function {
-                name,
-                module: ModuleIdx(0),
-                kernel: true,
-            });
-            self.t.frames.push(Frame {
-                module: ModuleIdx(0),
-                address: 0x1000 * self.t.frames.len() as u64,
-                function: FuncIdx(self.t.functions.len() as u32 - 1),
-                kernel: true,
-            });
+        for (depth, &name) in names.iter().enumerate() {
+            let frame = match self.frame_of.get(name) {
+                Some(&f) => f,
+                None => {
+                    let idx = self.intern(name);
+                    self.t.functions.push(Function {
+                        name: idx,
+                        module: ModuleIdx(0),
+                        kernel: true,
+                    });
+                    self.t.frames.push(Frame {
+                        module: ModuleIdx(0),
+                        address: 0x1000 * self.t.frames.len() as u64,
+                        function: FuncIdx(self.t.functions.len() as u32 - 1),
+                        kernel: true,
+                    });
+                    let f = FrameIdx(self.t.frames.len() as u32 - 1);
+                    self.frame_of.insert(name.to_owned(), f);
+                    f
+                }
+            };
             self.t.stacks.push(StackNode {
                 parent,
-                frame: FrameIdx(self.t.frames.len() as u32 - 1),
+                frame,
                 depth: depth as u32,
             });
             parent = Some(StackIdx(self.t.stacks.len() as u32 - 1));
