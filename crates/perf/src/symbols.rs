@@ -313,7 +313,26 @@ impl<'a> Elf<'a> {
             ElfKind::E32(t) => t.sorted(),
             ElfKind::E64(t) => t.sorted(),
         };
-        syms.sort_unstable_by_key(|s| (s.addr, s.order));
+        // By address, then file order. The entries are in file order, so
+        // where address and position fit one word together (addresses
+        // below 2^40 and fewer than 2^24 symbols: every library and
+        // executable seen) the words are sorted instead: sorting plain
+        // integers is several times faster than sorting the entries.
+        let fits = syms.len() < 1 << 24 && syms.iter().all(|s| s.addr < 1 << 40);
+        if fits {
+            let mut keys: Vec<u64> = syms
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.addr << 24 | i as u64)
+                .collect();
+            keys.sort_unstable();
+            syms = keys
+                .iter()
+                .map(|k| syms[(k & 0xff_ffff) as usize])
+                .collect();
+        } else {
+            syms.sort_unstable_by_key(|s| (s.addr, s.order));
+        }
         SortedSymbols { syms }
     }
 
@@ -505,6 +524,20 @@ struct Sorted {
 }
 
 impl SortedSymbols {
+    /// The first symbol above `q`, searched from `from` on (every symbol
+    /// before `from` is at or below `q`) by doubling steps, then halving.
+    fn first_above(&self, from: usize, q: u64) -> usize {
+        let syms = &self.syms;
+        let (mut lo, mut hi, mut step) = (from, from, 1);
+        while hi < syms.len() && syms[hi].addr <= q {
+            lo = hi + 1;
+            hi = lo + step;
+            step <<= 1;
+        }
+        let hi = hi.min(syms.len());
+        lo + syms[lo..hi].partition_point(|s| s.addr <= q)
+    }
+
     /// For each of the ascending addresses `queries`, the file offset of
     /// the name of the function containing it (see [`Elf::resolve`]).
     pub fn resolve(
@@ -513,14 +546,22 @@ impl SortedSymbols {
         queries: &[u64],
         prefetch: &mut dyn FnMut(&mut dyn Iterator<Item = u32>),
     ) -> Vec<Option<u32>> {
-        // The group of symbols at the address below each query.
+        // The group of symbols at the address below each query. The queries
+        // ascend, so each search starts where the last one ended and
+        // gallops from there: a few steps through memory just read, rather
+        // than a binary search over the whole table per query.
+        let mut from = 0;
         let groups: Vec<Option<(usize, usize)>> = queries
             .iter()
             .map(|&q| {
-                let end = self.syms.partition_point(|s| s.addr <= q);
+                let end = self.first_above(from, q);
+                from = end;
                 let last = end.checked_sub(1)?;
                 let addr = self.syms[last].addr;
-                let first = self.syms[..last].partition_point(|s| s.addr < addr);
+                let mut first = last;
+                while first > 0 && self.syms[first - 1].addr == addr {
+                    first -= 1;
+                }
                 Some((first, end))
             })
             .collect();
