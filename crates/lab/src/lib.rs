@@ -25,6 +25,9 @@ pub mod scenarios;
 pub mod system;
 pub mod verdicts;
 
+#[cfg(test)]
+mod testutil;
+
 pub use context::{LabContext, LabOutput, Profile};
 pub use runner::{run_lab, scenario_ids, Scenario};
 

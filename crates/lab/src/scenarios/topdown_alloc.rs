@@ -315,7 +315,8 @@ fn map_anywhere(prot: i32) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_model::results::{Point, SizeRow, Verdict};
+    use crate::testutil::sweep_result as result;
+    use slowlab_model::results::Verdict;
 
     #[test]
     fn the_line_matches_the_original_program() {
@@ -323,47 +324,6 @@ mod tests {
             original_line("Topdown", 8.88, 8000),
             "Topdown allocs took  8.8800 s for  8000 allocs of 64 KB blocks (total is 500 MB)."
         );
-    }
-
-    fn result(verdict: Verdict, exponent: f64, times: &[(u64, f64)]) -> SweepResult {
-        SweepResult {
-            command: vec![],
-            sizes: times.iter().map(|t| t.0).collect(),
-            skipped_sizes: vec![],
-            points: times
-                .iter()
-                .map(|&(n, t)| Point {
-                    n,
-                    cpu_s: vec![t],
-                    wall_s: vec![t],
-                })
-                .collect(),
-            baseline: None,
-            rows: times
-                .iter()
-                .map(|&(n, t)| SizeRow {
-                    n,
-                    reps: 1,
-                    median_cpu_s: t,
-                    net_cpu_s: t,
-                    min_wall_s: t,
-                    median_wall_s: t,
-                    local_exponent: None,
-                })
-                .collect(),
-            local_exponents: vec![],
-            exponent: Some(exponent),
-            exponent_ci: Some([exponent - 0.1, exponent + 0.1]),
-            verdict,
-            reason: String::new(),
-            model: None,
-            last_ratio: None,
-            projected_next_s: None,
-            warnings: vec![],
-            seed: 0,
-            elapsed_s: 0.0,
-            interrupted: false,
-        }
     }
 
     #[test]
