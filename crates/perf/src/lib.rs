@@ -72,12 +72,6 @@ const PRELOAD_THREADS: usize = 6;
 
 /// Reads and symbolizes the perf.data file at `path`.
 pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Result<Trace, Error> {
-    // Kallsyms first, on its own thread: the kernel needs tens of
-    // milliseconds to format it, time the records are read in.
-    let kernel = opts.symbolize.then(|| {
-        let path = symbolize::kallsyms_path(opts);
-        std::thread::spawn(move || symbolize::load_kallsyms(&path))
-    });
     let open_err = |source| Error::Open {
         path: path.to_owned(),
         source,
@@ -93,7 +87,24 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     // `populate`: the whole file is read anyway; one call maps it all
     // instead of a page fault per 64 KiB.
     let map = unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(open_err)?;
-    let Some(kernel) = kernel else {
+    // Kallsyms first, on its own thread, read while the records are: the
+    // copy `perf record` saved for the trace's kernel if it is there (a
+    // file), else /proc/kallsyms (the kernel needs tens of milliseconds of
+    // CPU to format it).
+    let kernel = opts.symbolize.then(|| {
+        let cached = match opts.kallsyms {
+            Some(_) => None,
+            None => reader::kernel_build_id(&map)
+                .as_deref()
+                .and_then(symbolize::cached_kallsyms),
+        };
+        let path = cached
+            .clone()
+            .unwrap_or_else(|| symbolize::kallsyms_path(opts));
+        let handle = std::thread::spawn(move || symbolize::load_kallsyms(&path));
+        (handle, cached.is_some())
+    });
+    let Some((kernel, from_cache)) = kernel else {
         let mut trace = read_bytes(&map, progress)?;
         symbolize::leave_unsymbolized(&mut trace);
         return Ok(trace);
@@ -129,10 +140,15 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     drop(tx);
     let mut trace = read?;
     drop_later(map);
-    let kernel = move || {
-        kernel
+    let kernel = move |text_then: Option<u64>| {
+        let table = kernel
             .join()
-            .unwrap_or_else(|_| Err("reading kallsyms failed".into()))
+            .unwrap_or_else(|_| Err("reading kallsyms failed".into()));
+        if from_cache {
+            symbolize::same_boot_or_running(table, text_then)
+        } else {
+            table
+        }
     };
     symbolize::symbolize_with(&mut trace, kernel, &preload, Some(early), progress);
     Ok(trace)

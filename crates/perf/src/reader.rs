@@ -1137,6 +1137,21 @@ pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
     read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {})
 }
 
+/// The build id of the kernel a perf.data file was recorded on, from its
+/// build-id table (without reading its records); `None` when the file has
+/// none or its header cannot be read.
+pub(crate) fn kernel_build_id(data: &[u8]) -> Option<String> {
+    let (patched, repair) = file::open(data).ok()?;
+    if repair.pipe {
+        return None;
+    }
+    let reader = guard(move || PerfFileReader::parse_file(patched))?.ok()?;
+    let ids = guard(|| reader.perf_file.build_ids())?.ok()?;
+    ids.into_values()
+        .find(|info| info.path.as_slice() == b"[kernel.kallsyms]")
+        .map(|info| info.build_id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
 /// each user binary when its first frame is read (so its symbols can be
 /// fetched meanwhile), and `checkpoint(trace so far)` when half and when
@@ -1512,6 +1527,22 @@ mod tests {
             assert!(seen.insert((n.parent, n.frame)), "duplicate node");
         }
         assert_eq!(t.stacks.len(), 9);
+    }
+
+    #[test]
+    fn the_kernel_build_id_is_read_from_the_header() {
+        let fixture = |name: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+            std::fs::read(dir.join(name)).unwrap()
+        };
+        assert_eq!(
+            kernel_build_id(&fixture("sched.perfdata")).as_deref(),
+            Some("48dc540c8b76393804ca8088dbfa7d42911a9444")
+        );
+        // User binaries only; pipe mode has no build-id table; not perf.data.
+        assert_eq!(kernel_build_id(&fixture("hot-fp.perfdata")), None);
+        assert_eq!(kernel_build_id(&fixture("hot-pipe.perfdata")), None);
+        assert_eq!(kernel_build_id(b"PERFILE2 and then garbage"), None);
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! hit are demangled. A stripped binary falls back to its separate debug
 //! file found by build id (`/usr/lib/debug/.build-id/xx/yyyy.debug`), a
 //! rebuilt or deleted one to perf's build-id cache (`~/.debug`). Kernel
-//! frames are named from kallsyms, shifted by the KASLR offset between the
-//! recording and now.
+//! frames are named from the copy of kallsyms that `perf record` saved in
+//! that cache for the trace's kernel, when it was saved in the same boot
+//! (a plain file; the kernel spends tens of milliseconds of CPU formatting
+//! `/proc/kallsyms`), else from `/proc/kallsyms`, shifted by the KASLR
+//! offset between the recording and now.
 //!
 //! To overlap the record pass: binaries are opened ([`Preload`]) as their
 //! first frame is read, and [`Early`] rounds name the user frames read so
@@ -186,6 +189,12 @@ fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
     if let Ok(m) = &map {
         if let Ok(elf) = Elf::parse(m) {
             will_need(m, elf.symtab);
+            // The names too, all of them (up to a size): those of the
+            // frames are scattered through the table, and one long read
+            // ahead costs the disk less than thousands of page reads.
+            if elf.strtab.1 <= PREFETCH_NAMES {
+                will_need(m, elf.strtab);
+            }
             if elf.dynsym_only {
                 let id = elf.build_id.as_deref().map(hex);
                 debug = debug_file_candidates(id.as_deref(), path)
@@ -228,6 +237,9 @@ fn will_need(map: &memmap2::Mmap, (off, len): (u64, u64)) {
 }
 
 const PAGE: usize = 4096;
+
+/// Symbol name tables up to this size are read ahead whole.
+const PREFETCH_NAMES: u64 = 64 << 20;
 
 /// Asks the kernel to read the pages that hold the names at `offsets`
 /// (ascending), adjacent pages in one request, all at once (not the pages
@@ -461,7 +473,7 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
     let path = kallsyms_path(opts);
     symbolize_with(
         trace,
-        move || load_kallsyms(&path),
+        move |_| load_kallsyms(&path),
         &Preload::default(),
         None,
         progress,
@@ -474,13 +486,51 @@ pub(crate) fn kallsyms_path(opts: &ReadOptions) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/proc/kallsyms"))
 }
 
+/// The copy of kallsyms that `perf record` keeps in its build-id cache for
+/// the kernel with `build_id` (`$PERF_BUILDID_DIR`, else `~/.debug`:
+/// `[kernel.kallsyms]/BUILD-ID/kallsyms`), if it is there.
+pub(crate) fn cached_kallsyms(build_id: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("PERF_BUILDID_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")))?;
+    cached_kallsyms_in(&dir, build_id)
+}
+
+/// [`cached_kallsyms`] in the build-id cache `dir`.
+fn cached_kallsyms_in(dir: &Path, build_id: &str) -> Option<PathBuf> {
+    // A build id is hex: nothing else may name a directory.
+    if build_id.is_empty() || !build_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let file = dir
+        .join("[kernel.kallsyms]")
+        .join(build_id)
+        .join("kallsyms");
+    file.is_file().then_some(file)
+}
+
+/// The kernel symbols for a trace whose kernel sat at `text_then` (its
+/// `_text`): `cached` (loaded from perf's build-id cache) when it was saved
+/// in the same boot — the same `_text`, so the modules' addresses hold too —
+/// else the running kernel's from `/proc/kallsyms`.
+pub(crate) fn same_boot_or_running(
+    cached: Result<Kallsyms, String>,
+    text_then: Option<u64>,
+) -> Result<Kallsyms, String> {
+    match cached {
+        Ok(k) if text_then.is_some() && k.text == text_then => Ok(k),
+        _ => load_kallsyms(Path::new("/proc/kallsyms")),
+    }
+}
+
 /// Symbolizes every frame of `trace` in place. `kernel` gives the kallsyms
-/// table (e.g. by joining the thread that loads it) and is called only if
-/// there are kernel frames; `preload` has the binaries opened so far;
+/// table for a kernel whose `_text` was at the given address when the trace
+/// was recorded (e.g. by joining the thread that loads it) and is called
+/// only if there are kernel frames; `preload` has the binaries opened so far;
 /// `early` names the user frames it was started with.
 pub fn symbolize_with(
     trace: &mut Trace,
-    kernel: impl FnOnce() -> Result<Kallsyms, String> + Send,
+    kernel: impl FnOnce(Option<u64>) -> Result<Kallsyms, String> + Send,
     preload: &Preload,
     early: Option<Early>,
     progress: ProgressFn,
@@ -507,7 +557,8 @@ pub fn symbolize_with(
         .collect();
     let kernel_text = trace.meta.kernel_text;
     let kern = || {
-        (!kernel_frames.is_empty()).then(|| symbolize_kernel(kernel(), kernel_text, &kernel_frames))
+        (!kernel_frames.is_empty())
+            .then(|| symbolize_kernel(kernel(kernel_text), kernel_text, &kernel_frames))
     };
     let mut warnings = Vec::new();
     // Each frame's function, in a compact array first (results come by
@@ -826,5 +877,49 @@ fn symbolize_user_module(
         kmods,
         frames: out,
         error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kallsyms_perf_record_cached_is_found_by_build_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = "48dc540c8b76393804ca8088dbfa7d42911a9444";
+        assert_eq!(cached_kallsyms_in(dir.path(), id), None);
+        let entry = dir.path().join("[kernel.kallsyms]").join(id);
+        std::fs::create_dir_all(&entry).unwrap();
+        std::fs::write(entry.join("kallsyms"), "ffffffff81000000 T _text\n").unwrap();
+        assert_eq!(
+            cached_kallsyms_in(dir.path(), id),
+            Some(entry.join("kallsyms"))
+        );
+        assert_eq!(cached_kallsyms_in(dir.path(), "../../etc"), None);
+        assert_eq!(cached_kallsyms_in(dir.path(), ""), None);
+    }
+
+    #[test]
+    fn a_cached_kallsyms_is_used_only_for_the_boot_it_was_saved_in() {
+        let cached = || {
+            Ok(Kallsyms::from_text(
+                "ffffffff81000000 T _text\nffffffff81000100 T only_in_the_copy\n",
+            ))
+        };
+        let same = same_boot_or_running(cached(), Some(0xffff_ffff_8100_0000)).unwrap();
+        assert_eq!(
+            same.lookup(0xffff_ffff_8100_0180).map(|s| s.name),
+            Some("only_in_the_copy")
+        );
+        // Another `_text` (another boot), or none known: the running
+        // kernel's table instead (or its error, where kallsyms is hidden).
+        for text in [Some(0xffff_ffff_9a00_0000), None] {
+            if let Ok(running) = same_boot_or_running(cached(), text) {
+                assert!(running
+                    .lookup(0xffff_ffff_8100_0180)
+                    .is_none_or(|s| s.name != "only_in_the_copy"));
+            }
+        }
     }
 }
