@@ -238,6 +238,8 @@ pub fn timeline_text(view: &TimelineView) -> String {
         ("starts", Align::Right),
         ("exits", Align::Right),
     ]);
+    // Enough decimals to tell buckets apart: 1 s → 0.0, 10 ms → 0.00.
+    let decimals = (-view.bucket_s.max(1e-3).log10()).ceil().clamp(1.0, 3.0) as usize;
     for b in &view.buckets {
         let busiest = b
             .cpu
@@ -247,7 +249,7 @@ pub fn timeline_text(view: &TimelineView) -> String {
             .collect::<Vec<_>>()
             .join(", ");
         table.row(vec![
-            format!("{:.1} s", b.start_s),
+            format!("{:.decimals$} s", b.start_s),
             format::seconds(b.cpu_s),
             busiest,
             b.faults.to_string(),
@@ -371,6 +373,32 @@ mod tests {
         assert!(text.contains("check_us=1.235"), "{text}");
         assert!(text.contains("stack: stat ← main"), "{text}");
         assert!(findings_text(&[]).contains("no findings"));
+    }
+
+    #[test]
+    fn timeline_buckets_shorter_than_a_second_keep_their_start_apart() {
+        let bucket = |start_s: f64| slowlab_analyze::timeline::Bucket {
+            start_s,
+            cpu: Vec::new(),
+            cpu_s: 0.0,
+            faults: 0,
+            blocked_s: 0.0,
+            starts: 0,
+            exits: 0,
+        };
+        let view = |bucket_s: f64| TimelineView {
+            bucket_s,
+            buckets: vec![bucket(0.0), bucket(bucket_s), bucket(2.0 * bucket_s)],
+        };
+        let text = timeline_text(&view(0.01));
+        assert!(text.contains("0.01 s") && text.contains("0.02 s"), "{text}");
+        let text = timeline_text(&view(1.0));
+        assert!(text.contains("1.0 s") && text.contains("2.0 s"), "{text}");
+        let text = timeline_text(&view(0.005));
+        assert!(
+            text.contains("0.005 s") && text.contains("0.010 s"),
+            "{text}"
+        );
     }
 
     #[test]
