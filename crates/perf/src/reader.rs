@@ -1149,7 +1149,7 @@ pub(crate) fn kernel_build_id(data: &[u8]) -> Option<String> {
     let ids = guard(|| reader.perf_file.build_ids())?.ok()?;
     ids.into_values()
         .find(|info| info.path.as_slice() == b"[kernel.kallsyms]")
-        .map(|info| info.build_id.iter().map(|b| format!("{b:02x}")).collect())
+        .map(|info| crate::symbolize::hex(&info.build_id))
 }
 
 /// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
@@ -1214,10 +1214,7 @@ pub(crate) fn read_bytes_with(
     if let Ok(ids) = perf_file.build_ids() {
         b.build_ids = ids
             .into_values()
-            .map(|info| {
-                let hex: String = info.build_id.iter().map(|b| format!("{b:02x}")).collect();
-                (info.path, hex)
-            })
+            .map(|info| (info.path, crate::symbolize::hex(&info.build_id)))
             .collect();
     }
 

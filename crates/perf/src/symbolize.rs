@@ -487,13 +487,10 @@ pub(crate) fn kallsyms_path(opts: &ReadOptions) -> PathBuf {
 }
 
 /// The copy of kallsyms that `perf record` keeps in its build-id cache for
-/// the kernel with `build_id` (`$PERF_BUILDID_DIR`, else `~/.debug`:
-/// `[kernel.kallsyms]/BUILD-ID/kallsyms`), if it is there.
+/// the kernel with `build_id` (`[kernel.kallsyms]/BUILD-ID/kallsyms`), if
+/// it is there.
 pub(crate) fn cached_kallsyms(build_id: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("PERF_BUILDID_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")))?;
-    cached_kallsyms_in(&dir, build_id)
+    cached_kallsyms_in(&perf_buildid_dir()?, build_id)
 }
 
 /// [`cached_kallsyms`] in the build-id cache `dir`.
@@ -772,16 +769,24 @@ fn map_binary(path: &Path) -> std::io::Result<memmap2::Mmap> {
     Ok(map)
 }
 
-fn hex(id: &[u8]) -> String {
+/// A build id as perf writes it: lowercase hex.
+pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// perf record's copy of a binary in its build-id cache (`~/.debug`).
+/// perf's build-id cache, where `perf record` keeps copies of the binaries
+/// and kallsyms it saw: `$PERF_BUILDID_DIR`, else `~/.debug`.
+fn perf_buildid_dir() -> Option<PathBuf> {
+    std::env::var_os("PERF_BUILDID_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")))
+}
+
+/// perf record's copy of a binary in its build-id cache.
 fn cached_copy(build_id: Option<&str>) -> Option<memmap2::Mmap> {
     let id = build_id?;
-    let home = std::env::var_os("HOME")?;
-    let p = Path::new(&home)
-        .join(".debug/.build-id")
+    let p = perf_buildid_dir()?
+        .join(".build-id")
         .join(id.get(..2)?)
         .join(id.get(2..)?)
         .join("elf");
