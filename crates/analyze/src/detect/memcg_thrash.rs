@@ -110,18 +110,16 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         };
         let limit = noted(|c| &c.limits);
         let refaults = noted(|c| &c.refaults);
-        let refaulted_limits = match (refaults, limit) {
-            (Some(r), Some(l)) if l > 0 => (r * PAGE_BYTES) as f64 / l as f64,
+        let refaulted_bytes = refaults.map(|r| r * PAGE_BYTES);
+        let refaulted_limits = match (refaulted_bytes, limit) {
+            (Some(r), Some(l)) if l > 0 => r as f64 / l as f64,
             _ => 0.0,
         };
         if reclaim_share < MIN_RECLAIM_SHARE && refaulted_limits < MIN_REFAULTED_LIMITS {
             continue;
         }
-        let reread = match refaults {
-            Some(r) if r > 0 => format!(
-                " and re-reading {} MiB it had evicted",
-                (r * PAGE_BYTES) >> 20
-            ),
+        let reread = match refaulted_bytes {
+            Some(r) if r > 0 => format!(" and re-reading {} MiB it had evicted", r >> 20),
             _ => String::new(),
         };
         let where_ = match (&culprit.cgroup, limit) {
