@@ -418,7 +418,14 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
             }
         })
         .collect();
-    processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+    // The idle task (pid 0, `swapper`) is where a CPU goes when nothing
+    // runs: it never leads the table, however many samples it has.
+    processes.sort_by(|a, b| {
+        (a.pid == 0)
+            .cmp(&(b.pid == 0))
+            .then(b.samples.cmp(&a.samples))
+            .then(a.pid.cmp(&b.pid))
+    });
     let mut funcs = function_counts_by_stack(trace, &per_stack);
     if let Some(t) = top {
         funcs.truncate(t);
@@ -524,5 +531,25 @@ mod tests {
             ..Selection::default()
         };
         assert_eq!(summary(&t, &sel, None).samples, 3);
+    }
+
+    #[test]
+    fn the_idle_task_never_leads_the_process_table() {
+        let mut t = small_trace();
+        t.processes[1].pid = 0;
+        t.threads[1].tid = 0;
+        for i in 0..10 {
+            t.samples.time_ns.push(7_000_000 + i);
+            t.samples.thread.push(slowlab_model::trace::ThreadIdx(1));
+            t.samples.cpu.push(1);
+            t.samples
+                .stack
+                .push(Some(slowlab_model::trace::StackIdx(3)));
+            t.samples.period.push(1_000_000);
+        }
+        let s = summary(&t, &Selection::default(), None);
+        assert_eq!(s.processes[0].pid, 10);
+        assert_eq!(s.processes[1].pid, 0);
+        assert!(s.processes[1].samples > s.processes[0].samples);
     }
 }

@@ -9,11 +9,13 @@
 
 pub mod butterfly;
 pub mod cpu;
+pub mod critical_path;
 pub mod detect;
 pub mod export;
 pub mod faults;
 pub mod procs;
 pub mod select;
+pub mod states;
 pub mod syscalls;
 pub mod timeline;
 pub mod waits;

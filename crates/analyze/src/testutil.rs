@@ -104,6 +104,7 @@ pub fn small_trace() -> Trace {
 pub struct TraceBuilder {
     t: Trace,
     frame_of: std::collections::HashMap<String, FrameIdx>,
+    end_ns: u64,
 }
 
 impl TraceBuilder {
@@ -189,10 +190,129 @@ impl TraceBuilder {
         s.period.push(1_000_000);
     }
 
-    /// The trace, spanning its samples, on two CPUs.
+    /// Another thread of the process of `of`.
+    pub fn thread(&mut self, of: ThreadIdx, tid: i32, comm: &str) -> ThreadIdx {
+        let comm = self.intern(comm);
+        let process = self.t.threads[of.ix()].process;
+        let thread = ThreadIdx(self.t.threads.len() as u32);
+        self.t.threads.push(Thread {
+            tid,
+            process,
+            comm,
+            start_ns: None,
+            end_ns: None,
+        });
+        self.t.processes[process.ix()].threads.push(thread);
+        thread
+    }
+
+    /// Sets a process's parent and lifetime (fork and exit times).
+    pub fn lifetime(&mut self, of: ThreadIdx, ppid: Option<i32>, start: u64, end: Option<u64>) {
+        let th = &mut self.t.threads[of.ix()];
+        th.start_ns = Some(start);
+        th.end_ns = end;
+        let p = &mut self.t.processes[th.process.ix()];
+        p.ppid = ppid;
+        p.start_ns = Some(start);
+        p.end_ns = end;
+    }
+
+    fn thread_of(&self, tid: i32) -> ThreadIdx {
+        let i = self.t.threads.iter().position(|t| t.tid == tid);
+        ThreadIdx(i.map_or(u32::MAX, |i| i as u32))
+    }
+
+    fn event(
+        &mut self,
+        time_ns: u64,
+        cpu: u32,
+        thread: ThreadIdx,
+        stack: Option<StackIdx>,
+        kind: EventKind,
+    ) {
+        self.t.events.push(Event {
+            time_ns,
+            cpu,
+            thread,
+            stack,
+            kind,
+        });
+    }
+
+    /// A `sched_switch` on `cpu` from `prev` (leaving in `state`: 0
+    /// preempted, 1 sleeping, 2 uninterruptible) to `next` (0 = idle); the
+    /// stack is where `prev` blocked. Events must come in time order.
+    pub fn switch(
+        &mut self,
+        time_ns: u64,
+        cpu: u32,
+        prev: i32,
+        state: u64,
+        next: i32,
+        stack: Option<StackIdx>,
+    ) {
+        self.switch_prio(time_ns, cpu, prev, state, next, 120, stack);
+    }
+
+    /// [`TraceBuilder::switch`] with the priority of the thread switched in.
+    #[allow(clippy::too_many_arguments)]
+    pub fn switch_prio(
+        &mut self,
+        time_ns: u64,
+        cpu: u32,
+        prev: i32,
+        state: u64,
+        next: i32,
+        next_prio: i32,
+        stack: Option<StackIdx>,
+    ) {
+        let thread = self.thread_of(prev);
+        self.event(
+            time_ns,
+            cpu,
+            thread,
+            stack,
+            EventKind::Switch {
+                prev_tid: prev,
+                prev_state: state,
+                next_tid: next,
+                next_prio,
+            },
+        );
+    }
+
+    /// A `sched_waking` of `tid`, recorded on `waker` with its stack.
+    pub fn waking(
+        &mut self,
+        time_ns: u64,
+        cpu: u32,
+        waker: ThreadIdx,
+        tid: i32,
+        stack: Option<StackIdx>,
+    ) {
+        self.event(
+            time_ns,
+            cpu,
+            waker,
+            stack,
+            EventKind::Waking {
+                tid,
+                target_cpu: cpu as i32,
+            },
+        );
+    }
+
+    /// Makes the trace last at least until `time_ns`.
+    pub fn end(&mut self, time_ns: u64) {
+        self.end_ns = self.end_ns.max(time_ns);
+    }
+
+    /// The trace, spanning its samples and events, on two CPUs.
     pub fn build(mut self) -> Trace {
         self.t.meta.start_ns = 0;
-        self.t.meta.end_ns = self.t.samples.time_ns.last().copied().unwrap_or(0);
+        let last_sample = self.t.samples.time_ns.last().copied().unwrap_or(0);
+        let last_event = self.t.events.last().map_or(0, |e| e.time_ns);
+        self.t.meta.end_ns = self.end_ns.max(last_sample).max(last_event);
         self.t.meta.nr_cpus = Some(2);
         self.t
     }

@@ -6,8 +6,9 @@
 //! wakers come first — the ReadyThread view of a Windows trace analyzer.
 //!
 //! The state machine per thread:
-//! - a `Switch` away from a thread with state 0 (TASK_RUNNING: preempted)
-//!   makes it *runnable*; with any other state it is *blocked* from then on,
+//! - a `Switch` away from a thread whose state is runnable (0, or the
+//!   kernel's "preempted" marker: see `states::is_runnable_state`) makes it
+//!   *runnable*; with any other state it is *blocked* from then on,
 //!   the switch's stack being where it blocked;
 //! - a `Waking` of a blocked thread ends the wait: its length, the blocking
 //!   stack and the waker (the thread the event was recorded on, with its
@@ -23,6 +24,7 @@ use serde::Serialize;
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
 
 use crate::select::{BuildFx, Selection};
+use crate::states::{is_runnable_state, TidIndex};
 
 /// A blocked interval ended by a wake-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,31 +67,8 @@ enum State {
 
 /// Replays the scheduler events.
 pub fn schedule(trace: &Trace) -> Schedule {
-    let mut tid_index: HashMap<i32, ThreadIdx, BuildFx> = HashMap::default();
-    for (i, th) in trace.threads.iter().enumerate() {
-        // A reused tid maps to its latest lifetime; events carry the thread
-        // of their own context correctly, and tids in payloads are resolved
-        // to the lifetime alive at that time below.
-        tid_index.insert(th.tid, ThreadIdx(i as u32));
-    }
-    let lookup = |tid: i32, time: u64| -> Option<ThreadIdx> {
-        if tid <= 0 {
-            return None;
-        }
-        let &last = tid_index.get(&tid)?;
-        // Walk back to the lifetime that covers `time` if the tid was reused.
-        let th = &trace.threads[last.ix()];
-        if th.start_ns.is_none_or(|s| s <= time) {
-            return Some(last);
-        }
-        trace
-            .threads
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, t)| t.tid == tid && t.start_ns.is_none_or(|s| s <= time))
-            .map(|(i, _)| ThreadIdx(i as u32))
-    };
+    let tids = TidIndex::new(trace);
+    let lookup = |tid: i32, time: u64| tids.lookup(tid, time);
 
     let n = trace.threads.len();
     let mut state = vec![State::Unknown; n];
@@ -111,11 +90,12 @@ pub fn schedule(trace: &Trace) -> Schedule {
                 prev_tid,
                 prev_state,
                 next_tid,
+                ..
             } => {
                 if let Some(prev) = lookup(prev_tid, now) {
                     let i = prev.ix();
                     close(&mut out.times[i], state[i], now);
-                    state[i] = if prev_state == 0 {
+                    state[i] = if is_runnable_state(prev_state) {
                         State::Runnable(now)
                     } else {
                         State::Blocked(now, ev.stack)
@@ -327,7 +307,7 @@ pub fn ns_to_s(ns: u64) -> f64 {
 
 /// Scheduler and wake-up plumbing that says nothing about *why* a thread
 /// waited: skipped when a wait is summarized in one line.
-fn is_plumbing(name: &str) -> bool {
+pub(crate) fn is_plumbing(name: &str) -> bool {
     const PREFIXES: [&str; 12] = [
         "schedule",
         "__schedule",
@@ -415,6 +395,7 @@ mod tests {
             prev_tid: prev,
             prev_state: state,
             next_tid: next,
+            next_prio: 120,
         };
         ev(&mut t, 5, 10, None, sw(20, 0, 10));
         ev(&mut t, 10, 10, Some(1), sw(10, 1, 20));

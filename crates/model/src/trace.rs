@@ -281,6 +281,11 @@ pub enum EventKind {
         prev_tid: i32,
         prev_state: u64,
         next_tid: i32,
+        /// The kernel priority of the thread switched in (`next_prio`:
+        /// 120 + nice for ordinary threads, below 100 for real-time ones);
+        /// 120 when the trace did not record it.
+        #[serde(default = "default_prio")]
+        next_prio: i32,
     },
     /// `sched:sched_waking`: the event's thread woke `tid`.
     Waking { tid: i32, target_cpu: i32 },
@@ -300,6 +305,11 @@ pub enum EventKind {
     SyscallExit { name: StrIdx, ret: i64 },
     /// `sched:sched_process_fork` etc. and any other tracepoint, not decoded.
     Other { name: StrIdx },
+}
+
+/// Priority of a nice-0 thread, for switches recorded without one.
+pub fn default_prio() -> i32 {
+    120
 }
 
 impl Trace {

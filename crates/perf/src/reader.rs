@@ -57,6 +57,7 @@ enum AttrKind {
         prev_pid: Option<Field>,
         prev_state: Option<Field>,
         next_pid: Option<Field>,
+        next_prio: Option<Field>,
     },
     Waking {
         pid: Option<Field>,
@@ -917,10 +918,12 @@ impl Builder {
                 prev_pid,
                 prev_state,
                 next_pid,
+                next_prio,
             } => EventKind::Switch {
                 prev_tid: get(prev_pid).map_or(-1, |v| v as i32),
                 prev_state: get(prev_state).unwrap_or(0),
                 next_tid: get(next_pid).map_or(-1, |v| v as i32),
+                next_prio: get(next_prio).map_or(120, |v| v as i32),
             },
             AttrKind::Waking { pid, target_cpu } => EventKind::Waking {
                 tid: get(pid).map_or(-1, |v| v as i32),
@@ -1039,6 +1042,7 @@ fn classify_attr(
                         prev_pid: f.field("prev_pid"),
                         prev_state: f.field("prev_state"),
                         next_pid: f.field("next_pid"),
+                        next_prio: f.field("next_prio"),
                     }
                 }
                 "sched_waking" | "sched_wakeup" => {

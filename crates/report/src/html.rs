@@ -123,8 +123,12 @@ fn scenario_section(r: &ScenarioResult) -> String {
 /// What the `diagnose` page shows.
 pub struct DiagnosePage<'a> {
     pub command: &'a [String],
+    pub critical_path: Option<&'a slowlab_model::critical_path::CriticalPath>,
     pub findings: &'a [slowlab_model::findings::Finding],
+    /// CPU of the command's process tree.
     pub summary: &'a slowlab_analyze::cpu::Summary,
+    /// CPU of the whole system (shown folded).
+    pub system_summary: &'a slowlab_analyze::cpu::Summary,
     pub waits: &'a slowlab_analyze::waits::WaitsView,
     pub faults: &'a slowlab_analyze::faults::FaultsView,
     pub procs: &'a slowlab_analyze::procs::ProcsView,
@@ -147,6 +151,9 @@ pub fn diagnose_page(d: &DiagnosePage) -> String {
             "<p class=\"skipped\">warning: {}</p>\n",
             escape(w)
         ));
+    }
+    if let Some(cp) = d.critical_path {
+        b.push_str(&crate::critical_path::critical_path_html(cp, 12));
     }
     b.push_str("<h2>Findings</h2>\n");
     if d.findings.is_empty() {
@@ -184,32 +191,11 @@ pub fn diagnose_page(d: &DiagnosePage) -> String {
         b.push_str(&format!("<p><b>Fix:</b> {}</p>\n", escape(&f.fix)));
     }
 
-    b.push_str("<h2>CPU (sampled)</h2>\n");
-    b.push_str(&format!(
-        "<p>{} samples over {}, {} lost.</p>\n<table><tr><th>pid</th><th>process</th><th>samples</th></tr>\n",
-        d.summary.samples,
-        escape(&format::seconds(d.summary.duration_s)),
-        d.summary.lost
-    ));
-    for p in d.summary.processes.iter().take(15) {
-        b.push_str(&format!(
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
-            p.pid,
-            escape(&p.comm),
-            p.samples
-        ));
-    }
-    b.push_str("</table>\n<table><tr><th>function</th><th>module</th><th>self</th><th>inclusive</th></tr>\n");
-    for f in d.summary.functions.iter().take(20) {
-        b.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-            escape(&f.name),
-            escape(&f.module),
-            f.self_samples,
-            f.inclusive
-        ));
-    }
-    b.push_str("</table>\n");
+    b.push_str("<h2>CPU (sampled) of the command's processes</h2>\n");
+    b.push_str(&cpu_tables(d.summary));
+    b.push_str("<details><summary>CPU of the whole system</summary>\n");
+    b.push_str(&cpu_tables(d.system_summary));
+    b.push_str("</details>\n");
     if let Some(svg) = d.cpu_flamegraph {
         b.push_str(&embedded_svg("CPU flame graph", svg));
     }
@@ -230,6 +216,36 @@ pub fn diagnose_page(d: &DiagnosePage) -> String {
     b.push_str(&escape(&crate::trace_views::procs_text(d.procs, 10)));
     b.push_str("</pre>\n");
     page("slowlab diagnose report", &b)
+}
+
+/// The process and function tables of a CPU summary.
+fn cpu_tables(summary: &slowlab_analyze::cpu::Summary) -> String {
+    let mut b = format!(
+        "<p>{} samples over {}, {} lost.</p>\n<table><tr><th>pid</th><th>process</th><th>samples</th></tr>\n",
+        summary.samples,
+        escape(&format::seconds(summary.duration_s)),
+        summary.lost
+    );
+    for p in summary.processes.iter().take(15) {
+        b.push_str(&format!(
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
+            p.pid,
+            escape(&p.comm),
+            p.samples
+        ));
+    }
+    b.push_str("</table>\n<table><tr><th>function</th><th>module</th><th>self</th><th>inclusive</th></tr>\n");
+    for f in summary.functions.iter().take(20) {
+        b.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+            escape(&f.name),
+            escape(&f.module),
+            f.self_samples,
+            f.inclusive
+        ));
+    }
+    b.push_str("</table>\n");
+    b
 }
 
 /// An SVG as an `<img>` with a data URI: self-contained, and any script in

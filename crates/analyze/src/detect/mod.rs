@@ -9,8 +9,11 @@
 //! times its number of CPUs (the most CPU and waiting time a trace can
 //! hold). Pure: reads the trace, prints nothing.
 
+pub mod cpu_starvation;
+pub mod io_wait;
 pub mod kernel_dominated;
 pub mod linear_probe_names;
+pub mod lock_contention;
 pub mod memcg_thrash;
 pub mod notify;
 pub mod serialized_teardown;
@@ -19,8 +22,12 @@ pub mod topdown_probe;
 
 use std::collections::HashMap;
 
+use slowlab_model::critical_path::CriticalPath;
 use slowlab_model::findings::{Culprit, Finding, Severity};
 use slowlab_model::trace::{ProcIdx, StackIdx, ThreadIdx, Trace};
+
+use crate::critical_path::{critical_path, default_root, process_tree, window, PathError};
+use crate::states::ThreadStates;
 
 use crate::select::BuildFx;
 use crate::syscalls::{attach_paths, pair_calls, Call, CapturedPath};
@@ -182,11 +189,50 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Every detector, for `--findings` and `diagnose`.
+/// The critical path of the root process, for the detectors of everyday
+/// waits (`lock-contention`, `io-wait`, `cpu-starvation`), which judge
+/// what the root waited for rather than the whole system.
+pub struct RootPath {
+    pub root: ProcIdx,
+    pub path: CriticalPath,
+    pub states: ThreadStates,
+    /// The root's wall time (ns on the trace clock).
+    pub window: (u64, u64),
+    /// The threads of the root's process tree.
+    pub tree_threads: Vec<ThreadIdx>,
+}
+
+impl RootPath {
+    /// The path of `root`, or of the default root (the longest-running
+    /// process that started in the trace).
+    pub fn new(trace: &Trace, root: Option<ProcIdx>) -> Result<RootPath, PathError> {
+        let root = root
+            .or_else(|| default_root(trace))
+            .ok_or(PathError::NoRoot)?;
+        let states = ThreadStates::build(trace);
+        let path = critical_path(trace, &states, root)?;
+        let tree_threads = process_tree(trace, root)
+            .into_iter()
+            .flat_map(|p| trace.processes[p.ix()].threads.iter().copied())
+            .collect();
+        Ok(RootPath {
+            root,
+            path,
+            states,
+            window: window(trace, root),
+            tree_threads,
+        })
+    }
+}
+
+/// Every detector, for `--findings` and `diagnose`; the everyday-wait
+/// detectors examine the critical path of `root` (default: see
+/// [`RootPath::new`]).
 pub fn run_all(
     trace: &Trace,
     captured: Option<&[CapturedPath]>,
     cgroups: Option<&CgroupInfo>,
+    root: Option<&RootPath>,
 ) -> Vec<Finding> {
     let cx = Context::new(trace, captured, cgroups);
     let mut findings = Vec::new();
@@ -198,8 +244,19 @@ pub fn run_all(
     findings.extend(memcg_thrash::detect(&cx));
     findings.extend(kernel_dominated::detect(&cx));
     findings.extend(superlinear_growth::detect(&cx));
+    if let Some(rp) = root {
+        findings.extend(lock_contention::detect(&cx, rp));
+        findings.extend(io_wait::detect(&cx, rp));
+        findings.extend(cpu_starvation::detect(&cx, rp));
+    }
     findings.sort_by(|a, b| b.cost_s.total_cmp(&a.cost_s).then_with(|| a.id.cmp(&b.id)));
     findings
+}
+
+/// Whether `seconds` of a root's path are enough to report: at least
+/// `share` of its wall time and 20 ms.
+pub fn enough_of_path(seconds: f64, wall_s: f64, share: f64) -> bool {
+    seconds >= (share * wall_s).max(0.020)
 }
 
 /// Builds an evidence map from pairs.

@@ -11,6 +11,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use slowlab_analyze::butterfly::{butterfly, BNode, Butterfly};
 use slowlab_analyze::cpu::{self, CpuTree, Key, Node, Summary};
+use slowlab_analyze::critical_path::{process_by_pid, PathError};
+use slowlab_analyze::detect::RootPath;
 use slowlab_analyze::export;
 use slowlab_analyze::select::{Filter, Selection};
 use slowlab_report::trace_views;
@@ -33,8 +35,14 @@ use super::trace_input::{load_cgroups, load_paths, read_trace};
 /// calls from the eBPF capture), `--timeline` (per-second activity) and
 /// `--findings` (every detector of `slowlab diagnose`). The time range and
 /// filters apply to all of them.
+///
+/// `--critical-path` answers "why was this process slow": its wall time cut
+/// into time on a CPU, runnable (waiting for a CPU) and blocked (lock, io,
+/// sleep, ipc, fault, other), each wait followed into the thread that ended
+/// it, for the process given with `--root PID` or, by default, the
+/// longest-running process that started in the trace.
 #[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("view").multiple(false).args(["by", "callers", "waits", "faults", "procs", "syscalls", "timeline", "findings"]))]
+#[command(group = clap::ArgGroup::new("view").multiple(false).args(["by", "callers", "waits", "faults", "procs", "syscalls", "timeline", "findings", "critical_path"]))]
 #[command(after_long_help = "\
 Examples:
   slowlab analyze slowlab.data                       busiest processes, hottest functions
@@ -50,6 +58,7 @@ Examples:
   slowlab analyze t.data --syscalls                       failing opens and their paths
   slowlab analyze t.data --procs --bucket 0.5             lifetimes, launches per 0.5 s
   slowlab analyze t.data --findings --json                what the detectors found
+  slowlab analyze t.data --critical-path --root 4100      why pid 4100 took so long
 
 JSON of the default view:
   {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"warnings\",
@@ -99,6 +108,15 @@ pub struct AnalyzeArgs {
     /// Run every detector of `slowlab diagnose` on the trace.
     #[arg(long)]
     pub findings: bool,
+    /// Why a process was slow: its wall time on a CPU, runnable and blocked
+    /// by kind, each wait followed into the thread that ended it.
+    #[arg(long)]
+    pub critical_path: bool,
+    /// The process whose critical path to follow (--critical-path, and the
+    /// everyday-wait detectors of --findings); default: the longest-running
+    /// process that started in the trace.
+    #[arg(long, value_name = "PID")]
+    pub root: Option<i32>,
     /// Interval of the rates in --faults, --procs and --timeline.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = positive_seconds)]
     pub bucket: f64,
@@ -240,8 +258,25 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         let v = slowlab_analyze::timeline::timeline_view(&trace, &sel, args.bucket, 3);
         show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
     } else if args.findings {
-        let v = slowlab_analyze::detect::run_all(&trace, paths.as_deref(), cgroups.as_ref());
+        let root = root_path(&trace, args.root)?;
+        if let Err(e) = &root {
+            eprintln!(
+                "slowlab: warning: the lock, io and CPU-starvation detectors did not run: {e}"
+            );
+        }
+        let v = slowlab_analyze::detect::run_all(
+            &trace,
+            paths.as_deref(),
+            cgroups.as_ref(),
+            root.as_ref().ok(),
+        );
         show(&mut out, json, &v, || trace_views::findings_text(&v))?;
+    } else if args.critical_path {
+        let rp = root_path(&trace, args.root)?.map_err(anyhow::Error::from)?;
+        let v = &rp.path;
+        show(&mut out, json, v, || {
+            slowlab_report::critical_path::critical_path_text(v, top.min(15))
+        })?;
     } else if args.callers.is_some() || args.callees.is_some() {
         let mut views = Vec::new();
         for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
@@ -293,6 +328,20 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     // of megabytes in many allocations) would only cost time.
     std::mem::forget(trace);
     Ok(0)
+}
+
+/// The critical path of `--root PID` (or the default root). A pid that is
+/// not in the trace is an error; a trace without a root or scheduler events
+/// is returned as the inner error, for the caller to report.
+fn root_path(
+    trace: &slowlab_model::trace::Trace,
+    pid: Option<i32>,
+) -> Result<Result<RootPath, PathError>> {
+    let root = match pid {
+        Some(pid) => Some(process_by_pid(trace, pid)?),
+        None => None,
+    };
+    Ok(RootPath::new(trace, root))
 }
 
 fn print_summary(out: &mut dyn Write, s: &Summary, top: usize) -> Result<()> {

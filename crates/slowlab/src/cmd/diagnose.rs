@@ -1,30 +1,37 @@
-//! `slowlab diagnose`: record the whole system while a command runs, run
-//! every detector on the trace, print the findings ranked by what they
-//! cost, and write the trace, `findings.json` and a self-contained
+//! `slowlab diagnose`: record the whole system while a command runs, follow
+//! the command's critical path, run every detector on the trace, print the
+//! answer first and the findings ranked by what they cost, and write the
+//! trace, `critical_path.json`, `findings.json` and a self-contained
 //! `report.html` into one directory.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_analyze::detect::run_all;
-use slowlab_analyze::select::Selection;
+use slowlab_analyze::critical_path::{command_root, process_tree};
+use slowlab_analyze::detect::{run_all, RootPath};
+use slowlab_analyze::select::{Filter, Selection};
+use slowlab_report::critical_path::critical_path_text;
 use slowlab_report::html::{diagnose_page, DiagnosePage};
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::write_atomically;
 
 use super::trace_input::{load_cgroups, load_paths, read_trace};
 
-/// Record while a command runs, then name the culprit.
+/// Record while a command runs, then say why it was slow.
 ///
 /// Records the whole system with `slowlab record` (sampled stacks, context
-/// switches and wake-ups, page faults, process lifetimes, the syscalls the
-/// detectors use, and the path strings of those syscalls with eBPF) until
-/// CMD exits, analyzes the trace, and prints the findings of every detector
-/// ranked by the time they cost, each with its evidence and a fix hint.
+/// switches and wake-ups, page faults, process lifetimes, block I/O, the
+/// syscalls the detectors use, and the path strings of those syscalls with
+/// eBPF) until CMD exits. Then it follows CMD's critical path: its wall time
+/// cut into time on a CPU, runnable (waiting for a CPU) and blocked (lock,
+/// io, sleep, ipc, fault, other), each wait followed into the thread that
+/// ended it. It prints that answer first, then the findings of every
+/// detector ranked by the time they cost, each with its evidence and a fix.
 ///
 /// Writes DIR/trace.data (and its .paths and .cgroups.json companions),
-/// DIR/findings.json and DIR/report.html. Returns CMD's exit code.
+/// DIR/critical_path.json, DIR/findings.json and DIR/report.html. Returns
+/// CMD's exit code.
 ///
 /// Example:
 ///
@@ -79,8 +86,13 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     }
     say(&report.text);
     say(&format!(
-        "\nwrote {}, {} and {}\n",
+        "\nwrote {}, {}{} and {}\n",
         trace_path.display(),
+        if report.critical_path.is_some() {
+            format!("{}, ", args.output.join("critical_path.json").display())
+        } else {
+            String::new()
+        },
         args.output.join("findings.json").display(),
         args.output.join("report.html").display()
     ));
@@ -92,15 +104,17 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
 
 /// What `analyze_into` produced.
 pub struct Diagnosis {
-    /// The findings ranked, as text for the terminal.
+    /// The critical path and the findings ranked, as text for the terminal.
     pub text: String,
+    pub critical_path: Option<slowlab_model::critical_path::CriticalPath>,
     /// The findings as pretty JSON (also written to findings.json).
     pub findings_json: String,
     pub findings: Vec<slowlab_model::findings::Finding>,
 }
 
-/// Reads a trace (with its companions), runs the detectors, writes
-/// `findings.json` and `report.html` into `dir`.
+/// Reads a trace (with its companions), follows the command's critical
+/// path, runs the detectors, writes `critical_path.json`, `findings.json`
+/// and `report.html` into `dir`.
 pub fn analyze_into(
     trace_path: &Path,
     dir: &Path,
@@ -111,34 +125,77 @@ pub fn analyze_into(
     warnings.extend(trace.stats.warnings.iter().cloned());
     let paths = load_paths(trace_path, warnings);
     let cgroups = load_cgroups(trace_path, warnings);
-    let findings = run_all(&trace, paths.as_deref(), cgroups.as_ref());
+    let root = command_root(&trace, command);
+    let root_path = match RootPath::new(&trace, root) {
+        Ok(rp) => Some(rp),
+        Err(e) => {
+            warnings.push(format!("no critical path: {e}"));
+            None
+        }
+    };
+    let findings = run_all(
+        &trace,
+        paths.as_deref(),
+        cgroups.as_ref(),
+        root_path.as_ref(),
+    );
     let findings_json = serde_json::to_string_pretty(&findings)?;
     write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
+    let critical_path = root_path.map(|rp| rp.path);
+    let cp_file = dir.join("critical_path.json");
+    match &critical_path {
+        Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
+        // A stale file from an earlier run would read as this run's answer.
+        None => {
+            let _ = std::fs::remove_file(&cp_file);
+        }
+    }
 
+    // The tables center on the command: its process tree (all of the
+    // system when the command could not be found).
     let all = Selection::default();
-    let summary = slowlab_analyze::cpu::summary(&trace, &all, Some(25));
-    let waits = slowlab_analyze::waits::waits_view(&trace, &all, Some(3));
-    let faults = slowlab_analyze::faults::faults_view(&trace, &all, 1.0, Some(5));
+    let command_sel = Selection {
+        filters: root
+            .map(|r| {
+                process_tree(&trace, r)
+                    .into_iter()
+                    .map(|p| Filter::Pid(trace.processes[p.ix()].pid))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..Selection::default()
+    };
+    let summary = slowlab_analyze::cpu::summary(&trace, &command_sel, Some(25));
+    let system_summary = slowlab_analyze::cpu::summary(&trace, &all, Some(25));
+    let waits = slowlab_analyze::waits::waits_view(&trace, &command_sel, Some(3));
+    let faults = slowlab_analyze::faults::faults_view(&trace, &command_sel, 1.0, Some(5));
     let procs = slowlab_analyze::procs::procs_view(&trace, &all, 1.0, 10);
-    let syscalls = slowlab_analyze::syscalls::syscalls_view(&trace, &all, paths.as_deref(), 3);
+    let syscalls =
+        slowlab_analyze::syscalls::syscalls_view(&trace, &command_sel, paths.as_deref(), 3);
     let mut cpu_svg = Vec::new();
-    let cpu_ok =
-        slowlab_analyze::export::write_flamegraph(&trace, &all, "CPU (sampled)", &mut cpu_svg)
-            .is_ok();
-    let offcpu_lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &all);
+    let cpu_ok = slowlab_analyze::export::write_flamegraph(
+        &trace,
+        &command_sel,
+        "CPU (sampled) of the command",
+        &mut cpu_svg,
+    )
+    .is_ok();
+    let offcpu_lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &command_sel);
     let mut offcpu_svg = Vec::new();
     let offcpu_ok = !offcpu_lines.is_empty()
         && slowlab_analyze::export::write_flamegraph_lines(
             &offcpu_lines,
-            "Off-CPU: time blocked (µs)",
+            "Off-CPU of the command: time blocked (µs)",
             "µs",
             &mut offcpu_svg,
         )
         .is_ok();
     let page = diagnose_page(&DiagnosePage {
         command,
+        critical_path: critical_path.as_ref(),
         findings: &findings,
         summary: &summary,
+        system_summary: &system_summary,
         waits: &waits,
         faults: &faults,
         procs: &procs,
@@ -148,8 +205,15 @@ pub fn analyze_into(
         warnings,
     });
     write_atomically(&dir.join("report.html"), page.as_bytes())?;
+    let mut text = String::new();
+    if let Some(cp) = &critical_path {
+        text.push_str(&critical_path_text(cp, 8));
+        text.push('\n');
+    }
+    text.push_str(&findings_text(&findings));
     Ok(Diagnosis {
-        text: findings_text(&findings),
+        text,
+        critical_path,
         findings_json,
         findings,
     })

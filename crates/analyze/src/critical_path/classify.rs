@@ -1,0 +1,384 @@
+//! Why a thread was blocked, from what the trace holds about one wait: the
+//! kernel stack it blocked with, the task state it blocked in, and the stack
+//! of whoever woke it. Also whether a wake-up came from interrupt context
+//! (a timer or a device: the chain of waits ends there) or from a thread
+//! exiting (a join, not a lock).
+//!
+//! The rules, first match wins:
+//! 1. a page-fault frame under the wait → `fault`;
+//! 2. storage frames (`io_schedule`, folio/page/buffer waits, journal,
+//!    writeback, fsync) → `io`;
+//! 3. a wake-up by a timer (`hrtimer_wakeup`, `process_timeout`) → `sleep`
+//!    (timed sleeps, and timeouts nobody ended);
+//! 4. futex, kernel mutex, rw-semaphore frames → `lock`, unless the waker
+//!    was exiting (a thread join through the kernel's clear-tid futex) →
+//!    `ipc`;
+//! 5. pipe, socket, poll, wait-for-child, signal frames → `ipc`;
+//! 6. sleep frames (`do_nanosleep`, `schedule_timeout`…) → `sleep`;
+//! 7. anything else → `other`.
+//!
+//! Names are matched as parts of the symbol, so `futex_wait_queue`,
+//! `__futex_wait` and `anon_pipe_read` (`pipe_read`) count. Pure.
+
+use slowlab_model::critical_path::WaitKind;
+use slowlab_model::trace::{StackIdx, Trace};
+
+const FAULT: &[&str] = &[
+    "exc_page_fault",
+    "do_user_addr_fault",
+    "handle_mm_fault",
+    "__handle_mm_fault",
+    "filemap_fault",
+    "do_fault",
+    "do_swap_page",
+];
+
+const IO: &[&str] = &[
+    "io_schedule",
+    "folio_wait_bit",
+    "folio_wait_writeback",
+    "__folio_lock",
+    "wait_on_page_bit",
+    "wait_on_page_writeback",
+    "__wait_on_buffer",
+    "wait_on_buffer",
+    "bit_wait_io",
+    "out_of_line_wait_on_bit",
+    "jbd2_",
+    "__jbd2_",
+    "blk_mq_get_tag",
+    "submit_bio_wait",
+    "blkdev_",
+    "file_write_and_wait",
+    "filemap_fdatawait",
+    "__filemap_fdatawait",
+    "filemap_write_and_wait",
+    "ext4_sync_file",
+    "xfs_file_fsync",
+    "xfs_log_force",
+    "btrfs_sync_file",
+    "do_fsync",
+    "__x64_sys_fsync",
+    "__x64_sys_fdatasync",
+    "__x64_sys_sync",
+    "wait_for_completion_io",
+    "nfs_",
+];
+
+const LOCK: &[&str] = &[
+    "futex_wait",
+    "__futex_wait",
+    "futex_lock_pi",
+    "futex_wait_requeue_pi",
+    "__mutex_lock",
+    "mutex_lock",
+    "rwsem_down_",
+    "down_read",
+    "down_write",
+    "percpu_down_write",
+    "percpu_rwsem_wait",
+    "rt_mutex",
+    "__rt_mutex",
+    "rtlock_slowlock",
+    "ww_mutex_lock",
+];
+
+const IPC: &[&str] = &[
+    "pipe_read",
+    "pipe_write",
+    "pipe_wait",
+    "wait_for_partner",
+    "unix_stream_",
+    "unix_dgram_",
+    "unix_wait_for_peer",
+    "sk_wait_data",
+    "sk_stream_wait",
+    "__skb_wait_for_more_packets",
+    "__skb_recv_",
+    "inet_csk_accept",
+    "tcp_recvmsg",
+    "wait_woken",
+    "do_wait",
+    "kernel_wait4",
+    "__do_sys_wait4",
+    "ep_poll",
+    "do_epoll_wait",
+    "do_select",
+    "core_sys_select",
+    "do_sys_poll",
+    "do_poll",
+    "eventfd_read",
+    "sigsuspend",
+    "__x64_sys_pause",
+    "do_sigtimedwait",
+    "n_tty_read",
+    "wait_for_completion",
+    "do_msgrcv",
+    "do_semtimedop",
+    "io_cqring_wait",
+];
+
+const SLEEP: &[&str] = &[
+    "do_nanosleep",
+    "hrtimer_nanosleep",
+    "common_nsleep",
+    "schedule_hrtimeout",
+    "schedule_timeout",
+    "msleep",
+    "usleep_range",
+];
+
+/// A waker stack in interrupt context: whichever thread the interrupt hit
+/// is not the waker.
+const INTERRUPT: &[&str] = &[
+    "asm_sysvec_",
+    "sysvec_",
+    "__sysvec_",
+    "asm_common_interrupt",
+    "common_interrupt",
+    "handle_irq_event",
+    "__handle_irq_event",
+    "handle_softirqs",
+    "__do_softirq",
+    "do_softirq",
+    "irq_exit_rcu",
+    "__irq_exit_rcu",
+    "run_ksoftirqd",
+    "hrtimer_interrupt",
+    "__hrtimer_run_queues",
+];
+
+const TIMER: &[&str] = &[
+    "hrtimer_wakeup",
+    "process_timeout",
+    "__hrtimer_run_queues",
+    "run_timer_softirq",
+    "call_timer_fn",
+];
+
+const DEVICE: &[&str] = &[
+    "blk_mq_end_request",
+    "blk_update_request",
+    "bio_endio",
+    "blk_mq_complete_request",
+    "scsi_",
+    "nvme_",
+    "virtblk_",
+    "ata_qc_complete",
+    "ata_scsi",
+    "net_rx_action",
+    "napi_",
+];
+
+/// A waker that was exiting: a thread join (clear-tid futex) or a parent
+/// told of a child's exit.
+const EXIT: &[&str] = &[
+    "do_exit",
+    "mm_release",
+    "exit_mm",
+    "do_group_exit",
+    "exit_notify",
+];
+
+fn any_part(names: &[&str], set: &[&str]) -> bool {
+    names.iter().any(|n| set.iter().any(|p| n.contains(p)))
+}
+
+/// Function names of a stack, innermost first.
+pub(crate) fn names(trace: &Trace, stack: Option<StackIdx>) -> Vec<&str> {
+    trace
+        .stack_frames(stack)
+        .map(|f| trace.function_name(trace.frame_function(f)))
+        .collect()
+}
+
+/// What ended a wait from interrupt context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    Timer,
+    Device,
+    Interrupt,
+}
+
+impl EndedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndedBy::Timer => "timer",
+            EndedBy::Device => "device",
+            EndedBy::Interrupt => "interrupt",
+        }
+    }
+}
+
+/// What a waker's stack says about the wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeContext {
+    /// `Some` when the wake-up ran in interrupt context (or in a timer).
+    pub interrupt: Option<EndedBy>,
+    /// The waker was exiting.
+    pub exiting: bool,
+}
+
+/// Reads a waker's stack.
+pub fn wake_context(waker_names: &[&str]) -> WakeContext {
+    let timer = any_part(waker_names, TIMER);
+    let interrupt = if timer {
+        Some(EndedBy::Timer)
+    } else if any_part(waker_names, INTERRUPT) {
+        Some(if any_part(waker_names, DEVICE) {
+            EndedBy::Device
+        } else {
+            EndedBy::Interrupt
+        })
+    } else {
+        None
+    };
+    WakeContext {
+        interrupt,
+        exiting: any_part(waker_names, EXIT),
+    }
+}
+
+/// The kind of a wait (see the module doc for the rules).
+pub fn wait_kind(blocked_names: &[&str], task_state: u64, wake: WakeContext) -> WaitKind {
+    if any_part(blocked_names, FAULT) {
+        return WaitKind::Fault;
+    }
+    if any_part(blocked_names, IO) {
+        return WaitKind::Io;
+    }
+    if wake.interrupt == Some(EndedBy::Timer) {
+        return WaitKind::Sleep;
+    }
+    if any_part(blocked_names, LOCK) {
+        return if wake.exiting {
+            WaitKind::Ipc
+        } else {
+            WaitKind::Lock
+        };
+    }
+    if any_part(blocked_names, IPC) {
+        return WaitKind::Ipc;
+    }
+    if any_part(blocked_names, SLEEP) {
+        return WaitKind::Sleep;
+    }
+    // An uninterruptible wait ended by a device is storage or a driver.
+    if task_state & 2 != 0 && wake.interrupt == Some(EndedBy::Device) {
+        return WaitKind::Io;
+    }
+    WaitKind::Other
+}
+
+/// The kind of one blocked span of [`crate::states::ThreadStates`].
+pub fn span_kind(trace: &Trace, b: &crate::states::BlockedSpan) -> WaitKind {
+    let wake = if b.woken {
+        wake_context(&names(trace, b.waker_stack))
+    } else {
+        WakeContext {
+            interrupt: None,
+            exiting: false,
+        }
+    };
+    wait_kind(&names(trace, b.stack), b.task_state, wake)
+}
+
+/// The innermost function of a blocking stack that is not plumbing.
+pub fn blocked_in<'t>(blocked_names: &[&'t str]) -> Option<&'t str> {
+    blocked_names
+        .iter()
+        .copied()
+        .find(|n| !crate::waits::is_plumbing(n))
+}
+
+/// The syscall a blocking stack is in (`fsync` from `__x64_sys_fsync`).
+pub fn syscall_of(blocked_names: &[&str]) -> Option<String> {
+    blocked_names.iter().find_map(|n| {
+        n.strip_prefix("__x64_sys_")
+            .or_else(|| n.strip_prefix("__arm64_sys_"))
+            .or_else(|| n.strip_prefix("__do_sys_"))
+            .or_else(|| n.strip_prefix("ksys_"))
+            .map(str::to_string)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NO_WAKE: WakeContext = WakeContext {
+        interrupt: None,
+        exiting: false,
+    };
+
+    #[test]
+    fn kinds_from_blocking_stacks() {
+        let k = |names: &[&str]| wait_kind(names, 1, NO_WAKE);
+        assert_eq!(
+            k(&["__schedule", "futex_wait_queue", "__futex_wait"]),
+            WaitKind::Lock
+        );
+        assert_eq!(
+            k(&["schedule", "__mutex_lock", "rtnl_lock"]),
+            WaitKind::Lock
+        );
+        assert_eq!(k(&["schedule", "pipe_read", "vfs_read"]), WaitKind::Ipc);
+        assert_eq!(
+            k(&["schedule", "anon_pipe_read", "vfs_read"]),
+            WaitKind::Ipc
+        );
+        assert_eq!(k(&["schedule", "do_wait", "kernel_wait4"]), WaitKind::Ipc);
+        assert_eq!(
+            k(&[
+                "io_schedule",
+                "folio_wait_bit_common",
+                "filemap_fault",
+                "do_fault"
+            ]),
+            WaitKind::Fault
+        );
+        assert_eq!(
+            k(&["schedule", "jbd2_log_wait_commit", "ext4_sync_file"]),
+            WaitKind::Io
+        );
+        assert_eq!(k(&["schedule", "do_nanosleep"]), WaitKind::Sleep);
+        assert_eq!(k(&["schedule", "worker_thread"]), WaitKind::Other);
+        assert_eq!(k(&[]), WaitKind::Other);
+    }
+
+    #[test]
+    fn the_waker_decides_timeouts_joins_and_devices() {
+        let timer = wake_context(&[
+            "hrtimer_wakeup",
+            "__hrtimer_run_queues",
+            "hrtimer_interrupt",
+        ]);
+        assert_eq!(timer.interrupt, Some(EndedBy::Timer));
+        // A futex wait that timed out is a sleep nobody ended.
+        assert_eq!(wait_kind(&["futex_wait_queue"], 1, timer), WaitKind::Sleep);
+        let exit = wake_context(&["futex_wake", "mm_release", "exit_mm", "do_exit"]);
+        assert_eq!(exit.interrupt, None);
+        assert_eq!(wait_kind(&["futex_wait_queue"], 1, exit), WaitKind::Ipc);
+        let disk = wake_context(&["try_to_wake_up", "blk_mq_end_request", "common_interrupt"]);
+        assert_eq!(disk.interrupt, Some(EndedBy::Device));
+        assert_eq!(
+            wait_kind(&["schedule", "some_driver_wait"], 2, disk),
+            WaitKind::Io
+        );
+        assert_eq!(wake_context(&["futex_wake", "do_futex"]), NO_WAKE);
+    }
+
+    #[test]
+    fn syscall_and_blocking_function() {
+        let names = [
+            "__schedule",
+            "schedule",
+            "jbd2_log_wait_commit",
+            "ext4_sync_file",
+            "__x64_sys_fsync",
+        ];
+        assert_eq!(syscall_of(&names).as_deref(), Some("fsync"));
+        assert_eq!(blocked_in(&names), Some("jbd2_log_wait_commit"));
+        assert_eq!(blocked_in(&["schedule"]), None);
+    }
+}

@@ -1,0 +1,498 @@
+//! The critical path of one process: why its wall time went where it went.
+//!
+//! Its main thread's time, from its start (fork or exec) to its end, is cut
+//! into segments: on a CPU, runnable (ready, not running), or blocked. A
+//! blocked stretch that another thread ended (the waker of `sched_waking`)
+//! is replaced by what the waker did over the same stretch, recursively —
+//! the readying-thread chain of WPA's CPU Usage (Precise), Perfetto's thread
+//! critical path, and wPerf's "cascaded re-distribution" of a wait to its
+//! waker. The chain ends in CPU work, a runnable stretch, or a wait nobody
+//! in the trace ended: one ended by a timer or a device (interrupt context),
+//! one still open when the trace ends, or one the walk may not follow:
+//! - a waker already on the chain (a cycle: A waits for B waits for A);
+//! - the depth bound ([`MAX_DEPTH`] followed waits);
+//! - time when the waker's own state is unknown (before its first
+//!   scheduler event), or when the waker was itself blocked for a reason
+//!   the trace does not explain (`other`: an idle kernel worker that an
+//!   interrupt woke), stays with the waiter, as its blocked kind, naming
+//!   the waker in `woken_by`.
+//!
+//! Time of the root thread itself with no scheduler event at all (before
+//! its first one) is counted as blocked `other` and reported as
+//! `unknown_s`. The segments' durations add up to the wall time exactly.
+//! Pure: reads the trace and its replayed states ([`ThreadStates`]).
+
+pub mod classify;
+mod summary;
+
+use std::collections::HashMap;
+
+use slowlab_model::critical_path::{
+    Breakdown, CriticalPath, PathRoot, PathThread, Segment, SegmentState, WaitKind,
+};
+use slowlab_model::trace::{ProcIdx, StackIdx, ThreadIdx, Trace};
+
+use crate::select::BuildFx;
+use crate::states::{BlockedSpan, SpanState, ThreadStates};
+use classify::{wake_context, EndedBy};
+
+pub use summary::{describe_part, parts};
+
+/// Followed waits at most, from the root thread.
+pub const MAX_DEPTH: u32 = 8;
+
+/// A stretch of the walk before merging and naming.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Raw {
+    from: u64,
+    to: u64,
+    thread: ThreadIdx,
+    state: SegmentState,
+    kind: Option<WaitKind>,
+    woken_by: Option<ThreadIdx>,
+    ended_by: Option<EndedBy>,
+    blocked_stack: Option<StackIdx>,
+    depth: u32,
+    via: Option<(WaitKind, ThreadIdx)>,
+    unknown: bool,
+}
+
+/// A wait judged once: its kind, whether the walk may follow its waker,
+/// and what ended it.
+struct Judged {
+    kind: WaitKind,
+    follow: Option<ThreadIdx>,
+    ended_by: Option<EndedBy>,
+}
+
+type JudgeKey = (Option<StackIdx>, Option<StackIdx>, u64, bool);
+
+struct Walker<'a> {
+    trace: &'a Trace,
+    states: &'a ThreadStates,
+    out: Vec<Raw>,
+    chain: Vec<ThreadIdx>,
+    /// (blocking stack, waker stack, task state, woken) → (kind, interrupt
+    /// that woke it): most waits repeat, so each is judged once.
+    judged: HashMap<JudgeKey, (WaitKind, Option<EndedBy>), BuildFx>,
+}
+
+impl Walker<'_> {
+    fn judge(&mut self, b: &BlockedSpan) -> Judged {
+        let trace = self.trace;
+        let (kind, wake_interrupt) = *self
+            .judged
+            .entry((b.stack, b.waker_stack, b.task_state, b.woken))
+            .or_insert_with(|| {
+                let wake = wake_context(&classify::names(trace, b.waker_stack));
+                (classify::span_kind(trace, b), wake.interrupt)
+            });
+        let interrupt = if b.woken { wake_interrupt } else { None };
+        let follow = match (b.woken, interrupt, b.waker) {
+            (true, None, Some(w)) => Some(w),
+            _ => None,
+        };
+        let ended_by = match (b.woken, interrupt, b.waker) {
+            (true, Some(e), _) => Some(e),
+            // Woken from the idle task: an interrupt on an idle CPU.
+            (true, None, None) => Some(EndedBy::Interrupt),
+            _ => None,
+        };
+        Judged {
+            kind,
+            follow,
+            ended_by,
+        }
+    }
+
+    /// Cuts `thread`'s `[from, to)` into raw segments, following waits.
+    fn walk(
+        &mut self,
+        thread: ThreadIdx,
+        from: u64,
+        to: u64,
+        depth: u32,
+        via: Option<(WaitKind, ThreadIdx)>,
+    ) {
+        let states = self.states;
+        let mut t = from;
+        for span in states.spans_in(thread, from, to) {
+            let a = span.start_ns.max(from);
+            let b = span.end_ns.min(to);
+            if a > t {
+                self.gap(thread, t, a, depth, via);
+            }
+            let base = Raw {
+                from: a,
+                to: b,
+                thread,
+                state: SegmentState::Cpu,
+                kind: None,
+                woken_by: None,
+                ended_by: None,
+                blocked_stack: None,
+                depth,
+                via,
+                unknown: false,
+            };
+            match span.state {
+                SpanState::Running { .. } => self.out.push(base),
+                SpanState::Runnable => self.out.push(Raw {
+                    state: SegmentState::Runnable,
+                    ..base
+                }),
+                SpanState::Blocked(blocked) => {
+                    let j = self.judge(&blocked);
+                    let may_follow = j
+                        .follow
+                        .filter(|w| *w != thread && depth < MAX_DEPTH && !self.chain.contains(w));
+                    if let Some(w) = may_follow {
+                        self.chain.push(thread);
+                        self.walk(w, a, b, depth + 1, Some((j.kind, thread)));
+                        self.chain.pop();
+                    } else if let (Some((via_kind, waiter)), WaitKind::Other) = (via, j.kind) {
+                        // The waker was itself waiting for nothing the trace
+                        // explains (an idle kernel worker woken by an
+                        // interrupt): the waiter's own kind says more.
+                        self.out.push(Raw {
+                            thread: waiter,
+                            state: SegmentState::Blocked,
+                            kind: Some(via_kind),
+                            woken_by: Some(thread),
+                            depth: depth - 1,
+                            via: None,
+                            ..base
+                        });
+                    } else {
+                        self.out.push(Raw {
+                            state: SegmentState::Blocked,
+                            kind: Some(j.kind),
+                            woken_by: j.follow,
+                            ended_by: j.ended_by,
+                            blocked_stack: blocked.stack,
+                            ..base
+                        });
+                    }
+                }
+            }
+            t = t.max(b);
+        }
+        if t < to {
+            self.gap(thread, t, to, depth, via);
+        }
+    }
+
+    /// Time with no known state: the waiter's wait (when following), else
+    /// unknown blocked time of the root.
+    fn gap(
+        &mut self,
+        thread: ThreadIdx,
+        from: u64,
+        to: u64,
+        depth: u32,
+        via: Option<(WaitKind, ThreadIdx)>,
+    ) {
+        let raw = match via {
+            Some((kind, waiter)) => Raw {
+                from,
+                to,
+                thread: waiter,
+                state: SegmentState::Blocked,
+                kind: Some(kind),
+                woken_by: Some(thread),
+                ended_by: None,
+                blocked_stack: None,
+                depth: depth - 1,
+                via: None,
+                unknown: false,
+            },
+            None => Raw {
+                from,
+                to,
+                thread,
+                state: SegmentState::Blocked,
+                kind: Some(WaitKind::Other),
+                woken_by: None,
+                ended_by: None,
+                blocked_stack: None,
+                depth,
+                via: None,
+                unknown: true,
+            },
+        };
+        self.out.push(raw);
+    }
+}
+
+/// Why a path cannot be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PathError {
+    #[error("no process with pid {0} in the trace; `slowlab analyze FILE --procs` lists them")]
+    NoSuchPid(i32),
+    #[error("no process started during the trace; give one with --root PID (`slowlab analyze FILE --procs` lists them)")]
+    NoRoot,
+    #[error("the trace has no scheduler events (sched_switch): record it with `slowlab record`, which adds them")]
+    NoSchedEvents,
+}
+
+/// The main thread of a process: the one whose tid is the pid.
+fn main_thread(trace: &Trace, proc: ProcIdx) -> Option<ThreadIdx> {
+    let p = &trace.processes[proc.ix()];
+    p.threads
+        .iter()
+        .copied()
+        .find(|t| trace.threads[t.ix()].tid == p.pid)
+        .or_else(|| p.threads.first().copied())
+}
+
+/// The wall-time window of a process: fork (or exec) to exit, clipped to
+/// the trace.
+pub fn window(trace: &Trace, proc: ProcIdx) -> (u64, u64) {
+    let p = &trace.processes[proc.ix()];
+    let (s, e) = (trace.meta.start_ns, trace.meta.end_ns);
+    let start = p.start_ns.or(p.exec_ns).unwrap_or(s).clamp(s, e);
+    let end = p.end_ns.unwrap_or(e).clamp(start, e);
+    (start, end)
+}
+
+/// The default root: the longest-running process that started (was forked
+/// or exec'd) during the trace.
+pub fn default_root(trace: &Trace) -> Option<ProcIdx> {
+    trace
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.start_ns.is_some() || p.exec_ns.is_some())
+        .map(|(i, _)| {
+            let (s, e) = window(trace, ProcIdx(i as u32));
+            (ProcIdx(i as u32), e - s)
+        })
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(i, _)| i)
+}
+
+/// The process of `pid` (its last lifetime in the trace).
+pub fn process_by_pid(trace: &Trace, pid: i32) -> Result<ProcIdx, PathError> {
+    trace
+        .processes
+        .iter()
+        .rposition(|p| p.pid == pid)
+        .map(|i| ProcIdx(i as u32))
+        .ok_or(PathError::NoSuchPid(pid))
+}
+
+/// The process that ran `command` under `perf record … -- command`: a child
+/// of a `perf` process that exec'd during the trace, preferring one named
+/// like the command; else the default root.
+pub fn command_root(trace: &Trace, command: &[String]) -> Option<ProcIdx> {
+    let perf_pids: Vec<i32> = trace
+        .processes
+        .iter()
+        .filter(|p| trace.str(p.comm) == "perf")
+        .map(|p| p.pid)
+        .collect();
+    let want: String = command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).chars().take(15).collect())
+        .unwrap_or_default();
+    let children: Vec<ProcIdx> = trace
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.exec_ns.is_some() && p.ppid.is_some_and(|pp| perf_pids.contains(&pp)))
+        .map(|(i, _)| ProcIdx(i as u32))
+        .collect();
+    children
+        .iter()
+        .copied()
+        .find(|&i| trace.str(trace.processes[i.ix()].comm) == want)
+        .or_else(|| children.first().copied())
+        .or_else(|| default_root(trace))
+}
+
+/// The process and its descendants (by recorded parent), root first.
+pub fn process_tree(trace: &Trace, root: ProcIdx) -> Vec<ProcIdx> {
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = &trace.processes[tree[i].ix()];
+        let (ps, pe) = window(trace, tree[i]);
+        for (k, p) in trace.processes.iter().enumerate() {
+            let k = ProcIdx(k as u32);
+            let started = p.start_ns.or(p.exec_ns);
+            if p.ppid == Some(parent.pid)
+                && !tree.contains(&k)
+                && started.is_some_and(|s| s >= ps && s <= pe)
+            {
+                tree.push(k);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+fn path_thread(trace: &Trace, t: ThreadIdx) -> PathThread {
+    let th = &trace.threads[t.ix()];
+    PathThread {
+        pid: trace.thread_process(t).pid,
+        tid: th.tid,
+        comm: trace.str(th.comm).to_string(),
+    }
+}
+
+/// Merges neighbours that say the same thing.
+fn merge(raws: Vec<Raw>) -> Vec<Raw> {
+    let mut out: Vec<Raw> = Vec::with_capacity(raws.len());
+    for r in raws {
+        if r.to <= r.from {
+            continue;
+        }
+        if let Some(last) = out.last_mut() {
+            let same = last.to == r.from
+                && Raw {
+                    from: 0,
+                    to: 0,
+                    ..*last
+                } == Raw {
+                    from: 0,
+                    to: 0,
+                    ..r
+                };
+            if same {
+                last.to = r.to;
+                continue;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// The most frequent leaf function of `thread`'s samples in `[from, to)`.
+fn top_function(
+    trace: &Trace,
+    samples_of: &[Vec<u32>],
+    thread: ThreadIdx,
+    from: u64,
+    to: u64,
+) -> Option<String> {
+    let idx = &samples_of[thread.ix()];
+    let times = &trace.samples.time_ns;
+    let first = idx.partition_point(|&i| times[i as usize] < from);
+    let mut counts: HashMap<u32, u32, BuildFx> = HashMap::default();
+    for &i in &idx[first..] {
+        if times[i as usize] >= to {
+            break;
+        }
+        let Some(frame) = trace.stack_frames(trace.samples.stack[i as usize]).next() else {
+            continue;
+        };
+        *counts.entry(trace.frame_function(frame).0).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(f, _)| trace.function_name(slowlab_model::trace::FuncIdx(*f)) != "[unknown]")
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(f, _)| {
+            trace
+                .function_name(slowlab_model::trace::FuncIdx(f))
+                .to_string()
+        })
+}
+
+/// The critical path of `root` over its wall time.
+pub fn critical_path(
+    trace: &Trace,
+    states: &ThreadStates,
+    root: ProcIdx,
+) -> Result<CriticalPath, PathError> {
+    if states.cpu_runs.iter().all(Vec::is_empty) {
+        return Err(PathError::NoSchedEvents);
+    }
+    let thread = main_thread(trace, root).ok_or(PathError::NoRoot)?;
+    let (start, end) = window(trace, root);
+    let mut w = Walker {
+        trace,
+        states,
+        out: Vec::new(),
+        chain: Vec::new(),
+        judged: HashMap::default(),
+    };
+    w.walk(thread, start, end, 0, None);
+    let raws = merge(w.out);
+
+    let mut samples_of: Vec<Vec<u32>> = vec![Vec::new(); trace.threads.len()];
+    for (i, t) in trace.samples.thread.iter().enumerate() {
+        if let Some(v) = samples_of.get_mut(t.ix()) {
+            v.push(i as u32);
+        }
+    }
+    let secs = |ns: u64| (ns.saturating_sub(start)) as f64 / 1e9;
+    let mut breakdown = Breakdown::default();
+    let mut unknown_ns = 0;
+    let mut segments = Vec::with_capacity(raws.len());
+    for r in &raws {
+        let len = (r.to - r.from) as f64 / 1e9;
+        match r.state {
+            SegmentState::Cpu => breakdown.cpu += len,
+            SegmentState::Runnable => breakdown.runnable += len,
+            SegmentState::Blocked => breakdown
+                .blocked
+                .add(r.kind.unwrap_or(WaitKind::Other), len),
+        }
+        if r.unknown {
+            unknown_ns += r.to - r.from;
+        }
+        let th = path_thread(trace, r.thread);
+        segments.push(Segment {
+            from_s: secs(r.from),
+            to_s: secs(r.to),
+            pid: th.pid,
+            tid: th.tid,
+            comm: th.comm,
+            state: r.state,
+            kind: r.kind,
+            top_function: (r.state == SegmentState::Cpu)
+                .then(|| top_function(trace, &samples_of, r.thread, r.from, r.to))
+                .flatten(),
+            woken_by: r.woken_by.map(|t| path_thread(trace, t)),
+            ended_by: r.ended_by.map(|e| e.as_str().to_string()),
+            ran_instead: (r.state == SegmentState::Runnable)
+                .then(|| states.ran_during(r.from, r.to, r.thread).first().copied())
+                .flatten()
+                .map(|(t, _)| path_thread(trace, t)),
+            blocked_in: (r.state == SegmentState::Blocked)
+                .then(|| {
+                    classify::blocked_in(&classify::names(trace, r.blocked_stack))
+                        .map(str::to_string)
+                })
+                .flatten(),
+            depth: r.depth,
+            via: r.via.map(|v| v.0),
+            waiter: r.via.map(|v| path_thread(trace, v.1)),
+        });
+    }
+    let wall_s = (end - start) as f64 / 1e9;
+    let root_th = &trace.threads[thread.ix()];
+    let root = PathRoot {
+        pid: trace.processes[root.ix()].pid,
+        tid: root_th.tid,
+        comm: trace.str(trace.processes[root.ix()].comm).to_string(),
+        start_s: start.saturating_sub(trace.meta.start_ns) as f64 / 1e9,
+    };
+    let parts = parts(&segments, wall_s);
+    let summary = summary::sentence(&root, wall_s, &segments);
+    Ok(CriticalPath {
+        wall_s,
+        root,
+        breakdown,
+        segments,
+        parts,
+        summary,
+        unknown_s: unknown_ns as f64 / 1e9,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+//! `io-wait`: the root's critical path goes to waiting for storage — block
+//! I/O, journal commits, writeback, page-cache reads, page faults that read
+//! their page — directly or through the kernel thread that did the I/O for
+//! it (a journal commit the process waited for in `fsync`).
+//!
+//! Signature and thresholds, on the critical path of the root process:
+//! - path time blocked in `io` or `fault` waits, or spent in a thread that
+//!   an `io` or `fault` wait was followed into, of at least
+//!   [`MIN_PATH_SHARE`] of the root's wall time and 20 ms.
+//!
+//! Culprit: the process that waited (when the path runs through a kernel
+//! thread such as `jbd2`, the process that waited for it).
+//! Evidence: `io_s`, `share_of_wall`, `fault_s` (of it, in page faults),
+//! `syscall` (where the culprit's storage waits were, e.g. `fsync`),
+//! `waits`, `longest_s` (the culprit's storage waits over the root's wall
+//! time), `through` (kernel threads the path went through). Cost: `io_s`.
+
+use std::collections::HashMap;
+
+use slowlab_model::critical_path::{Segment, SegmentState, WaitKind};
+use slowlab_model::findings::Finding;
+use slowlab_model::trace::{ProcIdx, Trace};
+
+use super::{enough_of_path, Context, RootPath};
+use crate::critical_path::classify;
+use crate::evidence;
+use crate::states::SpanState;
+
+pub const MIN_PATH_SHARE: f64 = 0.10;
+
+fn is_storage(kind: Option<WaitKind>) -> bool {
+    matches!(kind, Some(WaitKind::Io | WaitKind::Fault))
+}
+
+/// A kernel thread: a child of kthreadd (pid 2), or named like one.
+pub fn is_kernel_thread(trace: &Trace, pid: i32) -> bool {
+    trace
+        .processes
+        .iter()
+        .rev()
+        .find(|p| p.pid == pid)
+        .is_some_and(|p| {
+            let comm = trace.str(p.comm);
+            p.pid == 2
+                || p.ppid == Some(2)
+                || [
+                    "kworker",
+                    "jbd2",
+                    "ksoftirqd",
+                    "kswapd",
+                    "kcompactd",
+                    "irq/",
+                ]
+                .iter()
+                .any(|k| comm.starts_with(k))
+        })
+}
+
+pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
+    let trace = cx.trace;
+    let path = &rp.path;
+    let storage = |s: &&Segment| {
+        (s.state == SegmentState::Blocked && is_storage(s.kind)) || is_storage(s.via)
+    };
+    let mut io_s = 0.0;
+    let mut fault_s = 0.0;
+    let mut blame: HashMap<i32, f64> = HashMap::new();
+    let mut through: Vec<String> = Vec::new();
+    for s in path.segments.iter().filter(storage) {
+        let len = s.duration_s();
+        io_s += len;
+        if s.kind == Some(WaitKind::Fault) || s.via == Some(WaitKind::Fault) {
+            fault_s += len;
+        }
+        let pid = match &s.waiter {
+            Some(w) if is_kernel_thread(trace, s.pid) => {
+                if !through.contains(&s.comm) {
+                    through.push(s.comm.clone());
+                }
+                w.pid
+            }
+            _ => s.pid,
+        };
+        *blame.entry(pid).or_default() += len;
+    }
+    if !enough_of_path(io_s, path.wall_s, MIN_PATH_SHARE) {
+        return Vec::new();
+    }
+    let Some((&pid, _)) = blame
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+    else {
+        return Vec::new();
+    };
+    let proc = rp
+        .tree_threads
+        .iter()
+        .map(|&t| trace.threads[t.ix()].process)
+        .find(|p| trace.processes[p.ix()].pid == pid)
+        .or_else(|| {
+            trace
+                .processes
+                .iter()
+                .rposition(|p| p.pid == pid)
+                .map(|i| ProcIdx(i as u32))
+        });
+    let Some(proc) = proc else {
+        return Vec::new();
+    };
+    // The culprit's own storage waits, by stack.
+    let (from, to) = rp.window;
+    let mut stacks: HashMap<Vec<String>, f64> = HashMap::new();
+    let (mut waits, mut longest) = (0u64, 0.0f64);
+    for &t in &trace.processes[proc.ix()].threads {
+        for span in rp.states.spans_in(t, from, to) {
+            let SpanState::Blocked(b) = span.state else {
+                continue;
+            };
+            if !is_storage(Some(classify::span_kind(trace, &b))) {
+                continue;
+            }
+            let len = (span.end_ns.min(to) - span.start_ns.max(from)) as f64 / 1e9;
+            waits += 1;
+            longest = longest.max(len);
+            let names = classify::names(trace, b.stack);
+            *stacks
+                .entry(names.iter().map(|n| n.to_string()).collect())
+                .or_default() += len;
+        }
+    }
+    let stack = stacks
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(s, _)| s)
+        .unwrap_or_default();
+    let names: Vec<&str> = stack.iter().map(String::as_str).collect();
+    let syscall = classify::syscall_of(&names);
+    let share = io_s / path.wall_s.max(1e-9);
+    let comm = trace.str(trace.processes[proc.ix()].comm).to_string();
+    let title = format!(
+        "{comm} waits for storage: {:.0}% of {}'s {:.2} s{}{}",
+        share * 100.0,
+        path.root.comm,
+        path.wall_s,
+        syscall
+            .as_ref()
+            .map(|s| format!(", in {s}"))
+            .unwrap_or_default(),
+        if through.is_empty() {
+            String::new()
+        } else {
+            format!(" (through {})", through.join(", "))
+        }
+    );
+    vec![cx.finding(
+        "io-wait",
+        title,
+        io_s,
+        cx.culprit(proc),
+        evidence! {
+            "io_s" => io_s,
+            "share_of_wall" => share,
+            "fault_s" => fault_s,
+            "syscall" => syscall,
+            "waits" => waits,
+            "longest_s" => longest,
+            "through" => through,
+        },
+        stack,
+        "wait for storage less often: batch writes instead of syncing each one (fsync/fdatasync per batch), keep hot files in memory, or move the I/O off the critical path; `slowlab analyze TRACE --waits --filter pid=N` shows each wait",
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TraceBuilder;
+
+    fn ms(v: u64) -> u64 {
+        v * 1_000_000
+    }
+
+    /// `db` (pid 10) alternates 1 ms of CPU with `wait_ms` in fsync, ended
+    /// by the disk's interrupt, 20 times.
+    fn fsync_loop(wait_ms: u64) -> slowlab_model::trace::Trace {
+        let mut b = TraceBuilder::default();
+        let db = b.process(10, "db");
+        let other = b.process(20, "other");
+        let end = 20 * (1 + wait_ms);
+        b.lifetime(db, None, 0, Some(ms(end)));
+        let fsync = b.stack(&[
+            "__x64_sys_fsync",
+            "ext4_sync_file",
+            "jbd2_log_wait_commit",
+            "schedule",
+        ]);
+        let disk = b.stack(&["common_interrupt", "blk_mq_end_request", "try_to_wake_up"]);
+        let mut t = 0;
+        b.switch(0, 0, 0, 0, 10, None);
+        for _ in 0..20 {
+            t += ms(1);
+            b.switch(t, 0, 10, 2, 0, fsync);
+            t += ms(wait_ms);
+            b.waking(t, 1, other, 10, disk);
+            b.switch(t, 0, 0, 0, 10, None);
+        }
+        b.end(ms(end));
+        b.build()
+    }
+
+    fn findings(t: &slowlab_model::trace::Trace) -> Vec<Finding> {
+        let cx = Context::new(t, None, None);
+        let rp = RootPath::new(t, Some(ProcIdx(0))).unwrap();
+        detect(&cx, &rp)
+    }
+
+    #[test]
+    fn a_process_waiting_in_fsync_is_found_with_its_syscall() {
+        let t = fsync_loop(4);
+        let f = findings(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].culprit.comm.as_deref(), Some("db"));
+        assert_eq!(f[0].evidence["syscall"], "fsync");
+        assert_eq!(f[0].evidence["waits"], 20);
+        let share = f[0].evidence["share_of_wall"].as_f64().unwrap();
+        assert!((share - 0.8).abs() < 1e-6, "{share}");
+        // Ended by the disk: not followed into the thread it interrupted.
+        let rp = RootPath::new(&t, Some(ProcIdx(0))).unwrap();
+        assert!(rp.path.segments.iter().all(|s| s.pid != 20));
+    }
+
+    #[test]
+    fn short_storage_waits_are_below_the_threshold() {
+        // 20 × 10 µs of fsync in 20 ms of CPU: 1% of the wall time.
+        let mut t = fsync_loop(0);
+        for e in t.events.iter_mut() {
+            if matches!(e.kind, slowlab_model::trace::EventKind::Waking { .. }) {
+                e.time_ns += 10_000;
+            }
+        }
+        assert!(findings(&t).is_empty());
+    }
+}

@@ -1,0 +1,279 @@
+//! `lock-contention`: the root's critical path runs through threads that
+//! wait for a lock (a futex, kernel mutex or rw-semaphore) while another
+//! thread holds it — threads queueing on one lock.
+//!
+//! Signature and thresholds, on the critical path of the root process:
+//! - the path time spent in lock waits — followed into the thread that
+//!   released the lock (the holder: the waker), or left as a lock wait when
+//!   the holder could not be followed — is at least [`MIN_PATH_SHARE`] of
+//!   the root's wall time and 20 ms;
+//! - at least [`MIN_WAITERS`] distinct threads waited on the path (one
+//!   thread waiting for one other is a hand-off, not contention).
+//!
+//! Culprit: the holder with the most path time (its process), and what it
+//! was doing while it held the lock ("sleeping (do_nanosleep)").
+//! Evidence: `lock` (where the waiters blocked), `path_s`, `share_of_wall`,
+//! `waiters` (`pid`, `tid`, `comm`, `blocked_s`, `waits`, `longest_s` of
+//! each waiter's lock waits over the root's wall time), `longest_wait_s`,
+//! `holder` (`pid`, `tid`, `comm`), `holders` (tids), `holder_doing`;
+//! `waiters` lists every thread of the root's process tree with lock waits.
+//! Cost: the path time.
+
+use std::collections::{BTreeSet, HashMap};
+
+use slowlab_model::critical_path::{SegmentState, WaitKind};
+use slowlab_model::findings::{Culprit, Finding};
+use slowlab_model::trace::ThreadIdx;
+
+use super::{enough_of_path, Context, RootPath};
+use crate::critical_path::{classify, describe_part, parts};
+use crate::evidence;
+use crate::states::SpanState;
+
+pub const MIN_PATH_SHARE: f64 = 0.10;
+pub const MIN_WAITERS: usize = 2;
+
+pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
+    let path = &rp.path;
+    let is_lock = |s: &slowlab_model::critical_path::Segment| {
+        s.via == Some(WaitKind::Lock)
+            || (s.state == SegmentState::Blocked && s.kind == Some(WaitKind::Lock))
+    };
+    let mut path_s = 0.0;
+    let mut waiters: BTreeSet<i32> = BTreeSet::new();
+    let mut by_holder: HashMap<i32, f64> = HashMap::new();
+    for s in path.segments.iter().filter(|s| is_lock(s)) {
+        path_s += s.duration_s();
+        if s.via == Some(WaitKind::Lock) {
+            if let Some(w) = &s.waiter {
+                waiters.insert(w.tid);
+            }
+            *by_holder.entry(s.tid).or_default() += s.duration_s();
+        } else {
+            waiters.insert(s.tid);
+            if let Some(h) = &s.woken_by {
+                *by_holder.entry(h.tid).or_default() += s.duration_s();
+            }
+        }
+    }
+    if !enough_of_path(path_s, path.wall_s, MIN_PATH_SHARE) || waiters.len() < MIN_WAITERS {
+        return Vec::new();
+    }
+    let Some((&holder_tid, _)) = by_holder
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+    else {
+        return Vec::new();
+    };
+    let trace = cx.trace;
+    let (from, to) = rp.window;
+    let thread_of = |tid: i32| -> Option<ThreadIdx> {
+        rp.tree_threads
+            .iter()
+            .copied()
+            .find(|t| trace.threads[t.ix()].tid == tid)
+            .or_else(|| {
+                trace
+                    .threads
+                    .iter()
+                    .rposition(|t| t.tid == tid)
+                    .map(|i| ThreadIdx(i as u32))
+            })
+    };
+    // Each waiter's lock waits over the root's wall time.
+    let mut lock_sites: HashMap<String, f64> = HashMap::new();
+    let mut waiter_rows = Vec::new();
+    let mut longest = 0.0f64;
+    let mut top_stack: HashMap<Vec<String>, f64> = HashMap::new();
+    // Every thread of the root's tree that waited on a lock, not only
+    // those the path went through.
+    for &t in &rp.tree_threads {
+        let tid = trace.threads[t.ix()].tid;
+        let (mut blocked, mut count, mut max) = (0.0, 0u64, 0.0f64);
+        for span in rp.states.spans_in(t, from, to) {
+            let SpanState::Blocked(b) = span.state else {
+                continue;
+            };
+            if classify::span_kind(trace, &b) != WaitKind::Lock {
+                continue;
+            }
+            let len = (span.end_ns.min(to) - span.start_ns.max(from)) as f64 / 1e9;
+            blocked += len;
+            count += 1;
+            max = max.max(len);
+            let names = classify::names(trace, b.stack);
+            if let Some(site) = classify::blocked_in(&names) {
+                *lock_sites.entry(site.to_string()).or_default() += len;
+            }
+            *top_stack
+                .entry(names.iter().map(|n| n.to_string()).collect())
+                .or_default() += len;
+        }
+        if count == 0 {
+            continue;
+        }
+        longest = longest.max(max);
+        let th = &trace.threads[t.ix()];
+        waiter_rows.push(serde_json::json!({
+            "pid": trace.thread_process(t).pid, "tid": tid, "comm": trace.str(th.comm),
+            "blocked_s": blocked, "waits": count, "longest_s": max,
+        }));
+    }
+    let lock = lock_sites
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(s, _)| s.clone())
+        .unwrap_or_else(|| "a lock".into());
+    // What the holder did while the waiters waited.
+    let held: Vec<_> = path
+        .segments
+        .iter()
+        .filter(|s| s.tid == holder_tid && s.via == Some(WaitKind::Lock))
+        .cloned()
+        .collect();
+    let holder_doing = parts(&held, path.wall_s)
+        .into_iter()
+        .next()
+        .map(|mut p| {
+            p.via = None;
+            describe_part(&p, p.pid)
+        })
+        .unwrap_or_else(|| "holding it".into());
+    let holder = thread_of(holder_tid);
+    let (holder_pid, holder_comm) = holder.map_or((None, String::new()), |t| {
+        (
+            Some(trace.thread_process(t).pid),
+            trace.str(trace.threads[t.ix()].comm).to_string(),
+        )
+    });
+    let culprit = match holder {
+        Some(t) => cx.culprit(trace.threads[t.ix()].process),
+        None => Culprit::default(),
+    };
+    let mut holders: Vec<(i32, f64)> = by_holder.into_iter().collect();
+    holders.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let share = path_s / path.wall_s.max(1e-9);
+    let title = format!(
+        "{} threads of {} queue on a lock ({lock}): {:.0}% of {}'s {:.2} s; the holder {} [{}] was {holder_doing} while holding it",
+        waiter_rows.len().max(waiters.len()),
+        rp.path.root.comm,
+        share * 100.0,
+        rp.path.root.comm,
+        path.wall_s,
+        holder_comm,
+        holder_tid,
+    );
+    let stack = top_stack
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(s, _)| s)
+        .unwrap_or_default();
+    vec![cx.finding(
+        "lock-contention",
+        title,
+        path_s,
+        culprit,
+        evidence! {
+            "lock" => lock,
+            "path_s" => path_s,
+            "share_of_wall" => share,
+            "waiters" => waiter_rows,
+            "longest_wait_s" => longest,
+            "holder" => serde_json::json!({"pid": holder_pid, "tid": holder_tid, "comm": holder_comm}),
+            "holders" => holders.iter().map(|h| h.0).collect::<Vec<_>>(),
+            "holder_doing" => holder_doing,
+        },
+        stack,
+        "hold the lock for less time: move sleeps, I/O and waits out of the section it guards, or split the lock; `slowlab analyze TRACE --waits` lists each wait and who ended it",
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TraceBuilder;
+
+    fn ms(v: u64) -> u64 {
+        v * 1_000_000
+    }
+
+    /// `app`'s main thread waits for `workers` threads that take turns
+    /// holding one mutex across a 40 ms sleep; the first holds it from the
+    /// start. The last one ends the main thread's wait by exiting (a join)
+    /// or, with `main_locks`, by releasing a lock the main thread waits on.
+    fn queue(workers: i32, main_locks: bool) -> slowlab_model::trace::Trace {
+        let mut b = TraceBuilder::default();
+        let main = b.process(10, "app");
+        let end = ms(2 + 41 * workers as u64);
+        b.lifetime(main, None, 0, Some(end));
+        let join = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+        let lock = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+        let sleep = b.stack(&["hrtimer_nanosleep", "do_nanosleep", "schedule"]);
+        let release = b.stack(&["do_futex", "futex_wake"]);
+        let exit = b.stack(&["do_exit", "mm_release", "futex_wake"]);
+        let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+        let threads: Vec<_> = (0..workers)
+            .map(|i| b.thread(main, 11 + i, "app"))
+            .collect();
+        b.switch(0, 0, 0, 0, 10, None);
+        b.switch(ms(1), 0, 10, 1, 11, join); // main joins; worker 11 runs
+        for i in 1..workers {
+            b.switch(ms(1) + 10 * i as u64, 1, 0, 0, 11 + i, None);
+            b.switch(ms(1) + 10 * i as u64 + 5, 1, 11 + i, 1, 0, lock); // waits
+        }
+        let mut t = ms(1);
+        for i in 0..workers {
+            let tid = 11 + i;
+            b.switch(t + 100, 0, tid, 1, 0, sleep); // holds the lock, sleeps
+            t += ms(40);
+            b.waking(t, 0, threads[0], tid, timer);
+            b.switch(t + 10, 0, 0, 0, tid, None);
+            if i + 1 < workers {
+                b.waking(t + 20, 0, threads[i as usize], tid + 1, release);
+                b.switch(t + 30, 0, tid, 16, tid + 1, None); // exits
+            } else {
+                let how = if main_locks { release } else { exit };
+                b.waking(t + 20, 0, threads[i as usize], 10, how);
+                b.switch(t + 30, 0, tid, 16, 10, None);
+            }
+            t += ms(1);
+        }
+        b.end(end);
+        b.build()
+    }
+
+    fn findings(t: &slowlab_model::trace::Trace) -> Vec<Finding> {
+        let cx = Context::new(t, None, None);
+        let rp = RootPath::new(t, crate::critical_path::process_by_pid(t, 10).ok()).unwrap();
+        detect(&cx, &rp)
+    }
+
+    #[test]
+    fn threads_queueing_on_a_lock_held_across_sleeps_are_found() {
+        let t = queue(3, false);
+        let f = findings(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "lock-contention");
+        assert_eq!(f.culprit.comm.as_deref(), Some("app"));
+        assert!(
+            f.evidence["waiters"].as_array().unwrap().len() >= 2,
+            "{f:?}"
+        );
+        let doing = f.evidence["holder_doing"].as_str().unwrap();
+        assert!(doing.starts_with("sleeping"), "{doing}");
+        assert!(f.evidence["share_of_wall"].as_f64().unwrap() > 0.5, "{f:?}");
+    }
+
+    #[test]
+    fn one_thread_waiting_on_a_lock_held_by_one_other_is_not_contention() {
+        let t = queue(1, true);
+        let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
+        assert!(
+            rp.path.breakdown.blocked.sleep > 0.03,
+            "{:?}",
+            rp.path.breakdown
+        );
+        assert!(findings(&t).is_empty());
+    }
+}

@@ -1,0 +1,200 @@
+//! The critical path for people: the terminal text of `slowlab analyze
+//! --critical-path` and of the top of `slowlab diagnose` (the answer, the
+//! breakdown, where the time went grouped by process, state and function,
+//! and the longest segments in time order), and its HTML section with a bar
+//! over time. Renders a computed `CriticalPath`; computes nothing.
+
+use slowlab_analyze::critical_path::describe_part;
+use slowlab_model::critical_path::{CriticalPath, Segment, SegmentState, WaitKind};
+
+use crate::format;
+use crate::html::escape;
+
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
+
+/// The breakdown in one line: `cpu 1.61 s (64%), runnable …, blocked … (ipc 0.78 s)`.
+pub fn breakdown_line(cp: &CriticalPath) -> String {
+    let b = &cp.breakdown;
+    let kinds: Vec<String> = WaitKind::ALL
+        .iter()
+        .filter(|&&k| b.blocked.get(k) > 0.0)
+        .map(|&k| format!("{} {}", k.as_str(), format::seconds(b.blocked.get(k))))
+        .collect();
+    format!(
+        "on a CPU {} ({:.0}%), runnable {} ({:.0}%), blocked {} ({:.0}%){}",
+        format::seconds(b.cpu),
+        pct(b.cpu, cp.wall_s),
+        format::seconds(b.runnable),
+        pct(b.runnable, cp.wall_s),
+        format::seconds(b.blocked.total()),
+        pct(b.blocked.total(), cp.wall_s),
+        if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", kinds.join(", "))
+        }
+    )
+}
+
+fn segment_text(s: &Segment) -> String {
+    let what = match s.state {
+        SegmentState::Cpu => format!(
+            "on a CPU{}",
+            s.top_function
+                .as_ref()
+                .map(|f| format!(" in {f}"))
+                .unwrap_or_default()
+        ),
+        SegmentState::Runnable => format!(
+            "runnable{}",
+            s.ran_instead
+                .as_ref()
+                .map(|t| format!(" while {} [{}] ran", t.comm, t.tid))
+                .unwrap_or_default()
+        ),
+        SegmentState::Blocked => {
+            let mut t = format!(
+                "blocked ({}){}",
+                s.kind.unwrap_or(WaitKind::Other).as_str(),
+                s.blocked_in
+                    .as_ref()
+                    .map(|f| format!(" in {f}"))
+                    .unwrap_or_default()
+            );
+            if let Some(w) = &s.woken_by {
+                t.push_str(&format!(", ended by {} [{}]", w.comm, w.tid));
+            } else if let Some(e) = &s.ended_by {
+                t.push_str(&format!(", ended by a {e}"));
+            }
+            t
+        }
+    };
+    let via = match (&s.via, &s.waiter) {
+        (Some(k), Some(w)) => format!("  ← {} [{}] waited ({})", w.comm, w.tid, k.as_str()),
+        _ => String::new(),
+    };
+    format!(
+        "{:>8.3}–{:<8.3} {:>9}  {}[{}] {what}{via}",
+        s.from_s,
+        s.to_s,
+        format::seconds(s.duration_s()),
+        s.comm,
+        s.tid
+    )
+}
+
+/// The text of the path: the answer, the breakdown, the `top` largest
+/// groups and the `top` longest segments (in time order).
+pub fn critical_path_text(cp: &CriticalPath, top: usize) -> String {
+    let mut out = format!(
+        "why `{}` [{}] took {}:\n  {}\n  {}\n",
+        cp.root.comm,
+        cp.root.pid,
+        format::seconds(cp.wall_s),
+        cp.summary,
+        breakdown_line(cp)
+    );
+    out.push_str("\n  where the time went (by process, state and function):\n");
+    for p in cp.parts.iter().take(top) {
+        out.push_str(&format!(
+            "  {:>5.1}% {:>9}  {}[{}] {}\n",
+            p.share * 100.0,
+            format::seconds(p.seconds),
+            p.comm,
+            p.pid,
+            describe_part(p, p.pid)
+        ));
+    }
+    if cp.parts.len() > top {
+        out.push_str(&format!("  … {} more groups\n", cp.parts.len() - top));
+    }
+    let mut longest: Vec<&Segment> = cp.segments.iter().collect();
+    longest.sort_by(|a, b| b.duration_s().total_cmp(&a.duration_s()));
+    longest.truncate(top);
+    longest.sort_by(|a, b| a.from_s.total_cmp(&b.from_s));
+    out.push_str(&format!(
+        "\n  the {} longest of {} segments, in time order (seconds after the start):\n",
+        longest.len(),
+        cp.segments.len()
+    ));
+    for s in longest {
+        out.push_str(&format!("  {}\n", segment_text(s)));
+    }
+    if cp.unknown_s > 0.0005 {
+        out.push_str(&format!(
+            "  note: {} of the root had no scheduler event and counts as blocked (other)\n",
+            format::seconds(cp.unknown_s)
+        ));
+    }
+    out
+}
+
+/// Colour of a segment in the HTML bar.
+fn colour(s: &Segment) -> &'static str {
+    match (s.state, s.kind) {
+        (SegmentState::Cpu, _) => "#2e86c1",
+        (SegmentState::Runnable, _) => "#f5b041",
+        (_, Some(WaitKind::Lock)) => "#c0392b",
+        (_, Some(WaitKind::Io)) => "#8e44ad",
+        (_, Some(WaitKind::Fault)) => "#d35400",
+        (_, Some(WaitKind::Sleep)) => "#7f8c8d",
+        (_, Some(WaitKind::Ipc)) => "#27ae60",
+        _ => "#bdc3c7",
+    }
+}
+
+/// The HTML section: the answer, a bar over time (one rectangle per
+/// segment, its tooltip saying what it was) and the groups.
+pub fn critical_path_html(cp: &CriticalPath, top: usize) -> String {
+    const WIDTH: f64 = 900.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"28\" role=\"img\">"
+    );
+    let scale = if cp.wall_s > 0.0 {
+        WIDTH / cp.wall_s
+    } else {
+        0.0
+    };
+    for s in &cp.segments {
+        let w = s.duration_s() * scale;
+        if w < 0.05 {
+            continue;
+        }
+        svg.push_str(&format!(
+            "<rect x=\"{:.2}\" y=\"2\" width=\"{:.2}\" height=\"24\" fill=\"{}\"><title>{}</title></rect>",
+            s.from_s * scale,
+            w.max(0.5),
+            colour(s),
+            escape(&segment_text(s))
+        ));
+    }
+    svg.push_str("</svg>");
+    let mut b = format!(
+        "<h2>Why it was slow: the critical path of {} [{}]</h2>\n<p><b>{}</b></p>\n<p>{}</p>\n{svg}\n\
+         <p><small>blue: on a CPU · orange: runnable · red: lock · purple: storage · \
+         dark orange: page fault · grey: sleep · green: pipe, socket or child · light grey: other</small></p>\n",
+        escape(&cp.root.comm),
+        cp.root.pid,
+        escape(&cp.summary),
+        escape(&breakdown_line(cp)),
+    );
+    b.push_str("<table><tr><th>share</th><th>time</th><th>process</th><th>what</th></tr>\n");
+    for p in cp.parts.iter().take(top) {
+        b.push_str(&format!(
+            "<tr><td class=\"num\">{:.1}%</td><td class=\"num\">{}</td><td>{} [{}]</td><td>{}</td></tr>\n",
+            p.share * 100.0,
+            escape(&format::seconds(p.seconds)),
+            escape(&p.comm),
+            p.pid,
+            escape(&describe_part(p, p.pid))
+        ));
+    }
+    b.push_str("</table>\n");
+    b
+}

@@ -1,0 +1,336 @@
+//! "Why was it slow?" on real recordings of small programs written for
+//! these tests (`tests/fixtures/why/*.c`): `slowlab diagnose` must name the
+//! right kind of wait and the right culprit, and `critical_path.json` must
+//! add up to the program's own measured wall time within 10%:
+//! - threads queueing on a mutex held across sleeps → `lock-contention`,
+//!   the holder sleeping;
+//! - an fsync loop on a disk filesystem → `io-wait` in `fsync`;
+//! - a niced computation beside CPU hogs → `cpu-starvation`, a hog to blame;
+//! - a pipeline with a slow producer → the path is the producer's CPU in
+//!   `slow_digest`;
+//! - a retry loop that sleeps → sleep ended by timers, no finding;
+//! - a CPU-bound program → on a CPU, none of these detectors fires.
+//!
+//! Also `analyze --critical-path` on the same trace prints the same path.
+//! Tests skip, with the reason, where perf is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+mod common;
+use common::{one_recording_at_a_time, slowlab};
+
+const EVERYDAY: [&str; 3] = ["lock-contention", "io-wait", "cpu-starvation"];
+
+/// The fixture programs, compiled once per test run with frame pointers.
+fn program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/why");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("why");
+        std::fs::create_dir_all(&out).unwrap();
+        for p in [
+            "mutex_sleep",
+            "fsync_loop",
+            "spin",
+            "producer",
+            "retry_sleep",
+        ] {
+            let st = Command::new("cc")
+                .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+                .arg(out.join(p))
+                .arg(src.join(format!("{p}.c")))
+                .status()
+                .unwrap();
+            assert!(st.success(), "cc {p}.c failed");
+        }
+        out
+    });
+    dir.join(name)
+}
+
+struct Diagnosis {
+    findings: Vec<serde_json::Value>,
+    path: serde_json::Value,
+    /// What the program measured itself (`wall_s=` on its stderr).
+    wall_s: Option<f64>,
+    stdout_text: String,
+}
+
+fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
+    let out = slowlab()
+        .args(["diagnose", "--json", "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "diagnose failed: {stderr}");
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
+    let path: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("critical_path.json")).unwrap()).unwrap();
+    let wall_s = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("wall_s="))
+        .and_then(|v| v.trim().parse().ok());
+    Diagnosis {
+        findings: findings.as_array().unwrap().clone(),
+        path,
+        wall_s,
+        stdout_text: stderr,
+    }
+}
+
+fn ids(d: &Diagnosis) -> Vec<&str> {
+    d.findings
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect()
+}
+
+fn finding<'a>(d: &'a Diagnosis, id: &str) -> &'a serde_json::Value {
+    d.findings
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} finding: {:?}\n{}", ids(d), d.stdout_text))
+}
+
+fn share(d: &Diagnosis, f: impl Fn(&serde_json::Value) -> f64) -> f64 {
+    f(&d.path["breakdown"]) / d.path["wall_s"].as_f64().unwrap()
+}
+
+/// The breakdown sums to `wall_s`, segments are in time order and cover
+/// it, and `wall_s` is the program's own wall time within 10%.
+fn assert_adds_up(d: &Diagnosis) {
+    let p = &d.path;
+    let wall = p["wall_s"].as_f64().unwrap();
+    let b = &p["breakdown"];
+    let blocked: f64 = ["lock", "io", "sleep", "ipc", "fault", "other"]
+        .iter()
+        .map(|k| b["blocked"][k].as_f64().unwrap())
+        .sum();
+    let sum = b["cpu"].as_f64().unwrap() + b["runnable"].as_f64().unwrap() + blocked;
+    assert!((sum - wall).abs() < 1e-6 * wall.max(1.0), "{sum} vs {wall}");
+    let segs = p["segments"].as_array().unwrap();
+    let covered: f64 = segs
+        .iter()
+        .map(|s| s["to_s"].as_f64().unwrap() - s["from_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (covered - wall).abs() < 1e-6 * wall.max(1.0),
+        "{covered} vs {wall}"
+    );
+    for w in segs.windows(2) {
+        assert!(w[0]["to_s"].as_f64() <= w[1]["from_s"].as_f64().map(|v| v + 1e-9));
+    }
+    if let Some(measured) = d.wall_s {
+        assert!(
+            (wall - measured).abs() <= 0.1 * measured,
+            "critical path {wall} s vs measured {measured} s"
+        );
+    }
+}
+
+#[test]
+fn threads_queueing_on_a_mutex_held_across_sleeps() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = program("mutex_sleep");
+    let d = diagnose(dir.path(), &[prog.to_str().unwrap(), "4", "4"]);
+    assert_adds_up(&d);
+    let f = finding(&d, "lock-contention");
+    assert_eq!(f["culprit"]["comm"], "mutex_sleep", "{f}");
+    assert!(
+        f["evidence"]["holder_doing"]
+            .as_str()
+            .unwrap()
+            .starts_with("sleeping"),
+        "{f}"
+    );
+    // All four workers and the main thread waited on a lock.
+    assert!(
+        f["evidence"]["waiters"].as_array().unwrap().len() >= 4,
+        "{f}"
+    );
+    assert!(
+        f["evidence"]["share_of_wall"].as_f64().unwrap() > 0.3,
+        "{f}"
+    );
+    assert!(share(&d, |b| b["blocked"]["sleep"].as_f64().unwrap()) > 0.8);
+    assert_eq!(d.path["root"]["comm"], "mutex_sleep");
+    // The answer comes first, and `analyze --critical-path` agrees.
+    let text = slowlab()
+        .arg("analyze")
+        .arg(dir.path().join("trace.data"))
+        .args(["--critical-path", "--json", "--root"])
+        .arg(d.path["root"]["pid"].to_string())
+        .output()
+        .unwrap();
+    let again: serde_json::Value = common::json(&text);
+    assert_eq!(again["segments"], d.path["segments"]);
+}
+
+#[test]
+fn an_fsync_loop_waits_for_storage() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    // fsync on tmpfs returns at once: use a disk filesystem.
+    let base = Path::new("/var/tmp");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
+    if fs == "tmpfs" || fs == "ramfs" {
+        eprintln!(
+            "SKIP: {} is {fs}; fsync costs nothing there",
+            base.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let prog = program("fsync_loop");
+    let file = dir.path().join("data");
+    let d = diagnose(
+        &dir.path().join("d"),
+        &[prog.to_str().unwrap(), file.to_str().unwrap(), "300"],
+    );
+    assert_adds_up(&d);
+    let f = finding(&d, "io-wait");
+    assert_eq!(f["culprit"]["comm"], "fsync_loop", "{f}");
+    assert_eq!(f["evidence"]["syscall"], "fsync", "{f}");
+    assert!(share(&d, |b| b["blocked"]["io"].as_f64().unwrap()) > 0.3);
+    for id in ["lock-contention", "cpu-starvation"] {
+        assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
+    }
+}
+
+/// CPU hogs at nice 0, one per CPU, killed when dropped.
+struct Hogs(Vec<Child>);
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_niced_computation_beside_cpu_hogs_is_starved() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let spin = program("spin");
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs = Hogs(
+        (0..cpus)
+            .map(|_| {
+                Command::new(&spin)
+                    .arg("0")
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let hog_pids: Vec<i64> = hogs.0.iter().map(|c| c.id() as i64).collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let dir = tempfile::tempdir().unwrap();
+    let d = diagnose(
+        dir.path(),
+        &["nice", "-n", "10", spin.to_str().unwrap(), "0.1"],
+    );
+    drop(hogs);
+    assert_adds_up(&d);
+    let f = finding(&d, "cpu-starvation");
+    assert!(
+        hog_pids.contains(&f["culprit"]["pid"].as_i64().unwrap()),
+        "{f} (hogs {hog_pids:?})"
+    );
+    assert_eq!(f["evidence"]["victim"]["nice"], 10, "{f}");
+    assert_eq!(f["evidence"]["instead"][0]["nice"], 0, "{f}");
+    assert!(share(&d, |b| b["runnable"].as_f64().unwrap()) > 0.5);
+}
+
+#[test]
+fn a_pipeline_waits_for_its_slow_producer() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let producer = program("producer");
+    let script = format!("{} 40 3000000 | sort > /dev/null", producer.display());
+    let d = diagnose(dir.path(), &["sh", "-c", &script]);
+    assert_adds_up(&d);
+    assert_eq!(d.path["root"]["comm"], "sh");
+    let parts = d.path["parts"].as_array().unwrap();
+    let in_producer: f64 = parts
+        .iter()
+        .filter(|p| p["comm"] == "producer")
+        .map(|p| p["share"].as_f64().unwrap())
+        .sum();
+    assert!(in_producer > 0.6, "{}", d.path["summary"]);
+    let top_cpu = parts.iter().find(|p| p["state"] == "cpu").unwrap();
+    assert_eq!(top_cpu["comm"], "producer", "{top_cpu}");
+    assert_eq!(top_cpu["function"], "slow_digest", "{top_cpu}");
+    let summary = d.path["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("on a CPU in producer (slow_digest)"),
+        "{summary}"
+    );
+    for id in EVERYDAY {
+        assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
+    }
+}
+
+#[test]
+fn a_retry_loop_that_sleeps_is_sleep_ended_by_timers() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = program("retry_sleep");
+    let d = diagnose(
+        dir.path(),
+        &[prog.to_str().unwrap(), "/nonexistent/flag", "25"],
+    );
+    assert_adds_up(&d);
+    assert!(share(&d, |b| b["blocked"]["sleep"].as_f64().unwrap()) > 0.8);
+    // Ended by the timer interrupt (or on an idle CPU, where perf drops
+    // the wake-up): never by another thread.
+    let sleeps: Vec<_> = d.path["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "sleep")
+        .collect();
+    assert!(sleeps.len() >= 20, "{} sleeps", sleeps.len());
+    for s in sleeps {
+        assert!(s["woken_by"].is_null(), "{s}");
+        assert!(
+            s["ended_by"] == "timer" || s["ended_by"] == "interrupt",
+            "{s}"
+        );
+    }
+    for id in EVERYDAY {
+        assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
+    }
+}
+
+#[test]
+fn a_cpu_bound_program_is_on_a_cpu_and_no_wait_detector_fires() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = program("spin");
+    let d = diagnose(dir.path(), &[prog.to_str().unwrap(), "0.4"]);
+    assert_adds_up(&d);
+    assert!(share(&d, |b| b["cpu"].as_f64().unwrap()) > 0.8);
+    assert_eq!(d.path["parts"][0]["function"], "crunch");
+    for id in EVERYDAY {
+        assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
+    }
+}
