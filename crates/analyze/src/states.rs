@@ -19,6 +19,9 @@
 //! sends, its own switch away — while blocked or runnable is taken to have
 //! been switched in: its wait ends there, by an unknown waker.
 //!
+//! A wake-up recorded with tid -1 (an exiting task after it left its pid
+//! namespace) is credited to the thread last switched in on that CPU.
+//!
 //! Before a thread's first event its state is unknown, except what the
 //! first event implies: a thread switched *out* was running since its CPU
 //! last switched (or since it started); a thread switched *in* or woken that
@@ -132,6 +135,8 @@ struct Replay {
     cpu_runs: Vec<Vec<(u64, Option<ThreadIdx>)>>,
     /// Per CPU: the time of its last recorded switch.
     cpu_last: Vec<u64>,
+    /// Per CPU: the thread last seen running there (`None`: idle).
+    current: Vec<Option<ThreadIdx>>,
 }
 
 impl Replay {
@@ -194,6 +199,9 @@ impl Replay {
             o => self.close(i, o, from),
         }
         self.open[i] = Open::Running(from, cpu);
+        if let Some(c) = self.current.get_mut(cpu as usize) {
+            *c = Some(thread);
+        }
         if let Some(runs) = self.cpu_runs.get_mut(cpu as usize) {
             if runs.last().is_none_or(|r| r.0 <= from) {
                 runs.push((from, Some(thread)));
@@ -219,6 +227,7 @@ impl ThreadStates {
             spans: vec![Vec::new(); n],
             cpu_runs: vec![Vec::new(); cpus],
             cpu_last: vec![trace.meta.start_ns; cpus],
+            current: vec![None; cpus],
         };
         let thread_start = |t: ThreadIdx| trace.threads[t.ix()].start_ns;
         let real = |t: ThreadIdx| trace.threads.get(t.ix()).is_some_and(|th| th.tid > 0);
@@ -274,6 +283,7 @@ impl ThreadStates {
                     }
                     r.cpu_runs[c].push((now, next));
                     r.cpu_last[c] = now;
+                    r.current[c] = next;
                 }
                 EventKind::Waking { tid, .. } => {
                     if real(ev.thread) {
@@ -285,7 +295,16 @@ impl ThreadStates {
                     let i = target.ix();
                     match r.open[i] {
                         Open::Blocked(since, stack, task_state) => {
-                            let waker = real(ev.thread).then_some(ev.thread);
+                            // An exiting task's last wake-ups (its parent,
+                            // its joiners) carry tid -1: the waker is the
+                            // thread on that CPU.
+                            let waker = if real(ev.thread) {
+                                Some(ev.thread)
+                            } else if trace.threads.get(ev.thread.ix()).is_some_and(|t| t.tid < 0) {
+                                r.current[c]
+                            } else {
+                                None
+                            };
                             r.push(
                                 i,
                                 since,

@@ -302,6 +302,24 @@ impl TraceBuilder {
         );
     }
 
+    /// A `block_rq_complete` of a write of `bytes` to `dev`, recorded on
+    /// `thread` (the one the device's interrupt hit).
+    pub fn block(&mut self, time_ns: u64, cpu: u32, thread: ThreadIdx, dev: u32, bytes: u64) {
+        self.event(
+            time_ns,
+            cpu,
+            thread,
+            None,
+            EventKind::BlockRequest {
+                dev,
+                sector: 0,
+                bytes,
+                write: true,
+                complete: true,
+            },
+        );
+    }
+
     /// Makes the trace last at least until `time_ns`.
     pub fn end(&mut self, time_ns: u64) {
         self.end_ns = self.end_ns.max(time_ns);

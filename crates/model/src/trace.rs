@@ -303,8 +303,27 @@ pub enum EventKind {
     SyscallEnter { name: StrIdx, args: [u64; 6] },
     /// `syscalls:sys_exit_NAME`; `ret` is negative errno on failure.
     SyscallExit { name: StrIdx, ret: i64 },
+    /// `block:block_rq_issue` (`complete` false: a request sent to the
+    /// device, on behalf of the event's thread) and `block:block_rq_complete`
+    /// (true: the device finished it, usually in interrupt context).
+    BlockRequest {
+        /// The device as the kernel's `dev_t` (major << 20 | minor).
+        dev: u32,
+        sector: u64,
+        /// Bytes of the request (sectors × 512).
+        bytes: u64,
+        /// A write (`rwbs` has `W`), else a read, flush or discard.
+        write: bool,
+        complete: bool,
+    },
     /// `sched:sched_process_fork` etc. and any other tracepoint, not decoded.
     Other { name: StrIdx },
+}
+
+/// `major:minor` of a kernel `dev_t` as block tracepoints record it
+/// (major << 20 | minor).
+pub fn dev_name(dev: u32) -> String {
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
 }
 
 /// Priority of a nice-0 thread, for switches recorded without one.

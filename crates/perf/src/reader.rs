@@ -70,6 +70,13 @@ enum AttrKind {
         error_code: Option<Field>,
     },
     MajorFault,
+    Block {
+        complete: bool,
+        dev: Option<Field>,
+        sector: Option<Field>,
+        nr_sector: Option<Field>,
+        rwbs: Option<Field>,
+    },
     SysEnter(StrIdx),
     SysExit(StrIdx),
     Other(StrIdx),
@@ -941,6 +948,22 @@ impl Builder {
                 user: *user,
             },
             AttrKind::MajorFault => EventKind::MajorFault { address: s.addr },
+            AttrKind::Block {
+                complete,
+                dev,
+                sector,
+                nr_sector,
+                rwbs,
+            } => EventKind::BlockRequest {
+                dev: get(dev).unwrap_or(0) as u32,
+                sector: get(sector).unwrap_or(0),
+                bytes: get(nr_sector).unwrap_or(0).saturating_mul(512),
+                write: rwbs.is_some_and(|f| {
+                    raw.get(f.offset..f.offset.saturating_add(f.size))
+                        .is_some_and(|b| b.contains(&b'W'))
+                }),
+                complete: *complete,
+            },
             AttrKind::SysEnter(name) => {
                 let mut args = [0u64; 6];
                 for (i, a) in args.iter_mut().enumerate() {
@@ -1050,6 +1073,16 @@ fn classify_attr(
                     AttrKind::Waking {
                         pid: f.field("pid"),
                         target_cpu: f.field("target_cpu"),
+                    }
+                }
+                "block_rq_issue" | "block_rq_complete" => {
+                    let f = fmt(tp);
+                    AttrKind::Block {
+                        complete: tp == "block_rq_complete",
+                        dev: f.field("dev"),
+                        sector: f.field("sector"),
+                        nr_sector: f.field("nr_sector"),
+                        rwbs: f.field("rwbs"),
                     }
                 }
                 "page_fault_user" | "page_fault_kernel" => {

@@ -4,7 +4,8 @@
 //! (a shell script probing numbered names, a Python scan of a file mapping
 //! and a `cat` of a big file in a small memory cgroup, network namespaces
 //! churned with `ip netns`) are named too; ordinary work (a tar
-//! extraction, a small cargo build) yields no finding; and the HTML report
+//! extraction, a small cargo build) yields no finding, and the cargo
+//! build's critical path is the compiler on a CPU; and the HTML report
 //! loads in headless Chromium without errors, showing a hostile process
 //! name as text. Tests skip, with the reason, where perf or root is missing.
 
@@ -364,6 +365,27 @@ fn ordinary_work_has_no_findings() {
         ],
     );
     assert!(findings.is_empty(), "cargo build: {:?}", ids(&findings));
+    // Cargo waits for its jobs in a timed wait (a poll loop): the critical
+    // path still runs through the compiler and linker on a CPU.
+    let cp: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("cargo").join("critical_path.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(cp["root"]["comm"], "cargo");
+    let wall = cp["wall_s"].as_f64().unwrap();
+    let cpu = cp["breakdown"]["cpu"].as_f64().unwrap();
+    let tools: f64 = cp["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] == "cpu" && p["comm"] != "cargo")
+        .map(|p| p["seconds"].as_f64().unwrap())
+        .sum();
+    assert!(
+        cpu > 0.5 * wall && tools > 0.4 * wall,
+        "cpu {cpu} s, compiler and linker {tools} s of {wall} s: {}",
+        cp["summary"]
+    );
 }
 
 #[test]

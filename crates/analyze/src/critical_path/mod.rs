@@ -17,6 +17,10 @@
 //!   interrupt woke), stays with the waiter, as its blocked kind, naming
 //!   the waker in `woken_by`.
 //!
+//! A poll loop — a timed wait on a lock, a pipe or a poll that times out
+//! and waits again on the same stack, until a thread ends one — counts as
+//! one wait for that thread, followed over the whole loop.
+//!
 //! Time of the root thread itself with no scheduler event at all (before
 //! its first one) is counted as blocked `other` and reported as
 //! `unknown_s`. The segments' durations add up to the wall time exactly.
@@ -30,7 +34,7 @@ use std::collections::HashMap;
 use slowlab_model::critical_path::{
     Breakdown, CriticalPath, PathRoot, PathThread, Segment, SegmentState, WaitKind,
 };
-use slowlab_model::trace::{ProcIdx, StackIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{FuncIdx, ProcIdx, StackIdx, ThreadIdx, Trace};
 
 use crate::select::BuildFx;
 use crate::states::{BlockedSpan, SpanState, ThreadStates};
@@ -40,6 +44,9 @@ pub use summary::{describe_part, parts};
 
 /// Followed waits at most, from the root thread.
 pub const MAX_DEPTH: u32 = 8;
+
+/// Running time between two timed-out waits of a poll loop, at most.
+pub const MAX_POLL_GAP_NS: u64 = 2_000_000;
 
 /// A stretch of the walk before merging and naming.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,6 +112,64 @@ impl Walker<'_> {
         }
     }
 
+    /// A poll loop starting at `spans[k]`: a wait on a lock or for another
+    /// thread (futex, poll, pipe) that a timer ended, waited again on the
+    /// same stack after at most [`MAX_POLL_GAP_NS`] on a CPU each time,
+    /// until a thread ended one. Returns the index of that last wait, its
+    /// waker and its kind. (Cargo waits for its jobs this way, with a
+    /// 500 ms timeout: the timeouts are not what it waited for.)
+    fn poll_loop(
+        &mut self,
+        spans: &[crate::states::Span],
+        k: usize,
+    ) -> Option<(usize, ThreadIdx, WaitKind)> {
+        let SpanState::Blocked(first) = spans[k].state else {
+            return None;
+        };
+        if !self.timed_out_waiting_for_others(&first) {
+            return None;
+        }
+        let mut busy = 0;
+        for (m, span) in spans.iter().enumerate().skip(k + 1) {
+            match span.state {
+                SpanState::Runnable => {}
+                SpanState::Running { .. } => {
+                    busy += span.end_ns - span.start_ns;
+                    if busy > MAX_POLL_GAP_NS {
+                        return None;
+                    }
+                }
+                SpanState::Blocked(b) if b.stack == first.stack => {
+                    busy = 0;
+                    if self.timed_out_waiting_for_others(&b) {
+                        continue;
+                    }
+                    let j = self.judge(&b);
+                    return j.follow.map(|w| (m, w, j.kind));
+                }
+                SpanState::Blocked(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// A wait on a lock or another thread's action that a timer ended.
+    fn timed_out_waiting_for_others(&mut self, b: &BlockedSpan) -> bool {
+        let j = self.judge(b);
+        if j.ended_by != Some(EndedBy::Timer) {
+            return false;
+        }
+        let own = classify::wait_kind(
+            &classify::names(self.trace, b.stack),
+            b.task_state,
+            classify::WakeContext {
+                interrupt: None,
+                exiting: false,
+            },
+        );
+        matches!(own, WaitKind::Lock | WaitKind::Ipc)
+    }
+
     /// Cuts `thread`'s `[from, to)` into raw segments, following waits.
     fn walk(
         &mut self,
@@ -115,10 +180,13 @@ impl Walker<'_> {
         via: Option<(WaitKind, ThreadIdx)>,
     ) {
         let states = self.states;
+        let spans = states.spans_in(thread, from, to);
         let mut t = from;
-        for span in states.spans_in(thread, from, to) {
+        let mut k = 0;
+        while k < spans.len() {
+            let span = &spans[k];
             let a = span.start_ns.max(from);
-            let b = span.end_ns.min(to);
+            let mut b = span.end_ns.min(to);
             if a > t {
                 self.gap(thread, t, a, depth, via);
             }
@@ -135,6 +203,9 @@ impl Walker<'_> {
                 via,
                 unknown: false,
             };
+            let may_follow = |w: &ThreadIdx, chain: &[ThreadIdx]| {
+                *w != thread && depth < MAX_DEPTH && !chain.contains(w)
+            };
             match span.state {
                 SpanState::Running { .. } => self.out.push(base),
                 SpanState::Runnable => self.out.push(Raw {
@@ -143,10 +214,18 @@ impl Walker<'_> {
                 }),
                 SpanState::Blocked(blocked) => {
                     let j = self.judge(&blocked);
-                    let may_follow = j
-                        .follow
-                        .filter(|w| *w != thread && depth < MAX_DEPTH && !self.chain.contains(w));
-                    if let Some(w) = may_follow {
+                    let polled = self
+                        .poll_loop(spans, k)
+                        .filter(|(_, w, _)| may_follow(w, &self.chain));
+                    if let Some((last, w, kind)) = polled {
+                        // A timed wait that timed out and waited again until
+                        // a thread ended it: one wait for that thread.
+                        b = spans[last].end_ns.min(to);
+                        k = last;
+                        self.chain.push(thread);
+                        self.walk(w, a, b, depth + 1, Some((kind, thread)));
+                        self.chain.pop();
+                    } else if let Some(w) = j.follow.filter(|w| may_follow(w, &self.chain)) {
                         self.chain.push(thread);
                         self.walk(w, a, b, depth + 1, Some((j.kind, thread)));
                         self.chain.pop();
@@ -176,6 +255,7 @@ impl Walker<'_> {
                 }
             }
             t = t.max(b);
+            k += 1;
         }
         if t < to {
             self.gap(thread, t, to, depth, via);
@@ -369,14 +449,15 @@ fn merge(raws: Vec<Raw>) -> Vec<Raw> {
     out
 }
 
-/// The most frequent leaf function of `thread`'s samples in `[from, to)`.
-fn top_function(
+/// Samples of `thread` in `[from, to)` by leaf function (`[unknown]`
+/// leaves left out), most first.
+fn leaf_functions(
     trace: &Trace,
     samples_of: &[Vec<u32>],
     thread: ThreadIdx,
     from: u64,
     to: u64,
-) -> Option<String> {
+) -> Vec<(String, u32)> {
     let idx = &samples_of[thread.ix()];
     let times = &trace.samples.time_ns;
     let first = idx.partition_point(|&i| times[i as usize] < from);
@@ -390,15 +471,13 @@ fn top_function(
         };
         *counts.entry(trace.frame_function(frame).0).or_default() += 1;
     }
-    counts
+    let mut out: Vec<(String, u32)> = counts
         .into_iter()
-        .filter(|(f, _)| trace.function_name(slowlab_model::trace::FuncIdx(*f)) != "[unknown]")
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-        .map(|(f, _)| {
-            trace
-                .function_name(slowlab_model::trace::FuncIdx(f))
-                .to_string()
-        })
+        .map(|(f, n)| (trace.function_name(FuncIdx(f)).to_string(), n))
+        .filter(|(name, _)| name != "[unknown]")
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
 }
 
 /// The critical path of `root` over its wall time.
@@ -432,6 +511,7 @@ pub fn critical_path(
     let mut breakdown = Breakdown::default();
     let mut unknown_ns = 0;
     let mut segments = Vec::with_capacity(raws.len());
+    let mut weighted: Vec<(usize, Option<String>, f64)> = Vec::new();
     for r in &raws {
         let len = (r.to - r.from) as f64 / 1e9;
         match r.state {
@@ -445,6 +525,19 @@ pub fn critical_path(
             unknown_ns += r.to - r.from;
         }
         let th = path_thread(trace, r.thread);
+        let functions = if r.state == SegmentState::Cpu {
+            leaf_functions(trace, &samples_of, r.thread, r.from, r.to)
+        } else {
+            Vec::new()
+        };
+        // For the groups: the segment's time shared among its functions.
+        let total: u32 = functions.iter().map(|f| f.1).sum();
+        if total == 0 {
+            weighted.push((segments.len(), None, 1.0));
+        }
+        for (name, n) in &functions {
+            weighted.push((segments.len(), Some(name.clone()), *n as f64 / total as f64));
+        }
         segments.push(Segment {
             from_s: secs(r.from),
             to_s: secs(r.to),
@@ -453,9 +546,7 @@ pub fn critical_path(
             comm: th.comm,
             state: r.state,
             kind: r.kind,
-            top_function: (r.state == SegmentState::Cpu)
-                .then(|| top_function(trace, &samples_of, r.thread, r.from, r.to))
-                .flatten(),
+            top_function: functions.first().map(|f| f.0.clone()),
             woken_by: r.woken_by.map(|t| path_thread(trace, t)),
             ended_by: r.ended_by.map(|e| e.as_str().to_string()),
             ran_instead: (r.state == SegmentState::Runnable)
@@ -481,8 +572,20 @@ pub fn critical_path(
         comm: trace.str(trace.processes[root.ix()].comm).to_string(),
         start_s: start.saturating_sub(trace.meta.start_ns) as f64 / 1e9,
     };
-    let parts = parts(&segments, wall_s);
-    let summary = summary::sentence(&root, wall_s, &segments);
+    let shares: Vec<Segment> = weighted
+        .into_iter()
+        .map(|(i, function, share)| {
+            let s = &segments[i];
+            Segment {
+                from_s: 0.0,
+                to_s: s.duration_s() * share,
+                top_function: function,
+                ..s.clone()
+            }
+        })
+        .collect();
+    let parts = parts(&shares, wall_s);
+    let summary = summary::sentence(&root, wall_s, &parts);
     Ok(CriticalPath {
         wall_s,
         root,

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use slowlab_model::critical_path::{PathPart, PathRoot, Segment, SegmentState, WaitKind};
 
 /// Segments grouped by (process, state, kind, function, via), largest first.
+/// A CPU segment counts for its `top_function` (the walker passes one
+/// share of each CPU segment per sampled function).
 pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
     type Key = (
         i32,
@@ -112,32 +114,31 @@ pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
     text
 }
 
-/// The answer: the root's wall time and where the largest shares went.
-pub fn sentence(root: &PathRoot, wall_s: f64, segments: &[Segment]) -> String {
+/// The answer: the root's wall time and where the largest shares went,
+/// from `parts` (largest first): grouped by process, state, kind and the
+/// wait followed; a CPU group named by its largest function.
+pub fn sentence(root: &PathRoot, wall_s: f64, parts: &[PathPart]) -> String {
     if wall_s <= 0.0 {
         return format!("`{}` ran for no measurable time in the trace", root.comm);
     }
-    // Coarser groups for the sentence: function kept for CPU only.
-    let mut coarse: Vec<PathPart> = parts(segments, wall_s);
-    for p in &mut coarse {
-        if p.state != SegmentState::Cpu {
-            p.function = None;
-        }
-    }
     let mut merged: Vec<PathPart> = Vec::new();
-    for p in coarse {
-        match merged.iter_mut().find(|m| {
-            m.pid == p.pid
-                && m.state == p.state
-                && m.kind == p.kind
-                && m.function == p.function
-                && m.via == p.via
-        }) {
+    for p in parts {
+        match merged
+            .iter_mut()
+            .find(|m| m.pid == p.pid && m.state == p.state && m.kind == p.kind && m.via == p.via)
+        {
+            // Parts come largest first: the group keeps its first function.
             Some(m) => {
                 m.seconds += p.seconds;
                 m.share += p.share;
             }
-            None => merged.push(p),
+            None => {
+                let mut first = p.clone();
+                if first.state != SegmentState::Cpu {
+                    first.function = None;
+                }
+                merged.push(first);
+            }
         }
     }
     merged.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));

@@ -341,3 +341,86 @@ fn roots_default_to_the_longest_process_started_in_the_trace() {
     assert_eq!(default_root(&t), Some(ProcIdx(1)));
     assert_eq!(process_by_pid(&t, 99), Err(PathError::NoSuchPid(99)));
 }
+
+#[test]
+fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
+    // Like cargo: a 20 ms timed futex wait times out twice, then the worker
+    // ends the third; the whole loop is the worker's CPU time.
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "cargo");
+    let worker = b.process(20, "rustc");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    let wake = b.stack(&["futex_wake"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(0), 1, 0, 0, 20, None);
+    b.switch(ms(10), 0, 10, 1, 0, futex);
+    b.waking(ms(30), 1, worker, 10, timer);
+    b.switch(ms(30), 0, 0, 0, 10, None);
+    b.switch(ms(31), 0, 10, 1, 0, futex);
+    b.waking(ms(51), 1, worker, 10, timer);
+    b.switch(ms(51), 0, 0, 0, 10, None);
+    b.switch(ms(52), 0, 10, 1, 0, futex);
+    b.waking(ms(60), 1, worker, 10, wake);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (20, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
+    assert_adds_up(&cp);
+}
+
+#[test]
+fn a_lone_timed_out_wait_is_a_sleep() {
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "poller");
+    let other = b.process(20, "other");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let poll = b.stack(&["do_sys_poll", "schedule"]);
+    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(10), 0, 10, 1, 0, poll);
+    b.waking(ms(90), 1, other, 10, timer);
+    b.switch(ms(90), 0, 0, 0, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(cp.segments[1].kind, Some(WaitKind::Sleep));
+    assert!((cp.breakdown.blocked.sleep - 0.080).abs() < 1e-9);
+}
+
+#[test]
+fn a_wake_up_without_a_tid_comes_from_the_thread_on_that_cpu() {
+    // An exiting child's wake-up of its parent is recorded with tid -1.
+    let mut b = TraceBuilder::default();
+    let sh = b.process(10, "sh");
+    let child = b.process(11, "child");
+    let ghost = b.process(-1, ":-1");
+    b.lifetime(sh, None, 0, Some(ms(100)));
+    b.lifetime(child, Some(10), ms(5), Some(ms(80)));
+    let wait = b.stack(&["kernel_wait4", "do_wait", "schedule"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(10), 0, 10, 1, 11, wait);
+    b.waking(ms(80), 0, ghost, 10, None);
+    b.switch(ms(80), 0, 11, 16, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (11, Cpu, None, 10, 80),
+            (10, Cpu, None, 80, 100),
+        ]
+    );
+}

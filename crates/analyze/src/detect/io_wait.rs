@@ -13,13 +13,16 @@
 //! Evidence: `io_s`, `share_of_wall`, `fault_s` (of it, in page faults),
 //! `syscall` (where the culprit's storage waits were, e.g. `fsync`),
 //! `waits`, `longest_s` (the culprit's storage waits over the root's wall
-//! time), `through` (kernel threads the path went through). Cost: `io_s`.
+//! time), `through` (kernel threads the path went through), and when the
+//! trace has block events, `device` (`major:minor` of the device that
+//! completed the most requests during those waits), `device_requests`,
+//! `device_bytes`. Cost: `io_s`.
 
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{Segment, SegmentState, WaitKind};
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::{ProcIdx, Trace};
+use slowlab_model::trace::{dev_name, EventKind, ProcIdx, Trace};
 
 use super::{enough_of_path, Context, RootPath};
 use crate::critical_path::classify;
@@ -54,6 +57,35 @@ pub fn is_kernel_thread(trace: &Trace, pid: i32) -> bool {
                 .iter()
                 .any(|k| comm.starts_with(k))
         })
+}
+
+/// The device that completed the most block requests while the culprit
+/// waited for storage: (dev, requests, bytes); `None` when the trace has no
+/// block events.
+fn device_during(trace: &Trace, intervals: &mut [(u64, u64)]) -> Option<(u32, u64, u64)> {
+    intervals.sort_unstable();
+    let mut by_dev: HashMap<u32, (u64, u64)> = HashMap::new();
+    for e in &trace.events {
+        let EventKind::BlockRequest {
+            dev,
+            bytes,
+            complete: true,
+            ..
+        } = e.kind
+        else {
+            continue;
+        };
+        let k = intervals.partition_point(|iv| iv.0 <= e.time_ns);
+        if k > 0 && e.time_ns <= intervals[k - 1].1 {
+            let d = by_dev.entry(dev).or_default();
+            d.0 += 1;
+            d.1 += bytes;
+        }
+    }
+    by_dev
+        .into_iter()
+        .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)))
+        .map(|(dev, (n, bytes))| (dev, n, bytes))
 }
 
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
@@ -111,6 +143,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let (from, to) = rp.window;
     let mut stacks: HashMap<Vec<String>, f64> = HashMap::new();
     let (mut waits, mut longest) = (0u64, 0.0f64);
+    let mut intervals: Vec<(u64, u64)> = Vec::new();
     for &t in &trace.processes[proc.ix()].threads {
         for span in rp.states.spans_in(t, from, to) {
             let SpanState::Blocked(b) = span.state else {
@@ -122,12 +155,14 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             let len = (span.end_ns.min(to) - span.start_ns.max(from)) as f64 / 1e9;
             waits += 1;
             longest = longest.max(len);
+            intervals.push((span.start_ns, span.end_ns));
             let names = classify::names(trace, b.stack);
             *stacks
                 .entry(names.iter().map(|n| n.to_string()).collect())
                 .or_default() += len;
         }
     }
+    let device = device_during(trace, &mut intervals);
     let stack = stacks
         .into_iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -165,6 +200,9 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             "waits" => waits,
             "longest_s" => longest,
             "through" => through,
+            "device" => device.as_ref().map(|d| dev_name(d.0)),
+            "device_requests" => device.as_ref().map(|d| d.1),
+            "device_bytes" => device.as_ref().map(|d| d.2),
         },
         stack,
         "wait for storage less often: batch writes instead of syncing each one (fsync/fdatasync per batch), keep hot files in memory, or move the I/O off the critical path; `slowlab analyze TRACE --waits --filter pid=N` shows each wait",
@@ -201,6 +239,7 @@ mod tests {
             t += ms(1);
             b.switch(t, 0, 10, 2, 0, fsync);
             t += ms(wait_ms);
+            b.block(t, 1, other, (254 << 20) | 16, 8192);
             b.waking(t, 1, other, 10, disk);
             b.switch(t, 0, 0, 0, 10, None);
         }
@@ -222,6 +261,8 @@ mod tests {
         assert_eq!(f[0].culprit.comm.as_deref(), Some("db"));
         assert_eq!(f[0].evidence["syscall"], "fsync");
         assert_eq!(f[0].evidence["waits"], 20);
+        assert_eq!(f[0].evidence["device"], "254:16");
+        assert_eq!(f[0].evidence["device_requests"], 20);
         let share = f[0].evidence["share_of_wall"].as_f64().unwrap();
         assert!((share - 0.8).abs() < 1e-6, "{share}");
         // Ended by the disk: not followed into the thread it interrupted.
