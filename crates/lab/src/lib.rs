@@ -1,4 +1,4 @@
-//! The lab: the five operating-system pathologies of DESIGN.md as
+//! The lab: the five operating-system pathologies of the README (`slowlab lab`) as
 //! reproducible experiments, each with a pathological and a control variant
 //! measured side by side, ending in a verdict per scenario.
 //!

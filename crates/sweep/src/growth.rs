@@ -2,7 +2,7 @@
 //! rows, local exponents, the exponent over the top three sizes with its
 //! bootstrap interval, and the best-fitting complexity class.
 //!
-//! Method (see DESIGN.md, "Statistics that hold on a noisy machine"):
+//! Method (see README.md, `slowlab sweep`, "How it measures"):
 //! - The cost of a size is the median CPU time of its runs, minus the median
 //!   CPU time of the baseline runs (the command at n=0 by default): what is
 //!   left is the cost that depends on n. Without this, a fixed start-up cost

@@ -2,7 +2,7 @@
 //! `superlinear`, `step` or `inconclusive`, say why in one sentence, and say
 //! what measurement would settle an inconclusive case.
 //!
-//! The rule (DESIGN.md, "Statistics that hold on a noisy machine"):
+//! The rule (README.md, `slowlab sweep`, "How it measures"):
 //! - superlinear: the exponent's 95% interval lies at or above
 //!   `SUPERLINEAR_LOWER` *and* the last two local exponents both stay at or
 //!   above `HIGH_LOCAL` *and* agree: the smaller one's excess over 1 is at
