@@ -6,6 +6,7 @@
 //! bytes; only `write_atomically` touches the filesystem. Nothing here
 //! measures or analyzes.
 
+pub mod cpu_views;
 pub mod critical_path;
 pub mod format;
 pub mod html;

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use slowlab_analyze::butterfly::{butterfly, BNode, Butterfly};
-use slowlab_analyze::cpu::{self, CpuTree, Key, Node, Summary};
+use slowlab_analyze::butterfly::{butterfly, Butterfly};
+use slowlab_analyze::cpu;
 use slowlab_analyze::critical_path::{process_by_pid, PathError};
 use slowlab_analyze::detect::RootPath;
 use slowlab_analyze::export;
 use slowlab_analyze::select::{Filter, Selection};
-use slowlab_report::trace_views;
+use slowlab_report::{cpu_views, trace_views};
 
 use super::trace_input::{load_cgroups, load_paths, read_trace};
 
@@ -143,6 +143,46 @@ pub struct AnalyzeArgs {
     pub no_symbols: bool,
 }
 
+/// The one view an `analyze` run shows (clap keeps the flags exclusive).
+#[derive(Debug, Clone, PartialEq)]
+enum View {
+    Summary,
+    Tree(Vec<cpu::Key>),
+    Butterfly,
+    Waits,
+    Faults,
+    Procs,
+    Syscalls,
+    Timeline,
+    Findings,
+    CriticalPath,
+}
+
+impl AnalyzeArgs {
+    fn view(&self) -> Result<View> {
+        let flags = [
+            (self.waits, View::Waits),
+            (self.faults, View::Faults),
+            (self.procs, View::Procs),
+            (self.syscalls, View::Syscalls),
+            (self.timeline, View::Timeline),
+            (self.findings, View::Findings),
+            (self.critical_path, View::CriticalPath),
+            (
+                self.callers.is_some() || self.callees.is_some(),
+                View::Butterfly,
+            ),
+        ];
+        if let Some((_, v)) = flags.into_iter().find(|(on, _)| *on) {
+            return Ok(v);
+        }
+        Ok(match &self.by {
+            Some(keys) => View::Tree(cpu::parse_keys(keys)?),
+            None => View::Summary,
+        })
+    }
+}
+
 fn positive_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.001 => Ok(v),
@@ -161,19 +201,16 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     for f in &args.filter {
         sel.filters.push(f.parse::<Filter>()?);
     }
-    let keys = match &args.by {
-        Some(s) => Some(cpu::parse_keys(s)?),
-        None => None,
-    };
+    let view = args.view()?;
     let trace = read_trace(&args.file, !args.no_symbols)?;
     let mut warnings = trace.stats.warnings.clone();
-    let wants_paths = args.syscalls || args.findings;
+    let wants_paths = matches!(view, View::Syscalls | View::Findings);
     let paths = if wants_paths {
         load_paths(&args.file, &mut warnings)
     } else {
         None
     };
-    let cgroups = if args.findings {
+    let cgroups = if view == View::Findings {
         load_cgroups(&args.file, &mut warnings)
     } else {
         None
@@ -235,92 +272,107 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     let top_json = if args.json { args.top } else { top_terminal };
     let top = top_terminal.unwrap_or(25);
     let json = args.json;
-    if args.waits {
-        let v = slowlab_analyze::waits::waits_view(&trace, &sel, top_json);
-        show(&mut out, json, &v, || trace_views::waits_text(&v, top, 5))?;
-    } else if args.faults {
-        let v = slowlab_analyze::faults::faults_view(
-            &trace,
-            &sel,
-            args.bucket,
-            top_json.map(|t| t.min(10)),
-        );
-        show(&mut out, json, &v, || trace_views::faults_text(&v, top, 3))?;
-    } else if args.procs {
-        let v = slowlab_analyze::procs::procs_view(&trace, &sel, args.bucket, top);
-        show(&mut out, json, &v, || trace_views::procs_text(&v, top))?;
-    } else if args.syscalls {
-        let v = slowlab_analyze::syscalls::syscalls_view(&trace, &sel, paths.as_deref(), 5);
-        show(&mut out, json, &v, || {
-            trace_views::syscalls_text(&v, top, 10)
-        })?;
-    } else if args.timeline {
-        let v = slowlab_analyze::timeline::timeline_view(&trace, &sel, args.bucket, 3);
-        show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
-    } else if args.findings {
-        let root = root_path(&trace, args.root)?;
-        if let Err(e) = &root {
-            eprintln!(
-                "slowlab: warning: the lock, io and CPU-starvation detectors did not run: {e}"
+    match view {
+        View::Waits => {
+            let v = slowlab_analyze::waits::waits_view(&trace, &sel, top_json);
+            show(&mut out, json, &v, || trace_views::waits_text(&v, top, 5))?;
+        }
+        View::Faults => {
+            let v = slowlab_analyze::faults::faults_view(
+                &trace,
+                &sel,
+                args.bucket,
+                top_json.map(|t| t.min(10)),
             );
+            show(&mut out, json, &v, || trace_views::faults_text(&v, top, 3))?;
         }
-        let v = slowlab_analyze::detect::run_all(
-            &trace,
-            paths.as_deref(),
-            cgroups.as_ref(),
-            root.as_ref().ok(),
-        );
-        show(&mut out, json, &v, || trace_views::findings_text(&v))?;
-    } else if args.critical_path {
-        let rp = root_path(&trace, args.root)?.map_err(anyhow::Error::from)?;
-        let v = &rp.path;
-        show(&mut out, json, v, || {
-            slowlab_report::critical_path::critical_path_text(v, top.min(15))
-        })?;
-    } else if args.callers.is_some() || args.callees.is_some() {
-        let mut views = Vec::new();
-        for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
-            if let Some(func) = func {
-                views.push((butterfly(&trace, func, &sel, args.depth)?, callers));
+        View::Procs => {
+            let v = slowlab_analyze::procs::procs_view(&trace, &sel, args.bucket, top);
+            show(&mut out, json, &v, || trace_views::procs_text(&v, top))?;
+        }
+        View::Syscalls => {
+            let v = slowlab_analyze::syscalls::syscalls_view(&trace, &sel, paths.as_deref(), 5);
+            show(&mut out, json, &v, || {
+                trace_views::syscalls_text(&v, top, 10)
+            })?;
+        }
+        View::Timeline => {
+            let v = slowlab_analyze::timeline::timeline_view(&trace, &sel, args.bucket, 3);
+            show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
+        }
+        View::Findings => {
+            let root = root_path(&trace, args.root)?;
+            if let Err(e) = &root {
+                eprintln!(
+                    "slowlab: warning: the lock, io and CPU-starvation detectors did not run: {e}"
+                );
             }
+            let v = slowlab_analyze::detect::run_all(
+                &trace,
+                paths.as_deref(),
+                cgroups.as_ref(),
+                root.as_ref().ok(),
+            );
+            show(&mut out, json, &v, || trace_views::findings_text(&v))?;
         }
-        if args.json {
-            let v: Vec<&Butterfly> = views.iter().map(|(b, _)| b).collect();
-            if v.len() == 1 {
-                serde_json::to_writer_pretty(&mut out, v[0])?;
+        View::CriticalPath => {
+            let rp = root_path(&trace, args.root)?.map_err(anyhow::Error::from)?;
+            let v = &rp.path;
+            show(&mut out, json, v, || {
+                slowlab_report::critical_path::critical_path_text(v, top.min(15))
+            })?;
+        }
+        View::Butterfly => {
+            let mut views = Vec::new();
+            for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
+                if let Some(func) = func {
+                    views.push((butterfly(&trace, func, &sel, args.depth)?, callers));
+                }
+            }
+            if args.json {
+                let v: Vec<&Butterfly> = views.iter().map(|(b, _)| b).collect();
+                if v.len() == 1 {
+                    serde_json::to_writer_pretty(&mut out, v[0])?;
+                } else {
+                    serde_json::to_writer_pretty(&mut out, &v)?;
+                }
+                writeln!(out)?;
             } else {
-                serde_json::to_writer_pretty(&mut out, &v)?;
-            }
-            writeln!(out)?;
-        } else {
-            for (b, callers) in &views {
-                print_butterfly(&mut out, b, *callers, top_terminal)?;
+                for (b, callers) in &views {
+                    write!(
+                        out,
+                        "{}",
+                        cpu_views::butterfly_text(b, *callers, top_terminal)
+                    )?;
+                }
             }
         }
-    } else if let Some(keys) = keys {
-        let tree = cpu::cpu_tree(
-            &trace,
-            &keys,
-            &sel,
-            if args.json { args.top } else { top_terminal },
-        );
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &tree)?;
-            writeln!(out)?;
-        } else {
-            print_tree(&mut out, &tree)?;
+        View::Tree(keys) => {
+            let tree = cpu::cpu_tree(
+                &trace,
+                &keys,
+                &sel,
+                if args.json { args.top } else { top_terminal },
+            );
+            if args.json {
+                serde_json::to_writer_pretty(&mut out, &tree)?;
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", cpu_views::tree_text(&tree))?;
+            }
         }
-    } else {
-        let summary = cpu::summary(
-            &trace,
-            &sel,
-            if args.json { args.top } else { top_terminal },
-        );
-        if args.json {
-            serde_json::to_writer(&mut out, &summary)?;
-            writeln!(out)?;
-        } else {
-            print_summary(&mut out, &summary, top)?;
+        View::Summary => {
+            let summary = cpu::summary(
+                &trace,
+                &sel,
+                if args.json { args.top } else { top_terminal },
+            );
+            if args.json {
+                serde_json::to_writer(&mut out, &summary)?;
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", cpu_views::summary_text(&summary, top))?;
+            }
         }
     }
     out.flush()?;
@@ -342,141 +394,6 @@ fn root_path(
         None => None,
     };
     Ok(RootPath::new(trace, root))
-}
-
-fn print_summary(out: &mut dyn Write, s: &Summary, top: usize) -> Result<()> {
-    writeln!(
-        out,
-        "{} samples of {} over {:.2} s, {} lost",
-        s.samples,
-        s.sample_event.as_deref().unwrap_or("?"),
-        s.duration_s,
-        s.lost
-    )?;
-    writeln!(out)?;
-    writeln!(out, "{:>9} {:>7}  process (pid)", "samples", "%")?;
-    for p in s.processes.iter().take(top.min(15)) {
-        writeln!(
-            out,
-            "{:>9} {:>6.2}%  {} ({})",
-            p.samples,
-            cpu::pct(p.samples, s.samples),
-            p.comm,
-            p.pid
-        )?;
-    }
-    if s.processes.len() > top.min(15) {
-        writeln!(
-            out,
-            "{:>9}          … {} more",
-            "",
-            s.processes.len() - top.min(15)
-        )?;
-    }
-    writeln!(out)?;
-    writeln!(out, "{:>7} {:>7}  function [module]", "self%", "incl%")?;
-    for f in s.functions.iter().take(top) {
-        writeln!(
-            out,
-            "{:>6.2}% {:>6.2}%  {} [{}]",
-            cpu::pct(f.self_samples, s.samples),
-            cpu::pct(f.inclusive, s.samples),
-            f.name,
-            f.module
-        )?;
-    }
-    Ok(())
-}
-
-fn print_tree(out: &mut dyn Write, t: &CpuTree) -> Result<()> {
-    let keys: Vec<&str> = t
-        .keys
-        .iter()
-        .map(|k| match k {
-            Key::Process => "process",
-            Key::Thread => "thread",
-            Key::Module => "module",
-            Key::Function => "function",
-        })
-        .collect();
-    writeln!(out, "{} samples by {}", t.samples, keys.join(" → "))?;
-    writeln!(out, "{:>9} {:>7} {:>7}  ", "samples", "%", "incl%")?;
-    fn rec(out: &mut dyn Write, nodes: &[Node], depth: usize, total: u64) -> Result<()> {
-        for n in nodes {
-            let incl = match n.inclusive {
-                Some(i) => format!("{:>6.2}%", cpu::pct(i, total)),
-                None => String::new(),
-            };
-            let module = match &n.module {
-                Some(m) if n.key == Key::Function => format!(" [{m}]"),
-                _ => String::new(),
-            };
-            writeln!(
-                out,
-                "{:>9} {:>6.2}% {:>7}  {}{}{}",
-                n.samples,
-                n.percent,
-                incl,
-                "  ".repeat(depth),
-                n.label,
-                module
-            )?;
-            rec(out, &n.children, depth + 1, total)?;
-        }
-        Ok(())
-    }
-    rec(out, &t.rows, 0, t.samples)?;
-    if t.omitted_rows > 0 {
-        writeln!(
-            out,
-            "({} smaller rows not shown; raise --top)",
-            t.omitted_rows
-        )?;
-    }
-    Ok(())
-}
-
-fn print_butterfly(
-    out: &mut dyn Write,
-    b: &Butterfly,
-    callers: bool,
-    top: Option<usize>,
-) -> Result<()> {
-    writeln!(
-        out,
-        "{} [{}]: self {} ({:.2}%), inclusive {} ({:.2}%) of {} samples",
-        b.function,
-        b.modules.join(", "),
-        b.self_samples,
-        cpu::pct(b.self_samples, b.total),
-        b.inclusive,
-        cpu::pct(b.inclusive, b.total),
-        b.total
-    )?;
-    let (title, nodes) = if callers {
-        ("callers (nearest first)", &b.callers)
-    } else {
-        ("callees", &b.callees)
-    };
-    writeln!(out, "{title}:")?;
-    fn rec(out: &mut dyn Write, nodes: &[BNode], depth: usize, top: Option<usize>) -> Result<()> {
-        for n in nodes.iter().take(top.unwrap_or(usize::MAX)) {
-            writeln!(
-                out,
-                "{:>9} {:>6.2}%  {}{} [{}]",
-                n.samples,
-                n.percent,
-                "  ".repeat(depth),
-                n.name,
-                n.module
-            )?;
-            rec(out, &n.children, depth + 1, top)?;
-        }
-        Ok(())
-    }
-    rec(out, nodes, 0, top)?;
-    writeln!(out)?;
-    Ok(())
 }
 
 /// Prints a trace view as pretty JSON or as its text.
