@@ -43,50 +43,101 @@ fn pathological_exponent(r: &ScenarioResult) -> String {
 }
 
 /// The verdict table and, under it, one line of explanation (or the reason
-/// for a skip) per scenario.
+/// for a skip) per scenario, at any width.
 pub fn render_verdicts(results: &[ScenarioResult]) -> String {
-    let mut table = Table::new(&[
-        ("scenario", Align::Left),
-        ("affected", Align::Left),
-        ("ratio", Align::Right),
-        ("pathological vs control", Align::Left),
-        ("growth (pathological)", Align::Left),
-    ]);
-    for r in results {
-        let (ratio, comparison) = match &r.headline {
-            Some(h) => (
-                format!("{}×", format::ratio(h.ratio)),
-                format!(
-                    "{} vs {} ({})",
-                    value_text(h.pathological, &h.unit),
-                    value_text(h.control, &h.unit),
-                    h.metric
-                ),
-            ),
-            None => ("—".into(), "—".into()),
-        };
-        table.row(vec![
-            r.id.clone(),
-            affected_text(r).into(),
-            ratio,
-            comparison,
-            pathological_exponent(r),
+    render_verdicts_within(results, None)
+}
+
+/// [`render_verdicts`] for a terminal of `width` columns: when the table
+/// would be wider, each headline's metric moves out of the table to the
+/// scenario's lines below it, and those lines wrap at the width.
+pub fn render_verdicts_within(results: &[ScenarioResult], width: Option<usize>) -> String {
+    let table = |with_metric: bool| {
+        let mut table = Table::new(&[
+            ("scenario", Align::Left),
+            ("affected", Align::Left),
+            ("ratio", Align::Right),
+            ("pathological vs control", Align::Left),
+            ("growth (pathological)", Align::Left),
         ]);
+        for r in results {
+            let (ratio, comparison) = match &r.headline {
+                Some(h) => (
+                    format!("{}×", format::ratio(h.ratio)),
+                    format!(
+                        "{} vs {}{}",
+                        value_text(h.pathological, &h.unit),
+                        value_text(h.control, &h.unit),
+                        if with_metric {
+                            format!(" ({})", h.metric)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ),
+                None => ("—".into(), "—".into()),
+            };
+            table.row(vec![
+                r.id.clone(),
+                affected_text(r).into(),
+                ratio,
+                comparison,
+                pathological_exponent(r),
+            ]);
+        }
+        table.render(0)
+    };
+    let widest = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let mut out = table(true);
+    let narrow = width.filter(|&w| widest(&out) > w);
+    if narrow.is_some() {
+        out = table(false);
     }
-    let mut out = table.render(0);
     out.push('\n');
     for r in results {
-        let text = match r.status {
+        let mut text = match r.status {
             ScenarioStatus::Skipped => format!(
                 "skipped: {}",
                 r.reason.as_deref().unwrap_or("no reason given")
             ),
             ScenarioStatus::Ran => r.explanation.clone(),
         };
-        if !text.is_empty() {
-            out.push_str(&format!("{}: {text}\n", r.id));
+        if let (Some(_), Some(h)) = (narrow, &r.headline) {
+            text = format!("{} — {text}", h.metric);
+        }
+        if text.is_empty() {
+            continue;
+        }
+        let line = format!("{}: {text}", r.id);
+        match narrow {
+            Some(w) => out.push_str(&wrap(&line, w, 2)),
+            None => {
+                out.push_str(&line);
+                out.push('\n');
+            }
         }
     }
+    out
+}
+
+/// Wraps `text` at spaces to lines of at most `width` characters, the
+/// lines after the first indented by `indent`.
+fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if len > indent && len + 1 + word.chars().count() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
     out
 }
 
@@ -138,6 +189,27 @@ mod tests {
         assert!(
             text.contains("teardown-lock: skipped: needs root"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_narrow_terminal_gets_the_metrics_below_the_table() {
+        let skipped = ScenarioResult::skipped("teardown-lock", "needs root");
+        let wide = render_verdicts(&[ran(), skipped.clone()]);
+        let text = render_verdicts_within(&[ran(), skipped], Some(90));
+        assert!(wide.lines().any(|l| l.chars().count() > 90), "{wide}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 90, "{line:?} in\n{text}");
+        }
+        assert!(text.contains("13.0 scans/s vs 10200 scans/s"), "{text}");
+        assert!(text.contains("working-set-cap: "), "{text}");
+        // Nothing is lost: the metric moved under the table.
+        let metric = ran().headline.unwrap().metric;
+        let first_word = metric.split(' ').next().unwrap();
+        assert!(text.contains(first_word), "{text}");
+        assert_eq!(
+            render_verdicts_within(&[ran()], Some(500)),
+            render_verdicts(&[ran()])
         );
     }
 

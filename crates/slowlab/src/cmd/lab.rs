@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
-use slowlab_report::lab::{json_lines, render_verdicts};
+use slowlab_report::lab::{json_lines, render_verdicts_within};
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
@@ -141,7 +141,15 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let results = run_lab(&scenarios, &mut ctx);
     output.finish();
 
-    print_table(&render_verdicts(&results), json_to_stdout);
+    let fd = if json_to_stdout {
+        libc::STDERR_FILENO
+    } else {
+        libc::STDOUT_FILENO
+    };
+    print_table(
+        &render_verdicts_within(&results, terminal_width(fd)),
+        json_to_stdout,
+    );
     if let Some(path) = &args.json {
         write_atomically(path, &json_lines(&results)?)?;
     }
@@ -159,4 +167,19 @@ fn print_table(table: &str, json_to_stdout: bool) {
         print!("\n{table}");
         std::io::stdout().flush().ok();
     }
+}
+
+/// The width of the terminal on `fd`; `None` when it is not a terminal
+/// (the table is then printed whole, for files and pipes).
+fn terminal_width(fd: libc::c_int) -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we pass; a
+    // descriptor that is not a terminal makes it fail without writing.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
 }
