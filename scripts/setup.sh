@@ -14,8 +14,10 @@ for pkg in $want; do
   fi
 done
 
+# apt's own output (hundreds of lines on a fresh machine) goes to a log;
+# the terminal gets one line per step: what is installed, and why.
+log="${SLOWLAB_SETUP_LOG:-${TMPDIR:-/tmp}/slowlab-setup.log}"
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${missing[*]}" >&2
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
@@ -23,14 +25,32 @@ if [ ${#missing[@]} -gt 0 ]; then
       exit 1
     fi
   fi
+  : > "$log"
+  for pkg in "${missing[@]}"; do
+    why=$(grep -E "^$pkg[[:space:]]" "$here/debian-packages.txt" | sed -n 's/.*# *//p')
+    echo "setup: installing $pkg (${why:-needed})" >&2
+  done
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >&2
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  echo "setup: apt-get update (log: $log)" >&2
+  if ! $sudo apt-get update -qq >>"$log" 2>&1; then
+    echo "setup: apt-get update failed; the last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install ${#missing[@]} package(s) (log: $log)" >&2
+  if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+    echo "setup: apt-get install failed; the last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+    exit 1
+  fi
 fi
 
 if command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
-    rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp" >&2
+    if ! rustup component list --installed 2>/dev/null | grep -q "^$comp"; then
+      echo "setup: rustup component add $comp (log: $log)" >&2
+      rustup component add "$comp" >>"$log" 2>&1
+    fi
   done
 elif ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found: install Rust from https://rustup.rs and run this again" >&2
