@@ -7,8 +7,10 @@
 //!   released the lock (the holder: the waker), or left as a lock wait when
 //!   the holder could not be followed — is at least [`MIN_PATH_SHARE`] of
 //!   the root's wall time and 20 ms;
-//! - at least [`MIN_WAITERS`] distinct threads waited on the path (one
-//!   thread waiting for one other is a hand-off, not contention).
+//! - at least [`MIN_WAITERS`] distinct threads queued: threads of the
+//!   root's process tree blocked on locks for at least [`MIN_WAITER_SHARE`]
+//!   of the root's wall time, or waiting on a lock on the path (one thread
+//!   waiting for one other is a hand-off, not contention).
 //!
 //! Culprit: the holder with the most path time (its process), and what it
 //! was doing while it held the lock ("sleeping (do_nanosleep)").
@@ -32,6 +34,7 @@ use crate::states::SpanState;
 
 pub const MIN_PATH_SHARE: f64 = 0.10;
 pub const MIN_WAITERS: usize = 2;
+pub const MIN_WAITER_SHARE: f64 = 0.10;
 
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let path = &rp.path;
@@ -56,7 +59,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             }
         }
     }
-    if !enough_of_path(path_s, path.wall_s, MIN_PATH_SHARE) || waiters.len() < MIN_WAITERS {
+    if !enough_of_path(path_s, path.wall_s, MIN_PATH_SHARE) {
         return Vec::new();
     }
     let Some((&holder_tid, _)) = by_holder
@@ -85,6 +88,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let mut waiter_rows = Vec::new();
     let mut longest = 0.0f64;
     let mut top_stack: HashMap<Vec<String>, f64> = HashMap::new();
+    let mut queued: BTreeSet<i32> = waiters.clone();
     // Every thread of the root's tree that waited on a lock, not only
     // those the path went through.
     for &t in &rp.tree_threads {
@@ -112,12 +116,18 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         if count == 0 {
             continue;
         }
+        if blocked >= MIN_WAITER_SHARE * path.wall_s {
+            queued.insert(tid);
+        }
         longest = longest.max(max);
         let th = &trace.threads[t.ix()];
         waiter_rows.push(serde_json::json!({
             "pid": trace.thread_process(t).pid, "tid": tid, "comm": trace.str(th.comm),
             "blocked_s": blocked, "waits": count, "longest_s": max,
         }));
+    }
+    if queued.len() < MIN_WAITERS {
+        return Vec::new();
     }
     let lock = lock_sites
         .iter()
@@ -155,7 +165,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let share = path_s / path.wall_s.max(1e-9);
     let title = format!(
         "{} threads of {} queue on a lock ({lock}): {:.0}% of {}'s {:.2} s; the holder {} [{}] was {holder_doing} while holding it",
-        waiter_rows.len().max(waiters.len()),
+        queued.len(),
         rp.path.root.comm,
         share * 100.0,
         rp.path.root.comm,
