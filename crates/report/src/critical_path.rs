@@ -198,3 +198,76 @@ pub fn critical_path_html(cp: &CriticalPath, top: usize) -> String {
     b.push_str("</table>\n");
     b
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_model::critical_path::{Breakdown, PathRoot};
+
+    fn path() -> CriticalPath {
+        let seg = |from_s: f64, to_s: f64, state, kind, comm: &str| Segment {
+            from_s,
+            to_s,
+            pid: 7,
+            tid: 7,
+            comm: comm.into(),
+            state,
+            kind,
+            top_function: (state == SegmentState::Cpu).then(|| "work".to_string()),
+            woken_by: None,
+            ended_by: None,
+            ran_instead: None,
+            blocked_in: None,
+            depth: 0,
+            via: None,
+            waiter: None,
+        };
+        let mut breakdown = Breakdown {
+            cpu: 1.0,
+            ..Breakdown::default()
+        };
+        breakdown.blocked.add(WaitKind::Sleep, 3.0);
+        let segments = vec![
+            seg(0.0, 1.0, SegmentState::Cpu, None, "<b>app"),
+            seg(
+                1.0,
+                4.0,
+                SegmentState::Blocked,
+                Some(WaitKind::Sleep),
+                "<b>app",
+            ),
+        ];
+        CriticalPath {
+            wall_s: 4.0,
+            root: PathRoot {
+                pid: 7,
+                tid: 7,
+                comm: "<b>app".into(),
+                start_s: 0.5,
+            },
+            breakdown,
+            parts: slowlab_analyze::critical_path::parts(&segments, 4.0),
+            segments,
+            summary: "`<b>app` ran 4.00 s: 75% sleeping".into(),
+            unknown_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_text_leads_with_the_answer_and_the_breakdown() {
+        let text = critical_path_text(&path(), 5);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("why `<b>app` [7] took"), "{text}");
+        assert!(lines[1].contains("75% sleeping"), "{text}");
+        assert!(lines[2].contains("on a CPU 1.00 s (25%)"), "{text}");
+        assert!(lines[2].contains("sleep 3.00 s"), "{text}");
+    }
+
+    #[test]
+    fn the_html_bar_has_a_rectangle_per_segment_and_escapes_names() {
+        let html = critical_path_html(&path(), 5);
+        assert_eq!(html.matches("<rect").count(), 2, "{html}");
+        assert!(!html.contains("<b>app"), "{html}");
+        assert!(html.contains("&lt;b&gt;app"), "{html}");
+    }
+}
