@@ -135,17 +135,24 @@ pub fn critical_path_text(cp: &CriticalPath, top: usize) -> String {
     out
 }
 
+/// Colour of a wait kind in the HTML bar.
+fn kind_colour(kind: Option<WaitKind>) -> &'static str {
+    match kind {
+        Some(WaitKind::Lock) => "#c0392b",
+        Some(WaitKind::Io) => "#8e44ad",
+        Some(WaitKind::Fault) => "#d35400",
+        Some(WaitKind::Sleep) => "#7f8c8d",
+        Some(WaitKind::Ipc) => "#27ae60",
+        _ => "#bdc3c7",
+    }
+}
+
 /// Colour of a segment in the HTML bar.
 fn colour(s: &Segment) -> &'static str {
-    match (s.state, s.kind) {
-        (SegmentState::Cpu, _) => "#2e86c1",
-        (SegmentState::Runnable, _) => "#f5b041",
-        (_, Some(WaitKind::Lock)) => "#c0392b",
-        (_, Some(WaitKind::Io)) => "#8e44ad",
-        (_, Some(WaitKind::Fault)) => "#d35400",
-        (_, Some(WaitKind::Sleep)) => "#7f8c8d",
-        (_, Some(WaitKind::Ipc)) => "#27ae60",
-        _ => "#bdc3c7",
+    match s.state {
+        SegmentState::Cpu => "#2e86c1",
+        SegmentState::Runnable => "#f5b041",
+        SegmentState::Blocked => kind_colour(s.kind),
     }
 }
 
@@ -154,7 +161,7 @@ fn colour(s: &Segment) -> &'static str {
 pub fn critical_path_html(cp: &CriticalPath, top: usize) -> String {
     const WIDTH: f64 = 900.0;
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"28\" role=\"img\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"35\" role=\"img\">"
     );
     let scale = if cp.wall_s > 0.0 {
         WIDTH / cp.wall_s
@@ -173,12 +180,22 @@ pub fn critical_path_html(cp: &CriticalPath, top: usize) -> String {
             colour(s),
             escape(&segment_text(s))
         ));
+        // Under it, the kind of the wait that led to this thread.
+        if s.via.is_some() {
+            svg.push_str(&format!(
+                "<rect x=\"{:.2}\" y=\"28\" width=\"{:.2}\" height=\"5\" fill=\"{}\"/>",
+                s.from_s * scale,
+                w.max(0.5),
+                kind_colour(s.via)
+            ));
+        }
     }
     svg.push_str("</svg>");
     let mut b = format!(
         "<h2>Why it was slow: the critical path of {} [{}]</h2>\n<p><b>{}</b></p>\n<p>{}</p>\n{svg}\n\
          <p><small>blue: on a CPU · orange: runnable · red: lock · purple: storage · \
-         dark orange: page fault · grey: sleep · green: pipe, socket or child · light grey: other</small></p>\n",
+         dark orange: page fault · grey: sleep · green: pipe, socket or child · light grey: other; \
+         the thin line under a stretch: the kind of wait that led to that thread</small></p>\n",
         escape(&cp.root.comm),
         cp.root.pid,
         escape(&cp.summary),
