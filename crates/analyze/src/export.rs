@@ -1,18 +1,17 @@
-//! Exports of the selected samples: folded stacks (the text format of
-//! Brendan Gregg's flame graph tools and inferno: `process;outer;…;inner N`),
-//! a flame graph SVG drawn by inferno from those lines, and a gzipped pprof
-//! profile (`profile.proto`, encoded here by hand: the format is small and
-//! stable).
+//! The data of the exports of the selected samples: folded stacks (the text
+//! format of Brendan Gregg's flame graph tools and inferno:
+//! `process;outer;…;inner N`) and a pprof profile (`profile.proto`, encoded
+//! here by hand: the format is small and stable, and the `prost` machinery
+//! would be larger than the encoder).
 //!
-//! Each function writes to a `Write` the caller provides; none opens files.
+//! Values only: drawing the flame graph, compressing the profile and
+//! writing files are `slowlab_report::export`'s.
 
 use std::collections::HashMap;
-use std::io::Write;
 
 use slowlab_model::trace::{StackIdx, Trace};
 
 use crate::select::Selection;
-use crate::Error;
 
 /// Folded-stack lines, one per distinct (process name, stack), sorted.
 /// Kernel frames get inferno's `_[k]` suffix so they are coloured apart.
@@ -52,57 +51,6 @@ pub fn collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
 /// Folded format reserves `;` and the final space.
 fn clean(s: &str) -> String {
     s.replace(';', ":").replace('\n', " ")
-}
-
-/// Writes folded stacks.
-pub fn write_collapsed(trace: &Trace, sel: &Selection, out: &mut dyn Write) -> Result<(), Error> {
-    for l in collapsed_lines(trace, sel) {
-        writeln!(out, "{l}")?;
-    }
-    Ok(())
-}
-
-/// Writes a flame graph SVG of the selected samples.
-pub fn write_flamegraph(
-    trace: &Trace,
-    sel: &Selection,
-    title: &str,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
-    let lines = collapsed_lines(trace, sel);
-    write_flamegraph_lines(&lines, title, "samples", out)
-}
-
-/// Writes a flame graph SVG of folded-stack lines whose counts are in
-/// `count_name` units (samples, µs blocked, …).
-pub fn write_flamegraph_lines(
-    lines: &[String],
-    title: &str,
-    count_name: &str,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
-    let mut opts = inferno::flamegraph::Options::default();
-    opts.title = title.to_owned();
-    opts.count_name = count_name.to_owned();
-    opts.colors =
-        inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Perl);
-    if lines.is_empty() {
-        // inferno refuses empty input; draw an empty graph ourselves.
-        write!(
-            out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="60"><text x="10" y="30">{}: nothing selected</text></svg>"#,
-            xml_escape(title)
-        )?;
-        return Ok(());
-    }
-    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
-        .map_err(|e| Error::FlameGraph(e.to_string()))
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// Minimal protobuf writer.
@@ -244,15 +192,6 @@ pub fn pprof_bytes(trace: &Trace, sel: &Selection) -> Vec<u8> {
     p.0
 }
 
-/// Writes a gzipped pprof profile (`.pb.gz`).
-pub fn write_pprof(trace: &Trace, sel: &Selection, out: &mut dyn Write) -> Result<(), Error> {
-    let bytes = pprof_bytes(trace, sel);
-    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-    gz.write_all(&bytes)?;
-    gz.finish()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,23 +214,11 @@ mod tests {
     }
 
     #[test]
-    fn flamegraph_is_svg() {
-        let t = small_trace();
-        let mut out = Vec::new();
-        write_flamegraph(&t, &Selection::default(), "test", &mut out).unwrap();
-        let svg = String::from_utf8(out).unwrap();
-        assert!(svg.contains("<svg") && svg.contains("memset"));
-    }
-
-    #[test]
-    fn pprof_is_gzip_with_strings() {
+    fn pprof_has_the_strings() {
         let t = small_trace();
         let raw = pprof_bytes(&t, &Selection::default());
         let text = String::from_utf8_lossy(&raw);
         assert!(text.contains("memset") && text.contains("nanoseconds"));
-        let mut out = Vec::new();
-        write_pprof(&t, &Selection::default(), &mut out).unwrap();
-        assert_eq!(&out[..2], &[0x1f, 0x8b]);
     }
 
     #[test]

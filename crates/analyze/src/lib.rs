@@ -1,7 +1,10 @@
 //! The analysis views of a slowlab trace, as pure functions over
 //! [`slowlab_model::trace::Trace`]: the sampled CPU tree and summary
-//! ([`cpu`]), callers and callees of one function ([`butterfly`]), and the
-//! exports to folded stacks, flame graph SVG and pprof ([`export`]).
+//! ([`cpu`]), callers and callees of one function ([`butterfly`]), the
+//! data of the exports to folded stacks and pprof ([`export`]), the waits,
+//! faults, processes, syscalls and timeline views, the replay of thread
+//! states ([`states`]), the critical path ([`critical_path`]) and the
+//! detectors ([`detect`]).
 //!
 //! Nothing here prints or reads files; every view returns a value that is
 //! `serde`-serializable (the JSON the CLI writes) and that the binary renders.
@@ -35,10 +38,6 @@ pub enum Error {
     BadFilter(String),
     #[error("bad grouping key {0:?}: use process, thread, module or function")]
     BadKey(String),
-    #[error("writing the export failed: {0}")]
-    Write(#[from] std::io::Error),
-    #[error("flame graph: {0}")]
-    FlameGraph(String),
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 pub mod cpu_views;
 pub mod critical_path;
+pub mod export;
 pub mod format;
 pub mod html;
 pub mod lab;

@@ -18,6 +18,8 @@ pub enum ReportError {
     },
     #[error("cannot serialize {what}: {message}")]
     Serialize { what: String, message: String },
+    #[error("cannot draw the flame graph: {0}")]
+    FlameGraph(String),
 }
 
 impl ReportError {

@@ -7,15 +7,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use slowlab_analyze::butterfly::{butterfly, Butterfly};
 use slowlab_analyze::cpu;
 use slowlab_analyze::critical_path::{process_by_pid, PathError};
 use slowlab_analyze::detect::RootPath;
-use slowlab_analyze::export;
 use slowlab_analyze::select::{Filter, Selection};
-use slowlab_report::{cpu_views, trace_views};
+use slowlab_report::{cpu_views, export, trace_views, write_atomically};
 
 use super::trace_input::{load_cgroups, load_paths, read_trace};
 
@@ -229,26 +228,26 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         );
     }
 
-    let write_file =
-        |path: &PathBuf, what: &str, f: &dyn Fn(&mut dyn Write) -> Result<()>| -> Result<()> {
-            let file = std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            let mut w = std::io::BufWriter::new(file);
-            f(&mut w)?;
-            w.flush()?;
-            eprintln!("slowlab: wrote {what} {}", path.display());
-            Ok(())
-        };
+    // Each export is written whole or not at all (a temporary file renamed).
+    let write_file = |path: &PathBuf, what: &str, bytes: &[u8]| -> Result<()> {
+        write_atomically(path, bytes)?;
+        eprintln!("slowlab: wrote {what} {}", path.display());
+        Ok(())
+    };
     if let Some(p) = &args.flamegraph {
         let title = format!("CPU: {}", args.file.display());
-        write_file(p, "flame graph", &|w| {
-            Ok(export::write_flamegraph(&trace, &sel, &title, w)?)
-        })?;
+        write_file(
+            p,
+            "flame graph",
+            &export::cpu_flamegraph_svg(&trace, &sel, &title)?,
+        )?;
     }
     if let Some(p) = &args.collapsed {
-        write_file(p, "folded stacks", &|w| {
-            Ok(export::write_collapsed(&trace, &sel, w)?)
-        })?;
+        write_file(
+            p,
+            "folded stacks",
+            export::collapsed_text(&trace, &sel).as_bytes(),
+        )?;
     }
     if let Some(p) = &args.offcpu_flamegraph {
         let title = format!("Off-CPU (time blocked): {}", args.file.display());
@@ -256,14 +255,14 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         if lines.is_empty() {
             eprintln!("slowlab: warning: no blocked time in the selection (the trace needs sched:sched_switch; record it with slowlab record)");
         }
-        write_file(p, "off-CPU flame graph", &|w| {
-            Ok(export::write_flamegraph_lines(&lines, &title, "µs", w)?)
-        })?;
+        write_file(
+            p,
+            "off-CPU flame graph",
+            &export::flamegraph_svg(&lines, &title, "µs")?,
+        )?;
     }
     if let Some(p) = &args.pprof {
-        write_file(p, "pprof profile", &|w| {
-            Ok(export::write_pprof(&trace, &sel, w)?)
-        })?;
+        write_file(p, "pprof profile", &export::pprof_gz(&trace, &sel)?)?;
     }
 
     let stdout = std::io::stdout();

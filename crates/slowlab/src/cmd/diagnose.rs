@@ -172,24 +172,23 @@ pub fn analyze_into(
     let procs = slowlab_analyze::procs::procs_view(&trace, &all, 1.0, 10);
     let syscalls =
         slowlab_analyze::syscalls::syscalls_view(&trace, &command_sel, paths.as_deref(), 3);
-    let mut cpu_svg = Vec::new();
-    let cpu_ok = slowlab_analyze::export::write_flamegraph(
+    let cpu_svg = slowlab_report::export::cpu_flamegraph_svg(
         &trace,
         &command_sel,
         "CPU (sampled) of the command",
-        &mut cpu_svg,
     )
-    .is_ok();
+    .ok();
     let offcpu_lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &command_sel);
-    let mut offcpu_svg = Vec::new();
-    let offcpu_ok = !offcpu_lines.is_empty()
-        && slowlab_analyze::export::write_flamegraph_lines(
+    let offcpu_svg = if offcpu_lines.is_empty() {
+        None
+    } else {
+        slowlab_report::export::flamegraph_svg(
             &offcpu_lines,
             "Off-CPU of the command: time blocked (µs)",
             "µs",
-            &mut offcpu_svg,
         )
-        .is_ok();
+        .ok()
+    };
     let page = diagnose_page(&DiagnosePage {
         command,
         critical_path: critical_path.as_ref(),
@@ -200,8 +199,8 @@ pub fn analyze_into(
         faults: &faults,
         procs: &procs,
         syscalls: &syscalls,
-        cpu_flamegraph: cpu_ok.then_some(cpu_svg.as_slice()),
-        offcpu_flamegraph: offcpu_ok.then_some(offcpu_svg.as_slice()),
+        cpu_flamegraph: cpu_svg.as_deref(),
+        offcpu_flamegraph: offcpu_svg.as_deref(),
         warnings,
     });
     write_atomically(&dir.join("report.html"), page.as_bytes())?;
