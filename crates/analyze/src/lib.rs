@@ -14,6 +14,7 @@ pub mod butterfly;
 pub mod cpu;
 pub mod critical_path;
 pub mod detect;
+pub mod diagnose;
 pub mod export;
 pub mod faults;
 pub mod procs;

@@ -19,15 +19,7 @@ use crate::faults::StackCount;
 use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
 
-/// A path captured at a syscall's entry (on the trace's clock).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CapturedPath {
-    pub time_ns: u64,
-    pub tid: i32,
-    /// The tracepoint's syscall name: `openat`, `newfstatat`, …
-    pub syscall: String,
-    pub path: String,
-}
+pub use slowlab_model::bundle::CapturedPath;
 
 /// One syscall of one thread.
 #[derive(Debug, Clone, PartialEq)]

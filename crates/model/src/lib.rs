@@ -1,7 +1,7 @@
 //! The data types slowlab passes between its stages: sweep and lab results
-//! (`results`), the recorded-trace model (`trace`), the detectors'
-//! conclusions (`findings`) and the critical path of a slow command
-//! (`critical_path`).
+//! (`results`), the recorded-trace model (`trace`) and the files recorded
+//! beside it (`bundle`), the detectors' conclusions (`findings`) and the
+//! critical path of a slow command (`critical_path`).
 //!
 //! This crate does no I/O and no computation beyond small accessors; it is the
 //! contract between the measuring crates (`sweep`, `lab`, `perf`) and the
@@ -9,6 +9,7 @@
 //! `serde`-serializable and the JSON field names are part of the documented
 //! output format (see README.md).
 
+pub mod bundle;
 pub mod critical_path;
 pub mod findings;
 pub mod results;

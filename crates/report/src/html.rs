@@ -121,38 +121,30 @@ fn scenario_section(r: &ScenarioResult) -> String {
 }
 
 /// What the `diagnose` page shows.
+/// What the diagnose page shows: the analysis, the command, the flame
+/// graphs drawn from it, and the warnings of the run.
 pub struct DiagnosePage<'a> {
     pub command: &'a [String],
-    pub critical_path: Option<&'a slowlab_model::critical_path::CriticalPath>,
-    pub findings: &'a [slowlab_model::findings::Finding],
-    /// CPU of the command's process tree.
-    pub summary: &'a slowlab_analyze::cpu::Summary,
-    /// CPU of the whole system (shown folded).
-    pub system_summary: &'a slowlab_analyze::cpu::Summary,
-    pub waits: &'a slowlab_analyze::waits::WaitsView,
-    pub faults: &'a slowlab_analyze::faults::FaultsView,
-    pub procs: &'a slowlab_analyze::procs::ProcsView,
-    pub syscalls: &'a slowlab_analyze::syscalls::SyscallsView,
-    /// Flame graph SVGs (inferno's, with their scripts), embedded as images.
+    pub diagnosis: &'a slowlab_analyze::diagnose::Diagnosis,
     pub cpu_flamegraph: Option<&'a [u8]>,
     pub offcpu_flamegraph: Option<&'a [u8]>,
     pub warnings: &'a [String],
 }
 
-/// The trace report of `slowlab diagnose`.
-pub fn diagnose_page(d: &DiagnosePage) -> String {
+pub fn diagnose_page(p: &DiagnosePage) -> String {
+    let d = p.diagnosis;
     use crate::trace_views::culprit_text;
     let mut b = format!(
         "<p>Command: <code>{}</code></p>\n",
-        escape(&d.command.join(" "))
+        escape(&p.command.join(" "))
     );
-    for w in d.warnings {
+    for w in p.warnings {
         b.push_str(&format!(
             "<p class=\"skipped\">warning: {}</p>\n",
             escape(w)
         ));
     }
-    if let Some(cp) = d.critical_path {
+    if let Some(cp) = &d.critical_path {
         b.push_str(&crate::critical_path::critical_path_html(cp, 12));
     }
     b.push_str("<h2>Findings</h2>\n");
@@ -192,28 +184,30 @@ pub fn diagnose_page(d: &DiagnosePage) -> String {
     }
 
     b.push_str("<h2>CPU (sampled) of the command's processes</h2>\n");
-    b.push_str(&cpu_tables(d.summary));
+    b.push_str(&cpu_tables(&d.command_cpu));
     b.push_str("<details><summary>CPU of the whole system</summary>\n");
-    b.push_str(&cpu_tables(d.system_summary));
+    b.push_str(&cpu_tables(&d.system_cpu));
     b.push_str("</details>\n");
-    if let Some(svg) = d.cpu_flamegraph {
+    if let Some(svg) = p.cpu_flamegraph {
         b.push_str(&embedded_svg("CPU flame graph", svg));
     }
 
     b.push_str("<h2>Waits</h2>\n<pre>");
-    b.push_str(&escape(&crate::trace_views::waits_text(d.waits, 12, 2)));
+    b.push_str(&escape(&crate::trace_views::waits_text(&d.waits, 12, 2)));
     b.push_str("</pre>\n");
-    if let Some(svg) = d.offcpu_flamegraph {
+    if let Some(svg) = p.offcpu_flamegraph {
         b.push_str(&embedded_svg("Off-CPU flame graph (time blocked)", svg));
     }
     b.push_str("<h2>Page faults</h2>\n<pre>");
-    b.push_str(&escape(&crate::trace_views::faults_text(d.faults, 10, 2)));
+    b.push_str(&escape(&crate::trace_views::faults_text(&d.faults, 10, 2)));
     b.push_str("</pre>\n<h2>Syscalls</h2>\n<pre>");
     b.push_str(&escape(&crate::trace_views::syscalls_text(
-        d.syscalls, 6, 6,
+        &d.syscalls,
+        6,
+        6,
     )));
     b.push_str("</pre>\n<h2>Processes</h2>\n<pre>");
-    b.push_str(&escape(&crate::trace_views::procs_text(d.procs, 10)));
+    b.push_str(&escape(&crate::trace_views::procs_text(&d.procs, 10)));
     b.push_str("</pre>\n");
     page("slowlab diagnose report", &b)
 }

@@ -33,17 +33,7 @@ use crate::select::BuildFx;
 use crate::syscalls::{attach_paths, pair_calls, Call, CapturedPath};
 use crate::waits::{schedule, Schedule};
 
-/// Memory-cgroup facts recorded beside a trace (see `slowlab record`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CgroupInfo {
-    /// pid → memory cgroup path.
-    pub process_cgroup: HashMap<i32, String>,
-    /// cgroup path → memory limit in bytes (absent: no limit).
-    pub limits: HashMap<String, u64>,
-    /// cgroup path → pages it refaulted (read back in soon after evicting
-    /// them) while the trace was recorded.
-    pub refaults: HashMap<String, u64>,
-}
+pub use slowlab_model::bundle::CgroupInfo;
 
 /// Everything the detectors share, computed once.
 pub struct Context<'a> {

@@ -8,15 +8,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_analyze::critical_path::{command_root, process_tree};
-use slowlab_analyze::detect::{run_all, RootPath};
-use slowlab_analyze::select::{Filter, Selection};
+use slowlab_analyze::diagnose::diagnose;
 use slowlab_report::critical_path::critical_path_text;
+use slowlab_report::export::flamegraph_svg;
 use slowlab_report::html::{diagnose_page, DiagnosePage};
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::write_atomically;
 
-use super::trace_input::{load_cgroups, load_paths, read_trace};
+use super::trace_input::read_bundle;
 
 /// Record while a command runs, then say why it was slow.
 ///
@@ -88,7 +87,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     say(&format!(
         "\nwrote {}, {}{} and {}\n",
         trace_path.display(),
-        if report.critical_path.is_some() {
+        if report.analysis.critical_path.is_some() {
             format!("{}, ", args.output.join("critical_path.json").display())
         } else {
             String::new()
@@ -106,114 +105,69 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
 pub struct Diagnosis {
     /// The critical path and the findings ranked, as text for the terminal.
     pub text: String,
-    pub critical_path: Option<slowlab_model::critical_path::CriticalPath>,
     /// The findings as pretty JSON (also written to findings.json).
     pub findings_json: String,
-    pub findings: Vec<slowlab_model::findings::Finding>,
+    pub analysis: slowlab_analyze::diagnose::Diagnosis,
 }
 
-/// Reads a trace (with its companions), follows the command's critical
-/// path, runs the detectors, writes `critical_path.json`, `findings.json`
-/// and `report.html` into `dir`.
+/// Reads a trace (with its side files), analyzes it for `command`
+/// (`slowlab_analyze::diagnose`), and writes `critical_path.json`,
+/// `findings.json` and `report.html` into `dir`.
 pub fn analyze_into(
     trace_path: &Path,
     dir: &Path,
     command: &[String],
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Diagnosis> {
-    let trace = read_trace(trace_path, true)?;
-    warnings.extend(trace.stats.warnings.iter().cloned());
-    let paths = load_paths(trace_path, warnings);
-    let cgroups = load_cgroups(trace_path, warnings);
-    let root = command_root(&trace, command);
-    let root_path = match RootPath::new(&trace, root) {
-        Ok(rp) => Some(rp),
-        Err(e) => {
-            warnings.push(format!("no critical path: {e}"));
-            None
-        }
-    };
-    let findings = run_all(
-        &trace,
-        paths.as_deref(),
-        cgroups.as_ref(),
-        root_path.as_ref(),
-    );
-    let findings_json = serde_json::to_string_pretty(&findings)?;
+    let bundle = read_bundle(trace_path, true)?;
+    warnings.extend(bundle.warnings.iter().cloned());
+    let analysis = diagnose(&bundle, command);
+    if let Some(why) = &analysis.no_path {
+        warnings.push(format!("no critical path: {why}"));
+    }
+    let findings_json = serde_json::to_string_pretty(&analysis.findings)?;
     write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
-    let critical_path = root_path.map(|rp| rp.path);
     let cp_file = dir.join("critical_path.json");
-    match &critical_path {
+    match &analysis.critical_path {
         Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
         // A stale file from an earlier run would read as this run's answer.
         None => {
             let _ = std::fs::remove_file(&cp_file);
         }
     }
-
-    // The tables center on the command: its process tree (all of the
-    // system when the command could not be found).
-    let all = Selection::default();
-    let command_sel = Selection {
-        filters: root
-            .map(|r| {
-                process_tree(&trace, r)
-                    .into_iter()
-                    .map(|p| Filter::Pid(trace.processes[p.ix()].pid))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        ..Selection::default()
-    };
-    let summary = slowlab_analyze::cpu::summary(&trace, &command_sel, Some(25));
-    let system_summary = slowlab_analyze::cpu::summary(&trace, &all, Some(25));
-    let waits = slowlab_analyze::waits::waits_view(&trace, &command_sel, Some(3));
-    let faults = slowlab_analyze::faults::faults_view(&trace, &command_sel, 1.0, Some(5));
-    let procs = slowlab_analyze::procs::procs_view(&trace, &all, 1.0, 10);
-    let syscalls =
-        slowlab_analyze::syscalls::syscalls_view(&trace, &command_sel, paths.as_deref(), 3);
-    let cpu_svg = slowlab_report::export::cpu_flamegraph_svg(
-        &trace,
-        &command_sel,
+    let cpu_svg = flamegraph_svg(
+        &analysis.cpu_lines,
         "CPU (sampled) of the command",
+        "samples",
     )
     .ok();
-    let offcpu_lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &command_sel);
-    let offcpu_svg = if offcpu_lines.is_empty() {
-        None
-    } else {
-        slowlab_report::export::flamegraph_svg(
-            &offcpu_lines,
-            "Off-CPU of the command: time blocked (µs)",
-            "µs",
-        )
-        .ok()
-    };
+    let offcpu_svg = (!analysis.offcpu_lines.is_empty())
+        .then(|| {
+            flamegraph_svg(
+                &analysis.offcpu_lines,
+                "Off-CPU of the command: time blocked (µs)",
+                "µs",
+            )
+            .ok()
+        })
+        .flatten();
     let page = diagnose_page(&DiagnosePage {
         command,
-        critical_path: critical_path.as_ref(),
-        findings: &findings,
-        summary: &summary,
-        system_summary: &system_summary,
-        waits: &waits,
-        faults: &faults,
-        procs: &procs,
-        syscalls: &syscalls,
+        diagnosis: &analysis,
         cpu_flamegraph: cpu_svg.as_deref(),
         offcpu_flamegraph: offcpu_svg.as_deref(),
         warnings,
     });
     write_atomically(&dir.join("report.html"), page.as_bytes())?;
     let mut text = String::new();
-    if let Some(cp) = &critical_path {
+    if let Some(cp) = &analysis.critical_path {
         text.push_str(&critical_path_text(cp, 8));
         text.push('\n');
     }
-    text.push_str(&findings_text(&findings));
+    text.push_str(&findings_text(&analysis.findings));
     Ok(Diagnosis {
         text,
-        critical_path,
         findings_json,
-        findings,
+        analysis,
     })
 }

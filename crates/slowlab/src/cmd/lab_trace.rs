@@ -61,8 +61,18 @@ impl Tracer for LabTracer {
             .map_err(|e| format!("{e:#}"))?;
         Ok(TracedRun {
             trace: outcome.output.display().to_string(),
-            findings: diagnosis.findings.iter().map(|f| f.id.clone()).collect(),
-            titles: diagnosis.findings.iter().map(|f| f.title.clone()).collect(),
+            findings: diagnosis
+                .analysis
+                .findings
+                .iter()
+                .map(|f| f.id.clone())
+                .collect(),
+            titles: diagnosis
+                .analysis
+                .findings
+                .iter()
+                .map(|f| f.title.clone())
+                .collect(),
             error: None,
         })
     }

@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use slowlab_analyze::detect::CgroupInfo;
-use slowlab_analyze::syscalls::CapturedPath;
+use slowlab_model::bundle::{CapturedPath, CgroupInfo, TraceBundle};
 
 /// The side file of the path capture of a trace.
 pub fn paths_file(trace: &Path) -> PathBuf {
@@ -91,4 +90,19 @@ pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model:
     .with_context(|| format!("cannot analyze {}", file.display()));
     bar.finish_and_clear();
     trace
+}
+
+/// Reads a trace and its side files; what could not be read beside it is
+/// in the bundle's warnings, with the trace's own warnings first.
+pub fn read_bundle(file: &Path, symbolize: bool) -> anyhow::Result<TraceBundle> {
+    let trace = read_trace(file, symbolize)?;
+    let mut warnings = trace.stats.warnings.clone();
+    let paths = load_paths(file, &mut warnings);
+    let cgroups = load_cgroups(file, &mut warnings);
+    Ok(TraceBundle {
+        trace,
+        paths,
+        cgroups,
+        warnings,
+    })
 }
