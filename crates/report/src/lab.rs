@@ -2,7 +2,7 @@
 //! of `slowlab lab` (and by `slowlab import`), and JSON Lines, one scenario
 //! object per line — the format the Windows probes write too.
 
-use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, Variant};
+use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, TraceCheck, Variant};
 
 use crate::format;
 use crate::table::{Align, Table};
@@ -141,6 +141,35 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
     out
 }
 
+/// One row per scenario: its detector, and whether it fired on the
+/// pathological trace and stayed silent on the control's.
+pub fn checks_table(checks: &[TraceCheck]) -> String {
+    let mut out = format!(
+        "{:<16} {:<20} {:<12} {:<12} result\n",
+        "scenario", "detector", "pathological", "control"
+    );
+    let said = |v: Option<bool>, yes: &str, no: &str| match v {
+        Some(true) => yes.to_string(),
+        Some(false) => no.to_string(),
+        None => "-".to_string(),
+    };
+    for c in checks {
+        let result = match (&c.reason, c.passed()) {
+            (Some(r), _) if c.fired.is_none() => format!("skipped: {r}"),
+            (_, true) => "PASS".to_string(),
+            _ => "FAIL".to_string(),
+        };
+        out.push_str(&format!(
+            "{:<16} {:<20} {:<12} {:<12} {result}\n",
+            c.id,
+            c.detector,
+            said(c.fired, "fired", "silent"),
+            said(c.silent, "silent", "fired"),
+        ));
+    }
+    out
+}
+
 /// JSON Lines: one object (a scenario result, a trace check) per line.
 pub fn json_lines<T: serde::Serialize>(results: &[T]) -> Result<Vec<u8>, ReportError> {
     let mut out = Vec::new();
@@ -211,6 +240,39 @@ mod tests {
             render_verdicts_within(&[ran()], Some(500)),
             render_verdicts(&[ran()])
         );
+    }
+
+    #[test]
+    fn the_checks_table_says_pass_fail_and_skipped() {
+        let check = |id: &str, fired: Option<bool>, silent, reason: Option<&str>| TraceCheck {
+            id: id.into(),
+            detector: "det".into(),
+            status: if fired.is_some() {
+                ScenarioStatus::Ran
+            } else {
+                ScenarioStatus::Skipped
+            },
+            reason: reason.map(String::from),
+            pathological: None,
+            control: None,
+            fired,
+            silent,
+        };
+        let text = checks_table(&[
+            check("a", Some(true), Some(true), None),
+            check("b", Some(true), Some(false), None),
+            check("c", None, None, Some("needs root")),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].starts_with("a ") && lines[1].ends_with("PASS"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("fired        fired") && lines[2].ends_with("FAIL"),
+            "{text}"
+        );
+        assert!(lines[3].ends_with("skipped: needs root"), "{text}");
     }
 
     #[test]

@@ -9,11 +9,11 @@ use anyhow::Context;
 use clap::Args;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
-use slowlab_report::lab::{json_lines, render_verdicts_within};
+use slowlab_report::lab::{checks_table, json_lines, render_verdicts_within};
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
-use super::lab_trace::{checks_table, LabTracer};
+use super::lab_trace::LabTracer;
 use crate::progress::LabProgress;
 use crate::signals::cancel_on_interrupt;
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use slowlab_lab::runner::Tracer;
-use slowlab_model::results::{TraceCheck, TracedRun};
+use slowlab_model::results::TracedRun;
 use slowlab_record::Recording;
 
 use super::diagnose::analyze_into;
@@ -76,33 +76,4 @@ impl Tracer for LabTracer {
             error: None,
         })
     }
-}
-
-/// One row per scenario: its detector, and whether it fired on the
-/// pathological trace and stayed silent on the control's.
-pub fn checks_table(checks: &[TraceCheck]) -> String {
-    let mut out = format!(
-        "{:<16} {:<20} {:<12} {:<12} result\n",
-        "scenario", "detector", "pathological", "control"
-    );
-    let said = |v: Option<bool>, yes: &str, no: &str| match v {
-        Some(true) => yes.to_string(),
-        Some(false) => no.to_string(),
-        None => "-".to_string(),
-    };
-    for c in checks {
-        let result = match (&c.reason, c.passed()) {
-            (Some(r), _) if c.fired.is_none() => format!("skipped: {r}"),
-            (_, true) => "PASS".to_string(),
-            _ => "FAIL".to_string(),
-        };
-        out.push_str(&format!(
-            "{:<16} {:<20} {:<12} {:<12} {result}\n",
-            c.id,
-            c.detector,
-            said(c.fired, "fired", "silent"),
-            said(c.silent, "silent", "fired"),
-        ));
-    }
-    out
 }
