@@ -6,38 +6,11 @@
 //! It does not interpret stacks; the views do.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 
-/// FxHash (as in rustc and Firefox): fast for small integer keys.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(i as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Hasher builder for [`FxHasher`].
-pub type BuildFx = BuildHasherDefault<FxHasher>;
+/// FxHash (the `rustc-hash` crate, as in rustc and Firefox): fast for
+/// small integer keys.
+pub type BuildFx = rustc_hash::FxBuildHasher;
 
 use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
 

@@ -296,16 +296,9 @@ pub fn trend(values: &[f64]) -> f64 {
     }
 }
 
-/// Median of a slice (NaN when empty).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
+/// The median of the sweep statistics (NaN when empty): one median in the
+/// workspace.
+pub use slowlab_sweep::stats::median;
 
 #[cfg(test)]
 mod tests {
