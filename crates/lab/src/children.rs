@@ -3,12 +3,15 @@
 //! owns it. The binary flattens `LabChild` into its hidden `__child`
 //! command; scenarios build the matching argument lists next to their code
 //! (a test parses every one of them back through this enum).
+//!
+//! What it does not do: the programs' work; the scenario modules do.
 
 use clap::Subcommand;
 
 use std::path::PathBuf;
 
 use crate::scenarios::{log_probe, notify_buffer, teardown_lock, topdown_alloc, working_set_cap};
+use crate::LabError;
 
 #[derive(Subcommand, Debug)]
 pub enum LabChild {
@@ -66,7 +69,7 @@ pub enum LabChild {
 }
 
 /// Runs a child program; the error is one line for stderr.
-pub fn run(child: LabChild) -> Result<(), String> {
+pub fn run(child: LabChild) -> Result<(), LabError> {
     match child {
         LabChild::Topdown { placement, n } => topdown_alloc::child_main(placement, n),
         LabChild::LogLauncher { naming, n, dir } => log_probe::launcher_main(naming, n, &dir),

@@ -1,6 +1,8 @@
 //! What a scenario works with: the size profile, the slowlab binary to
 //! launch as child programs, where to put temporary files, the cancellation
 //! token, and where its human lines and progress go.
+//!
+//! What it does not do: run or judge anything; it only carries them.
 
 use std::path::PathBuf;
 

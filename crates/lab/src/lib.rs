@@ -2,8 +2,8 @@
 //! reproducible experiments, each with a pathological and a control variant
 //! measured side by side, ending in a verdict per scenario.
 //!
-//! - `scenarios::*`: one module per scenario (what to run, how to judge it)
-//!   and the child programs it launches;
+//! - `scenarios::*`: one module (or folder) per scenario (what to run, how
+//!   to judge it) and the child programs it launches;
 //! - `runner`: runs a selection of scenarios with skip rules and cleanup;
 //! - `context`: what a scenario gets to work with (sizes, the slowlab binary
 //!   for child processes, cancellation, output);
@@ -12,13 +12,18 @@
 //!   sweeping it with the `sweep` engine;
 //! - `cleanup`: undoing processes, mounts, cgroups and files on every exit
 //!   path; `system`: facts about the machine for guard rails;
+//! - `cgroup`: the memory cgroups scenarios make (finding the hierarchy,
+//!   limits, counters, removal), shared by all of them;
+//! - `LabError` (`error`): the one error type, whose texts users read;
 //! - `verdicts`: judging sweep scenarios, also for imported results.
 //!
 //! Nothing here renders a table; see the `report` crate.
 
+pub mod cgroup;
 pub mod children;
 pub mod cleanup;
 pub mod context;
+mod error;
 pub mod measure;
 pub mod runner;
 pub mod scenarios;
@@ -29,31 +34,5 @@ pub mod verdicts;
 mod testutil;
 
 pub use context::{LabContext, LabOutput, Profile};
+pub use error::LabError;
 pub use runner::{run_lab, scenario_ids, Scenario};
-
-/// Why a scenario could not finish.
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    #[error("interrupted")]
-    Interrupted,
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Sweep(#[from] slowlab_sweep::SweepError),
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl LabError {
-    /// An I/O error with what was being done.
-    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
-        LabError::Io {
-            what: what.into(),
-            source,
-        }
-    }
-}

@@ -6,6 +6,8 @@
 //! line of its output, `slowlab-report {json}`. Lines before it are its human
 //! output. `SelfTimedExecutor` turns such a child into an `Executor` for the
 //! sweep engine; `run_child` runs one once.
+//!
+//! What it does not do: judge the figures (the scenarios and `verdicts` do).
 
 use serde_json::Value;
 use slowlab_model::results::{Role, SweepResult, Variant};

@@ -2,6 +2,9 @@
 //! (not root, a failed guard-rail check) with the reason, turns a failure
 //! into a skipped result that says what went wrong, and stops at Ctrl-C,
 //! marking what did not run.
+//!
+//! What it does not do: know any scenario's details or create anything
+//! itself; each scenario undoes what it made (`cleanup`).
 
 use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, TraceCheck, TracedRun};
 
@@ -17,7 +20,7 @@ pub trait Scenario: Sync {
     fn needs_root(&self) -> bool;
     /// Guard rails before starting: `Err(reason)` skips the scenario with a
     /// message that says what to do.
-    fn preflight(&self, _ctx: &LabContext) -> Result<(), String> {
+    fn preflight(&self, _ctx: &LabContext) -> Result<(), LabError> {
         Ok(())
     }
     /// Runs both variants and judges them.
@@ -43,18 +46,19 @@ pub fn scenario_ids() -> Vec<&'static str> {
 }
 
 /// Finds scenarios by id; an unknown id is an error listing the known ones.
-pub fn select(ids: &[String]) -> Result<Vec<&'static dyn Scenario>, String> {
+pub fn select(ids: &[String]) -> Result<Vec<&'static dyn Scenario>, LabError> {
     if ids.is_empty() {
         return Ok(all());
     }
     ids.iter()
         .map(|id| {
-            all().into_iter().find(|s| s.id() == id).ok_or_else(|| {
-                format!(
-                    "unknown scenario `{id}`; the scenarios are: {}",
-                    scenario_ids().join(", ")
-                )
-            })
+            all()
+                .into_iter()
+                .find(|s| s.id() == id)
+                .ok_or_else(|| LabError::UnknownScenario {
+                    id: id.clone(),
+                    known: scenario_ids().join(", "),
+                })
         })
         .collect()
 }
@@ -76,7 +80,7 @@ pub fn run_lab(scenarios: &[&dyn Scenario], ctx: &mut LabContext) -> Vec<Scenari
             continue;
         }
         if let Err(reason) = scenario.preflight(ctx) {
-            results.push(ScenarioResult::skipped(id, reason));
+            results.push(ScenarioResult::skipped(id, reason.to_string()));
             continue;
         }
         ctx.lines.clear();
@@ -104,6 +108,10 @@ pub fn run_lab(scenarios: &[&dyn Scenario], ctx: &mut LabContext) -> Vec<Scenari
 }
 
 /// Records the whole system around one traced run and analyzes it.
+///
+/// Its errors are plain text: the binary implements it (with the recorder
+/// and the analyzer, which have error types of their own), and the text
+/// goes into the trace check as is.
 pub trait Tracer {
     /// Starts recording; `label` names the trace (`topdown-alloc-pathological`).
     fn start(&mut self, label: &str) -> Result<(), String>;
@@ -142,7 +150,7 @@ pub fn trace_lab(
             continue;
         }
         if let Err(reason) = scenario.preflight(ctx) {
-            checks.push(skipped(reason));
+            checks.push(skipped(reason.to_string()));
             continue;
         }
         ctx.out

@@ -1,8 +1,11 @@
 //! Facts about this machine that the scenarios' guard rails check before
 //! starting: privileges, kernel limits, free memory and disk, filesystem
-//! types. Reads only; changes nothing.
+//! types, the CPUs this process may use. Reads only, except `pin_to_cpu`,
+//! which pins the calling thread. The memory-cgroup facts are in `cgroup`.
 
 use std::path::Path;
+
+use crate::LabError;
 
 /// Whether we run as root (effective uid 0).
 pub fn is_root() -> bool {
@@ -92,9 +95,9 @@ pub fn process_headroom() -> Option<u64> {
     let mut limits = Vec::new();
     limits.extend(read_number("/proc/sys/kernel/pid_max"));
     limits.extend(read_number("/proc/sys/kernel/threads-max"));
-    if let Some(path) = own_cgroup_file("pids", "pids.max") {
+    if let Some(path) = crate::cgroup::own_file("pids", "pids.max") {
         limits.extend(read_number(&path));
-        let current = own_cgroup_file("pids", "pids.current").and_then(read_number);
+        let current = crate::cgroup::own_file("pids", "pids.current").and_then(read_number);
         if let (Some(max), Some(cur)) = (read_number(&path), current) {
             limits.push(max.saturating_sub(cur));
         }
@@ -116,87 +119,6 @@ pub fn max_net_namespaces() -> Option<u64> {
     read_number("/proc/sys/user/max_net_namespaces")
 }
 
-/// Which cgroup interface has the memory controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CgroupVersion {
-    /// `memory.limit_in_bytes`, `memory.oom_control`.
-    V1,
-    /// `memory.max`, `memory.events`.
-    V2,
-}
-
-/// Where new memory cgroups can be made: the mount point of the v1 memory
-/// hierarchy, or a cgroup v2 mount whose root enables the memory controller
-/// for its children; the reason (and what to do) when there is neither.
-pub fn memory_cgroup_root() -> Result<(std::path::PathBuf, CgroupVersion), String> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts")
-        .map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
-    let (v1, v2) = parse_cgroup_mounts(&mounts);
-    if let Some(path) = v1 {
-        if path.join("memory.limit_in_bytes").exists() {
-            return Ok((path, CgroupVersion::V1));
-        }
-    }
-    for path in v2 {
-        let enabled = std::fs::read_to_string(path.join("cgroup.subtree_control"))
-            .map(|s| s.split_whitespace().any(|c| c == "memory"))
-            .unwrap_or(false);
-        if enabled {
-            return Ok((path, CgroupVersion::V2));
-        }
-    }
-    Err(
-        "no memory cgroup controller: neither a cgroup v1 `memory` hierarchy nor a cgroup v2 \
-         mount with `memory` in cgroup.subtree_control (mount one, or enable it with \
-         `echo +memory > /sys/fs/cgroup/cgroup.subtree_control`)"
-            .into(),
-    )
-}
-
-/// From /proc/mounts text: the v1 hierarchy with the memory controller, and
-/// every cgroup v2 mount point.
-pub fn parse_cgroup_mounts(mounts: &str) -> (Option<std::path::PathBuf>, Vec<std::path::PathBuf>) {
-    let mut v1 = None;
-    let mut v2 = Vec::new();
-    for line in mounts.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [_, mount_point, fs_type, options, ..] = fields[..] else {
-            continue;
-        };
-        let mount_point = std::path::PathBuf::from(mount_point.replace("\\040", " "));
-        match fs_type {
-            "cgroup" if v1.is_none() && options.split(',').any(|o| o == "memory") => {
-                v1 = Some(mount_point)
-            }
-            "cgroup2" => v2.push(mount_point),
-            _ => {}
-        }
-    }
-    (v1, v2)
-}
-
-/// The path of a controller's file for this process's own cgroup, for
-/// cgroup v1 (`/sys/fs/cgroup/<controller>/<path>/<file>`) or v2.
-pub fn own_cgroup_file(controller: &str, file: &str) -> Option<std::path::PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let candidate = if controllers.split(',').any(|c| c == controller) {
-            Path::new("/sys/fs/cgroup").join(controller)
-        } else if controllers.is_empty() {
-            std::path::PathBuf::from("/sys/fs/cgroup")
-        } else {
-            continue;
-        };
-        let file_path = candidate.join(path.trim_start_matches('/')).join(file);
-        if file_path.exists() {
-            return Some(file_path);
-        }
-    }
-    None
-}
-
 /// The CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data that sched_getaffinity fills in.
@@ -214,17 +136,25 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Pins the calling thread to one CPU (threads it starts later inherit it).
-pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+pub fn pin_to_cpu(cpu: usize) -> Result<(), LabError> {
     // SAFETY: cpu_set_t is plain data.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET on our own set; an index beyond the set is ignored by libc.
+    let bits = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    if cpu >= bits {
+        // libc's CPU_SET panics past the set's size.
+        return Err(LabError::io(
+            format!("cannot pin to CPU {cpu}: this build knows CPUs 0–{}", bits - 1),
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        ));
+    }
+    // SAFETY: CPU_SET on our own set, with an index inside it (checked above).
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: valid pointer and size; pid 0 is this thread.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(format!(
-            "cannot pin to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
+        return Err(LabError::io(
+            format!("cannot pin to CPU {cpu}"),
+            std::io::Error::last_os_error(),
         ));
     }
     Ok(())
@@ -244,26 +174,12 @@ mod tests {
     }
 
     #[test]
-    fn finds_the_memory_cgroup_mounts() {
-        let mounts = "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n\
-            cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
-            cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
-            cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
-        let (v1, v2) = parse_cgroup_mounts(mounts);
-        assert_eq!(v1, Some("/sys/fs/cgroup/memory".into()));
-        assert_eq!(v2, vec![std::path::PathBuf::from("/sys/fs/cgroup/unified")]);
-        let (v1, v2) = parse_cgroup_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
-        assert_eq!(v1, None);
-        assert_eq!(v2, vec![std::path::PathBuf::from("/sys/fs/cgroup")]);
-    }
-
-    #[test]
     fn this_process_may_run_on_some_cpu_and_pins_to_it() {
         let cpus = allowed_cpus();
         assert!(!cpus.is_empty());
         let thread_result = std::thread::spawn(move || {
             pin_to_cpu(cpus[0])?;
-            Ok::<_, String>(allowed_cpus())
+            Ok::<_, LabError>(allowed_cpus())
         })
         .join()
         .unwrap();

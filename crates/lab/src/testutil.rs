@@ -1,4 +1,6 @@
-//! Helpers for the lab's unit tests.
+//! Helpers for the lab's unit tests: ready-made sweep results.
+//!
+//! What it does not do: run anything; it only builds fixtures.
 
 use slowlab_model::results::{Point, SizeRow, SweepResult, Verdict};
 

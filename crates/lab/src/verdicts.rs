@@ -3,9 +3,14 @@
 //! results written by the Windows probes: growth statistics for variants
 //! that carry only points, the affected verdict of a sweep scenario, and the
 //! parsing of JSON Lines results.
+//!
+//! What it does not do: judge the scenarios that are not sweeps (each
+//! judges itself) or render anything.
 
 use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, SweepResult, Verdict};
 use slowlab_sweep::verdict::judge_points;
+
+use crate::LabError;
 
 /// Seed for the bootstrap of imported points (fixed: the same file gives
 /// the same intervals).
@@ -69,21 +74,22 @@ pub fn complete(result: &mut ScenarioResult) {
 
 /// Parses results: JSON Lines (one scenario per line, blank lines ignored)
 /// or one JSON array. The error names the line and what is wrong.
-pub fn parse_results(text: &str) -> Result<Vec<ScenarioResult>, String> {
+pub fn parse_results(text: &str) -> Result<Vec<ScenarioResult>, LabError> {
     let trimmed = text.trim_start();
     if trimmed.is_empty() {
-        return Err("the file is empty: expected one JSON scenario result per line".into());
+        return Err(LabError::EmptyResults);
     }
     if trimmed.starts_with('[') {
-        return serde_json::from_str(trimmed)
-            .map_err(|e| format!("not a JSON array of scenario results: {e}"));
+        return serde_json::from_str(trimmed).map_err(LabError::ResultsArray);
     }
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str::<ScenarioResult>(line)
-                .map_err(|e| format!("line {} is not a scenario result: {e}", i + 1))
+            serde_json::from_str::<ScenarioResult>(line).map_err(|source| LabError::ResultsLine {
+                line: i + 1,
+                source,
+            })
         })
         .collect()
 }
@@ -126,10 +132,14 @@ mod tests {
 
     #[test]
     fn bad_input_names_the_line() {
-        assert!(parse_results("").unwrap_err().contains("empty"));
-        let err = parse_results("{\"id\":\"x\",\"status\":\"ran\"}\nnot json\n").unwrap_err();
+        assert!(parse_results("").unwrap_err().to_string().contains("empty"));
+        let err = parse_results("{\"id\":\"x\",\"status\":\"ran\"}\nnot json\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 2"), "{err}");
-        let err = parse_results("{\"id\":\"x\",\"status\":\"sideways\"}").unwrap_err();
+        let err = parse_results("{\"id\":\"x\",\"status\":\"sideways\"}")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 1"), "{err}");
         assert_eq!(parse_results("[]").unwrap().len(), 0);
     }

@@ -1,4 +1,10 @@
-//! The scenarios, one module each, and the order they run in.
+//! The scenarios, one module each, and the order they run in. The larger
+//! ones are folders (`mod.rs` with the scenario, then files by job: setup,
+//! child programs, verdict, tests).
+//!
+//! What it does not do: run them (the runner does), or hold what they
+//! share (child output and sweeps in `measure`, guards in `cleanup`, memory
+//! cgroups in `cgroup`, machine facts in `system`).
 
 pub mod log_probe;
 pub mod notify_buffer;

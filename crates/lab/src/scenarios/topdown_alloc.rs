@@ -13,6 +13,8 @@
 //!
 //! The child (`__child topdown`) times only its allocation loop and frees
 //! everything before it exits.
+//!
+//! What it does not do: touch any memory but the child's own mappings.
 
 use serde_json::json;
 use slowlab_model::results::{Headline, Role, ScenarioResult, ScenarioStatus, SweepResult};
@@ -79,16 +81,16 @@ impl Scenario for TopdownAlloc {
         run_child(ctx, &child_args(placement, &n)).map(|_| ())
     }
 
-    fn preflight(&self, ctx: &LabContext) -> Result<(), String> {
+    fn preflight(&self, ctx: &LabContext) -> Result<(), LabError> {
         let largest = *sizes(ctx.profile).last().unwrap_or(&0);
         let limit = system::max_map_count().unwrap_or(65530);
         let needed = largest + system::own_map_count() as u64 + 100;
         if needed > limit {
-            return Err(format!(
+            return Err(LabError::Unsuitable(format!(
                 "vm.max_map_count is {limit}, too low for {largest} separate mappings; \
                  raise it with `sysctl vm.max_map_count={}` or use --quick",
                 needed.next_power_of_two()
-            ));
+            )));
         }
         Ok(())
     }
@@ -207,7 +209,7 @@ fn judge(swept: &[(&str, Role, SweepResult)]) -> ScenarioResult {
 }
 
 /// The child program: places `n` blocks, times the placement, frees them.
-pub fn child_main(placement: Placement, n: u64) -> Result<(), String> {
+pub fn child_main(placement: Placement, n: u64) -> Result<(), LabError> {
     let start_cpu = process_cpu_seconds();
     let start = std::time::Instant::now();
     let mut blocks: Vec<usize> = Vec::with_capacity(n as usize);
@@ -236,7 +238,7 @@ pub fn child_main(placement: Placement, n: u64) -> Result<(), String> {
             };
             blocks.push(address);
         }
-        Ok::<(), String>(())
+        Ok::<(), LabError>(())
     })();
     let cpu_s = process_cpu_seconds() - start_cpu;
     let wall_s = start.elapsed().as_secs_f64();
@@ -258,7 +260,7 @@ pub fn child_main(placement: Placement, n: u64) -> Result<(), String> {
 
 /// Tries `MAP_FIXED_NOREPLACE` from `start` downwards in BLOCK steps until
 /// a free spot is found; returns it and the number of failed attempts.
-fn map_top_down(start: usize, prot: i32) -> Result<(usize, u64), String> {
+fn map_top_down(start: usize, prot: i32) -> Result<(usize, u64), LabError> {
     let mut address = start;
     let mut failures = 0;
     loop {
@@ -281,20 +283,20 @@ fn map_top_down(start: usize, prot: i32) -> Result<(usize, u64), String> {
                 failures += 1;
                 continue;
             }
-            return Err(format!("mmap at {address:#x} failed: {err}"));
+            return Err(LabError::io(format!("mmap at {address:#x} failed"), err));
         }
         if p as usize != address {
             // SAFETY: p is the mapping the kernel just made.
             unsafe { libc::munmap(p, BLOCK) };
-            return Err(
+            return Err(LabError::Failed(
                 "this kernel ignores MAP_FIXED_NOREPLACE (Linux 4.17 or later is needed)".into(),
-            );
+            ));
         }
         return Ok((address, failures));
     }
 }
 
-fn map_anywhere(prot: i32) -> Result<usize, String> {
+fn map_anywhere(prot: i32) -> Result<usize, LabError> {
     // SAFETY: a fresh anonymous mapping at an address the kernel chooses.
     let p = unsafe {
         libc::mmap(
@@ -307,7 +309,7 @@ fn map_anywhere(prot: i32) -> Result<usize, String> {
         )
     };
     if p == libc::MAP_FAILED {
-        return Err(format!("mmap failed: {}", std::io::Error::last_os_error()));
+        return Err(LabError::last_os("mmap failed"));
     }
     Ok(p as usize)
 }
