@@ -220,7 +220,7 @@ impl Scenario for NotifyBuffer {
         let costs: Vec<Option<f64>> = per_file
             .iter()
             .zip(&failures)
-            .map(|(v, f)| (f.is_none() && !v.is_empty()).then(|| median(v)))
+            .map(|(v, f)| (f.is_none() && !v.is_empty()).then(|| slowlab_sweep::stats::median(v)))
             .collect();
         let base = costs[NONE].unwrap_or(f64::NAN);
         for (i, config) in CONFIGS.iter().enumerate() {
@@ -298,15 +298,4 @@ pub fn watcher_main(buffer: usize, mount_point: &Path, cpu: Option<usize>) -> Re
         crate::system::pin_to_cpu(cpu)?;
     }
     watch::permission_watcher_main(mount_point, buffer)
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
