@@ -28,7 +28,11 @@ use std::path::{Path, PathBuf};
 pub use reader::read_bytes;
 use slowlab_model::trace::Trace;
 
-/// Why a perf.data file could not be read at all.
+/// What went wrong, the crate's one error type. [`read_file`] and
+/// [`read_bytes`] fail only when the perf.data file cannot be read at all
+/// (the first four variants). The others say why symbols could not be
+/// read (kallsyms, a binary); symbolization goes on without them, and
+/// their message becomes a warning or the module's `symbol_error`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot open {path}: {source}")]
@@ -42,6 +46,24 @@ pub enum Error {
     NotPerfData(String),
     #[error("cannot parse the perf.data header: {0}")]
     Header(String),
+    #[error("cannot read {} ({source}); kernel frames show as [unknown]", path.display())]
+    KallsymsUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} shows no addresses (kernel pointers are hidden); run as root or `sysctl kernel.kptr_restrict=0` to name kernel functions", path.display())]
+    KallsymsEmpty { path: PathBuf },
+    /// The thread reading kallsyms panicked (a bug).
+    #[error("reading kallsyms failed")]
+    KallsymsFailed,
+    #[error("cannot open ({0})")]
+    BinaryOpen(std::io::Error),
+    #[error("the file changed since the recording (build id differs); analyze on the machine and build that recorded it")]
+    BinaryChanged,
+    #[error("not an ELF file")]
+    NotElf,
+    #[error("{0}")]
+    Elf(object::read::Error),
 }
 
 /// What to do while reading.
@@ -141,9 +163,7 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     let mut trace = read?;
     drop_later(map);
     let kernel = move |text_then: Option<u64>| {
-        let table = kernel
-            .join()
-            .unwrap_or_else(|_| Err("reading kallsyms failed".into()));
+        let table = kernel.join().unwrap_or(Err(Error::KallsymsFailed));
         if from_cache {
             symbolize::same_boot_or_running(table, text_then)
         } else {

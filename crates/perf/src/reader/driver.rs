@@ -1,0 +1,277 @@
+//! The record pass: opens the image (`crate::file` repairs an unfinished
+//! header, `linux-perf-data` parses it), takes the metadata and build ids
+//! from its feature sections, then feeds every record to the [`Builder`]
+//! in time order (indexed in place by `crate::records`, or through
+//! `linux-perf-data`'s own iterator for pipe-mode files), telling the
+//! caller of progress, of each new binary and of checkpoints along the
+//! way; and ends with the warnings the counts call for.
+//! Also finds the kernel's build id from the header alone
+//! ([`kernel_build_id`]), before the pass, to pick its kallsyms early.
+//!
+//! It decides nothing about a record's meaning (`attrs`, `decode`) and
+//! keeps no tables of its own.
+
+use linux_perf_data::{Endianness, Feature, PerfFileReader, PerfFileRecord};
+use slowlab_model::trace::Trace;
+
+use super::attrs::{event_kinds, Ctx};
+use super::Builder;
+use crate::file;
+use crate::records::{Endian, Record, Records};
+use crate::{guard, Error, ProgressFn};
+
+/// Reads a whole perf.data image (already in memory) into a trace whose
+/// frames are not yet symbolized.
+pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
+    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {})
+}
+
+/// The build id of the kernel a perf.data file was recorded on, from its
+/// build-id table (without reading its records); `None` when the file has
+/// none or its header cannot be read.
+pub(crate) fn kernel_build_id(data: &[u8]) -> Option<String> {
+    let (patched, repair) = file::open(data).ok()?;
+    if repair.pipe {
+        return None;
+    }
+    let reader = guard(move || PerfFileReader::parse_file(patched))?.ok()?;
+    let ids = guard(|| reader.perf_file.build_ids())?.ok()?;
+    ids.into_values()
+        .find(|info| info.path.as_slice() == b"[kernel.kallsyms]")
+        .map(|info| crate::symbolize::hex(&info.build_id))
+}
+
+/// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
+/// each user binary when its first frame is read (so its symbols can be
+/// fetched meanwhile), and `checkpoint(trace so far)` when half and when
+/// four fifths of the records are read (so the frames so far can be named
+/// meanwhile).
+pub(crate) fn read_bytes_with(
+    data: &[u8],
+    progress: ProgressFn,
+    on_binary: &mut dyn FnMut(&str, Option<&str>),
+    checkpoint: &mut dyn FnMut(&Trace),
+) -> Result<Trace, Error> {
+    let (patched, repair) = file::open(data)?;
+    let parsed = guard(move || {
+        if repair.pipe {
+            PerfFileReader::parse_pipe(patched)
+        } else {
+            PerfFileReader::parse_file(patched)
+        }
+    })
+    .ok_or_else(|| Error::Header("malformed header".into()))?;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = parsed.map_err(|e| Error::Header(e.to_string()))?;
+
+    let mut b = Builder::new();
+    let endian = perf_file.endian();
+    let e = Endian {
+        big: matches!(endian, Endianness::BigEndian),
+    };
+    if repair.unfinished {
+        b.t.stats.unfinished_file = true;
+        b.t.stats.truncated_bytes = repair.truncated_bytes;
+        b.t.stats.warnings.push(format!(
+            "the file was not finished (perf record was killed before it wrote its header); read every complete record, {} trailing bytes skipped; stop perf with Ctrl-C or SIGINT next time",
+            repair.truncated_bytes
+        ));
+    }
+    if repair.dropped_features {
+        b.t.stats.warnings.push(
+            "the file's feature sections point outside the file (truncated copy?); host, event names and build ids are unavailable".into(),
+        );
+    }
+
+    // Metadata.
+    let meta = &mut b.t.meta;
+    meta.hostname = perf_file.hostname().ok().flatten().map(str::to_owned);
+    meta.os_release = perf_file.os_release().ok().flatten().map(str::to_owned);
+    meta.arch = perf_file.arch().ok().flatten().map(str::to_owned);
+    meta.perf_version = perf_file.perf_version().ok().flatten().map(str::to_owned);
+    // Parsed here, not by `linux-perf-data`: a damaged count there makes it
+    // reserve gigabytes, an abort no `catch_unwind` can stop.
+    meta.cmdline = perf_file
+        .feature_section_data(Feature::CMDLINE)
+        .map(|d| string_list(d, e))
+        .unwrap_or_default();
+    meta.nr_cpus = perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online);
+
+    // Build ids by path.
+    if let Ok(ids) = perf_file.build_ids() {
+        b.build_ids = ids
+            .into_values()
+            .map(|info| (info.path, crate::symbolize::hex(&info.build_id)))
+            .collect();
+    }
+
+    let ctx = event_kinds(&mut b, &perf_file, e, endian);
+    if let Some(arch) = &b.t.meta.arch {
+        let here = std::env::consts::ARCH;
+        if arch != here {
+            b.t.stats.warnings.push(format!(
+                "the trace was recorded on {arch}, this machine is {here}: its binaries and kernel symbols are not here, so functions will be unnamed; analyze it on an {arch} machine"
+            ));
+            b.foreign = true;
+        }
+    }
+
+    // The records.
+    if repair.pipe {
+        read_pipe(&mut b, &ctx, &mut record_iter, &mut perf_file);
+        b.new_binaries.clear();
+    } else {
+        let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
+        let end = usize::try_from(repair.data_offset.saturating_add(repair.data_size))
+            .unwrap_or(usize::MAX);
+        let recs = Records::index(data, start, end, e, &ctx.attrs);
+        b.t.stats.records = recs.walked;
+        let n = recs.entries.len() as u64;
+        b.reserve(recs.entries.len(), end.saturating_sub(start));
+        let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
+        for (i, &entry) in recs.entries.iter().enumerate() {
+            if i % (1 << 15) == 0 {
+                progress("read", i as u64, n);
+            }
+            if checkpoints.contains(&i) {
+                b.flush();
+                checkpoint(&b.t);
+            }
+            if let Some(rec) = recs.get(entry) {
+                b.on_record(&ctx, entry.attr(), rec);
+                if !b.new_binaries.is_empty() {
+                    for m in b.new_binaries.drain(..) {
+                        let m = &b.t.modules[m.ix()];
+                        on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
+                    }
+                }
+            }
+        }
+        progress("read", n, n);
+        if let Some(why) = recs.stopped {
+            b.t.stats.warnings.push(format!(
+                "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
+                recs.walked
+            ));
+        }
+    }
+    Ok(finish(b))
+}
+
+/// A perf header string list: `u32 count`, then `count` times `u32 len`
+/// and `len` bytes (NUL-padded). Stops at the first entry that does not fit.
+fn string_list(data: &[u8], e: Endian) -> Vec<String> {
+    let count = e.u32(data, 0).unwrap_or(0) as usize;
+    let mut out = Vec::new();
+    let mut p = 4;
+    for _ in 0..count {
+        let Some(len) = e.u32(data, p).map(|l| l as usize) else {
+            break;
+        };
+        let Some(s) = p.checked_add(4 + len).and_then(|end| data.get(p + 4..end)) else {
+            break;
+        };
+        let s = &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())];
+        out.push(String::from_utf8_lossy(s).into_owned());
+        p += 4 + len;
+    }
+    out
+}
+
+/// Pipe-mode files (`perf record -o -`): their attributes and features come
+/// as records, which `linux-perf-data`'s iterator understands; this path is
+/// not the fast one.
+fn read_pipe<R: std::io::Read>(
+    b: &mut Builder,
+    ctx: &Ctx,
+    record_iter: &mut linux_perf_data::PerfRecordIter<R>,
+    perf_file: &mut linux_perf_data::PerfFile,
+) {
+    loop {
+        let (it, pf) = (&mut *record_iter, &mut *perf_file);
+        let next = guard(move || it.next_record(pf));
+        let rec = match next {
+            None => {
+                b.t.stats.warnings.push(format!(
+                    "stopped reading at malformed data after {} records; the analysis covers the part before it",
+                    b.t.stats.records
+                ));
+                break;
+            }
+            Some(Ok(Some(r))) => r,
+            Some(Ok(None)) => break,
+            Some(Err(err)) => {
+                b.t.stats.warnings.push(format!(
+                    "stopped reading at a corrupt record after {} records ({err}); the analysis covers the part before it",
+                    b.t.stats.records
+                ));
+                break;
+            }
+        };
+        b.t.stats.records += 1;
+        if let PerfFileRecord::EventRecord { attr_index, record } = rec {
+            let body = record.data.as_slice();
+            let rec = Record {
+                ty: record.record_type.0,
+                misc: record.misc,
+                body: &body,
+            };
+            b.on_record(ctx, attr_index, rec);
+        }
+    }
+}
+
+/// Warnings from the counts, the time range, build ids.
+fn finish(mut b: Builder) -> Trace {
+    b.flush();
+    if b.t.stats.lost_events > 0 {
+        b.t.stats.warnings.push(format!(
+            "the kernel dropped {} events because perf could not keep up; record with a lower --freq or a bigger buffer (perf record -m)",
+            b.t.stats.lost_events
+        ));
+    }
+    if b.t.stats.unparsed_records > 0 {
+        b.t.stats.warnings.push(format!(
+            "skipped {} records that could not be parsed",
+            b.t.stats.unparsed_records
+        ));
+    }
+    if b.first_ns == u64::MAX {
+        b.first_ns = 0;
+    }
+    b.t.meta.start_ns = b.first_ns;
+    b.t.meta.end_ns = b.last_ns.max(b.first_ns);
+
+    if b.foreign {
+        for m in &mut b.t.modules {
+            m.symbol_error = Some("recorded on another architecture".into());
+        }
+    }
+    let t = std::mem::take(&mut b.t);
+    // The interning tables: tens of megabytes on a big trace.
+    crate::drop_later(b);
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_build_id_is_read_from_the_header() {
+        let fixture = |name: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+            std::fs::read(dir.join(name)).unwrap()
+        };
+        assert_eq!(
+            kernel_build_id(&fixture("sched.perfdata")).as_deref(),
+            Some("48dc540c8b76393804ca8088dbfa7d42911a9444")
+        );
+        // User binaries only; pipe mode has no build-id table; not perf.data.
+        assert_eq!(kernel_build_id(&fixture("hot-fp.perfdata")), None);
+        assert_eq!(kernel_build_id(&fixture("hot-pipe.perfdata")), None);
+        assert_eq!(kernel_build_id(b"PERFILE2 and then garbage"), None);
+    }
+}

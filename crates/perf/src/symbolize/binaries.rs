@@ -1,0 +1,256 @@
+//! The per-binary cache: each binary a trace needs is opened once, by a
+//! preload thread while the records are read or by the first job that
+//! needs it: memory-mapped (perf's build-id cache copy when the file is
+//! gone or was rebuilt), its separate debug file found when it is
+//! stripped, its symbol table and names requested from the disk ahead
+//! (`MADV_WILLNEED`), and a big table given a sorted index.
+//!
+//! It names no frame (`jobs` does, with what is opened here).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::intern::FxMap;
+use crate::symbols::{Elf, SortedSymbols};
+use crate::Error;
+
+/// Binaries opened ahead of symbolization, while the records are read:
+/// each is mapped, its headers parsed and its symbol table requested from
+/// the disk (`MADV_WILLNEED`), so that with a cold page cache the reads
+/// overlap the record pass instead of following it. A binary is opened
+/// once: by a preload thread, or by the first job that needs it (a job
+/// waits for a preload already under way).
+#[derive(Default)]
+pub struct Preload {
+    files: Mutex<FxMap<String, Slot>>,
+    ready: Condvar,
+}
+
+enum Slot {
+    Opening,
+    Open(Arc<Opened>),
+}
+
+/// A binary as opened for symbolization: its map (or why not), the map of
+/// its separate debug file when it is stripped, for a big symbol table an
+/// address-sorted index of it, and the names demangled so far (a binary is
+/// named in rounds, [`Early`](super::Early) and
+/// [`symbolize_with`](super::symbolize_with)).
+pub(super) struct Opened {
+    pub(super) map: Result<memmap2::Mmap, Error>,
+    pub(super) debug: Option<memmap2::Mmap>,
+    pub(super) index: Option<SortedSymbols>,
+    pub(super) demangled: Mutex<FxMap<u32, String>>,
+}
+
+/// Symbol tables at least this big get a sorted index when opened, rather
+/// than being scanned in each round (librustc_driver: 350,000 symbols).
+const BIG_TABLE: usize = 50_000;
+
+impl Preload {
+    /// Opens `path` and requests its symbol table, unless that is done or
+    /// under way (call from a background thread: it may wait for the disk).
+    pub fn prepare(&self, path: &str, build_id: Option<&str>) {
+        {
+            let Ok(mut files) = self.files.lock() else {
+                return;
+            };
+            if files.contains_key(path) {
+                return;
+            }
+            files.insert(path.to_owned(), Slot::Opening);
+        }
+        let opened = Arc::new(open_binary(path, build_id));
+        if let Ok(mut files) = self.files.lock() {
+            files.insert(path.to_owned(), Slot::Open(opened));
+        }
+        self.ready.notify_all();
+    }
+
+    /// The binary at `path`: prepared, or opened now.
+    pub(super) fn open(&self, path: &str, build_id: Option<&str>) -> Arc<Opened> {
+        let Ok(mut files) = self.files.lock() else {
+            return Arc::new(open_binary(path, build_id));
+        };
+        loop {
+            match files.get(path) {
+                Some(Slot::Open(o)) => return o.clone(),
+                Some(Slot::Opening) => match self.ready.wait(files) {
+                    Ok(f) => files = f,
+                    Err(_) => return Arc::new(open_binary(path, build_id)),
+                },
+                None => {
+                    files.insert(path.to_owned(), Slot::Opening);
+                    drop(files);
+                    let opened = Arc::new(open_binary(path, build_id));
+                    if let Ok(mut files) = self.files.lock() {
+                        files.insert(path.to_owned(), Slot::Open(opened.clone()));
+                    }
+                    self.ready.notify_all();
+                    return opened;
+                }
+            }
+        }
+    }
+
+    /// Closes every binary (their symbols are no longer needed), on
+    /// another thread.
+    pub(super) fn clear(&self) {
+        if let Ok(mut files) = self.files.lock() {
+            crate::drop_later(std::mem::take(&mut *files));
+        }
+    }
+}
+
+/// Maps a binary and, if it has no `.symtab`, its debug file; asks the
+/// kernel to read their symbol tables ahead.
+fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
+    let map = map_binary(Path::new(path)).map_err(Error::BinaryOpen);
+    // The file as it is now; perf's cached copy if it is gone or rebuilt.
+    let now = map
+        .as_ref()
+        .ok()
+        .and_then(|m| Elf::parse(m).ok()?.build_id.map(|b| hex(&b)));
+    let map = match (map, build_id, now) {
+        (Ok(_), Some(recorded), Some(now)) if recorded != now => {
+            cached_copy(Some(recorded)).ok_or(Error::BinaryChanged)
+        }
+        (Ok(m), _, _) => Ok(m),
+        (Err(e), _, _) => cached_copy(build_id).ok_or(e),
+    };
+    let mut debug = None;
+    let mut index = None;
+    if let Ok(m) = &map {
+        if let Ok(elf) = Elf::parse(m) {
+            will_need(m, elf.symtab);
+            // The names too, all of them (up to a size): those of the
+            // frames are scattered through the table, and one long read
+            // ahead costs the disk less than thousands of page reads.
+            if elf.strtab.1 <= PREFETCH_NAMES {
+                will_need(m, elf.strtab);
+            }
+            if elf.dynsym_only {
+                let id = elf.build_id.as_deref().map(hex);
+                debug = debug_file_candidates(id.as_deref(), path)
+                    .into_iter()
+                    .filter_map(|p| map_binary(&p).ok())
+                    .find(|m| {
+                        Elf::parse(m).is_ok_and(|e| {
+                            will_need(m, e.symtab);
+                            e.has_functions
+                        })
+                    });
+            }
+            let symbols = debug.as_ref().and_then(|d| Elf::parse(d).ok());
+            let symbols = symbols.as_ref().unwrap_or(&elf);
+            if symbols.symbol_count() >= BIG_TABLE {
+                index = Some(symbols.sorted());
+            }
+        }
+    }
+    Opened {
+        map,
+        debug,
+        index,
+        demangled: Mutex::default(),
+    }
+}
+
+/// Asks the kernel to start reading `range` of a mapped file.
+fn will_need(map: &memmap2::Mmap, (off, len): (u64, u64)) {
+    let (Ok(off), Ok(len)) = (usize::try_from(off), usize::try_from(len)) else {
+        return;
+    };
+    // Whole pages: the kernel wants an aligned start.
+    let start = off & !(PAGE - 1);
+    let len = len + (off - start);
+    if len > 0 && start.checked_add(len).is_some_and(|e| e <= map.len()) {
+        // Only a hint: failure changes nothing but speed.
+        let _ = map.advise_range(memmap2::Advice::WillNeed, start, len);
+    }
+}
+
+const PAGE: usize = 4096;
+
+/// Symbol name tables up to this size are read ahead whole.
+const PREFETCH_NAMES: u64 = 64 << 20;
+
+/// Asks the kernel to read the pages that hold the names at `offsets`
+/// (ascending), adjacent pages in one request, all at once (not the pages
+/// between: a string table is megabytes, the names a trace needs are
+/// scattered through it).
+pub(super) fn will_need_names(map: &memmap2::Mmap, offsets: &mut dyn Iterator<Item = u32>) {
+    let mut run: Option<(usize, usize)> = None;
+    for off in offsets {
+        let off = off as usize;
+        // A long name may cross into the next page.
+        let (first, last) = (off / PAGE, (off + LONG_NAME) / PAGE);
+        run = match run {
+            Some((a, b)) if first <= b + 1 => Some((a, last.max(b))),
+            Some((a, b)) => {
+                will_need(map, ((a * PAGE) as u64, ((b + 1 - a) * PAGE) as u64));
+                Some((first, last))
+            }
+            None => Some((first, last)),
+        };
+    }
+    if let Some((a, b)) = run {
+        will_need(map, ((a * PAGE) as u64, ((b + 1 - a) * PAGE) as u64));
+    }
+}
+
+/// Bytes after a name's start that are requested with it.
+const LONG_NAME: usize = 256;
+
+/// Candidate separate debug files for a binary, by build id.
+fn debug_file_candidates(build_id: Option<&str>, path: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(id) = build_id {
+        if id.len() > 2 {
+            v.push(PathBuf::from(format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &id[..2],
+                &id[2..]
+            )));
+        }
+    }
+    v.push(PathBuf::from(format!("/usr/lib/debug{path}.debug")));
+    v.push(PathBuf::from(format!("/usr/lib/debug{path}")));
+    v
+}
+
+/// Maps a binary for scattered reads: no read-around on a page fault (the
+/// disk's read-ahead window may be megabytes; the parts needed are asked
+/// for explicitly with [`will_need`]).
+fn map_binary(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: read-only private map; see `read_file`.
+    let map = unsafe { memmap2::Mmap::map(&f) }?;
+    // Only a hint.
+    let _ = map.advise(memmap2::Advice::Random);
+    Ok(map)
+}
+
+/// A build id as perf writes it: lowercase hex.
+pub(crate) fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// perf's build-id cache, where `perf record` keeps copies of the binaries
+/// and kallsyms it saw: `$PERF_BUILDID_DIR`, else `~/.debug`.
+pub(super) fn perf_buildid_dir() -> Option<PathBuf> {
+    std::env::var_os("PERF_BUILDID_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")))
+}
+
+/// perf record's copy of a binary in its build-id cache.
+fn cached_copy(build_id: Option<&str>) -> Option<memmap2::Mmap> {
+    let id = build_id?;
+    let p = perf_buildid_dir()?
+        .join(".build-id")
+        .join(id.get(..2)?)
+        .join(id.get(2..)?)
+        .join("elf");
+    map_binary(&p).ok()
+}

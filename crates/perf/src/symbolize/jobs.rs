@@ -1,0 +1,206 @@
+//! The per-binary jobs: the user frames of a trace (or of the part read
+//! so far) grouped into one job per binary, the biggest first; the jobs run
+//! on a pool wider than the cores (with a cold page cache they mostly wait
+//! for the disk), in [`Early`] rounds while the records are still read or
+//! at the end; and what one job does: resolve its binary's addresses in
+//! one pass (or through the binary's index) and demangle each symbol hit
+//! once.
+//!
+//! It opens no file itself: `binaries` hands it each binary, opened.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
+
+use super::binaries::{will_need_names, Opened, Preload};
+use super::ModuleResult;
+use crate::symbols::{demangle, Elf};
+use crate::ProgressFn;
+
+/// Threads for the per-binary jobs (they mostly wait for the disk).
+const IO_THREADS: usize = 8;
+
+/// One binary's frames to name (owned, so it can run while the trace is
+/// still being built).
+pub(super) struct UserJob {
+    module: ModuleIdx,
+    path: String,
+    build_id: Option<String>,
+    frames: Vec<(u64, FrameIdx)>,
+}
+
+/// The user frames `from..to` of `trace`, one job per binary, the biggest
+/// first.
+pub(super) fn user_jobs(trace: &Trace, from: usize, to: usize) -> Vec<UserJob> {
+    let mut by_module: Vec<Vec<(u64, FrameIdx)>> = vec![Vec::new(); trace.modules.len()];
+    for (i, f) in trace.frames.iter().enumerate().take(to).skip(from) {
+        if trace.modules[f.module.ix()].kind == ModuleKind::User {
+            by_module[f.module.ix()].push((f.address, FrameIdx(i as u32)));
+        }
+    }
+    let mut jobs: Vec<UserJob> = by_module
+        .into_iter()
+        .enumerate()
+        .filter(|(_, frames)| !frames.is_empty())
+        .map(|(m, frames)| {
+            let module = &trace.modules[m];
+            UserJob {
+                module: ModuleIdx(m as u32),
+                path: trace.str(module.path).to_owned(),
+                build_id: module.build_id.clone(),
+                frames,
+            }
+        })
+        .collect();
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.frames.len()));
+    jobs
+}
+
+/// Runs user jobs on a pool wider than the cores (they mostly wait for
+/// the disk when the page cache is cold).
+pub(super) fn run_user_jobs(
+    jobs: &[UserJob],
+    preload: &Preload,
+    progress: Option<ProgressFn>,
+) -> Vec<ModuleResult> {
+    let total = jobs.len() as u64;
+    let done = AtomicU64::new(0);
+    let run = || {
+        jobs.par_iter()
+            .with_max_len(1)
+            .map(|job| {
+                let opened = preload.open(&job.path, job.build_id.as_deref());
+                let mut r = symbolize_user_module(job.module, &opened, &job.frames);
+                if let Some(p) = progress {
+                    p("symbolize", done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                }
+                if let Some(e) = &mut r.error {
+                    *e = format!("{}: {e}", job.path);
+                }
+                r
+            })
+            .collect()
+    };
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(IO_THREADS)
+        .build()
+    {
+        Ok(pool) => pool.install(run),
+        Err(_) => run(),
+    }
+}
+
+/// User frames being named while the rest of the records are read, in
+/// rounds (each round the frames that came since the one before).
+#[derive(Default)]
+pub struct Early {
+    /// Frames before this index were handed over.
+    pub(super) until: usize,
+    pub(super) rounds: Vec<std::thread::JoinHandle<Vec<ModuleResult>>>,
+}
+
+impl Early {
+    /// Starts naming the user frames `trace` got since the last round, on
+    /// other threads.
+    pub fn round(&mut self, trace: &Trace, preload: Arc<Preload>) {
+        let jobs = user_jobs(trace, self.until, trace.frames.len());
+        self.until = trace.frames.len();
+        self.rounds.push(std::thread::spawn(move || {
+            run_user_jobs(&jobs, &preload, None)
+        }));
+    }
+}
+
+fn symbolize_user_module(
+    idx: ModuleIdx,
+    opened: &Opened,
+    frames: &[(u64, FrameIdx)],
+) -> ModuleResult {
+    let map = match &opened.map {
+        Ok(m) => m,
+        Err(e) => return ModuleResult::unnamed(idx, frames, e.to_string()),
+    };
+    let elf = match Elf::parse(map) {
+        Ok(e) => e,
+        Err(e) => {
+            return ModuleResult::unnamed(idx, frames, format!("not a readable ELF file ({e})"))
+        }
+    };
+    let debug = opened.debug.as_ref().and_then(|m| Elf::parse(m).ok());
+    if debug.is_none() && !elf.has_functions {
+        return ModuleResult::unnamed(
+            idx,
+            frames,
+            "stripped, and no debug file found (install its -dbgsym package)".into(),
+        );
+    }
+    let symbols = debug.as_ref().unwrap_or(&elf);
+    let names_map = opened
+        .debug
+        .as_ref()
+        .filter(|_| debug.is_some())
+        .unwrap_or(map);
+    // Queries: the addresses (from file offsets, by the file's segments),
+    // sorted.
+    let mut queries: Vec<(u64, u32)> = frames
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &(off, _))| Some((elf.offset_to_address(off)?, i as u32)))
+        .collect();
+    queries.sort_unstable();
+    let addrs: Vec<u64> = queries.iter().map(|q| q.0).collect();
+    let mut prefetch = |offs: &mut dyn Iterator<Item = u32>| will_need_names(names_map, offs);
+    let found = match &opened.index {
+        Some(index) => index.resolve(symbols, &addrs, &mut prefetch),
+        None => symbols.resolve(&addrs, &mut prefetch),
+    };
+    drop(addrs);
+    // The symbols hit, read in file order (their pages requested from the
+    // disk at once first) and demangled once each.
+    let mut hits: Vec<(u32, u32)> = queries
+        .iter()
+        .zip(&found)
+        .filter_map(|(&(_, i), name)| Some(((*name)?, i)))
+        .collect();
+    hits.sort_unstable();
+    will_need_names(names_map, &mut hits.iter().map(|h| h.0));
+    let mut unique: Vec<u32> = Vec::new();
+    let mut out: Vec<(FrameIdx, Option<u32>)> = frames.iter().map(|&(_, f)| (f, None)).collect();
+    for (off, i) in hits {
+        if unique.last() != Some(&off) {
+            unique.push(off);
+        }
+        out[i as usize].1 = Some(unique.len() as u32 - 1);
+    }
+    // Demangling long Rust and C++ names is most of the work here: each
+    // once per binary, in parallel.
+    let mut names: Vec<Option<String>> = match opened.demangled.lock() {
+        Ok(d) => unique.iter().map(|o| d.get(o).cloned()).collect(),
+        Err(_) => vec![None; unique.len()],
+    };
+    let missing: Vec<usize> = (0..unique.len()).filter(|&i| names[i].is_none()).collect();
+    let fresh: Vec<String> = missing
+        .par_iter()
+        .with_min_len(256)
+        .map(|&i| demangle(&String::from_utf8_lossy(symbols.name(unique[i]))))
+        .collect();
+    if let Ok(mut d) = opened.demangled.lock() {
+        for (&i, name) in missing.iter().zip(&fresh) {
+            d.insert(unique[i], name.clone());
+        }
+    }
+    for (i, name) in missing.into_iter().zip(fresh) {
+        names[i] = Some(name);
+    }
+    let names: Vec<String> = names.into_iter().map(Option::unwrap_or_default).collect();
+    let kmods = vec![None; names.len()];
+    ModuleResult {
+        module: idx,
+        names,
+        kmods,
+        frames: out,
+        error: None,
+    }
+}
