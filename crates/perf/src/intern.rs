@@ -1,48 +1,15 @@
-//! Small helpers for interning: a fast non-cryptographic hasher (the
-//! Firefox/rustc "Fx" hash), a string table, and [`IdTable`], the
+//! Small helpers for interning: maps with a fast non-cryptographic hash (the
+//! Firefox/rustc "Fx" hash, from `rustc-hash`), a string table, and [`IdTable`], the
 //! open-addressing map from small keys to `u32` ids that stack interning
 //! uses. No I/O, no parsing.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use slowlab_model::trace::StrIdx;
 
-/// The FxHash function: one multiply and rotate per word. Good for integer
-/// keys; not resistant to adversarial input (not needed here).
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut a = [0u8; 8];
-            a[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(a));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(SEED);
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(i as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A map with FxHash (the `rustc-hash` crate): fast for integer keys, not
+/// resistant to adversarial input (not needed here).
+pub type FxMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// Interns strings into a `Vec<String>` (the trace's string table).
 #[derive(Default)]
