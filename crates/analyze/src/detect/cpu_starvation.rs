@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use slowlab_model::critical_path::SegmentState;
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::{EventKind, ProcIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{EventKind, ProcIdx, Trace};
 
 use super::{enough_of_path, Context, RootPath};
 use crate::evidence;
@@ -50,19 +50,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     {
         runnable_s += s.duration_s();
         *victims.entry(s.pid).or_default() += s.duration_s();
-        let Some(victim) = rp
-            .tree_threads
-            .iter()
-            .copied()
-            .find(|t| trace.threads[t.ix()].tid == s.tid)
-            .or_else(|| {
-                trace
-                    .threads
-                    .iter()
-                    .rposition(|t| t.tid == s.tid)
-                    .map(|i| ThreadIdx(i as u32))
-            })
-        else {
+        let Some(victim) = rp.thread(trace, s.tid) else {
             continue;
         };
         for (t, ns) in rp.states.ran_during(abs(s.from_s), abs(s.to_s), victim) {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use slowlab_model::critical_path::{Segment, SegmentState, WaitKind};
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::{dev_name, EventKind, ProcIdx, Trace};
+use slowlab_model::trace::{dev_name, EventKind, Trace};
 
 use super::{enough_of_path, Context, RootPath};
 use crate::critical_path::classify;
@@ -124,18 +124,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     else {
         return Vec::new();
     };
-    let proc = rp
-        .tree_threads
-        .iter()
-        .map(|&t| trace.threads[t.ix()].process)
-        .find(|p| trace.processes[p.ix()].pid == pid)
-        .or_else(|| {
-            trace
-                .processes
-                .iter()
-                .rposition(|p| p.pid == pid)
-                .map(|i| ProcIdx(i as u32))
-        });
+    let proc = rp.process(trace, pid);
     let Some(proc) = proc else {
         return Vec::new();
     };
@@ -213,6 +202,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::testutil::TraceBuilder;
+    use slowlab_model::trace::ProcIdx;
 
     fn ms(v: u64) -> u64 {
         v * 1_000_000

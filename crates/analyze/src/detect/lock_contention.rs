@@ -25,7 +25,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use slowlab_model::critical_path::{SegmentState, WaitKind};
 use slowlab_model::findings::{Culprit, Finding};
-use slowlab_model::trace::ThreadIdx;
 
 use super::{enough_of_path, Context, RootPath};
 use crate::critical_path::{classify, describe_part, parts};
@@ -70,19 +69,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     };
     let trace = cx.trace;
     let (from, to) = rp.window;
-    let thread_of = |tid: i32| -> Option<ThreadIdx> {
-        rp.tree_threads
-            .iter()
-            .copied()
-            .find(|t| trace.threads[t.ix()].tid == tid)
-            .or_else(|| {
-                trace
-                    .threads
-                    .iter()
-                    .rposition(|t| t.tid == tid)
-                    .map(|i| ThreadIdx(i as u32))
-            })
-    };
+    let thread_of = |tid: i32| rp.thread(trace, tid);
     // Each waiter's lock waits over the root's wall time.
     let mut lock_sites: HashMap<String, f64> = HashMap::new();
     let mut waiter_rows = Vec::new();

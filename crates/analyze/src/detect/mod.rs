@@ -215,6 +215,39 @@ impl RootPath {
     }
 }
 
+impl RootPath {
+    /// The thread `tid` names on the path: the one in the root's tree, else
+    /// its last lifetime in the trace.
+    pub fn thread(&self, trace: &Trace, tid: i32) -> Option<ThreadIdx> {
+        self.tree_threads
+            .iter()
+            .copied()
+            .find(|t| trace.threads[t.ix()].tid == tid)
+            .or_else(|| {
+                trace
+                    .threads
+                    .iter()
+                    .rposition(|t| t.tid == tid)
+                    .map(|i| ThreadIdx(i as u32))
+            })
+    }
+
+    /// The process `pid` names on the path (see [`RootPath::thread`]).
+    pub fn process(&self, trace: &Trace, pid: i32) -> Option<ProcIdx> {
+        self.tree_threads
+            .iter()
+            .map(|&t| trace.threads[t.ix()].process)
+            .find(|p| trace.processes[p.ix()].pid == pid)
+            .or_else(|| {
+                trace
+                    .processes
+                    .iter()
+                    .rposition(|p| p.pid == pid)
+                    .map(|i| ProcIdx(i as u32))
+            })
+    }
+}
+
 /// Every detector, for `--findings` and `diagnose`; the everyday-wait
 /// detectors examine the critical path of `root` (default: see
 /// [`RootPath::new`]).
