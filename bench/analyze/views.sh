@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: the trace views of `slowlab analyze` (--waits, --faults,
-# --procs, --syscalls, --timeline, --findings) against the sampled CPU view
+# --procs, --syscalls, --timeline, --findings, --critical-path) against the sampled CPU view
 # on the same trace, side by side in one hyperfine run (page cache warm:
 # what is compared is the views' own cost on top of reading the trace).
 # The trace is a `slowlab record` of a real cargo build, with every
@@ -29,7 +29,7 @@ fi
 ls -l "$trace"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 args=()
-for view in "" --waits --faults --procs --syscalls --timeline --findings; do
+for view in "" --waits --faults --procs --syscalls --timeline --findings --critical-path; do
     args+=("$slowlab analyze --json $view $trace > /dev/null 2>&1")
 done
 hyperfine --warmup 1 --runs "$runs" --export-json "$(dirname "$trace")/views.json" "${args[@]}"

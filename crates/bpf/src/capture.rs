@@ -1,18 +1,20 @@
 //! [`PathCapture`]: loads `paths.bpf.c`, attaches it to the `syscalls:sys_enter_*`
-//! tracepoints the running kernel has, and drains its ring buffer into a capture file (see
-//! [`crate::format`]) on a thread of its own until stopped.
+//! tracepoints the running kernel has, and drains its ring buffer on a thread of its own
+//! until stopped: into a capture file (see [`crate::format`]) as the records come, or, in
+//! ring mode ([`CaptureOptions::ring`]), into the window of the last seconds
+//! ([`crate::ring`]) that [`PathCapture::snapshot`] and the stop write as files.
 //!
 //! It does not interpret paths or match them to perf's events (see [`crate::correlate`]),
-//! and it captures system-wide: it does not filter processes.
+//! and it captures system-wide: it does not filter processes. The probes belong to this
+//! process (nothing is pinned): when it dies, however it dies, the kernel detaches them.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, BufWriter};
+use std::io::BufWriter;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -20,7 +22,10 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
 
 use crate::error::BpfError;
-use crate::format::{PathLogWriter, FLAG_TRUNCATED, FLAG_UNREADABLE, RECORD_HEAD_LEN};
+use crate::format::{PathLogWriter, RECORD_HEAD_LEN};
+use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
+use crate::ring::{PathRing, RingOptions};
+use crate::sink::{write_ring_file, Sink, Store, RING_HEAD_LEN};
 use crate::skel::PathsSkelBuilder;
 use crate::sys;
 use crate::syscall::Syscall;
@@ -45,8 +50,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
 const WAKEUP_FRACTION: u32 = 4;
 
-/// Bytes of the ring buffer's record head; must match `struct path_event` in the C file.
-const RING_HEAD_LEN: usize = 24;
+/// How long [`PathCapture::snapshot`] waits for the capture thread to write a snapshot.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Index of the drop counter in the `counters` map.
 const COUNTER_DROPS: u32 = 0;
@@ -63,6 +68,11 @@ pub struct CaptureOptions {
     /// default. It hooks the exit of *every* syscall, which costs about 0.2 µs per syscall
     /// system-wide on a 2-core VM (a path syscall costs ~1 µs more either way).
     pub retry_at_exit: bool,
+    /// Ring mode: keep only the paths of the last window (see [`RingOptions`]) instead of
+    /// streaming every path to the file. The file is then written by
+    /// [`PathCapture::stop`] (and each [`PathCapture::snapshot`] writes one of its own),
+    /// never while capturing. Off by default.
+    pub ring: Option<RingOptions>,
 }
 
 impl Default for CaptureOptions {
@@ -70,6 +80,7 @@ impl Default for CaptureOptions {
         CaptureOptions {
             ring_bytes: DEFAULT_RING_BYTES,
             retry_at_exit: true,
+            ring: None,
         }
     }
 }
@@ -108,6 +119,15 @@ pub struct PathCapture {
     attached: Vec<Syscall>,
     missing: Vec<Syscall>,
     output: PathBuf,
+    /// Ring mode: where [`PathCapture::snapshot`] sends its requests.
+    snapshots: Option<mpsc::Sender<SnapshotRequest>>,
+}
+
+/// A request to the capture thread to write the ring's window to `path`.
+#[derive(Debug)]
+struct SnapshotRequest {
+    path: PathBuf,
+    reply: mpsc::SyncSender<Result<u64, BpfError>>,
 }
 
 /// What the capture thread reports once the probes are attached (or setup failed).
@@ -134,6 +154,17 @@ impl PathCapture {
                 ),
             });
         }
+        if let Some(r) = &options.ring {
+            if r.keep.is_zero() || r.max_bytes < 4096 {
+                return Err(BpfError::Options {
+                    reason: format!(
+                        "ring mode needs a window of more than 0 s and at least 4096 bytes, \
+                         not {:?} and {} bytes",
+                        r.keep, r.max_bytes
+                    ),
+                });
+            }
+        }
         sys::check_privileges()?;
         let syscalls_dir = sys::syscall_events_dir()?;
         let (available, missing) = sys::available_syscalls(&syscalls_dir);
@@ -145,7 +176,12 @@ impl PathCapture {
                 ),
             });
         }
-        let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
+        // Ring mode writes its file at the stop; streaming writes from the start.
+        let (snapshot_tx, snapshot_rx) = mpsc::channel::<SnapshotRequest>();
+        let target = match options.ring {
+            Some(window) => Target::Ring(window, snapshot_rx),
+            None => Target::File(File::create(output).map_err(|e| BpfError::io(output, e))?),
+        };
 
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Ready>(1);
@@ -162,7 +198,7 @@ impl PathCapture {
                         missing,
                         retry_at_exit,
                     };
-                    run(file, output, ring, probes, stop, ready_tx)
+                    run(target, output, ring, probes, stop, ready_tx)
                 })
                 .map_err(|e| BpfError::Load {
                     message: format!("cannot start the capture thread: {e}"),
@@ -177,6 +213,7 @@ impl PathCapture {
                 attached,
                 missing,
                 output: output.to_path_buf(),
+                snapshots: options.ring.map(|_| snapshot_tx),
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -204,6 +241,37 @@ impl PathCapture {
         &self.output
     }
 
+    /// Ring mode: writes the paths of the window ending now to `path` (a complete capture
+    /// file, written under a temporary name and renamed) and keeps capturing; returns the
+    /// records written. Fails with [`BpfError::Options`] when the capture is not in ring
+    /// mode.
+    pub fn snapshot(&self, path: &Path) -> Result<u64, BpfError> {
+        let Some(requests) = &self.snapshots else {
+            return Err(BpfError::Options {
+                reason: "snapshots need a capture in ring mode (CaptureOptions::ring)".into(),
+            });
+        };
+        let (reply, answer) = mpsc::sync_channel(1);
+        let request = SnapshotRequest {
+            path: path.to_path_buf(),
+            reply,
+        };
+        if requests.send(request).is_err() {
+            return Err(BpfError::ThreadPanicked);
+        }
+        match answer.recv_timeout(SNAPSHOT_TIMEOUT) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(BpfError::RingBuffer {
+                message: format!(
+                    "the capture thread did not write the snapshot {} within {} s",
+                    path.display(),
+                    SNAPSHOT_TIMEOUT.as_secs()
+                ),
+            }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(BpfError::ThreadPanicked),
+        }
+    }
+
     /// Detaches the probes, drains what is left in the ring buffer, writes the end record,
     /// flushes the file, and returns the statistics.
     pub fn stop(mut self) -> Result<CaptureStats, BpfError> {
@@ -223,117 +291,6 @@ impl Drop for PathCapture {
     fn drop(&mut self) {
         if self.thread.is_some() {
             let _ = self.finish();
-        }
-    }
-}
-
-/// The last lines libbpf printed, for error messages.
-static LIBBPF_LOG: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
-const LIBBPF_LOG_LINES: usize = 40;
-
-fn libbpf_print(_level: PrintLevel, message: String) {
-    if let Ok(mut log) = LIBBPF_LOG.lock() {
-        for line in message.lines() {
-            if log.len() == LIBBPF_LOG_LINES {
-                log.pop_front();
-            }
-            log.push_back(line.to_string());
-        }
-    }
-}
-
-fn take_libbpf_log() -> String {
-    match LIBBPF_LOG.lock() {
-        Ok(mut log) => log.drain(..).collect::<Vec<_>>().join("\n"),
-        Err(_) => String::new(),
-    }
-}
-
-/// Turns a libbpf error at open/load time into an error that says what to do.
-fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
-    let message = format!("{e:#}");
-    let log = take_libbpf_log();
-    match e.kind() {
-        ErrorKind::PermissionDenied => {
-            let limit = sys::raise_memlock(0);
-            let needed = u64::from(ring_bytes) + (1 << 20);
-            if limit != libc::RLIM_INFINITY && limit < needed && log.contains("map") {
-                BpfError::Memlock { limit, needed }
-            } else {
-                BpfError::NotPermitted {
-                    detail: format!("the kernel refused: {message}"),
-                }
-            }
-        }
-        ErrorKind::Unsupported => BpfError::Unsupported {
-            reason: format!(
-                "{message} (the kernel needs CONFIG_BPF_SYSCALL=y; the BPF ring buffer needs \
-                 Linux 5.8 or later)"
-            ),
-        },
-        _ if message.contains("os error 22") && log.contains("events") => BpfError::Unsupported {
-            reason: format!(
-                "{message}: the kernel refused the BPF ring buffer map (it needs Linux 5.8 or \
-                 later)"
-            ),
-        },
-        _ => BpfError::Load { message, log },
-    }
-}
-
-/// What the ring-buffer callback accumulates.
-struct Sink {
-    writer: PathLogWriter<BufWriter<File>>,
-    unreadable: u64,
-    truncated: u64,
-    error: Option<io::Error>,
-}
-
-impl Sink {
-    /// Decodes one ring-buffer record and writes it; returns non-zero to stop consuming.
-    fn on_record(&mut self, data: &[u8]) -> i32 {
-        // The program always sends a whole head and `len` path bytes; anything shorter
-        // cannot come from it and is skipped.
-        if data.len() < RING_HEAD_LEN {
-            return 0;
-        }
-        let u64_at = |at: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&data[at..at + 8]);
-            u64::from_ne_bytes(a)
-        };
-        let u32_at = |at: usize| {
-            let mut a = [0u8; 4];
-            a.copy_from_slice(&data[at..at + 4]);
-            u32::from_ne_bytes(a)
-        };
-        let u16_at = |at: usize| u16::from_ne_bytes([data[at], data[at + 1]]);
-        let len = usize::from(u16_at(20));
-        let Some(path) = data.get(RING_HEAD_LEN..RING_HEAD_LEN + len) else {
-            return 0;
-        };
-        let flags = data[19];
-        if flags & FLAG_UNREADABLE != 0 {
-            self.unreadable += 1;
-        }
-        if flags & FLAG_TRUNCATED != 0 {
-            self.truncated += 1;
-        }
-        let written = self.writer.record(
-            u64_at(0),
-            u32_at(8),
-            u32_at(12),
-            u16_at(16),
-            data[18],
-            flags,
-            path,
-        );
-        match written {
-            Ok(()) => 0,
-            Err(e) => {
-                self.error = Some(e);
-                -1
-            }
         }
     }
 }
@@ -383,9 +340,17 @@ fn detach_all(links: Vec<Link>) {
     });
 }
 
+/// Where the capture thread puts the records.
+enum Target {
+    /// Streams them into this file.
+    File(File),
+    /// Keeps the last window, written to a file on request and at the stop.
+    Ring(RingOptions, mpsc::Receiver<SnapshotRequest>),
+}
+
 /// The capture thread: sets up, reports readiness, drains until `stop`, finishes the file.
 fn run(
-    file: File,
+    target: Target,
     output: PathBuf,
     ring_bytes: u32,
     probes: Probes,
@@ -476,19 +441,20 @@ fn run(
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
-    let writer = setup!(PathLogWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
-        start_mono,
-        start_real,
-        &attached
-    )
-    .map_err(|e| BpfError::io(&output, e)));
-    let sink = RefCell::new(Sink {
-        writer,
-        unreadable: 0,
-        truncated: 0,
-        error: None,
-    });
+    let (store, requests) = match target {
+        Target::File(file) => {
+            let writer = setup!(PathLogWriter::new(
+                BufWriter::with_capacity(1 << 20, file),
+                start_mono,
+                start_real,
+                &attached
+            )
+            .map_err(|e| BpfError::io(&output, e)));
+            (Store::File(writer), None)
+        }
+        Target::Ring(window, requests) => (Store::Ring(PathRing::new(&window)), Some(requests)),
+    };
+    let sink = RefCell::new(Sink::new(store));
 
     let mut builder = RingBufferBuilder::new();
     setup!(builder
@@ -525,6 +491,22 @@ fn run(
         if sink.borrow().error.is_some() {
             break;
         }
+        if let (Store::Ring(window), Some(requests)) = (&mut sink.borrow_mut().store, &requests) {
+            let now = sys::monotonic_ns();
+            window.expire(now);
+            while let Ok(request) = requests.try_recv() {
+                let drops = read_drops(&skel.maps.counters);
+                let written = write_ring_file(
+                    window,
+                    &request.path,
+                    now,
+                    (start_mono, start_real),
+                    &attached,
+                    drops,
+                );
+                let _ = request.reply.send(written);
+            }
+        }
     }
 
     // Detach first so nothing new arrives, then drain what is left.
@@ -547,10 +529,20 @@ fn run(
     if let Some(f) = failure {
         return Err(f);
     }
-    let events = sink.writer.records();
-    sink.writer
-        .finish(stop_ns, drops)
-        .map_err(|e| BpfError::io(&output, e))?;
+    let events = match sink.store {
+        Store::File(writer) => {
+            let events = writer.records();
+            writer
+                .finish(stop_ns, drops)
+                .map_err(|e| BpfError::io(&output, e))?;
+            events
+        }
+        Store::Ring(mut window) => {
+            window.expire(stop_ns);
+            let start = (start_mono, start_real);
+            write_ring_file(&window, &output, stop_ns, start, &attached, drops)?
+        }
+    };
     Ok(CaptureStats {
         events,
         drops,

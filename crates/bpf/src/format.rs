@@ -14,7 +14,7 @@
 //! | 8 | 2 | version, `1` |
 //! | 10 | 2 | header length in bytes, `40` |
 //! | 12 | 4 | reserved, 0 |
-//! | 16 | 8 | CLOCK_MONOTONIC ns when the probes were attached |
+//! | 16 | 8 | CLOCK_MONOTONIC ns from which the file holds every record: when the probes were attached (a ring capture's snapshot: the start of its window) |
 //! | 24 | 8 | CLOCK_REALTIME ns at the same moment (to convert times to wall-clock) |
 //! | 32 | 8 | mask of attached syscalls: bit *n* set ⇔ [`Syscall`] with id *n* was attached |
 //!
@@ -103,7 +103,9 @@ pub struct CaptureEnd {
 /// A capture file read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathLog {
-    /// CLOCK_MONOTONIC ns when the probes were attached.
+    /// CLOCK_MONOTONIC ns from which the file holds every record captured: when the probes
+    /// were attached, or for a ring capture ([`crate::RingOptions`]) the start of the window
+    /// it kept.
     pub start_monotonic_ns: u64,
     /// CLOCK_REALTIME ns at that same moment.
     pub start_realtime_ns: u64,
@@ -235,6 +237,14 @@ impl<W: Write> PathLogWriter<W> {
         self.out.flush()
     }
 
+    /// Writes records already encoded (heads and paths, as [`record_head`] makes them);
+    /// `records` is how many they are.
+    pub(crate) fn encoded(&mut self, bytes: &[u8], records: u64) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.records += records;
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn head(
         &mut self,
@@ -246,16 +256,31 @@ impl<W: Write> PathLogWriter<W> {
         flags: u8,
         len: u16,
     ) -> io::Result<()> {
-        let mut h = [0u8; RECORD_HEAD_LEN];
-        h[0..8].copy_from_slice(&time_ns.to_le_bytes());
-        h[8..12].copy_from_slice(&pid.to_le_bytes());
-        h[12..16].copy_from_slice(&tid.to_le_bytes());
-        h[16..18].copy_from_slice(&syscall_id.to_le_bytes());
-        h[18] = arg;
-        h[19] = flags;
-        h[20..22].copy_from_slice(&len.to_le_bytes());
+        let h = record_head(time_ns, pid, tid, syscall_id, arg, flags, len);
         self.out.write_all(&h)
     }
+}
+
+/// The 24-byte head of a record (see the format table above).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record_head(
+    time_ns: u64,
+    pid: u32,
+    tid: u32,
+    syscall_id: u16,
+    arg: u8,
+    flags: u8,
+    len: u16,
+) -> [u8; RECORD_HEAD_LEN] {
+    let mut h = [0u8; RECORD_HEAD_LEN];
+    h[0..8].copy_from_slice(&time_ns.to_le_bytes());
+    h[8..12].copy_from_slice(&pid.to_le_bytes());
+    h[12..16].copy_from_slice(&tid.to_le_bytes());
+    h[16..18].copy_from_slice(&syscall_id.to_le_bytes());
+    h[18] = arg;
+    h[19] = flags;
+    h[20..22].copy_from_slice(&len.to_le_bytes());
+    h
 }
 
 /// Reads a capture file written by [`PathCapture`](crate::PathCapture).

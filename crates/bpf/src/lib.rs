@@ -8,7 +8,9 @@
 //! with CLOCK_MONOTONIC time, pid and tid. Afterwards each perf syscall event is matched to
 //! its path by thread and time.
 //!
-//! - [`PathCapture::start`] / [`PathCapture::stop`]: run a capture into a file.
+//! - [`PathCapture::start`] / [`PathCapture::stop`]: run a capture into a file; in ring
+//!   mode ([`RingOptions`]) it keeps only the last window, bounded in time and bytes, and
+//!   [`PathCapture::snapshot`] writes that window to a file of its own.
 //! - [`read_paths`]: read a capture file into a [`PathLog`] of [`PathEvent`]s.
 //! - [`PathIndex`] / [`PathMatcher`]: match a perf event (tid, time, syscall) to its path:
 //!   the latest capture event of that thread and syscall at or before perf's time (the
@@ -50,6 +52,9 @@ mod capture;
 pub mod correlate;
 mod error;
 pub mod format;
+mod libbpf_log;
+pub mod ring;
+mod sink;
 mod sys;
 mod syscall;
 
@@ -62,5 +67,6 @@ pub use capture::{CaptureOptions, CaptureStats, PathCapture, DEFAULT_RING_BYTES}
 pub use correlate::{PathIndex, PathMatch, PathMatcher, DEFAULT_WINDOW_NS};
 pub use error::BpfError;
 pub use format::{parse_paths, read_paths, CaptureEnd, PathEvent, PathLog, PathLogWriter};
+pub use ring::{RingOptions, DEFAULT_RING_MAX_BYTES};
 pub use sys::monotonic_ns;
 pub use syscall::{Syscall, TracepointName};

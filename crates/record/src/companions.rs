@@ -8,13 +8,19 @@
 //! Both are best effort: when one cannot run (not root, no BPF) the trace is
 //! still recorded and a warning says what is missing. Nothing here runs
 //! perf.
+//!
+//! In ring mode ([`Companions::start_with`] with a window) both are rings
+//! like perf's: they hold only the last window (the paths in memory, bounded
+//! in bytes too; the processes seen and the refaults counted within the
+//! window), write it for each snapshot ([`Companions::snapshot`]) and at the
+//! stop, and write nothing in between, however long the recording runs.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `OUTPUT.SUFFIX`.
 pub fn side_file(output: &Path, suffix: &str) -> PathBuf {
@@ -27,19 +33,50 @@ pub fn side_file(output: &Path, suffix: &str) -> PathBuf {
 /// How often new processes' cgroups are looked up.
 const CGROUP_POLL: Duration = Duration::from_millis(200);
 
+/// A process outside limited cgroups is looked at again on every poll for
+/// this long after it was first seen (a launcher moves itself into a cgroup
+/// as it starts), then every [`SETTLED_POLL`]: each look is two traced
+/// syscalls in the trace being recorded.
+const NEW_PROCESS: Duration = Duration::from_secs(2);
+const SETTLED_POLL: Duration = Duration::from_secs(1);
+
+/// The cgroup notes being taken: the notes (shared with the polling
+/// thread), its stop flag and handle, and the final file.
+type NotesThread = (
+    Arc<Mutex<CgroupNotes>>,
+    Arc<AtomicBool>,
+    JoinHandle<()>,
+    PathBuf,
+);
+
 /// The companions of one recording, running.
 pub struct Companions {
     paths: Option<(slowlab_bpf::PathCapture, PathBuf)>,
-    notes: Option<(Arc<AtomicBool>, JoinHandle<CgroupNotes>, PathBuf)>,
+    notes: Option<NotesThread>,
 }
 
 impl Companions {
     /// Starts the path capture (if `capture_paths`) and the cgroup notes;
     /// what cannot start becomes a warning.
     pub fn start(output: &Path, capture_paths: bool, warnings: &mut Vec<String>) -> Self {
+        Companions::start_with(output, capture_paths, None, warnings)
+    }
+
+    /// [`Companions::start`], in ring mode when `window` is given: only the
+    /// last `window` is kept (see the module documentation).
+    pub fn start_with(
+        output: &Path,
+        capture_paths: bool,
+        window: Option<Duration>,
+        warnings: &mut Vec<String>,
+    ) -> Self {
         let paths = if capture_paths {
             let file = side_file(output, "paths");
-            match slowlab_bpf::PathCapture::start(&file) {
+            let options = slowlab_bpf::CaptureOptions {
+                ring: window.map(slowlab_bpf::RingOptions::new),
+                ..slowlab_bpf::CaptureOptions::default()
+            };
+            match slowlab_bpf::PathCapture::start_with(&file, &options) {
                 Ok(capture) => Some((capture, file)),
                 Err(e) => {
                     warnings.push(format!(
@@ -53,22 +90,50 @@ impl Companions {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let shared = Arc::new(Mutex::new(CgroupNotes {
+            window,
+            ..CgroupNotes::default()
+        }));
+        let mine = Arc::clone(&shared);
         let notes = std::thread::Builder::new()
             .name("cgroup-notes".into())
             .spawn(move || {
-                let mut notes = CgroupNotes::default();
                 let mut noted = HashSet::new();
                 loop {
-                    notes.poll(&mut noted);
+                    if let Ok(mut notes) = mine.lock() {
+                        notes.poll(&mut noted, Instant::now());
+                    }
                     if flag.load(Ordering::Relaxed) {
-                        return notes;
+                        return;
                     }
                     std::thread::sleep(CGROUP_POLL);
                 }
             })
             .ok()
-            .map(|handle| (stop, handle, side_file(output, "cgroups.json")));
+            .map(|handle| (shared, stop, handle, side_file(output, "cgroups.json")));
         Companions { paths, notes }
+    }
+
+    /// Ring mode: writes the side files of the snapshot `trace` (its
+    /// `.paths` and `.cgroups.json`) from the window ending now, and keeps
+    /// going; returns the files written.
+    pub fn snapshot(&self, trace: &Path, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        if let Some((capture, _)) = &self.paths {
+            let file = side_file(trace, "paths");
+            match capture.snapshot(&file) {
+                Ok(_) => files.push(file),
+                Err(e) => warnings.push(format!("the path capture of {}: {e}", trace.display())),
+            }
+        }
+        if let Some((shared, ..)) = &self.notes {
+            let notes = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let file = side_file(trace, "cgroups.json");
+            if let Some(written) = write_notes(&notes, &file, warnings) {
+                files.push(written);
+            }
+        }
+        files
     }
 
     /// Stops both and removes what they wrote (the recording failed: no
@@ -78,7 +143,7 @@ impl Companions {
             let _ = capture.stop();
             let _ = std::fs::remove_file(file);
         }
-        if let Some((stop, handle, _)) = self.notes {
+        if let Some((_, stop, handle, _)) = self.notes {
             stop.store(true, Ordering::Relaxed);
             let _ = handle.join();
         }
@@ -101,20 +166,12 @@ impl Companions {
                 Err(e) => warnings.push(format!("the path capture failed: {e}")),
             }
         }
-        if let Some((stop, handle, file)) = self.notes {
+        if let Some((shared, stop, handle, file)) = self.notes {
             stop.store(true, Ordering::Relaxed);
-            if let Ok(notes) = handle.join() {
-                if !notes.processes.is_empty() {
-                    match serde_json::to_vec(&notes)
-                        .map_err(std::io::Error::other)
-                        .and_then(|bytes| std::fs::write(&file, bytes))
-                    {
-                        Ok(()) => files.push(file),
-                        Err(e) => warnings.push(format!(
-                            "cannot write the cgroup notes {}: {e}",
-                            file.display()
-                        )),
-                    }
+            if handle.join().is_ok() {
+                let notes = shared.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(written) = write_notes(&notes, &file, warnings) {
+                    files.push(written);
                 }
             }
         }
@@ -122,10 +179,34 @@ impl Companions {
     }
 }
 
+/// Writes `notes` to `file` (through a temporary name) unless they are
+/// empty; a failure becomes a warning.
+fn write_notes(notes: &CgroupNotes, file: &Path, warnings: &mut Vec<String>) -> Option<PathBuf> {
+    if notes.processes.is_empty() {
+        return None;
+    }
+    let partial = side_file(file, "partial");
+    match serde_json::to_vec(notes)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&partial, bytes))
+        .and_then(|()| std::fs::rename(&partial, file))
+    {
+        Ok(()) => Some(file.to_owned()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            warnings.push(format!(
+                "cannot write the cgroup notes {}: {e}",
+                file.display()
+            ));
+            None
+        }
+    }
+}
+
 /// Processes in memory cgroups with a limit, those limits, and the pages
 /// each of those cgroups refaulted (read back in soon after evicting them)
-/// between the first and the last time the notes looked; the JSON of
-/// `OUTPUT.cgroups.json`:
+/// between the first and the last time the notes looked (in ring mode:
+/// within the window); the JSON of `OUTPUT.cgroups.json`:
 /// `{"processes":{"PID":"CGROUP"},"limits":{"CGROUP":BYTES},"refaults":{"CGROUP":PAGES}}`.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct CgroupNotes {
@@ -133,20 +214,36 @@ pub struct CgroupNotes {
     pub limits: BTreeMap<String, u64>,
     #[serde(default)]
     pub refaults: BTreeMap<String, u64>,
-    /// Per cgroup: its `memory.stat` file and the refault count first read.
+    /// Per cgroup: its `memory.stat` file and the refault counts read, the
+    /// first one the baseline (in ring mode, the last one read before the
+    /// window).
     #[serde(skip)]
-    watched: BTreeMap<String, (PathBuf, u64)>,
+    watched: BTreeMap<String, (PathBuf, VecDeque<(Instant, u64)>)>,
+    /// Ring mode: the window kept.
+    #[serde(skip)]
+    window: Option<Duration>,
+    /// Ring mode: when each noted process was last seen.
+    #[serde(skip)]
+    seen: BTreeMap<u32, Instant>,
+    /// Processes seen outside limited cgroups: when first seen, when last
+    /// looked at.
+    #[serde(skip)]
+    unlimited: BTreeMap<u32, (Instant, Instant)>,
 }
 
 impl CgroupNotes {
     /// Looks up the memory cgroup of every process not yet noted in a
     /// limited one. Processes outside limited cgroups are looked at again
     /// on every poll: a launcher often moves itself into a cgroup after it
-    /// started (`echo $$ > cgroup.procs; exec …`).
-    fn poll(&mut self, noted: &mut HashSet<u32>) {
+    /// started (`echo $$ > cgroup.procs; exec …`), at first on every poll,
+    /// after [`NEW_PROCESS`] every [`SETTLED_POLL`]. In ring mode, what was
+    /// last seen before the window is let go.
+    fn poll(&mut self, noted: &mut HashSet<u32>, now: Instant) {
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return;
         };
+        let mut text = String::new();
+        let mut alive = HashSet::new();
         for entry in dir.flatten() {
             let Some(pid) = entry
                 .file_name()
@@ -156,11 +253,24 @@ impl CgroupNotes {
                 continue;
             };
             if noted.contains(&pid) {
+                if self.window.is_some() {
+                    self.seen.insert(pid, now);
+                }
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(entry.path().join("cgroup")) else {
+            alive.insert(pid);
+            if let Some(&(first, last)) = self.unlimited.get(&pid) {
+                if now.duration_since(first) > NEW_PROCESS
+                    && now.duration_since(last) < SETTLED_POLL
+                {
+                    continue;
+                }
+            }
+            if !read_small(&entry.path().join("cgroup"), &mut text) {
                 continue;
-            };
+            }
+            let first = self.unlimited.get(&pid).map_or(now, |&(first, _)| first);
+            self.unlimited.insert(pid, (first, now));
             let Some((cgroup, limit_file)) = memory_cgroup(&text) else {
                 continue;
             };
@@ -173,24 +283,101 @@ impl CgroupNotes {
                     self.limits.insert(cgroup.clone(), l);
                     let stat = limit_file.with_file_name("memory.stat");
                     if let Some(first) = read_refaults(&stat) {
-                        self.watched.insert(cgroup.clone(), (stat, first));
+                        let counts = VecDeque::from([(now, first)]);
+                        self.watched.insert(cgroup.clone(), (stat, counts));
                     }
                 }),
             };
             if limit.is_some() {
                 noted.insert(pid);
+                self.unlimited.remove(&pid);
+                if self.window.is_some() {
+                    self.seen.insert(pid, now);
+                }
                 self.processes.insert(pid.to_string(), cgroup);
             }
         }
+        self.unlimited.retain(|pid, _| alive.contains(pid));
         // The refaults so far of every limited cgroup seen; a cgroup removed
         // since keeps the count of the last look.
-        for (cgroup, (stat, first)) in &self.watched {
-            if let Some(now) = read_refaults(stat) {
+        let start = self.window.and_then(|w| now.checked_sub(w));
+        for (cgroup, (stat, counts)) in &mut self.watched {
+            if let Some(count) = read_refaults(stat) {
+                counts.push_back((now, count));
+            }
+            // The baseline: the first count, or in ring mode the last one
+            // read at or before the window's start.
+            while counts.len() > 2
+                && match start {
+                    Some(start) => counts[1].0 <= start,
+                    None => true,
+                }
+            {
+                if start.is_some() {
+                    counts.pop_front();
+                } else {
+                    counts.remove(1);
+                }
+            }
+            if let (Some(first), Some(last)) = (counts.front(), counts.back()) {
                 self.refaults
-                    .insert(cgroup.clone(), now.saturating_sub(*first));
+                    .insert(cgroup.clone(), last.1.saturating_sub(first.1));
             }
         }
+        if let Some(start) = start {
+            self.forget_before(start, noted);
+        }
     }
+
+    /// Ring mode: lets go of the processes last seen before `start`, and of
+    /// the cgroups no process kept is in.
+    fn forget_before(&mut self, start: Instant, noted: &mut HashSet<u32>) {
+        let gone: Vec<u32> = self
+            .seen
+            .iter()
+            .filter(|(_, &t)| t < start)
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in gone {
+            self.seen.remove(&pid);
+            noted.remove(&pid);
+            self.processes.remove(&pid.to_string());
+        }
+        let live: HashSet<&String> = self.processes.values().collect();
+        let unused: Vec<String> = self
+            .limits
+            .keys()
+            .filter(|cg| !live.contains(cg))
+            .cloned()
+            .collect();
+        for cgroup in unused {
+            self.limits.remove(&cgroup);
+            self.refaults.remove(&cgroup);
+            self.watched.remove(&cgroup);
+        }
+    }
+}
+
+/// Reads a small file (a /proc entry) into `text` with an open and reads:
+/// no `statx` for a size hint, as `fs::read_to_string` makes (every
+/// syscall here is an event of the trace being recorded).
+fn read_small(path: &Path, text: &mut String) -> bool {
+    use std::io::Read;
+    text.clear();
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut buf = [0u8; 4096];
+    let mut bytes = Vec::new();
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(_) => return false,
+        }
+    }
+    text.push_str(&String::from_utf8_lossy(&bytes));
+    true
 }
 
 /// Pages a memory cgroup refaulted so far: `workingset_refault_file` plus
@@ -299,9 +486,38 @@ mod tests {
     }
 
     #[test]
+    fn ring_notes_forget_processes_and_cgroups_last_seen_before_the_window() {
+        let t0 = Instant::now();
+        let mut notes = CgroupNotes {
+            window: Some(Duration::from_secs(3)),
+            ..CgroupNotes::default()
+        };
+        let mut noted = HashSet::from([1, 2]);
+        for (pid, cg, seen) in [(1, "/old", t0), (2, "/new", t0 + Duration::from_secs(5))] {
+            notes.processes.insert(pid.to_string(), cg.to_string());
+            notes.limits.insert(cg.to_string(), 4096);
+            notes.refaults.insert(cg.to_string(), 7);
+            notes.seen.insert(pid, seen);
+        }
+        notes.forget_before(t0 + Duration::from_secs(3), &mut noted);
+        assert_eq!(notes.processes.keys().collect::<Vec<_>>(), ["2"]);
+        assert_eq!(notes.limits.keys().collect::<Vec<_>>(), ["/new"]);
+        assert_eq!(notes.refaults.keys().collect::<Vec<_>>(), ["/new"]);
+        assert_eq!(noted, HashSet::from([2]));
+    }
+
+    #[test]
+    fn small_files_are_read_whole() {
+        let mut text = String::from("old");
+        assert!(read_small(Path::new("/proc/self/cgroup"), &mut text));
+        assert!(text.contains(':'), "{text}");
+        assert!(!read_small(Path::new("/proc/self/no-such-file"), &mut text));
+    }
+
+    #[test]
     fn polling_this_machine_does_not_fail() {
         let mut notes = CgroupNotes::default();
-        notes.poll(&mut HashSet::new());
+        notes.poll(&mut HashSet::new(), Instant::now());
         // Every noted process has a noted limit.
         for cg in notes.processes.values() {
             assert!(notes.limits.contains_key(cg));

@@ -19,21 +19,28 @@ pub enum CallGraphArg {
 ///
 /// Records every CPU: sampled call stacks (kernel and user), context
 /// switches and wake-ups with their stacks, process fork/exec/exit, page
-/// faults, and the syscalls slowlab's detectors use (openat, the stat
-/// family, mmap/munmap, unlink, unshare, clone). With a command, records
-/// until it exits and returns its exit code; without, until Ctrl-C.
+/// faults, disk requests, and the syscalls slowlab's detectors use (openat,
+/// the stat family, mmap/munmap, unlink, unshare, clone). With a command,
+/// records until it exits and returns its exit code; without, until Ctrl-C,
+/// SIGTERM or SIGHUP (also in the background: `slowlab record & … kill -INT
+/// $!`), then exits with 128 + the signal once the trace is written. A
+/// second signal stops at once, without the trace.
 #[derive(Args, Debug)]
 #[command(after_long_help = "\
 Examples:
   slowlab record -- make -j2            record while make runs, into slowlab.data
-  slowlab record -o idle.data           record until Ctrl-C
+  slowlab record -o idle.data           record until Ctrl-C (or kill -INT/-TERM)
   slowlab record --freq 4000 -- ./app   sample 4,000 times a second per CPU
-  slowlab record --ring 30              keep only the last ~30 s; Ctrl-C or
-                                        `kill -USR2 <slowlab pid>` saves it
+  slowlab record --ring 30              keep only the last ~30 s (buffers sized
+                                        from the event rate measured first);
+                                        `kill -USR2 <slowlab pid>` saves a
+                                        snapshot slowlab.data.<time>, Ctrl-C
+                                        stops and saves slowlab.data
 Then:
   slowlab analyze slowlab.data
 
-Needs root or kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
+perf writes slowlab.data.partial until the trace is finished. Needs root or
+kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
 pub struct RecordArgs {
     /// Where to write the trace (perf.data format).
     #[arg(short, long, default_value = "slowlab.data")]
@@ -41,8 +48,10 @@ pub struct RecordArgs {
     /// Samples per second per CPU.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: u32,
-    /// Ring-buffer mode: keep only about the last SECONDS seconds.
-    #[arg(long, value_name = "SECONDS")]
+    /// Ring-buffer mode: keep only about the last SECONDS seconds (the
+    /// paths and cgroup notes beside the trace too); SIGUSR2 saves a
+    /// snapshot.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub ring: Option<u32>,
     /// How user-space stacks are collected.
     #[arg(long, value_enum, default_value = "fp")]
@@ -76,7 +85,25 @@ pub fn run(args: RecordArgs) -> Result<i32> {
             cfg.output.display()
         );
     }
-    let out = slowlab_record::run(&cfg)?;
+    let out = match slowlab_record::run(&cfg) {
+        Ok(out) => out,
+        // Stopped by a signal without a trace: say so, and exit as the
+        // signal says (128 + its number), as a shell expects.
+        Err(e @ slowlab_record::Error::Interrupted { signal }) => {
+            eprintln!("slowlab: {e}");
+            return Ok(128 + signal);
+        }
+        Err(
+            e @ slowlab_record::Error::PerfKilled {
+                stopped_by: Some(signal),
+                ..
+            },
+        ) => {
+            eprintln!("slowlab: error: {e}");
+            return Ok(128 + signal);
+        }
+        Err(e) => return Err(e.into()),
+    };
     for w in &out.warnings {
         eprintln!("slowlab: warning: {w}");
     }
@@ -97,5 +124,16 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         },
         out.output.display()
     );
+    if !out.snapshots.is_empty() {
+        eprintln!(
+            "slowlab: {} snapshot(s) saved on SIGUSR2: {}",
+            out.snapshots.len(),
+            out.snapshots
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(out.exit_code)
 }

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# What `slowlab record` costs the work it records: hyperfine times a fixed
+# file workload (untar 4,000 small files into an ext4 file system of its own
+# on a loop device, then `sync -f` it, so its disk requests happen inside the
+# timed run and nobody else's do) with no recording, and while a system-wide
+# `slowlab record` runs in the background (started before and stopped after
+# the timed runs, so its own start and stop are not counted):
+#
+#   plain           no recording
+#   before          SLOWLAB_BEFORE (a build without block:block_rq_issue and
+#                   block:block_rq_complete), if given
+#   after           this build's default event set, with the eBPF path capture
+#   after-no-paths  the same without the path capture (--no-paths)
+#
+# Usage (root; perf installed):
+#   bench/record/overhead.sh [SLOWLAB_BEFORE]
+#   ROUNDS=4 RUNS=5 FILES=4000 SLOWLAB=target/release/slowlab bench/record/overhead.sh /tmp/old/slowlab
+#
+# Writes WORK/MODE.ROUND.json (hyperfine) and WORK/overhead.md (WORK: $WORK
+# or a temp dir) and prints the table; the loop file system is unmounted at
+# the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+SLOWLAB=$(realpath "${SLOWLAB:-target/release/slowlab}")
+BEFORE=${1:-}
+ROUNDS=${ROUNDS:-4}
+RUNS=${RUNS:-5}
+FILES=${FILES:-4000}
+WORK=${WORK:-$(mktemp -d /tmp/slowlab-record-bench.XXXXXX)}
+mkdir -p "$WORK"
+
+[ -x "$SLOWLAB" ] || { echo "no $SLOWLAB: cargo build --release -p slowlab first" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "hyperfine is missing: sudo apt-get install hyperfine" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
+
+# The workload: FILES files of 1-8 KiB in 40 directories, as one tar.
+if [ ! -f "$WORK/files.tar" ]; then
+  src="$WORK/src"
+  mkdir -p "$src"
+  for ((i = 0; i < FILES; i++)); do
+    d="$src/d$((i % 40))"
+    mkdir -p "$d"
+    head -c $((1024 + (i * 7919) % 7168)) /dev/urandom >"$d/f$i"
+  done
+  tar cf "$WORK/files.tar" -C "$src" .
+  rm -rf "$src"
+fi
+
+# A file system of the workload's own: `sync -f` flushes only its writes.
+mkdir -p "$WORK/mnt"
+if ! mountpoint -q "$WORK/mnt"; then
+  truncate -s 512M "$WORK/fs.img"
+  mkfs.ext4 -q -F "$WORK/fs.img"
+  mount -o loop "$WORK/fs.img" "$WORK/mnt"
+fi
+trap 'umount "$WORK/mnt" 2>/dev/null; rm -f "$WORK/fs.img"' EXIT
+
+# recorder start|stop MODE: a recording in the background, or none.
+cat >"$WORK/recorder" <<EOF
+#!/usr/bin/env bash
+set -u
+mode=\$2
+case \$mode in
+  plain) exit 0 ;;
+  before) bin="$BEFORE"; extra="" ;;
+  after) bin="$SLOWLAB"; extra="" ;;
+  after-no-paths) bin="$SLOWLAB"; extra="--no-paths" ;;
+esac
+out="$WORK/\$mode.data"
+if [ "\$1" = start ]; then
+  rm -f "\$out"*
+  setsid "\$bin" record \$extra -o "\$out" >"$WORK/\$mode.log" 2>&1 </dev/null &
+  echo \$! >"$WORK/\$mode.pid"
+  # Recording once perf has begun writing, plus a second.
+  for _ in \$(seq 200); do
+    ls "\$out"* >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  sleep 1
+else
+  pid=\$(cat "$WORK/\$mode.pid")
+  if [ "\$mode" = before ]; then
+    # That build left SIGINT to the terminal: stop its perf directly.
+    pkill -INT -P "\$pid" -x perf || true
+  else
+    kill -INT "\$pid"
+  fi
+  while kill -0 "\$pid" 2>/dev/null; do sleep 0.1; done
+  ls -l "\$out"* >>"$WORK/\$mode.log" 2>&1 || true
+fi
+EOF
+chmod +x "$WORK/recorder"
+
+modes=(plain)
+[ -n "$BEFORE" ] && modes+=(before)
+modes+=(after after-no-paths)
+
+# Rounds of RUNS timed runs per mode, the modes in a rotated order each
+# round: a shared machine's slow spells then fall on every mode alike.
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); workload: $FILES files, $(du -h "$WORK/files.tar" | cut -f1) tar; $ROUNDS rounds of $RUNS runs" >&2
+for ((round = 0; round < ROUNDS; round++)); do
+  for ((k = 0; k < ${#modes[@]}; k++)); do
+    mode=${modes[(k + round) % ${#modes[@]}]}
+    "$WORK/recorder" start "$mode"
+    hyperfine --warmup 1 --runs "$RUNS" --style none \
+      --prepare "rm -rf $WORK/mnt/x && mkdir $WORK/mnt/x && sync -f $WORK/mnt" \
+      --export-json "$WORK/$mode.$round.json" \
+      -n "$mode" \
+      "tar xf $WORK/files.tar -C $WORK/mnt/x && sync -f $WORK/mnt/x" >/dev/null
+    "$WORK/recorder" stop "$mode"
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+python3 - "$WORK" "${modes[@]}" <<'PY' | tee "$WORK/overhead.md"
+import json, statistics, sys, glob
+work, modes = sys.argv[1], sys.argv[2:]
+times = {m: [t for f in sorted(glob.glob(f"{work}/{m}.[0-9]*.json"))
+             for t in json.load(open(f))["results"][0]["times"]] for m in modes}
+base = statistics.median(times["plain"])
+print("| mode | runs | median [ms] | mean ± sd [ms] | median / plain |")
+print("|---|---|---|---|---|")
+for m in modes:
+    t = times[m]
+    med = statistics.median(t)
+    print(f"| {m} | {len(t)} | {med * 1e3:.0f} | {statistics.mean(t) * 1e3:.0f} ± {statistics.stdev(t) * 1e3:.0f} | {med / base:.3f} |")
+PY
+for m in "${modes[@]}"; do
+  [ "$m" = plain ] && continue
+  echo "== $m (the last round's recording)"
+  tail -2 "$WORK/$m.log"
+  # How much of the trace the disk-request events are.
+  perf report -i "$WORK/$m.data" --stats 2>/dev/null | awk '
+    /TOTAL events:/ { total = $3 }
+    / stats:$/ { name = $1 }
+    /SAMPLE events:/ && name ~ /^block:/ { block += $3 }
+    END { if (total) printf "events: %d, block:* %d (%.2f%%)\n", total, block, 100 * block / total }'
+done
+echo "results in $WORK"

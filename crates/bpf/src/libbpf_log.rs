@@ -1,0 +1,65 @@
+//! libbpf's messages and errors at load time: [`libbpf_print`] keeps the last lines libbpf
+//! printed, and [`load_error`] turns a libbpf error into a [`BpfError`] that says what to
+//! do, with those lines. It loads nothing itself.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use libbpf_rs::{ErrorKind, PrintLevel};
+
+use crate::error::BpfError;
+use crate::sys;
+
+/// The last lines libbpf printed, for error messages.
+static LIBBPF_LOG: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+const LIBBPF_LOG_LINES: usize = 40;
+
+pub(crate) fn libbpf_print(_level: PrintLevel, message: String) {
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        for line in message.lines() {
+            if log.len() == LIBBPF_LOG_LINES {
+                log.pop_front();
+            }
+            log.push_back(line.to_string());
+        }
+    }
+}
+
+pub(crate) fn take_libbpf_log() -> String {
+    match LIBBPF_LOG.lock() {
+        Ok(mut log) => log.drain(..).collect::<Vec<_>>().join("\n"),
+        Err(_) => String::new(),
+    }
+}
+
+/// Turns a libbpf error at open/load time into an error that says what to do.
+pub(crate) fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
+    let message = format!("{e:#}");
+    let log = take_libbpf_log();
+    match e.kind() {
+        ErrorKind::PermissionDenied => {
+            let limit = sys::raise_memlock(0);
+            let needed = u64::from(ring_bytes) + (1 << 20);
+            if limit != libc::RLIM_INFINITY && limit < needed && log.contains("map") {
+                BpfError::Memlock { limit, needed }
+            } else {
+                BpfError::NotPermitted {
+                    detail: format!("the kernel refused: {message}"),
+                }
+            }
+        }
+        ErrorKind::Unsupported => BpfError::Unsupported {
+            reason: format!(
+                "{message} (the kernel needs CONFIG_BPF_SYSCALL=y; the BPF ring buffer needs \
+                 Linux 5.8 or later)"
+            ),
+        },
+        _ if message.contains("os error 22") && log.contains("events") => BpfError::Unsupported {
+            reason: format!(
+                "{message}: the kernel refused the BPF ring buffer map (it needs Linux 5.8 or \
+                 later)"
+            ),
+        },
+        _ => BpfError::Load { message, log },
+    }
+}

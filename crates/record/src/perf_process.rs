@@ -1,0 +1,526 @@
+//! Running `perf record` so that it cannot outlive slowlab: perf gets a
+//! process group of its own (with the command it launches), a [`Lifeline`]
+//! guard in that group that kills it the moment slowlab dies, a
+//! parent-death signal (SIGKILL when the thread that started it dies), and
+//! [`PerfProcess`]'s drop kills the group (a panic, an early return).
+//! [`kill_running`] kills every group still running, for an exit that does
+//! not unwind.
+//!
+//! Why the lifeline: when slowlab is killed, the kernel closes its files
+//! one by one before it signals the children, and closing each eBPF probe
+//! of the path capture waits for an RCU grace period: perf would record on
+//! for a second or two. The kernel finishes closing the files last opened
+//! first (its task-work list is last in, first out, since Linux 5.10), and
+//! the lifeline is a pipe opened as perf starts, after the probes; so it
+//! closes first and the guard (`sh`, reading it) kills perf's group at
+//! once, the command perf runs included.
+//!
+//! It also passes perf's and the command's stderr through, minus perf's own
+//! status lines, keeps the last lines to explain a failure, reports the
+//! files perf dumps (`[ perf record: Dump FILE ]`), and turns perf's exit
+//! into an error that says what to do ([`check_perf_exit`]). It decides
+//! nothing about signals; `session` does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::args::free_bytes;
+use crate::{Config, Error};
+
+/// The process groups of the perf processes running now.
+static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Kills (SIGKILL) every perf this process started and has not reaped,
+/// with the commands they launched: for an exit that does not unwind
+/// (`std::process::exit` after a second Ctrl-C). Their unfinished files
+/// stay under their temporary names.
+pub fn kill_running() {
+    let groups = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    for &pgid in groups.iter() {
+        // SAFETY: signalling a process group we created.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}
+
+/// How perf ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PerfExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl From<ExitStatus> for PerfExit {
+    fn from(status: ExitStatus) -> PerfExit {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => PerfExit::Code(code),
+            (None, Some(sig)) => PerfExit::Signal(sig),
+            (None, None) => PerfExit::Code(128),
+        }
+    }
+}
+
+/// A pipe whose reading end a guard process holds while perf runs: when
+/// its writing end closes without "ok" (slowlab died), the guard kills
+/// perf's process group. Made as perf starts, after anything slow to close
+/// (the eBPF probes), so that a dying slowlab closes it first.
+struct Lifeline {
+    write: std::fs::File,
+    read: OwnedFd,
+}
+
+impl Lifeline {
+    fn new() -> Result<Lifeline, Error> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two new descriptors into `fds` on success.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(Error::Spawn(std::io::Error::last_os_error()));
+        }
+        // SAFETY: both descriptors were just created and are owned here only.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Lifeline {
+            write: std::fs::File::from(write),
+            read,
+        })
+    }
+}
+
+/// The guard: ignores the signals sent to perf's group, and kills the
+/// group unless slowlab says "ok" before closing the pipe.
+const GUARD: &str = "trap '' INT TERM HUP USR2; read x; [ \"$x\" = ok ] || kill -KILL -\"$1\"";
+
+/// A running `perf record` with its stderr reader.
+pub(crate) struct PerfProcess {
+    child: Child,
+    /// The guard process and the lifeline to it.
+    guard: Option<(Child, std::fs::File)>,
+    reaped: bool,
+    reader: Option<JoinHandle<()>>,
+    tail: Arc<Mutex<Vec<String>>>,
+    dumps: mpsc::Receiver<PathBuf>,
+}
+
+impl PerfProcess {
+    /// Starts `perf ARGS` in a process group of its own, with its guard;
+    /// its stderr is passed through when `echo`. `stdout` is perf's
+    /// standard output.
+    pub(crate) fn spawn(args: &[String], echo: bool, stdout: Stdio) -> Result<PerfProcess, Error> {
+        let lifeline = Lifeline::new()?;
+        let parent = std::process::id() as libc::pid_t;
+        let mut command = Command::new("perf");
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            // Its own group: a terminal's Ctrl-C reaches slowlab only, which
+            // stops perf in order; and the group (perf and the command it
+            // launched) can be killed as one.
+            .process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only makes async-signal-safe calls (prctl, getppid, raise).
+        unsafe {
+            command.pre_exec(move || {
+                // Killed when the thread that started it dies: slowlab
+                // cannot leave perf recording the whole system behind.
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                if libc::getppid() != parent {
+                    // slowlab died before the prctl took effect.
+                    libc::raise(libc::SIGKILL);
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(Error::Spawn)?;
+        let pgid = child.id() as i32;
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
+        // Without `sh` the parent-death signal alone still stops perf.
+        let guard = Command::new("/bin/sh")
+            .args(["-c", GUARD, "slowlab-perf-guard", &pgid.to_string()])
+            .stdin(Stdio::from(lifeline.read))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(pgid)
+            .spawn()
+            .ok()
+            .map(|g| (g, lifeline.write));
+        let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+        let (dump_tx, dumps) = mpsc::channel();
+        let reader = child.stderr.take().map(|err| {
+            let tail = Arc::clone(&tail);
+            std::thread::spawn(move || {
+                let mut stderr = std::io::stderr();
+                for line in BufReader::new(err).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(file) = dumped_file(&line) {
+                        let _ = dump_tx.send(file);
+                    }
+                    let perf_status = line.starts_with("[ perf record:")
+                        || line == "Events disabled"
+                        || line == "Events enabled";
+                    if echo && !perf_status {
+                        let _ = writeln!(stderr, "{line}");
+                    }
+                    if let Ok(mut t) = tail.lock() {
+                        t.push(line);
+                        if t.len() > 50 {
+                            t.remove(0);
+                        }
+                    }
+                }
+            })
+        });
+        Ok(PerfProcess {
+            child,
+            guard,
+            reaped: false,
+            reader,
+            tail,
+            dumps,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Takes perf's standard output (when it was piped).
+    pub(crate) fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Sends `sig` to perf alone.
+    pub(crate) fn signal(&self, sig: libc::c_int) {
+        if !self.reaped {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(self.pid(), sig) };
+        }
+    }
+
+    /// Whether perf has a handler for `sig` yet (`SigCgt` in its status):
+    /// before, the default action of SIGUSR2 would kill it.
+    pub(crate) fn catches(&self, sig: libc::c_int) -> bool {
+        catches_signal(self.pid(), sig)
+    }
+
+    /// Sends `sig` to perf's process group: perf and the command it runs.
+    pub(crate) fn signal_group(&self, sig: libc::c_int) {
+        // SAFETY: signalling the process group we created; after perf is
+        // reaped its id stays reserved while the group has members.
+        unsafe { libc::kill(-self.pid(), sig) };
+    }
+
+    /// Files perf reported dumping since the last call.
+    pub(crate) fn dumps(&self) -> Vec<PathBuf> {
+        self.dumps.try_iter().collect()
+    }
+
+    /// perf's exit, if it has exited.
+    pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, Error> {
+        match self.child.try_wait().map_err(Error::Spawn)? {
+            Some(status) => {
+                self.reaped();
+                Ok(Some(status.into()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Waits for perf to exit; after `grace` without perf using any CPU (or
+    /// `limit` in all), kills its group and says so with `Err(PerfExit)`.
+    pub(crate) fn wait_bounded(
+        &mut self,
+        grace: Duration,
+        limit: Duration,
+    ) -> Result<PerfExit, PerfExit> {
+        let mut watch = StopWatch::new(self.pid(), grace, limit);
+        loop {
+            match self.try_wait() {
+                Ok(Some(exit)) => return Ok(exit),
+                Ok(None) => {}
+                Err(_) => break,
+            }
+            if watch.expired() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(self.kill())
+    }
+
+    /// Kills perf's group and reaps perf.
+    pub(crate) fn kill(&mut self) -> PerfExit {
+        self.signal_group(libc::SIGKILL);
+        let exit = match self.child.wait() {
+            Ok(status) => status.into(),
+            Err(_) => PerfExit::Signal(libc::SIGKILL),
+        };
+        self.reaped();
+        exit
+    }
+
+    fn reaped(&mut self) {
+        if !self.reaped {
+            self.reaped = true;
+            let pid = self.pid();
+            RUNNING
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|&g| g != pid);
+            // perf is gone: the guard leaves what the command left running
+            // alone. (Killed with the group, it reads nothing.)
+            if let Some((mut guard, mut lifeline)) = self.guard.take() {
+                let _ = lifeline.write_all(b"ok\n");
+                drop(lifeline);
+                let _ = guard.wait();
+            }
+        }
+    }
+
+    /// The last lines perf (and the command) wrote on stderr, once the
+    /// reader has seen them all (perf has exited).
+    pub(crate) fn lines(&mut self) -> Vec<String> {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.tail.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for PerfProcess {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill();
+        }
+    }
+}
+
+/// Whether process `pid` has a handler for `sig` (`SigCgt` of its status).
+fn catches_signal(pid: i32, sig: libc::c_int) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
+    status.ok().is_some_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+    })
+}
+
+/// The file of a `[ perf record: Dump FILE ]` line.
+pub(crate) fn dumped_file(line: &str) -> Option<PathBuf> {
+    let rest = line.strip_prefix("[ perf record: Dump ")?;
+    Some(PathBuf::from(rest.strip_suffix(" ]").unwrap_or(rest)))
+}
+
+/// The bound on perf finishing after it was told to stop: `grace` after it
+/// last used CPU (writing the file, collecting build ids), and `limit` in
+/// all.
+pub(crate) struct StopWatch {
+    pid: i32,
+    grace: Duration,
+    started: Instant,
+    limit: Duration,
+    last_busy: Instant,
+    last_ticks: Option<u64>,
+    last_look: Instant,
+}
+
+impl StopWatch {
+    pub(crate) fn new(pid: i32, grace: Duration, limit: Duration) -> StopWatch {
+        let now = Instant::now();
+        StopWatch {
+            pid,
+            grace,
+            started: now,
+            limit,
+            last_busy: now,
+            last_ticks: cpu_ticks(pid),
+            last_look: now,
+        }
+    }
+
+    /// Whether perf has had its time.
+    pub(crate) fn expired(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.last_look) >= Duration::from_secs(1) {
+            self.last_look = now;
+            let ticks = cpu_ticks(self.pid);
+            if ticks.is_some() && ticks != self.last_ticks {
+                self.last_busy = now;
+            }
+            self.last_ticks = ticks;
+        }
+        now.duration_since(self.last_busy) > self.grace
+            || now.duration_since(self.started) > self.limit
+    }
+}
+
+/// User plus system CPU ticks of process `pid` so far.
+fn cpu_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15; the rest starts at field 3.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Turns perf's exit and last stderr lines into an error that says what
+/// to do, or `Ok` when perf wrote its file: it says so (`[ perf record:
+/// Captured and wrote …`) once the file is finished, whoever stopped it;
+/// any other end left no trace. `stopped` says slowlab told perf to stop.
+pub(crate) fn check_perf_exit(
+    cfg: &Config,
+    exit: PerfExit,
+    lines: &[String],
+    stopped: bool,
+) -> Result<(), Error> {
+    if lines.iter().any(|l| l.contains("No space left")) {
+        let dir = crate::args::output_dir(&cfg.output).to_owned();
+        return Err(Error::DiskFull {
+            free_mb: free_bytes(&dir).unwrap_or(0) / (1 << 20),
+            dir,
+        });
+    }
+    if lines
+        .iter()
+        .any(|l| l.starts_with("[ perf record: Captured and wrote"))
+    {
+        return Ok(());
+    }
+    if lines
+        .iter()
+        .any(|l| l.contains("perf_event_paranoid") || l.contains("Permission denied"))
+    {
+        return Err(Error::Permission { paranoid: 2 });
+    }
+    let last = lines
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("[ perf record:"))
+        .cloned();
+    let last = match last {
+        Some(line) => line,
+        None if stopped => "perf was stopped before it started recording".into(),
+        None => "perf ended without writing its file, and said nothing".into(),
+    };
+    let code = match exit {
+        PerfExit::Code(c) => c,
+        PerfExit::Signal(s) => 128 + s,
+    };
+    Err(Error::PerfFailed {
+        code,
+        last_line: last,
+    })
+}
+
+/// `OUTPUT.partial`: where perf writes until the trace is finished.
+pub(crate) fn partial_name(output: &Path) -> PathBuf {
+    crate::companions::side_file(output, "partial")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::CallGraph;
+
+    fn cfg(command: &[&str]) -> Config {
+        Config {
+            output: PathBuf::from("out.data"),
+            freq: 1000,
+            ring_seconds: None,
+            call_graph: CallGraph::Fp,
+            command: command.iter().map(|s| s.to_string()).collect(),
+            cpus: 2,
+            capture_paths: true,
+        }
+    }
+
+    fn lines(l: &[&str]) -> Vec<String> {
+        l.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn dump_lines_name_their_file() {
+        assert_eq!(
+            dumped_file("[ perf record: Dump t.data.partial.2026112314111768 ]"),
+            Some(PathBuf::from("t.data.partial.2026112314111768"))
+        );
+        assert_eq!(dumped_file("[ perf record: Woken up 1 times ]"), None);
+    }
+
+    #[test]
+    fn perf_stopped_by_its_signal_is_a_finished_recording() {
+        let wrote = lines(&["[ perf record: Captured and wrote 0.4 MB out.data.partial ]"]);
+        let c = cfg(&[]);
+        for exit in [
+            PerfExit::Signal(libc::SIGINT),
+            PerfExit::Signal(libc::SIGTERM),
+            PerfExit::Code(0),
+        ] {
+            assert!(check_perf_exit(&c, exit, &wrote, true).is_ok(), "{exit:?}");
+        }
+        // Whoever stopped it, a written file is a finished recording.
+        assert!(check_perf_exit(&c, PerfExit::Code(0), &wrote, false).is_ok());
+        // Killed, or stopped before its handlers were set: no file.
+        let e = check_perf_exit(&c, PerfExit::Signal(libc::SIGKILL), &[], true).unwrap_err();
+        assert!(e.to_string().contains("exit 137"), "{e}");
+        let e = check_perf_exit(&c, PerfExit::Signal(libc::SIGINT), &[], true).unwrap_err();
+        assert!(e.to_string().contains("before it started recording"), "{e}");
+    }
+
+    #[test]
+    fn the_commands_own_error_lines_do_not_fail_a_written_trace() {
+        let c = cfg(&["sh"]);
+        let l = lines(&[
+            "Error: the command's own message",
+            "[ perf record: Captured and wrote 0.1 MB out.data.partial ]",
+        ]);
+        assert!(check_perf_exit(&c, PerfExit::Code(3), &l, false).is_ok());
+        let l = lines(&["Error: The sys_perf_event_open() syscall returned with 22"]);
+        let e = check_perf_exit(&c, PerfExit::Code(255), &l, false).unwrap_err();
+        assert!(e.to_string().contains("sys_perf_event_open"), "{e}");
+        let l = lines(&["failed to write: No space left on device"]);
+        let e = check_perf_exit(&c, PerfExit::Code(1), &l, false).unwrap_err();
+        assert!(matches!(e, Error::DiskFull { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_handler_is_seen_in_the_process_status() {
+        let mut sh = Command::new("sh")
+            .args(["-c", "trap 'exit 0' USR2; while :; do sleep 0.05; done"])
+            .spawn()
+            .expect("sh");
+        let pid = sh.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !catches_signal(pid, libc::SIGUSR2) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let caught = catches_signal(pid, libc::SIGUSR2);
+        let quit = catches_signal(pid, libc::SIGQUIT);
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(caught && !quit);
+        assert!(!catches_signal(-5, libc::SIGUSR2));
+    }
+
+    #[test]
+    fn cpu_ticks_of_this_process_are_read() {
+        assert!(cpu_ticks(std::process::id() as i32).is_some());
+        assert!(cpu_ticks(-5).is_none());
+    }
+}
