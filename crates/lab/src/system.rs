@@ -143,7 +143,10 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), LabError> {
     if cpu >= bits {
         // libc's CPU_SET panics past the set's size.
         return Err(LabError::io(
-            format!("cannot pin to CPU {cpu}: this build knows CPUs 0–{}", bits - 1),
+            format!(
+                "cannot pin to CPU {cpu}: this build knows CPUs 0–{}",
+                bits - 1
+            ),
             std::io::Error::from_raw_os_error(libc::EINVAL),
         ));
     }
