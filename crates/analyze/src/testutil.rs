@@ -98,19 +98,85 @@ pub fn small_trace() -> Trace {
     t
 }
 
-/// Builds small traces of kernel stacks for the views' and detectors'
-/// tests; one function (and one frame) per name.
+/// Builds small traces of kernel (and user) stacks, scheduler events and
+/// syscalls for the views' and detectors' tests; one function (and one
+/// frame) per name and side (kernel or user).
 #[derive(Default)]
 pub struct TraceBuilder {
     t: Trace,
-    frame_of: std::collections::HashMap<String, FrameIdx>,
+    frame_of: std::collections::HashMap<(String, bool), FrameIdx>,
+    string_of: std::collections::HashMap<String, StrIdx>,
+    /// The kernel's and the program's module, once made.
+    kernel_module: Option<ModuleIdx>,
+    user_module: Option<ModuleIdx>,
     end_ns: u64,
 }
 
 impl TraceBuilder {
+    /// The string's index; each string is stored once.
     fn intern(&mut self, s: &str) -> StrIdx {
+        if let Some(&i) = self.string_of.get(s) {
+            return i;
+        }
         self.t.strings.push(s.to_owned());
-        StrIdx(self.t.strings.len() as u32 - 1)
+        let i = StrIdx(self.t.strings.len() as u32 - 1);
+        self.string_of.insert(s.to_owned(), i);
+        i
+    }
+
+    /// The kernel image's module, or the program's (`app`), made on first use.
+    fn module(&mut self, kernel: bool) -> ModuleIdx {
+        let slot = if kernel {
+            self.kernel_module
+        } else {
+            self.user_module
+        };
+        if let Some(m) = slot {
+            return m;
+        }
+        let (name, kind) = if kernel {
+            ("[kernel.kallsyms]", ModuleKind::Kernel)
+        } else {
+            ("app", ModuleKind::User)
+        };
+        let name = self.intern(name);
+        self.t.modules.push(Module {
+            name,
+            path: name,
+            kind,
+            build_id: None,
+            symbol_error: None,
+        });
+        let m = ModuleIdx(self.t.modules.len() as u32 - 1);
+        if kernel {
+            self.kernel_module = Some(m);
+        } else {
+            self.user_module = Some(m);
+        }
+        m
+    }
+
+    /// The frame of function `name` in the kernel or the program.
+    fn frame(&mut self, name: &str, kernel: bool) -> FrameIdx {
+        if let Some(&f) = self.frame_of.get(&(name.to_owned(), kernel)) {
+            return f;
+        }
+        let module = self.module(kernel);
+        let idx = self.intern(name);
+        self.t.functions.push(Function {
+            name: idx,
+            module,
+            kernel,
+        });
+        self.t.frames.push(Frame {
+            module,
+            address: 0x1000 * self.t.frames.len() as u64,
+            function: FuncIdx(self.t.functions.len() as u32 - 1),
+            kernel,
+        });
+        let f = FrameIdx(self.t.frames.len() as u32 - 1);
+        self.frame_of.insert((name.to_owned(), kernel), f);
+        f
     }
 
     /// A new process with one thread (tid = pid).
@@ -138,38 +204,21 @@ impl TraceBuilder {
 
     /// A stack of kernel functions, outermost first.
     pub fn stack(&mut self, names: &[&str]) -> Option<StackIdx> {
-        if self.t.modules.is_empty() {
-            let kernel = self.intern("[kernel.kallsyms]");
-            self.t.modules.push(Module {
-                name: kernel,
-                path: kernel,
-                kind: ModuleKind::Kernel,
-                build_id: None,
-                symbol_error: None,
-            });
+        self.mixed_stack(&[], names)
+    }
+
+    /// A stack of the program's functions (`user`, outermost first) that
+    /// entered the kernel (`kernel`, outermost first): the innermost frame
+    /// is the last kernel one, or the last user one when `kernel` is empty.
+    pub fn mixed_stack(&mut self, user: &[&str], kernel: &[&str]) -> Option<StackIdx> {
+        let mut frames = Vec::new();
+        for (names, kernel) in [(user, false), (kernel, true)] {
+            for name in names {
+                frames.push(self.frame(name, kernel));
+            }
         }
         let mut parent = None;
-        for (depth, &name) in names.iter().enumerate() {
-            let frame = match self.frame_of.get(name) {
-                Some(&f) => f,
-                None => {
-                    let idx = self.intern(name);
-                    self.t.functions.push(Function {
-                        name: idx,
-                        module: ModuleIdx(0),
-                        kernel: true,
-                    });
-                    self.t.frames.push(Frame {
-                        module: ModuleIdx(0),
-                        address: 0x1000 * self.t.frames.len() as u64,
-                        function: FuncIdx(self.t.functions.len() as u32 - 1),
-                        kernel: true,
-                    });
-                    let f = FrameIdx(self.t.frames.len() as u32 - 1);
-                    self.frame_of.insert(name.to_owned(), f);
-                    f
-                }
-            };
+        for (depth, frame) in frames.into_iter().enumerate() {
             self.t.stacks.push(StackNode {
                 parent,
                 frame,
@@ -320,6 +369,55 @@ impl TraceBuilder {
         );
     }
 
+    /// A `sys_enter_NAME` of `thread` on CPU 0, with the stack at entry.
+    pub fn syscall_enter(
+        &mut self,
+        time_ns: u64,
+        thread: ThreadIdx,
+        stack: Option<StackIdx>,
+        name: &str,
+        args: [u64; 6],
+    ) {
+        let name = self.intern(name);
+        self.event(
+            time_ns,
+            0,
+            thread,
+            stack,
+            EventKind::SyscallEnter { name, args },
+        );
+    }
+
+    /// A `sys_exit_NAME` of `thread` on CPU 0; `ret` is negative errno on
+    /// failure.
+    pub fn syscall_exit(&mut self, time_ns: u64, thread: ThreadIdx, name: &str, ret: i64) {
+        let name = self.intern(name);
+        self.event(
+            time_ns,
+            0,
+            thread,
+            None,
+            EventKind::SyscallExit { name, ret },
+        );
+    }
+
+    /// A whole syscall of `thread`: entered at `time_ns` from `stack`,
+    /// returning `ret` `duration_ns` later. Events must come in time order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn syscall(
+        &mut self,
+        time_ns: u64,
+        thread: ThreadIdx,
+        stack: Option<StackIdx>,
+        name: &str,
+        args: [u64; 6],
+        ret: i64,
+        duration_ns: u64,
+    ) {
+        self.syscall_enter(time_ns, thread, stack, name, args);
+        self.syscall_exit(time_ns + duration_ns, thread, name, ret);
+    }
+
     /// Makes the trace last at least until `time_ns`.
     pub fn end(&mut self, time_ns: u64) {
         self.end_ns = self.end_ns.max(time_ns);
@@ -351,4 +449,35 @@ pub fn stacks_trace(stacks: &[(&[&str], usize)]) -> Trace {
         }
     }
     b.build()
+}
+
+/// The edge of `detect::trend`'s threshold `min`: starting from `rising`
+/// (strictly increasing), swaps neighbours in its middle (all but the
+/// first and last `keep` values, which stay put), each time the swap that
+/// lowers the trend least, until the trend drops below `min`. Returns the
+/// last sequence at or above `min` and the first below it, which differ by
+/// one swap.
+pub fn trend_edge(rising: &[f64], keep: usize, min: f64) -> (Vec<f64>, Vec<f64>) {
+    use crate::detect::trend;
+    let mut v = rising.to_vec();
+    assert!(
+        trend(&v) >= min,
+        "the start must be at or above the threshold"
+    );
+    loop {
+        let swapped = |j: usize| {
+            let mut w = v.clone();
+            w.swap(j, j + 1);
+            w
+        };
+        let best = (keep..v.len() - keep - 1)
+            .filter(|&j| v[j] < v[j + 1])
+            .map(swapped)
+            .max_by(|a, b| trend(a).total_cmp(&trend(b)))
+            .expect("the middle reversed is still above the threshold: lengthen the sequence");
+        if trend(&best) < min {
+            return (v, best);
+        }
+        v = best;
+    }
 }

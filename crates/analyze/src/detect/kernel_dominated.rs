@@ -145,3 +145,193 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     }
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TraceBuilder;
+    use slowlab_model::trace::Trace;
+
+    /// Samples of `app` with one stack: user frames, then kernel frames
+    /// (both outermost first), `count` times.
+    type Part<'a> = (&'a [&'a str], &'a [&'a str], u64);
+
+    const COMPUTE: Part = (&["main", "compute"], &[], 0);
+    const FAULT: &[&str] = &[
+        "asm_exc_page_fault",
+        "exc_page_fault",
+        "do_user_addr_fault",
+        "handle_mm_fault",
+        "clear_page_erms",
+    ];
+    const TOUCH: &[&str] = &["main", "touch_pages"];
+
+    /// A syscall's kernel stack.
+    fn sys(entry: &'static str, inner: &'static str) -> Vec<&'static str> {
+        vec!["entry_SYSCALL_64", "do_syscall_64", entry, inner]
+    }
+
+    /// `app` (pid 10) sampled at 1 kHz on CPU 0 with `parts`, then
+    /// `other` (pid 20) on CPU 1 in its own code `other_samples` times.
+    fn trace_of(parts: &[Part], other_samples: u64) -> Trace {
+        let mut b = TraceBuilder::default();
+        let app = b.process(10, "app");
+        let other = b.process(20, "other");
+        let mut t = 0;
+        for &(user, kernel, count) in parts {
+            let stack = b.mixed_stack(user, kernel);
+            for _ in 0..count {
+                t += 1_000_000;
+                b.sample(t, app, 0, stack);
+            }
+        }
+        let render = b.mixed_stack(&["main", "render"], &[]);
+        for _ in 0..other_samples {
+            t += 1_000_000;
+            b.sample(t, other, 1, render);
+        }
+        b.build()
+    }
+
+    fn findings(parts: &[Part], other_samples: u64) -> Vec<Finding> {
+        let trace = trace_of(parts, other_samples);
+        detect(&Context::new(&trace, None, None))
+    }
+
+    fn with_count(part: Part<'static>, count: u64) -> Part<'static> {
+        (part.0, part.1, count)
+    }
+
+    #[test]
+    fn a_process_living_in_page_faults_is_found() {
+        let madvise = sys("__x64_sys_madvise", "zap_page_range");
+        let mprotect = sys("__x64_sys_mprotect", "change_protection");
+        let f = findings(
+            &[
+                with_count(COMPUTE, 30),
+                (TOUCH, FAULT, 200),
+                (&["main", "release"], &madvise, 40),
+                (&["main", "protect"], &mprotect, 30),
+            ],
+            10,
+        );
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "kernel-dominated");
+        assert_eq!(f.culprit.pid, Some(10));
+        assert_eq!(f.culprit.comm.as_deref(), Some("app"));
+        assert_eq!(f.evidence["samples"], 300);
+        assert_eq!(f.evidence["kernel_samples"], 270);
+        assert_eq!(f.evidence["kernel_share"], 0.9);
+        assert_eq!(f.evidence["entry_point"], "exc_page_fault");
+        assert_eq!(f.evidence["entry_share"], 200.0 / 270.0);
+        assert!((f.cost_s - 0.270).abs() < 1e-9, "{}", f.cost_s);
+        // The top kernel stack, innermost first, down to the program.
+        assert_eq!(f.stack.first().map(String::as_str), Some("clear_page_erms"));
+        assert_eq!(f.stack.last().map(String::as_str), Some("main"));
+    }
+
+    #[test]
+    fn the_entry_point_is_the_outermost_one() {
+        // Faults taken while copying an ioctl's argument belong to the ioctl.
+        let ioctl: Vec<&str> = [
+            &[
+                "entry_SYSCALL_64",
+                "do_syscall_64",
+                "__x64_sys_ioctl",
+                "_copy_from_user",
+            ],
+            FAULT,
+        ]
+        .concat();
+        let f = findings(&[(&["main", "control"], &ioctl, 300)], 0);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["entry_point"], "__x64_sys_ioctl");
+        assert_eq!(f[0].evidence["entry_share"], 1.0);
+    }
+
+    #[test]
+    fn a_process_mostly_in_its_own_code_is_not_kernel_dominated() {
+        let f = findings(&[with_count(COMPUTE, 200), (TOUCH, FAULT, 100)], 0);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn a_process_moving_data_is_doing_its_job() {
+        let read = sys("__x64_sys_read", "copy_page_to_iter");
+        let pwrite = sys("__x64_sys_pwrite64", "ext4_buffered_write_iter");
+        for kernel in [&read, &pwrite] {
+            let f = findings(&[(&["main", "copy"], kernel, 300)], 0);
+            assert!(f.is_empty(), "{kernel:?}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn kernel_time_without_an_entry_point_is_not_blamed_on_one() {
+        let irq: &[&str] = &[
+            "asm_common_interrupt",
+            "common_interrupt",
+            "handle_irq_event",
+        ];
+        let f = findings(&[(&["main", "spin"], irq, 300)], 0);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn min_samples_is_the_edge() {
+        let n = MIN_SAMPLES;
+        assert_eq!(findings(&[(TOUCH, FAULT, n)], 0).len(), 1);
+        assert!(findings(&[(TOUCH, FAULT, n - 1)], 0).is_empty());
+    }
+
+    #[test]
+    fn min_trace_share_is_the_edge() {
+        // `app` all in faults; `other` in its own code makes up the rest.
+        let app = 2 * MIN_SAMPLES;
+        let edge_total = (app as f64 / MIN_TRACE_SHARE).round() as u64;
+        let above = findings(&[(TOUCH, FAULT, app)], edge_total - 10 - app);
+        assert_eq!(above.len(), 1, "{above:?}");
+        assert_eq!(above[0].culprit.pid, Some(10));
+        assert!(findings(&[(TOUCH, FAULT, app)], edge_total + 10 - app).is_empty());
+    }
+
+    #[test]
+    fn min_kernel_share_is_the_edge() {
+        let n = 1000;
+        let edge = (MIN_KERNEL_SHARE * n as f64).round() as u64;
+        for (kernel, fires) in [(edge + 1, true), (edge - 1, false)] {
+            let f = findings(
+                &[with_count(COMPUTE, n - kernel), (TOUCH, FAULT, kernel)],
+                0,
+            );
+            assert_eq!(f.len(), fires as usize, "{kernel} of {n}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn min_entry_share_is_the_edge() {
+        // All in the kernel: faults, and the rest spread over four syscalls.
+        let n = 1000;
+        let edge = (MIN_ENTRY_SHARE * n as f64).round() as u64;
+        let others = [
+            sys("__x64_sys_mmap", "vm_mmap_pgoff"),
+            sys("__x64_sys_munmap", "__vm_munmap"),
+            sys("__x64_sys_brk", "do_brk_flags"),
+            sys("__x64_sys_mprotect", "change_protection"),
+        ];
+        for (faults, fires) in [(edge + 1, true), (edge - 1, false)] {
+            let rest = n - faults;
+            let mut parts: Vec<Part> = vec![(TOUCH, FAULT, faults)];
+            for (i, k) in others.iter().enumerate() {
+                let count = rest / 4 + u64::from((i as u64) < rest % 4);
+                parts.push((&["main", "remap"], k, count));
+            }
+            let f = findings(&parts, 0);
+            assert_eq!(f.len(), fires as usize, "{faults} of {n}: {f:?}");
+            if fires {
+                assert_eq!(f[0].evidence["kernel_share"], 1.0);
+                assert_eq!(f[0].evidence["entry_point"], "exc_page_fault");
+            }
+        }
+    }
+}

@@ -171,3 +171,221 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     }
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syscalls::CapturedPath;
+    use crate::testutil::{trend_edge, TraceBuilder};
+    use slowlab_model::trace::Trace;
+
+    const AT_FDCWD: u64 = -100i64 as u64;
+    const O_WRONLY: u64 = 0o1;
+    const ENOENT: i64 = 2;
+    const PROBE_NS: u64 = 5_000;
+
+    fn numbered(k: u64) -> String {
+        format!("/var/log/app/log.{k}.dat")
+    }
+
+    /// How a launch checks a name.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Check {
+        /// `newfstatat`: 0 for a taken name, ENOENT for the free one, which
+        /// is then created.
+        Stat,
+        /// `openat(O_CREAT|O_EXCL)`: EEXIST for a taken name.
+        ExclusiveCreate,
+    }
+
+    /// Launches of `logger` by `sh` (pid 100), one every 10 ms, launch i
+    /// finding the names `name(0..probes[i])` taken before creating
+    /// `name(probes[i])`; each check takes 5 µs. Returns the trace and the
+    /// paths the eBPF probe would have captured.
+    fn launches(
+        probes: &[u64],
+        check: Check,
+        name: fn(u64) -> String,
+    ) -> (Trace, Vec<CapturedPath>) {
+        let mut b = TraceBuilder::default();
+        b.process(100, "sh");
+        let kernel = match check {
+            Check::Stat => "__x64_sys_newfstatat",
+            Check::ExclusiveCreate => "__x64_sys_openat",
+        };
+        let site = b.mixed_stack(
+            &["main", "open_log", "next_free_name"],
+            &["entry_SYSCALL_64", "do_syscall_64", kernel],
+        );
+        let create_site = b.mixed_stack(&["main", "open_log"], &["entry_SYSCALL_64"]);
+        let mut paths = Vec::new();
+        for (i, &taken) in probes.iter().enumerate() {
+            let pid = 200 + i as i32;
+            let mut t = 10_000_000 * (i as u64 + 1);
+            let logger = b.process(pid, "logger");
+            b.lifetime(logger, Some(100), t, Some(t + 5_000_000));
+            let mut call = |b: &mut TraceBuilder, stack, sys: &str, args, path: String, ret| {
+                t += 10_000;
+                paths.push(CapturedPath {
+                    time_ns: t - 1_000,
+                    tid: pid,
+                    syscall: sys.to_string(),
+                    path,
+                });
+                b.syscall(t, logger, stack, sys, args, ret, PROBE_NS);
+            };
+            let exclusive = [AT_FDCWD, 0x1000, O_CREAT | O_EXCL | O_WRONLY, 0o644, 0, 0];
+            for k in 0..=taken {
+                match check {
+                    Check::Stat => {
+                        let ret = if k < taken { 0 } else { -ENOENT };
+                        call(
+                            &mut b,
+                            site,
+                            "newfstatat",
+                            [AT_FDCWD, 0x1000, 0x2000, 0, 0, 0],
+                            name(k),
+                            ret,
+                        );
+                    }
+                    Check::ExclusiveCreate => {
+                        let ret = if k < taken { -EEXIST } else { 3 };
+                        call(&mut b, site, "openat", exclusive, name(k), ret);
+                    }
+                }
+            }
+            if check == Check::Stat {
+                let create = [AT_FDCWD, 0x1000, O_CREAT | O_WRONLY, 0o644, 0, 0];
+                call(&mut b, create_site, "openat", create, name(taken), 3);
+            }
+        }
+        (b.build(), paths)
+    }
+
+    fn findings_with(
+        probes: &[u64],
+        check: Check,
+        name: fn(u64) -> String,
+        captured: bool,
+    ) -> Vec<Finding> {
+        let (trace, paths) = launches(probes, check, name);
+        let captured = captured.then_some(paths.as_slice());
+        detect(&Context::new(&trace, captured, None))
+    }
+
+    fn findings(probes: &[u64]) -> Vec<Finding> {
+        findings_with(probes, Check::Stat, numbered, true)
+    }
+
+    /// `n` launches whose probes rise evenly to `top`.
+    fn ramp(n: usize, top: u64) -> Vec<u64> {
+        (1..=n as u64).map(|i| top * i / n as u64).collect()
+    }
+
+    #[test]
+    fn launches_probing_ever_more_numbered_names_are_found() {
+        let probes: Vec<u64> = (1..=12).map(|i| 2 * i).collect();
+        let f = findings(&probes);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "linear-probe-names");
+        assert_eq!(f.culprit.pid, Some(211), "the last launch");
+        assert_eq!(f.culprit.comm.as_deref(), Some("logger"));
+        assert_eq!(f.evidence["launches"], 12);
+        assert_eq!(f.evidence["probes_total"], 156);
+        assert_eq!(f.evidence["probes_first_launches"], 4.0);
+        assert_eq!(f.evidence["probes_last_launches"], 22.0);
+        assert_eq!(f.evidence["trend"], 1.0);
+        assert_eq!(f.evidence["pattern"], "/var/log/app/log.N.dat");
+        assert_eq!(f.evidence["names_captured"], true);
+        let check_us = f.evidence["check_us"].as_f64().unwrap();
+        assert!((check_us - 5.0).abs() < 1e-9, "{check_us}");
+        assert!((f.cost_s - 156.0 * 5e-6).abs() < 1e-12, "{}", f.cost_s);
+        assert_eq!(f.stack, ["next_free_name", "open_log", "main"]);
+    }
+
+    #[test]
+    fn without_captured_paths_every_found_check_counts() {
+        let probes: Vec<u64> = (1..=12).map(|i| 2 * i).collect();
+        let f = findings_with(&probes, Check::Stat, numbered, false);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["probes_total"], 156);
+        assert_eq!(f[0].evidence["pattern"], serde_json::Value::Null);
+        assert_eq!(f[0].evidence["names_captured"], false);
+        assert!(f[0].title.contains("names not captured"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn exclusive_creates_failing_with_eexist_are_probes_too() {
+        let probes: Vec<u64> = (1..=12).map(|i| 2 * i).collect();
+        for captured in [true, false] {
+            let f = findings_with(&probes, Check::ExclusiveCreate, numbered, captured);
+            assert_eq!(f.len(), 1, "captured {captured}: {f:?}");
+            assert_eq!(f[0].evidence["probes_total"], 156);
+        }
+    }
+
+    #[test]
+    fn launches_checking_the_same_files_each_time_are_not_probing() {
+        // Every launch finds the same five numbered files.
+        let f = findings(&[5; 20]);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn growing_checks_of_unnumbered_names_are_not_probes_when_names_are_captured() {
+        fn lettered(k: u64) -> String {
+            format!("/etc/app/conf.d/{}", "x".repeat(k as usize + 1))
+        }
+        let probes: Vec<u64> = (1..=12).map(|i| 2 * i).collect();
+        let f = findings_with(&probes, Check::Stat, lettered, true);
+        assert!(f.is_empty(), "{f:?}");
+        // Without the names, the same calls look like probing.
+        assert_eq!(
+            findings_with(&probes, Check::Stat, lettered, false).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn min_launches_is_the_edge() {
+        let top = 2 * MIN_MAX_PROBES;
+        assert_eq!(findings(&ramp(MIN_LAUNCHES, top)).len(), 1);
+        assert!(findings(&ramp(MIN_LAUNCHES - 1, top)).is_empty());
+    }
+
+    #[test]
+    fn min_max_probes_is_the_edge() {
+        // 1, 2, 3, … then the last launch at the threshold or just below.
+        let n = MIN_LAUNCHES as u64 + 2;
+        let mut probes: Vec<u64> = (1..n).collect();
+        probes.push(MIN_MAX_PROBES);
+        assert_eq!(findings(&probes).len(), 1);
+        *probes.last_mut().unwrap() -= 1;
+        assert!(findings(&probes).is_empty());
+    }
+
+    #[test]
+    fn min_trend_is_the_edge() {
+        // 20 launches; launches of the middle half out of order.
+        let rising: Vec<f64> = (1..=20).map(|i| 2.0 * i as f64).collect();
+        let (above, below) = trend_edge(&rising, 5, MIN_TREND);
+        let as_probes = |v: &[f64]| v.iter().map(|&p| p as u64).collect::<Vec<_>>();
+        let f = findings(&as_probes(&above));
+        assert_eq!(f.len(), 1, "{above:?}");
+        let rho = f[0].evidence["trend"].as_f64().unwrap();
+        assert!((MIN_TREND..MIN_TREND + 0.05).contains(&rho), "{rho}");
+        assert!(findings(&as_probes(&below)).is_empty(), "{below:?}");
+    }
+
+    #[test]
+    fn the_last_launches_must_probe_twice_as_much_plus_five() {
+        // First quarter 10 on average, so the last must reach 25.
+        let mut probes = vec![9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 25, 26];
+        let f = findings(&probes);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["probes_last_launches"], 25.0);
+        probes[9] = 23;
+        assert!(findings(&probes).is_empty());
+    }
+}

@@ -179,3 +179,265 @@ pub fn detect_overhead(cx: &Context) -> Vec<Finding> {
     }
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TraceBuilder;
+    use slowlab_model::trace::Trace;
+
+    /// Blocked in `openat` until fanotify's listener answers.
+    const PERMISSION: &[&str] = &[
+        "__x64_sys_openat",
+        "do_sys_openat2",
+        "do_filp_open",
+        "path_openat",
+        "do_open",
+        "fsnotify_open_perm",
+        "fsnotify",
+        "send_to_group",
+        "fanotify_handle_event",
+        "fanotify_get_response",
+        "schedule",
+    ];
+    /// Blocked reading a pipe: an ordinary wait.
+    const PIPE: &[&str] = &["__x64_sys_read", "vfs_read", "pipe_read", "schedule"];
+
+    /// `app` (pid 10) on CPU 0 opens `n` files, each blocking `wait_ns` in
+    /// `blocked` until `av-scan` (pid 30) on CPU 1 wakes it, then runs
+    /// 0.1 ms.
+    fn permission_trace(n: u64, wait_ns: u64, blocked: &[&str]) -> Trace {
+        let mut b = TraceBuilder::default();
+        b.process(10, "app");
+        let scanner = b.process(30, "av-scan");
+        let blocked = b.stack(blocked);
+        let answer = b.stack(&[
+            "__x64_sys_write",
+            "vfs_write",
+            "fanotify_write",
+            "finish_permission_event",
+            "__wake_up",
+        ]);
+        let mut t = 1_000_000;
+        for _ in 0..n {
+            b.switch(t, 0, 10, 1, 0, blocked);
+            t += wait_ns;
+            b.waking(t, 1, scanner, 10, answer);
+            b.switch(t + 1_000, 0, 0, 0, 10, None);
+            t += 100_000;
+        }
+        b.build()
+    }
+
+    fn permission(n: u64, wait_ns: u64, blocked: &[&str]) -> Vec<Finding> {
+        let trace = permission_trace(n, wait_ns, blocked);
+        detect_permission(&Context::new(&trace, None, None))
+    }
+
+    #[test]
+    fn opens_waiting_for_a_permission_watcher_are_found() {
+        let f = permission(30, 500_000, PERMISSION);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "notify-permission");
+        assert_eq!(f.culprit.pid, Some(30), "the watcher is blamed");
+        assert_eq!(f.culprit.comm.as_deref(), Some("av-scan"));
+        assert_eq!(f.evidence["waits"], 30);
+        assert_eq!(f.evidence["wait_s"], 0.015);
+        assert_eq!(f.evidence["added_per_operation_us"], 500.0);
+        assert_eq!(f.evidence["waiting_pid"], 10);
+        assert_eq!(f.evidence["waiting_comm"], "app");
+        assert_eq!(f.evidence["watcher_pid"], 30);
+        assert!((f.cost_s - 0.015).abs() < 1e-12, "{}", f.cost_s);
+        assert_eq!(f.stack.first().map(String::as_str), Some("schedule"));
+        assert!(f.stack.iter().any(|n| n == "fanotify_get_response"));
+    }
+
+    #[test]
+    fn the_inlined_permission_wait_of_6_1_is_found() {
+        // 6.1 inlines fanotify_get_response into fanotify_handle_event.
+        let inlined: Vec<&str> = PERMISSION
+            .iter()
+            .copied()
+            .filter(|&n| n != "fanotify_get_response")
+            .collect();
+        let f = permission(30, 500_000, &inlined);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["waits"], 30);
+    }
+
+    #[test]
+    fn ordinary_waits_woken_by_another_process_are_not_permission_waits() {
+        assert!(permission(30, 500_000, PIPE).is_empty());
+    }
+
+    #[test]
+    fn min_permission_waits_is_the_edge() {
+        // Each wait long enough that their time passes in any case.
+        let n = MIN_PERMISSION_WAITS;
+        let wait_ns = (2.0 * MIN_PERMISSION_WAIT_S * 1e9 / n as f64) as u64;
+        let f = permission(n, wait_ns, PERMISSION);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["waits"], n);
+        assert!(permission(n - 1, wait_ns, PERMISSION).is_empty());
+    }
+
+    #[test]
+    fn min_permission_wait_s_is_the_edge() {
+        let n = 2 * MIN_PERMISSION_WAITS;
+        let wait_ns = (MIN_PERMISSION_WAIT_S * 1e9 / n as f64).round() as u64;
+        let f = permission(n, wait_ns + 1, PERMISSION);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].evidence["wait_s"].as_f64().unwrap() >= MIN_PERMISSION_WAIT_S);
+        assert!(permission(n, wait_ns - 1, PERMISSION).is_empty());
+    }
+
+    /// Samples of one stack: user frames, then kernel frames (both
+    /// outermost first), `count` times.
+    type Part<'a> = (&'a [&'a str], &'a [&'a str], u64);
+
+    const CREATE: &[&str] = &[
+        "entry_SYSCALL_64",
+        "do_syscall_64",
+        "__x64_sys_openat",
+        "do_sys_openat2",
+        "do_filp_open",
+        "path_openat",
+        "ext4_create",
+    ];
+    const NOTIFIED: &[&str] = &[
+        "entry_SYSCALL_64",
+        "do_syscall_64",
+        "__x64_sys_openat",
+        "do_sys_openat2",
+        "do_filp_open",
+        "path_openat",
+        "fsnotify",
+        "send_to_group",
+        "inotify_handle_inode_event",
+        "kmem_cache_alloc",
+    ];
+    const WATCHER_READ: &[&str] = &[
+        "entry_SYSCALL_64",
+        "do_syscall_64",
+        "__x64_sys_read",
+        "vfs_read",
+        "inotify_read",
+    ];
+
+    fn create(n: u64) -> Part<'static> {
+        (&["main", "write_files"], CREATE, n)
+    }
+
+    fn notified(n: u64) -> Part<'static> {
+        (&["main", "write_files"], NOTIFIED, n)
+    }
+
+    /// `builder` (pid 10) sampled at 1 kHz on CPU 0 with `parts`, and
+    /// `inotifywait` (pid 40) on CPU 1 reading events `watcher` times.
+    fn overhead_trace(parts: &[Part], watcher: u64) -> Trace {
+        let mut b = TraceBuilder::default();
+        let builder = b.process(10, "builder");
+        let waiter = b.process(40, "inotifywait");
+        let mut t = 0;
+        for &(user, kernel, count) in parts {
+            let stack = b.mixed_stack(user, kernel);
+            for _ in 0..count {
+                t += 1_000_000;
+                b.sample(t, builder, 0, stack);
+            }
+        }
+        let read = b.mixed_stack(&["main", "next_event"], WATCHER_READ);
+        for _ in 0..watcher {
+            t += 1_000_000;
+            b.sample(t, waiter, 1, read);
+        }
+        b.build()
+    }
+
+    fn overhead(parts: &[Part], watcher: u64) -> Vec<Finding> {
+        let trace = overhead_trace(parts, watcher);
+        detect_overhead(&Context::new(&trace, None, None))
+    }
+
+    #[test]
+    fn file_operations_spending_on_notifications_are_found() {
+        let compute: Part = (&["main", "compile"], &[], 50);
+        let f = overhead(&[compute, create(150), notified(100)], 5);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "notify-overhead");
+        assert_eq!(f.culprit.pid, Some(10));
+        assert_eq!(f.culprit.comm.as_deref(), Some("builder"));
+        assert_eq!(f.evidence["file_op_samples"], 250);
+        assert_eq!(f.evidence["fsnotify_samples"], 100);
+        assert_eq!(f.evidence["share"], 0.4);
+        assert_eq!(f.evidence["watchers"], serde_json::json!(["inotifywait"]));
+        assert!((f.cost_s - 0.1).abs() < 1e-9, "{}", f.cost_s);
+    }
+
+    #[test]
+    fn a_watcher_seen_only_waiting_for_events_is_named() {
+        let mut b = TraceBuilder::default();
+        let builder = b.process(10, "builder");
+        b.process(40, "inotifywait");
+        let mut t = 0;
+        for (kernel, count) in [(CREATE, 150), (NOTIFIED, 100)] {
+            let stack = b.mixed_stack(&["main", "write_files"], kernel);
+            for _ in 0..count {
+                t += 1_000_000;
+                b.sample(t, builder, 0, stack);
+            }
+        }
+        // inotifywait sleeps in inotify_read until the builder's event wakes it.
+        let sleep = b.stack(&["__x64_sys_read", "vfs_read", "inotify_read", "schedule"]);
+        let send = b.stack(&["fsnotify", "send_to_group", "__wake_up"]);
+        b.switch(1_000_000, 1, 40, 1, 0, sleep);
+        b.waking(2_000_000, 0, builder, 40, send);
+        let trace = b.build();
+        let f = detect_overhead(&Context::new(&trace, None, None));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            f[0].evidence["watchers"],
+            serde_json::json!(["inotifywait"])
+        );
+        // Without the wait, no watcher is known.
+        let f = overhead(&[create(150), notified(100)], 0);
+        assert_eq!(f[0].evidence["watchers"], serde_json::json!([]));
+        assert!(f[0].title.contains("watchers: not seen"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn notifications_outside_file_operations_do_not_count() {
+        // fsnotify under reads (access events) is no file operation.
+        let read: &[&str] = &[
+            "entry_SYSCALL_64",
+            "do_syscall_64",
+            "__x64_sys_read",
+            "vfs_read",
+            "fsnotify",
+            "send_to_group",
+        ];
+        let f = overhead(&[create(150), (&["main", "load"], read, 100)], 5);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn min_file_op_samples_is_the_edge() {
+        let n = MIN_FILE_OP_SAMPLES;
+        let f = overhead(&[create(n - n / 2), notified(n / 2)], 5);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["file_op_samples"], n);
+        assert!(overhead(&[create(n - 1 - n / 2), notified(n / 2)], 5).is_empty());
+    }
+
+    #[test]
+    fn min_overhead_share_is_the_edge() {
+        let n = 1000;
+        let edge = (MIN_OVERHEAD_SHARE * n as f64).round() as u64;
+        for (under, fires) in [(edge + 1, true), (edge - 1, false)] {
+            let f = overhead(&[create(n - under), notified(under)], 5);
+            assert_eq!(f.len(), fires as usize, "{under} of {n}: {f:?}");
+        }
+    }
+}

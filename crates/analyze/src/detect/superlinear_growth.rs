@@ -83,3 +83,145 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     }
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{trend_edge, TraceBuilder};
+    use slowlab_model::trace::Trace;
+
+    const MS: u64 = 1_000_000;
+
+    /// `sh` (pid 100) launches `step` (pids 1000, 1001, …) one after the
+    /// other, 0.1 ms apart, launch i taking `durations[i]` ns and started
+    /// by `parent(i)`.
+    fn launches_by(durations: &[u64], parent: impl Fn(usize) -> i32) -> Trace {
+        let mut b = TraceBuilder::default();
+        b.process(100, "sh");
+        let mut t = MS;
+        for (i, &d) in durations.iter().enumerate() {
+            let step = b.process(1000 + i as i32, "step");
+            b.lifetime(step, Some(parent(i)), t, Some(t + d));
+            t += d + 100_000;
+        }
+        b.end(t);
+        b.build()
+    }
+
+    fn findings_of(trace: &Trace) -> Vec<Finding> {
+        detect(&Context::new(trace, None, None))
+    }
+
+    fn findings(durations: &[u64]) -> Vec<Finding> {
+        findings_of(&launches_by(durations, |_| 100))
+    }
+
+    /// Launch i takes i + 1 ms.
+    fn rising(n: usize) -> Vec<u64> {
+        (1..=n as u64).map(|i| i * MS).collect()
+    }
+
+    #[test]
+    fn launches_each_slower_than_the_last_are_found() {
+        let f = findings(&rising(20));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.id, "superlinear-growth");
+        assert_eq!(f.culprit.pid, Some(1019), "the last launch");
+        assert_eq!(f.culprit.comm.as_deref(), Some("step"));
+        assert_eq!(f.evidence["launches"], 20);
+        assert_eq!(f.evidence["parent_pid"], 100);
+        assert_eq!(f.evidence["first_duration_s"], 0.0015);
+        assert_eq!(f.evidence["last_duration_s"], 0.0195);
+        assert_eq!(f.evidence["trend"], 1.0);
+        let growth = f.evidence["growth"].as_f64().unwrap();
+        assert!((growth - 13.0).abs() < 1e-9, "{growth}");
+        let total = f.evidence["total_s"].as_f64().unwrap();
+        assert!((total - 0.210).abs() < 1e-9, "{total}");
+        // Above 1.5 ms each: 0.5 + 1.5 + … + 18.5 ms.
+        assert!((f.cost_s - 0.1805).abs() < 1e-9, "{}", f.cost_s);
+    }
+
+    #[test]
+    fn launches_seen_only_from_their_exec_count() {
+        // Forked before the trace: no fork time, only the exec.
+        let mut trace = launches_by(&rising(20), |_| 100);
+        for p in trace.processes.iter_mut().filter(|p| p.ppid.is_some()) {
+            p.exec_ns = p.start_ns.take();
+        }
+        let f = findings_of(&trace);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["launches"], 20);
+    }
+
+    #[test]
+    fn launches_taking_about_the_same_time_are_not_growth() {
+        let durations: Vec<u64> = (0..30).map(|i| 5 * MS + (i * 7 % 5) * 100_000).collect();
+        assert!(findings(&durations).is_empty());
+    }
+
+    #[test]
+    fn launches_by_different_parents_are_different_series() {
+        let trace = launches_by(&rising(20), |i| 100 + (i % 2) as i32);
+        assert!(findings_of(&trace).is_empty());
+    }
+
+    #[test]
+    fn launches_running_past_the_end_of_the_trace_do_not_count() {
+        let mut trace = launches_by(&rising(MIN_LAUNCHES), |_| 100);
+        assert_eq!(findings_of(&trace).len(), 1);
+        trace.processes.last_mut().unwrap().end_ns = None;
+        assert!(findings_of(&trace).is_empty());
+    }
+
+    #[test]
+    fn min_launches_is_the_edge() {
+        assert_eq!(findings(&rising(MIN_LAUNCHES)).len(), 1);
+        assert!(findings(&rising(MIN_LAUNCHES - 1)).is_empty());
+    }
+
+    #[test]
+    fn min_growth_is_the_edge() {
+        // Launches taking base + i ms, base chosen so that the median of
+        // the last tenth is MIN_GROWTH times that of the first; then the
+        // last tenth a little longer or shorter.
+        let n = MIN_LAUNCHES;
+        let tenth = (n / 10).max(2);
+        let first_mid = (tenth - 1) as f64 / 2.0;
+        let last_mid = (n - 1) as f64 - first_mid;
+        let base = (last_mid - MIN_GROWTH * first_mid) / (MIN_GROWTH - 1.0);
+        let durations: Vec<u64> = (0..n)
+            .map(|i| ((base + i as f64) * MS as f64).round() as u64)
+            .collect();
+        for (delta, fires) in [(10_000i64, true), (-10_000, false)] {
+            let mut d = durations.clone();
+            for x in &mut d[n - tenth..] {
+                *x = x.saturating_add_signed(delta);
+            }
+            let f = findings(&d);
+            assert_eq!(f.len(), fires as usize, "{delta}: {f:?}");
+            if fires {
+                let growth = f[0].evidence["growth"].as_f64().unwrap();
+                assert!(
+                    (MIN_GROWTH..MIN_GROWTH + 0.01).contains(&growth),
+                    "{growth}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn min_trend_is_the_edge() {
+        // The middle launches out of order; the first and last tenths kept.
+        let n = MIN_LAUNCHES;
+        let tenth = (n / 10).max(2);
+        let rising: Vec<f64> = rising(n).iter().map(|&d| d as f64).collect();
+        let (above, below) = trend_edge(&rising, tenth, MIN_TREND);
+        let as_ns = |v: &[f64]| v.iter().map(|&d| d as u64).collect::<Vec<_>>();
+        let f = findings(&as_ns(&above));
+        assert_eq!(f.len(), 1, "{above:?}");
+        let rho = f[0].evidence["trend"].as_f64().unwrap();
+        assert!((MIN_TREND..MIN_TREND + 0.05).contains(&rho), "{rho}");
+        assert!(findings(&as_ns(&below)).is_empty(), "{below:?}");
+    }
+}
