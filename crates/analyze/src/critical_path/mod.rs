@@ -329,7 +329,9 @@ fn main_thread(trace: &Trace, proc: ProcIdx) -> Option<ThreadIdx> {
 /// the trace.
 pub fn window(trace: &Trace, proc: ProcIdx) -> (u64, u64) {
     let p = &trace.processes[proc.ix()];
-    let (s, e) = (trace.meta.start_ns, trace.meta.end_ns);
+    // `clamp` needs its bounds in order, even for a damaged trace.
+    let s = trace.meta.start_ns;
+    let e = trace.meta.end_ns.max(s);
     let start = p.start_ns.or(p.exec_ns).unwrap_or(s).clamp(s, e);
     let end = p.end_ns.unwrap_or(e).clamp(start, e);
     (start, end)
