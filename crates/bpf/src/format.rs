@@ -192,11 +192,7 @@ impl<W: Write> PathLogWriter<W> {
         flags: u8,
         path: &[u8],
     ) -> io::Result<()> {
-        let (path, flags) = if path.len() > PATH_CAP {
-            (&path[..PATH_CAP], flags | FLAG_TRUNCATED)
-        } else {
-            (path, flags)
-        };
+        let (path, flags) = capped(path, flags);
         self.head(time_ns, pid, tid, syscall_id, arg, flags, path.len() as u16)?;
         self.out.write_all(path)?;
         self.records += 1;
@@ -258,6 +254,16 @@ impl<W: Write> PathLogWriter<W> {
     ) -> io::Result<()> {
         let h = record_head(time_ns, pid, tid, syscall_id, arg, flags, len);
         self.out.write_all(&h)
+    }
+}
+
+/// A path cut to [`PATH_CAP`] bytes, with [`FLAG_TRUNCATED`] added to `flags`
+/// when it was longer: what every record holds.
+pub(crate) fn capped(path: &[u8], flags: u8) -> (&[u8], u8) {
+    if path.len() > PATH_CAP {
+        (&path[..PATH_CAP], flags | FLAG_TRUNCATED)
+    } else {
+        (path, flags)
     }
 }
 

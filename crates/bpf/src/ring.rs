@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::format::{record_head, PathLogWriter, FLAG_TRUNCATED, PATH_CAP, RECORD_HEAD_LEN};
+use crate::format::{capped, record_head, PathLogWriter, RECORD_HEAD_LEN};
 use crate::syscall::Syscall;
 
 /// The default byte bound of a ring: 32 MiB of records, about 400,000 paths of 60 bytes.
@@ -97,11 +97,7 @@ impl PathRing {
         flags: u8,
         path: &[u8],
     ) {
-        let (path, flags) = if path.len() > PATH_CAP {
-            (&path[..PATH_CAP], flags | FLAG_TRUNCATED)
-        } else {
-            (path, flags)
-        };
+        let (path, flags) = capped(path, flags);
         let len = RECORD_HEAD_LEN + path.len();
         // A chunk holds at most `chunk_cap` bytes and an eighth of the window, so the
         // chunks beyond the window are let go soon after they leave it.
@@ -197,6 +193,7 @@ mod tests {
 
     use super::*;
     use crate::format::parse_paths;
+    use crate::format::PATH_CAP;
 
     const S: u64 = 1_000_000_000;
 

@@ -136,6 +136,22 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Pins the calling thread to one CPU (threads it starts later inherit it).
+/// For a child's `pre_exec`: die with SIGKILL when the thread that started
+/// it ends, and give up (ESRCH) if `parent` is already gone. Makes only
+/// async-signal-safe system calls and allocates nothing.
+pub(crate) fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: prctl and getppid have no memory-safety preconditions.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
 pub fn pin_to_cpu(cpu: usize) -> Result<(), LabError> {
     // SAFETY: cpu_set_t is plain data.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };

@@ -65,12 +65,7 @@ impl HolderGroup {
         // async-signal-safe system calls; it allocates nothing.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
+                crate::system::die_with_parent(parent)?;
                 if netns && libc::unshare(libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
