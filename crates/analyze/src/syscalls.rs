@@ -20,6 +20,8 @@ use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
 
 pub use slowlab_model::bundle::CapturedPath;
+/// Which syscalls check a path exists or take one: `slowlab_model::syscalls`' table.
+pub use slowlab_model::syscalls::{is_existence_check, takes_path};
 
 /// One syscall of one thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,48 +259,6 @@ pub struct SyscallsView {
     pub paths_missing: u64,
     /// Why paths are missing, when they are.
     pub paths_note: Option<String>,
-}
-
-/// Syscalls that check whether a path exists (the stat family, access).
-pub fn is_existence_check(name: &str) -> bool {
-    matches!(
-        name,
-        "stat"
-            | "lstat"
-            | "newstat"
-            | "newlstat"
-            | "newfstatat"
-            | "fstatat64"
-            | "statx"
-            | "access"
-            | "faccessat"
-            | "faccessat2"
-    )
-}
-
-/// Syscalls that take a path as one of their arguments.
-pub fn takes_path(name: &str) -> bool {
-    is_existence_check(name)
-        || matches!(
-            name,
-            "open"
-                | "openat"
-                | "openat2"
-                | "creat"
-                | "unlink"
-                | "unlinkat"
-                | "mkdir"
-                | "mkdirat"
-                | "rename"
-                | "renameat"
-                | "renameat2"
-                | "execve"
-                | "execveat"
-                | "truncate"
-                | "readlink"
-                | "readlinkat"
-                | "chdir"
-        )
 }
 
 /// Builds the view. `captured` is the path capture, if there is one.

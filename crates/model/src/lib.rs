@@ -13,4 +13,5 @@ pub mod bundle;
 pub mod critical_path;
 pub mod findings;
 pub mod results;
+pub mod syscalls;
 pub mod trace;

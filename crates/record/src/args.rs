@@ -26,25 +26,9 @@ pub const TRACEPOINTS: &[&str] = &[
     "block:block_rq_complete",
 ];
 
-/// Syscalls recorded (entry and exit) for the detectors.
-pub const SYSCALLS: &[&str] = &[
-    "openat",
-    "open",
-    "newstat",
-    "newlstat",
-    "newfstatat",
-    "statx",
-    "access",
-    "faccessat",
-    "faccessat2",
-    "mmap",
-    "munmap",
-    "unlink",
-    "unlinkat",
-    "unshare",
-    "clone",
-    "clone3",
-];
+/// Syscalls recorded (entry and exit) for the detectors, in the order perf
+/// is given them: the rows of `slowlab_model::syscalls` marked as recorded.
+pub const SYSCALLS: &[&str] = slowlab_model::syscalls::RECORDED_BY_PERF;
 
 /// Per-CPU buffer pages when perf streams to its file (16 MiB).
 pub const STREAM_PAGES: u64 = 4096;
@@ -282,6 +266,37 @@ mod tests {
         assert!(!s.contains("--overwrite"));
         // No global frequency: it would turn the tracepoints into samples.
         assert!(!args.iter().any(|a| a == "-F" || a == "--freq"));
+    }
+
+    #[test]
+    fn syscall_events_keep_their_order_from_before_the_shared_table() {
+        // The list `slowlab record` gave perf before the syscall table moved to
+        // `model`: the command line (and so the traces) must not change.
+        let before = [
+            "openat",
+            "open",
+            "newstat",
+            "newlstat",
+            "newfstatat",
+            "statx",
+            "access",
+            "faccessat",
+            "faccessat2",
+            "mmap",
+            "munmap",
+            "unlink",
+            "unlinkat",
+            "unshare",
+            "clone",
+            "clone3",
+        ];
+        let expected: Vec<String> = before
+            .iter()
+            .flat_map(|sc| ["enter", "exit"].map(|dir| format!("syscalls:sys_{dir}_{sc}")))
+            .collect();
+        let args = perf_args(&cfg(), &|_| true);
+        let syscalls: Vec<&String> = args.iter().filter(|a| a.starts_with("syscalls:")).collect();
+        assert_eq!(syscalls, expected.iter().collect::<Vec<_>>());
     }
 
     #[test]

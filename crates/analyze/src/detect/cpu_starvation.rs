@@ -17,7 +17,7 @@ use slowlab_model::critical_path::SegmentState;
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{EventKind, ProcIdx, Trace};
 
-use super::{enough_of_path, Context, RootPath};
+use super::{enough_of_path, heaviest, Context, RootPath};
 use crate::evidence;
 
 pub const MIN_PATH_SHARE: f64 = 0.20;
@@ -66,7 +66,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let Some(&(culprit, _)) = ranked.first() else {
         return Vec::new();
     };
-    let Some((&victim_pid, _)) = victims.iter().max_by(|a, b| a.1.total_cmp(b.1)) else {
+    let Some((&victim_pid, _)) = heaviest(victims.iter()) else {
         return Vec::new();
     };
     let proc_nice = |p: ProcIdx| {

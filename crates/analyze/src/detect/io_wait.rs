@@ -24,7 +24,7 @@ use slowlab_model::critical_path::{Segment, SegmentState, WaitKind};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{dev_name, EventKind, Trace};
 
-use super::{enough_of_path, Context, RootPath};
+use super::{enough_of_path, heaviest, Context, RootPath};
 use crate::critical_path::classify;
 use crate::evidence;
 use crate::states::SpanState;
@@ -152,11 +152,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         }
     }
     let device = device_during(trace, &mut intervals);
-    let stack = stacks
-        .into_iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(s, _)| s)
-        .unwrap_or_default();
+    let stack = heaviest(stacks).map(|(s, _)| s).unwrap_or_default();
     let names: Vec<&str> = stack.iter().map(String::as_str).collect();
     let syscall = classify::syscall_of(&names);
     let share = io_s / path.wall_s.max(1e-9);

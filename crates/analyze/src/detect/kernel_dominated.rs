@@ -10,16 +10,18 @@
 //! - one kernel entry point (the outermost kernel frame that names a
 //!   syscall or the fault handler) holds at least `MIN_ENTRY_SHARE` of the
 //!   kernel samples, and it is not a bulk data mover (read, write, copy,
-//!   splice: a process moving data is doing its job).
+//!   splice, send, receive, io_uring: the syscalls `slowlab_model::syscalls`
+//!   marks as moving data; a process moving data is doing its job).
 //!
 //! Cost: the process's kernel samples; stack: its top kernel stack.
 
 use std::collections::HashMap;
 
 use slowlab_model::findings::Finding;
+use slowlab_model::syscalls;
 use slowlab_model::trace::{ProcIdx, StackIdx};
 
-use super::Context;
+use super::{heaviest, Context};
 use crate::evidence;
 use crate::select::BuildFx;
 
@@ -28,34 +30,22 @@ pub const MIN_TRACE_SHARE: f64 = 0.05;
 pub const MIN_KERNEL_SHARE: f64 = 0.85;
 pub const MIN_ENTRY_SHARE: f64 = 0.6;
 
+/// The prefixes of a syscall's kernel entry function (`__x64_sys_openat`).
+const SYSCALL_ENTRY_PREFIXES: [&str; 3] = ["__x64_sys_", "__arm64_sys_", "__do_sys_"];
+
 fn is_entry(name: &str) -> bool {
-    name.starts_with("__x64_sys_")
-        || name.starts_with("__arm64_sys_")
-        || name.starts_with("__do_sys_")
+    SYSCALL_ENTRY_PREFIXES.iter().any(|p| name.starts_with(p))
         || name == "exc_page_fault"
         || name == "do_mem_abort"
 }
 
+/// Whether an entry point is a syscall that moves bulk data (the table's data movers:
+/// read, write, copy, splice, send, receive and their vector and io_uring forms).
 fn moves_data(entry: &str) -> bool {
-    [
-        "read",
-        "write",
-        "pread",
-        "pwrite",
-        "copy_file_range",
-        "splice",
-        "sendfile",
-        "sendmsg",
-        "recvmsg",
-        "sendto",
-        "recvfrom",
-    ]
-    .iter()
-    .any(|w| {
-        entry.ends_with(&format!("sys_{w}"))
-            || entry.ends_with(&format!("sys_{w}64"))
-            || entry.ends_with(&format!("sys_{w}v"))
-    })
+    SYSCALL_ENTRY_PREFIXES
+        .iter()
+        .find_map(|p| entry.strip_prefix(p))
+        .is_some_and(syscalls::moves_data)
 }
 
 pub fn detect(cx: &Context) -> Vec<Finding> {
@@ -106,10 +96,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         if kernel_share < MIN_KERNEL_SHARE {
             continue;
         }
-        let Some((entry, n)) = entries
-            .get(&proc)
-            .and_then(|e| e.iter().max_by_key(|(_, n)| **n))
-        else {
+        let Some((entry, n)) = entries.get(&proc).and_then(|e| heaviest(e.iter())) else {
             continue;
         };
         let entry_share = *n as f64 / kernel.max(1) as f64;
@@ -118,7 +105,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         }
         let top_stack = stacks
             .get(&proc)
-            .and_then(|m| m.iter().max_by_key(|(_, n)| **n).map(|(s, _)| *s))
+            .and_then(|m| heaviest(m.iter()).map(|(s, _)| *s))
             .flatten();
         let culprit = cx.culprit(proc);
         findings.push(cx.finding(
@@ -263,6 +250,58 @@ mod tests {
         for kernel in [&read, &pwrite] {
             let f = findings(&[(&["main", "copy"], kernel, 300)], 0);
             assert!(f.is_empty(), "{kernel:?}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn vector_ring_and_pipe_data_movers_are_doing_their_job_too() {
+        // Missed before the syscall table marked them as moving data.
+        for entry in [
+            "__x64_sys_preadv2",
+            "__x64_sys_pwritev2",
+            "__x64_sys_sendmmsg",
+            "__x64_sys_recvmmsg",
+            "__x64_sys_vmsplice",
+            "__x64_sys_tee",
+            "__x64_sys_io_uring_enter",
+            "__arm64_sys_io_uring_enter",
+        ] {
+            let kernel = sys(entry, "copy_page_to_iter");
+            let f = findings(&[(&["main", "copy"], &kernel, 300)], 0);
+            assert!(f.is_empty(), "{entry}: {f:?}");
+        }
+        // The same samples in a syscall that moves no data are a finding.
+        let kernel = sys("__x64_sys_io_uring_setup", "copy_page_to_iter");
+        let f = findings(&[(&["main", "copy"], &kernel, 300)], 0);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].evidence["entry_point"], "__x64_sys_io_uring_setup");
+    }
+
+    #[test]
+    fn the_top_stack_of_tied_stacks_is_the_same_on_every_run() {
+        // Two fault stacks with as many samples each; the stack made first
+        // wins the tie, though the other one is sampled first.
+        let zero: Vec<&str> = [&FAULT[..4], &["clear_page_erms"]].concat();
+        let copy: Vec<&str> = [&FAULT[..4], &["copy_mc_enhanced_fast_string"]].concat();
+        for (made, expected) in [
+            ([&zero, &copy], "clear_page_erms"),
+            ([&copy, &zero], "copy_mc_enhanced_fast_string"),
+        ] {
+            let mut b = TraceBuilder::default();
+            let app = b.process(10, "app");
+            let first = b.mixed_stack(TOUCH, made[0]);
+            let second = b.mixed_stack(TOUCH, made[1]);
+            let mut t = 0;
+            for stack in [second, first] {
+                for _ in 0..150 {
+                    t += 1_000_000;
+                    b.sample(t, app, 0, stack);
+                }
+            }
+            let trace = b.build();
+            let f = detect(&Context::new(&trace, None, None));
+            assert_eq!(f.len(), 1, "{f:?}");
+            assert_eq!(f[0].stack.first().map(String::as_str), Some(expected));
         }
     }
 

@@ -22,9 +22,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use slowlab_model::findings::Finding;
+use slowlab_model::syscalls::open_flags_arg;
 use slowlab_model::trace::{ProcIdx, StackIdx};
 
-use super::{trend, Context};
+use super::{heaviest, trend, Context};
 use crate::evidence;
 use crate::select::BuildFx;
 use crate::syscalls::{fold_numbers, is_existence_check};
@@ -38,11 +39,7 @@ const EEXIST: i64 = 17;
 
 /// Flags argument of an open-family syscall.
 fn open_flags(name: &str, args: &[u64; 6]) -> Option<u64> {
-    match name {
-        "open" => Some(args[1]),
-        "openat" => Some(args[2]),
-        _ => None,
-    }
+    open_flags_arg(name).map(|i| args[i])
 }
 
 #[derive(Default)]
@@ -130,9 +127,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
                 }
             }
         }
-        let site = sites
-            .into_iter()
-            .max_by_key(|(_, n)| *n)
+        let site = heaviest(sites)
             .map(|(s, _)| cx.user_names(s))
             .unwrap_or_default();
         let culprit = last_proc.map(|p| cx.culprit(p)).unwrap_or_default();
@@ -198,6 +193,9 @@ mod tests {
         ExclusiveCreate,
     }
 
+    /// The user frames of the probing call site.
+    const PROBE_SITE: &[&str] = &["main", "open_log", "next_free_name"];
+
     /// Launches of `logger` by `sh` (pid 100), one every 10 ms, launch i
     /// finding the names `name(0..probes[i])` taken before creating
     /// `name(probes[i])`; each check takes 5 µs. Returns the trace and the
@@ -207,16 +205,27 @@ mod tests {
         check: Check,
         name: fn(u64) -> String,
     ) -> (Trace, Vec<CapturedPath>) {
+        launches_from(probes, check, name, &[PROBE_SITE])
+    }
+
+    /// [`launches`] whose checks take turns among call sites `sites` (user
+    /// frames, stacks made in this order), the first check from the second.
+    fn launches_from(
+        probes: &[u64],
+        check: Check,
+        name: fn(u64) -> String,
+        sites: &[&[&str]],
+    ) -> (Trace, Vec<CapturedPath>) {
         let mut b = TraceBuilder::default();
         b.process(100, "sh");
         let kernel = match check {
             Check::Stat => "__x64_sys_newfstatat",
             Check::ExclusiveCreate => "__x64_sys_openat",
         };
-        let site = b.mixed_stack(
-            &["main", "open_log", "next_free_name"],
-            &["entry_SYSCALL_64", "do_syscall_64", kernel],
-        );
+        let sites: Vec<_> = sites
+            .iter()
+            .map(|user| b.mixed_stack(user, &["entry_SYSCALL_64", "do_syscall_64", kernel]))
+            .collect();
         let create_site = b.mixed_stack(&["main", "open_log"], &["entry_SYSCALL_64"]);
         let mut paths = Vec::new();
         for (i, &taken) in probes.iter().enumerate() {
@@ -236,6 +245,7 @@ mod tests {
             };
             let exclusive = [AT_FDCWD, 0x1000, O_CREAT | O_EXCL | O_WRONLY, 0o644, 0, 0];
             for k in 0..=taken {
+                let site = sites[(k as usize + 1) % sites.len()];
                 match check {
                     Check::Stat => {
                         let ret = if k < taken { 0 } else { -ENOENT };
@@ -280,6 +290,24 @@ mod tests {
     /// `n` launches whose probes rise evenly to `top`.
     fn ramp(n: usize, top: u64) -> Vec<u64> {
         (1..=n as u64).map(|i| top * i / n as u64).collect()
+    }
+
+    #[test]
+    fn the_site_of_tied_probes_is_the_same_on_every_run() {
+        // Two call sites make exactly half of the probes each; the stack made
+        // first wins the tie, though the other one probes first.
+        let probes: Vec<u64> = (1..=12).map(|i| 2 * i).collect();
+        let other: &[&str] = &["main", "open_log", "find_unused_name"];
+        for (sites, expected) in [
+            ([PROBE_SITE, other], PROBE_SITE),
+            ([other, PROBE_SITE], other),
+        ] {
+            let (trace, paths) = launches_from(&probes, Check::Stat, numbered, &sites);
+            let f = detect(&Context::new(&trace, Some(&paths), None));
+            assert_eq!(f.len(), 1, "{f:?}");
+            let innermost_first: Vec<&str> = expected.iter().rev().copied().collect();
+            assert_eq!(f[0].stack, innermost_first);
+        }
     }
 
     #[test]

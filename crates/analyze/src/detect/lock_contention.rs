@@ -26,7 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use slowlab_model::critical_path::{SegmentState, WaitKind};
 use slowlab_model::findings::{Culprit, Finding};
 
-use super::{enough_of_path, Context, RootPath};
+use super::{enough_of_path, heaviest, Context, RootPath};
 use crate::critical_path::{classify, describe_part, parts};
 use crate::evidence;
 use crate::states::SpanState;
@@ -61,10 +61,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     if !enough_of_path(path_s, path.wall_s, MIN_PATH_SHARE) {
         return Vec::new();
     }
-    let Some((&holder_tid, _)) = by_holder
-        .iter()
-        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
-    else {
+    let Some((&holder_tid, _)) = heaviest(by_holder.iter()) else {
         return Vec::new();
     };
     let trace = cx.trace;
@@ -116,9 +113,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     if queued.len() < MIN_WAITERS {
         return Vec::new();
     }
-    let lock = lock_sites
-        .iter()
-        .max_by(|a, b| a.1.total_cmp(b.1))
+    let lock = heaviest(lock_sites.iter())
         .map(|(s, _)| s.clone())
         .unwrap_or_else(|| "a lock".into());
     // What the holder did while the waiters waited.
@@ -148,7 +143,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         None => Culprit::default(),
     };
     let mut holders: Vec<(i32, f64)> = by_holder.into_iter().collect();
-    holders.sort_by(|a, b| b.1.total_cmp(&a.1));
+    holders.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let share = path_s / path.wall_s.max(1e-9);
     let title = format!(
         "{} threads of {} queue on a lock ({lock}): {:.0}% of {}'s {:.2} s; the holder {} [{}] was {holder_doing} while holding it",
@@ -160,11 +155,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         holder_comm,
         holder_tid,
     );
-    let stack = top_stack
-        .into_iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(s, _)| s)
-        .unwrap_or_default();
+    let stack = heaviest(top_stack).map(|(s, _)| s).unwrap_or_default();
     vec![cx.finding(
         "lock-contention",
         title,

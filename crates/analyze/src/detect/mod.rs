@@ -10,6 +10,7 @@
 //! hold). Pure: reads the trace, prints nothing.
 
 pub mod cpu_starvation;
+mod heaviest;
 pub mod io_wait;
 pub mod kernel_dominated;
 pub mod linear_probe_names;
@@ -32,6 +33,8 @@ use crate::states::ThreadStates;
 use crate::select::BuildFx;
 use crate::syscalls::{attach_paths, pair_calls, Call, CapturedPath};
 use crate::waits::{schedule, Schedule};
+
+pub(crate) use heaviest::heaviest;
 
 pub use slowlab_model::bundle::CgroupInfo;
 

@@ -1,9 +1,13 @@
 //! The file-change watcher detectors.
 //!
 //! `notify-permission`: file operations waiting for a fanotify permission
-//! watcher. Signature: waits whose blocking stack is in the permission path
-//! (`fanotify_get_response`, or `fsnotify_perm`/`fsnotify_open_perm` with
-//! fanotify below), woken by the watcher. Thresholds: at least
+//! watcher. Signature: waits whose blocking stack is in fanotify's
+//! permission wait (`fanotify_get_response`, or `fanotify_handle_event` into
+//! which 6.1 inlines it), below the permission hooks (`fsnotify_perm`,
+//! `fsnotify_open_perm`, …, usually inlined and then not in the stack; a
+//! hook without fanotify below is no permission wait), woken by the watcher
+//! (a process: a wake-up from the idle task, an interrupt's, is no watcher's
+//! answer). Thresholds: at least
 //! `MIN_PERMISSION_WAITS` such waits adding up to `MIN_PERMISSION_WAIT_S`.
 //! One finding per (waiting process, watcher process); cost: the waiting
 //! time; evidence: waits, added time per operation, the watcher.
@@ -32,18 +36,12 @@ pub const MIN_FILE_OP_SAMPLES: u64 = 50;
 
 /// A blocking stack through one of these waits for a permission answer.
 /// `fanotify_handle_event` sleeps only for permission events (where the
-/// kernel inlines `fanotify_get_response` into it, as 6.1 does).
-fn in_permission_path(name: &str) -> bool {
-    matches!(
-        name,
-        "fanotify_get_response"
-            | "fanotify_handle_event"
-            | "fsnotify_perm"
-            | "fsnotify_open_perm"
-            | "fsnotify_file_perm"
-            | "fsnotify_pre_content"
-            | "fsnotify_file_area_perm"
-    )
+/// kernel inlines `fanotify_get_response` into it, as 6.1 does). The
+/// permission hooks above them (`fsnotify_perm`, `fsnotify_open_perm`, …)
+/// are not enough: blocked in a hook without fanotify below, a thread waits
+/// for something else (a lock, memory), not for a watcher's answer.
+fn in_permission_wait(name: &str) -> bool {
+    matches!(name, "fanotify_get_response" | "fanotify_handle_event")
 }
 
 /// (total ns, count, a blocking stack) of one process's permission waits.
@@ -51,12 +49,15 @@ type PermissionWaits = (u64, u64, Option<slowlab_model::trace::StackIdx>);
 
 pub fn detect_permission(cx: &Context) -> Vec<Finding> {
     // (waiting process, watcher process) → (total ns, count, a blocking stack)
-    let mut per: HashMap<(ProcIdx, Option<ProcIdx>), PermissionWaits, BuildFx> = HashMap::default();
+    let mut per: HashMap<(ProcIdx, ProcIdx), PermissionWaits, BuildFx> = HashMap::default();
     for w in &cx.schedule.waits {
-        if !cx.stack_has(w.stack, &in_permission_path) {
+        let Some(watcher) = w.waker else {
+            continue;
+        };
+        if !cx.stack_has(w.stack, &in_permission_wait) {
             continue;
         }
-        let key = (cx.process_of(w.thread), w.waker.map(|t| cx.process_of(t)));
+        let key = (cx.process_of(w.thread), cx.process_of(watcher));
         let e = per.entry(key).or_insert((0, 0, w.stack));
         e.0 += w.end_ns - w.start_ns;
         e.1 += 1;
@@ -67,7 +68,7 @@ pub fn detect_permission(cx: &Context) -> Vec<Finding> {
         if count < MIN_PERMISSION_WAITS || total_s < MIN_PERMISSION_WAIT_S {
             continue;
         }
-        let watcher_culprit = watcher.map(|p| cx.culprit(p)).unwrap_or_default();
+        let watcher_culprit = cx.culprit(watcher);
         let victim = cx.culprit(waiting);
         let per_op_us = total_s / count as f64 * 1e6;
         let title = format!(
@@ -75,7 +76,7 @@ pub fn detect_permission(cx: &Context) -> Vec<Finding> {
              opens: {per_op_us:.0} µs added per operation",
             victim.comm.as_deref().unwrap_or("?"),
             total_s * 1e3,
-            watcher_culprit.comm.as_deref().unwrap_or("unknown watcher"),
+            watcher_culprit.comm.as_deref().unwrap_or("?"),
         );
         findings.push(cx.finding(
             "notify-permission",
@@ -269,6 +270,52 @@ mod tests {
     #[test]
     fn ordinary_waits_woken_by_another_process_are_not_permission_waits() {
         assert!(permission(30, 500_000, PIPE).is_empty());
+    }
+
+    #[test]
+    fn a_permission_hook_without_fanotify_below_is_no_permission_wait() {
+        // Blocked under the open hook, but on a lock in fsnotify, not on a
+        // fanotify watcher's answer.
+        let hook_only: &[&str] = &[
+            "__x64_sys_openat",
+            "do_sys_openat2",
+            "do_filp_open",
+            "path_openat",
+            "do_open",
+            "fsnotify_open_perm",
+            "fsnotify",
+            "mutex_lock",
+            "schedule",
+        ];
+        assert!(permission(30, 500_000, hook_only).is_empty());
+        // With fanotify's wait below the same hook, it is one.
+        let answered: Vec<&str> = [&hook_only[..6], &PERMISSION[6..]].concat();
+        assert_eq!(permission(30, 500_000, &answered).len(), 1);
+    }
+
+    #[test]
+    fn waits_ended_by_an_interrupt_are_no_watchers_answer() {
+        // The same blocked opens, each woken from the idle task (an
+        // interrupt), not by a process answering them.
+        let mut b = TraceBuilder::default();
+        b.process(10, "app");
+        let idle = b.process(0, "swapper/1");
+        let blocked = b.stack(PERMISSION);
+        let irq = b.stack(&["asm_common_interrupt", "__wake_up"]);
+        let mut t = 1_000_000;
+        for _ in 0..30 {
+            b.switch(t, 0, 10, 1, 0, blocked);
+            t += 500_000;
+            b.waking(t, 1, idle, 10, irq);
+            b.switch(t + 1_000, 0, 0, 0, 10, None);
+            t += 100_000;
+        }
+        let trace = b.build();
+        let cx = Context::new(&trace, None, None);
+        assert_eq!(cx.schedule.waits.len(), 30, "the waits are there");
+        assert!(cx.schedule.waits.iter().all(|w| w.waker.is_none()));
+        let f = detect_permission(&cx);
+        assert!(f.is_empty(), "{f:?}");
     }
 
     #[test]

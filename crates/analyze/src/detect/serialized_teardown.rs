@@ -32,7 +32,7 @@ use std::collections::{BTreeSet, HashMap};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{StackIdx, ThreadIdx};
 
-use super::{median, Context};
+use super::{heaviest, median, Context};
 use crate::evidence;
 use crate::select::BuildFx;
 
@@ -240,9 +240,8 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
             let e = by_holder.entry(st.holder).or_insert((0.0, st.holder_stack));
             e.0 += len;
         }
-        let Some((&waker, &(waker_s, waker_stack))) =
-            by_holder.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
-        else {
+        let holders = by_holder.iter().map(|(h, &(s, stack))| ((h, stack), s));
+        let Some(((&waker, waker_stack), waker_s)) = heaviest(holders) else {
             continue;
         };
         let worker = waker

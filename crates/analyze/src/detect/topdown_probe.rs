@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{ProcIdx, StackIdx};
 
-use super::Context;
+use super::{heaviest, Context};
 use crate::evidence;
 use crate::select::BuildFx;
 
@@ -93,10 +93,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         } else {
             p.failed_ns as f64 / 1e9
         };
-        let site = p
-            .sites
-            .iter()
-            .max_by_key(|(_, n)| **n)
+        let site = heaviest(p.sites.iter())
             .map(|(s, _)| cx.user_names(*s))
             .unwrap_or_default();
         let culprit = cx.culprit(proc);
@@ -141,14 +138,27 @@ mod tests {
     /// mmap has `flags` and takes 2 µs. `in_mmap` 1 ms samples of it are
     /// inside mmap, and as many in its own code.
     fn allocator(failures: &[u64], flags: u64, in_mmap: u64) -> Trace {
+        allocator_from(failures, flags, in_mmap, &[GROW_SITE])
+    }
+
+    /// The user frames of the mapping call site.
+    const GROW_SITE: &[&str] = &["main", "arena_grow", "mmap"];
+
+    /// [`allocator`] whose mmaps take turns among call sites `sites` (user
+    /// frames, stacks made in this order), the first mmap from the second.
+    fn allocator_from(failures: &[u64], flags: u64, in_mmap: u64, sites: &[&[&str]]) -> Trace {
         let mut b = TraceBuilder::default();
         let alloc = b.process(10, "alloc");
         b.process(20, "other");
         let kernel = ["entry_SYSCALL_64", "do_syscall_64", "__x64_sys_mmap"];
-        let site = b.mixed_stack(&["main", "arena_grow", "mmap"], &kernel);
+        let sites: Vec<_> = sites
+            .iter()
+            .map(|user| b.mixed_stack(user, &kernel))
+            .collect();
         let mut t = 1_000_000;
         for &n in failures {
             for j in 0..=n {
+                let site = sites[(j as usize + 1) % sites.len()];
                 let addr = TOP - (j + 1) * 0x10_0000;
                 let ret = if j < n { -EEXIST } else { addr as i64 };
                 let args = [addr, 0x10_0000, 3, flags, u64::MAX, 0];
@@ -219,6 +229,22 @@ mod tests {
         assert!((cpu - 0.3).abs() < 1e-9, "{cpu}");
         assert!((f.cost_s - 0.3).abs() < 1e-9, "{}", f.cost_s);
         assert_eq!(f.stack, ["mmap", "arena_grow", "main"]);
+    }
+
+    #[test]
+    fn the_site_of_tied_failures_is_the_same_on_every_run() {
+        // Two call sites fail exactly as often; the stack made first wins
+        // the tie, though the other one fails first.
+        let failures: Vec<u64> = (1..=20).map(|k| 4 * k).collect();
+        let other: &[&str] = &["main", "slab_refill", "mmap"];
+        for (sites, expected) in [([GROW_SITE, other], GROW_SITE), ([other, GROW_SITE], other)] {
+            let flags = MAP_PRIVATE_ANONYMOUS | MAP_FIXED_NOREPLACE;
+            let trace = allocator_from(&failures, flags, 0, &sites);
+            let f = detect(&Context::new(&trace, None, None));
+            assert_eq!(f.len(), 1, "{f:?}");
+            let innermost_first: Vec<&str> = expected.iter().rev().copied().collect();
+            assert_eq!(f[0].stack, innermost_first);
+        }
     }
 
     #[test]
