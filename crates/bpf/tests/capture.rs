@@ -325,6 +325,8 @@ fn without_privileges_the_error_says_run_as_root() {
         let child = Command::new(exe)
             .args(["--exact", name, "--nocapture", "--test-threads=1"])
             .env(UNPRIVILEGED_CHILD, "1")
+            // The child cannot append to root's skip log; its skip is passed on below.
+            .env_remove(slowlab_testkit::SKIP_LOG_VAR)
             .output()
             .expect("run the child");
         let stderr = String::from_utf8_lossy(&child.stderr);
@@ -335,8 +337,8 @@ fn without_privileges_the_error_says_run_as_root() {
             String::from_utf8_lossy(&child.stdout)
         );
         // Pass the child's SKIP on, if it printed one.
-        for line in stderr.lines().filter(|l| l.starts_with("SKIP:")) {
-            eprintln!("{line}");
+        for line in stderr.lines().filter_map(|l| l.strip_prefix("SKIP: ")) {
+            slowlab_testkit::skip(format_args!("in the unprivileged child: {line}"));
         }
         return;
     }
@@ -358,7 +360,9 @@ fn without_privileges_the_error_says_run_as_root() {
         }
         Ok(capture) => {
             let _ = capture.stop();
-            eprintln!("SKIP: {name}: this user may load BPF programs without root");
+            slowlab_testkit::skip(format_args!(
+                "{name}: this user may load BPF programs without root"
+            ));
         }
         Err(e) => panic!("expected NotPermitted, got: {e}"),
     }

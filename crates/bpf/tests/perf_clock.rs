@@ -35,7 +35,9 @@ fn parse_perf_script(text: &str) -> Vec<(u32, u64)> {
 fn perf_monotonic_times_match_capture_times_within_microseconds() {
     let _serial = serial();
     if Command::new("perf").arg("--version").output().is_err() {
-        eprintln!("SKIP: perf clock correlation: `perf` is not installed (Debian: linux-perf)");
+        slowlab_testkit::skip(format_args!(
+            "perf clock correlation: `perf` is not installed (Debian: linux-perf)"
+        ));
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");

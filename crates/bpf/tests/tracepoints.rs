@@ -40,7 +40,9 @@ fn path_arguments_match_the_kernels_tracepoint_formats() {
         .map(|r| Path::new(r).join("events/syscalls"))
         .find(|p| fs::read_dir(p).is_ok());
     let Some(dir) = root else {
-        eprintln!("SKIP: tracepoint formats: cannot read tracefs events/syscalls (run as root)");
+        slowlab_testkit::skip(format_args!(
+            "tracepoint formats: cannot read tracefs events/syscalls (run as root)"
+        ));
         return;
     };
     let mut checked = 0;

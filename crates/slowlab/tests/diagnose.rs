@@ -47,7 +47,7 @@ fn ids(findings: &[serde_json::Value]) -> Vec<String> {
 fn lab_trace_detectors_fire_on_pathological_and_stay_silent_on_control() {
     require_perf!();
     if !is_root() {
-        eprintln!("SKIP: the scenarios and the eBPF capture need root");
+        slowlab_testkit::skip(format_args!("the scenarios and the eBPF capture need root"));
         return;
     }
     let _one = one_recording_at_a_time();
@@ -67,7 +67,7 @@ fn lab_trace_detectors_fire_on_pathological_and_stay_silent_on_control() {
     for c in &checks {
         let id = c["id"].as_str().unwrap();
         if c["status"] == "skipped" {
-            eprintln!("SKIP {id}: {}", c["reason"]);
+            slowlab_testkit::skip(format_args!("{id}: {}", c["reason"]));
             continue;
         }
         ran += 1;
@@ -143,7 +143,9 @@ with open(sys.argv[1], "rb") as f:
 fn thrash_in_a_small_cgroup(tag: &str, program: &str, comm: &str) {
     let v1 = Path::new("/sys/fs/cgroup/memory");
     if !is_root() || !v1.join("memory.limit_in_bytes").exists() {
-        eprintln!("SKIP: needs root and the cgroup v1 memory controller");
+        slowlab_testkit::skip(format_args!(
+            "needs root and the cgroup v1 memory controller"
+        ));
         return;
     }
     let _one = one_recording_at_a_time();
@@ -188,7 +190,7 @@ fn thrash_in_a_small_cgroup(tag: &str, program: &str, comm: &str) {
 fn a_python_scan_in_a_small_memory_cgroup_is_found() {
     require_perf!();
     if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("SKIP: python3 is not installed");
+        slowlab_testkit::skip(format_args!("python3 is not installed"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -230,15 +232,17 @@ impl Drop for NamedNamespaces {
 fn namespaces_churned_with_ip_netns_are_found() {
     require_perf!();
     if !is_root() {
-        eprintln!("SKIP: `ip netns add` needs root");
+        slowlab_testkit::skip(format_args!("`ip netns add` needs root"));
         return;
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("SKIP: ip (iproute2) is not installed");
+        slowlab_testkit::skip(format_args!("ip (iproute2) is not installed"));
         return;
     }
     if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("SKIP: python3 is not installed (it holds the namespaces open)");
+        slowlab_testkit::skip(format_args!(
+            "python3 is not installed (it holds the namespaces open)"
+        ));
         return;
     }
     let _one = one_recording_at_a_time();
@@ -334,7 +338,7 @@ fn ordinary_work_has_no_findings() {
     assert!(findings.is_empty(), "tar: {:?}", ids(&findings));
     // A small cargo build (a crate without dependencies).
     if Command::new("cargo").arg("-V").output().is_err() {
-        eprintln!("SKIP (cargo build): cargo is not on PATH");
+        slowlab_testkit::skip(format_args!("cargo build: cargo is not on PATH"));
         return;
     }
     let krate = dir.path().join("k");
@@ -407,7 +411,9 @@ fn the_report_loads_in_chromium_and_shows_a_hostile_name_as_text() {
         .into_iter()
         .find(|c| Command::new(c).arg("--version").output().is_ok());
     let Some(chromium) = chromium else {
-        eprintln!("SKIP: Chromium is not installed (scripts/setup.sh installs it)");
+        slowlab_testkit::skip(format_args!(
+            "Chromium is not installed (scripts/setup.sh installs it)"
+        ));
         return;
     };
     let _one = one_recording_at_a_time();
@@ -421,7 +427,7 @@ fn the_report_loads_in_chromium_and_shows_a_hostile_name_as_text() {
     let report = report_dir.join("report.html");
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(!html.contains("<script>alert("), "the name is escaped");
-    assert!(html.contains("&lt;script&gt;alert("), "the name is shown");
+    assert!(html.contains("\\u003cscript>alert("), "the name is in the page's data");
     let out = Command::new(chromium)
         .args([
             "--headless",

@@ -169,7 +169,9 @@ fn log_probe_launches_children_and_probing_costs_more() {
 #[test]
 fn notify_buffer_size_does_not_matter_but_a_permission_watcher_does() {
     if !is_root() {
-        eprintln!("SKIP: notify-buffer needs root (mount namespaces, fanotify)");
+        slowlab_testkit::skip(format_args!(
+            "notify-buffer needs root (mount namespaces, fanotify)"
+        ));
         return;
     }
     let (r, human) = run_tiny("notify-buffer");
@@ -213,14 +215,14 @@ fn root_scenarios_are_skipped_with_a_reason_when_not_root() {
             ])
             .output();
         let Ok(o) = o else {
-            eprintln!("SKIP: setpriv is not available to drop privileges");
+            slowlab_testkit::skip(format_args!("setpriv is not available to drop privileges"));
             return;
         };
         if !o.status.success() {
-            eprintln!(
-                "SKIP: cannot run as nobody: {}",
+            slowlab_testkit::skip(format_args!(
+                "cannot run as nobody: {}",
                 String::from_utf8_lossy(&o.stderr)
-            );
+            ));
             return;
         }
         let r: Value = serde_json::from_slice(&o.stdout).unwrap();

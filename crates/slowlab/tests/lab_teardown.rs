@@ -77,7 +77,9 @@ fn assert_no_holder_left(tag: &str, seen: &[u32]) {
 #[test]
 fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
     if !is_root() {
-        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        slowlab_testkit::skip(format_args!(
+            "teardown-lock needs root (network namespaces)"
+        ));
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -96,7 +98,7 @@ fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
             !reason.starts_with("failed"),
             "the scenario failed: {reason}"
         );
-        eprintln!("SKIP: teardown-lock was skipped here: {reason}");
+        slowlab_testkit::skip(format_args!("teardown-lock was skipped here: {reason}"));
         return;
     }
     assert_eq!(r["status"], "ran");
@@ -164,7 +166,7 @@ fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
                 r["status"] == "skipped" && !reason.starts_with("failed"),
                 "slowlab ended before 200 holders were up: {r}"
             );
-            eprintln!("SKIP: teardown-lock was skipped here: {reason}");
+            slowlab_testkit::skip(format_args!("teardown-lock was skipped here: {reason}"));
             return;
         }
         if Instant::now() > deadline {
@@ -206,7 +208,9 @@ fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
 #[test]
 fn ctrl_c_while_the_holders_are_alive_kills_them_and_exits_130() {
     if !is_root() {
-        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        slowlab_testkit::skip(format_args!(
+            "teardown-lock needs root (network namespaces)"
+        ));
         return;
     }
     interrupt_while_holders_are_alive("sigint", 0, Duration::ZERO);
@@ -215,7 +219,9 @@ fn ctrl_c_while_the_holders_are_alive_kills_them_and_exits_130() {
 #[test]
 fn a_second_ctrl_c_still_kills_every_holder() {
     if !is_root() {
-        eprintln!("SKIP: teardown-lock needs root (network namespaces)");
+        slowlab_testkit::skip(format_args!(
+            "teardown-lock needs root (network namespaces)"
+        ));
         return;
     }
     interrupt_while_holders_are_alive("sigint-twice", 1, Duration::from_millis(1));

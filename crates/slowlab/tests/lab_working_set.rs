@@ -120,7 +120,7 @@ fn assert_nothing_left(pid: u32, tag: &str, work: &Path) {
 #[test]
 fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
     if !is_root() {
-        eprintln!("SKIP: working-set-cap needs root (memory cgroups)");
+        slowlab_testkit::skip(format_args!("working-set-cap needs root (memory cgroups)"));
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,7 +138,7 @@ fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
     assert_nothing_left(pid, &tag, work.path());
     let r = result_json(&out, "working-set-cap");
     if let Some(reason) = skip_reason(&r) {
-        eprintln!("SKIP: working-set-cap was skipped here: {reason}");
+        slowlab_testkit::skip(format_args!("working-set-cap was skipped here: {reason}"));
         return;
     }
     assert_eq!(r["status"], "ran");
@@ -197,7 +197,7 @@ fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
 #[test]
 fn ctrl_c_while_the_capped_scanner_runs_removes_the_cgroup_and_the_file() {
     if !is_root() {
-        eprintln!("SKIP: working-set-cap needs root (memory cgroups)");
+        slowlab_testkit::skip(format_args!("working-set-cap needs root (memory cgroups)"));
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,7 +218,9 @@ fn ctrl_c_while_the_capped_scanner_runs_removes_the_cgroup_and_the_file() {
             let r = result_json(&out, "working-set-cap");
             match skip_reason(&r) {
                 Some(reason) => {
-                    eprintln!("SKIP: working-set-cap was skipped here: {reason}");
+                    slowlab_testkit::skip(format_args!(
+                        "working-set-cap was skipped here: {reason}"
+                    ));
                     return;
                 }
                 None => panic!("the run ended before the capped scan was seen: {r}"),

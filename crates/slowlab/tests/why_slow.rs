@@ -187,10 +187,10 @@ fn an_fsync_loop_waits_for_storage() {
         .unwrap();
     let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
     if fs == "tmpfs" || fs == "ramfs" {
-        eprintln!(
-            "SKIP: {} is {fs}; fsync costs nothing there",
+        slowlab_testkit::skip(format_args!(
+            "{} is {fs}; fsync costs nothing there",
             base.display()
-        );
+        ));
         return;
     }
     let dir = tempfile::tempdir_in(base).unwrap();

@@ -22,7 +22,7 @@ pub fn start_or_skip(test: &str, output: &Path, options: &CaptureOptions) -> Opt
     match PathCapture::start_with(output, options) {
         Ok(capture) => Some(capture),
         Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
-            eprintln!("SKIP: {test}: {e}");
+            slowlab_testkit::skip(format_args!("{test}: {e}"));
             None
         }
         Err(e) => panic!("{test}: starting the capture failed: {e}"),

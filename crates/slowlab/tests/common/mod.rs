@@ -58,7 +58,7 @@ pub fn perf_unavailable() -> Option<String> {
 macro_rules! require_perf {
     () => {
         if let Some(why) = common::perf_unavailable() {
-            eprintln!("SKIP: {why}");
+            slowlab_testkit::skip(format_args!("{why}"));
             return;
         }
     };
