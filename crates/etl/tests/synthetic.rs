@@ -1,0 +1,282 @@
+//! A 32-bit trace built here byte by byte (the fixtures are all 64-bit):
+//! two CPUs' buffers, one of them LZ77-compressed, merged in time order;
+//! the payload layouts at pointer size 4; and the model built from them
+//! (process, threads, modules, a sample with its stack, a context switch
+//! and a wake-up). Then every truncation and many corruptions of it, which
+//! must read or fail without a panic.
+
+use slowlab_etl::{read_bytes, to_trace};
+use slowlab_model::trace::EventKind;
+
+const FREQ: u64 = 10_000_000;
+const T0: i64 = 1_000_000;
+
+fn utf16(s: &str) -> Vec<u8> {
+    s.encode_utf16()
+        .chain([0])
+        .flat_map(u16::to_le_bytes)
+        .collect()
+}
+
+/// A SYSTEM32 (kind 1) or compact32 (kind 3) event.
+fn system_event(
+    kind: u8,
+    hook: u16,
+    version: u16,
+    tid: u32,
+    pid: u32,
+    time: i64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let header_len = if kind == 1 { 32 } else { 24 };
+    let mut b = version.to_le_bytes().to_vec();
+    b.extend_from_slice(&[kind, 0xc0]);
+    b.extend_from_slice(&((header_len + payload.len()) as u16).to_le_bytes());
+    b.extend_from_slice(&hook.to_le_bytes());
+    b.extend_from_slice(&tid.to_le_bytes());
+    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&time.to_le_bytes());
+    b.resize(header_len, 0);
+    b.extend_from_slice(payload);
+    b
+}
+
+/// A PERFINFO32 (kind 0x10) event.
+fn perfinfo_event(hook: u16, time: i64, payload: &[u8]) -> Vec<u8> {
+    let mut b = 2u16.to_le_bytes().to_vec();
+    b.extend_from_slice(&[0x10, 0xc0]);
+    b.extend_from_slice(&((16 + payload.len()) as u16).to_le_bytes());
+    b.extend_from_slice(&hook.to_le_bytes());
+    b.extend_from_slice(&time.to_le_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+
+fn buffer(cpu: u8, events: &[Vec<u8>], compress: bool) -> Vec<u8> {
+    let mut body = Vec::new();
+    for e in events {
+        body.extend_from_slice(e);
+        body.resize(body.len().next_multiple_of(8), 0);
+    }
+    let filled = 0x48 + body.len();
+    let stored = if compress {
+        // Plain LZ77 with literals only: a zero flag word per 32 bytes.
+        let mut c = Vec::new();
+        for chunk in body.chunks(32) {
+            c.extend_from_slice(&0u32.to_le_bytes());
+            c.extend_from_slice(chunk);
+        }
+        c
+    } else {
+        body
+    };
+    let mut b = vec![0u8; 0x48];
+    b[0..4].copy_from_slice(&((0x48 + stored.len()) as u32).to_le_bytes());
+    b[4..8].copy_from_slice(&(filled as u32).to_le_bytes());
+    b[0x28] = cpu;
+    b[0x30..0x34].copy_from_slice(&(filled as u32).to_le_bytes());
+    let flags: u16 = if compress { 0x40 } else { 0 };
+    b[0x34..0x36].copy_from_slice(&flags.to_le_bytes());
+    b.extend_from_slice(&stored);
+    b
+}
+
+fn logfile_header() -> Vec<u8> {
+    let mut p = vec![0u8; 56 + 8 + 172 + 4]; // up to the 8-aligned times (240)
+    p[0..4].copy_from_slice(&0x10000u32.to_le_bytes());
+    p[4..8].copy_from_slice(&0x0105u32.to_le_bytes()); // 5.1
+    p[8..12].copy_from_slice(&2600u32.to_le_bytes());
+    p[12..16].copy_from_slice(&2u32.to_le_bytes()); // CPUs
+    p[44..48].copy_from_slice(&4u32.to_le_bytes()); // pointer size
+    p[48..52].copy_from_slice(&3u32.to_le_bytes()); // events lost
+    p.extend_from_slice(&0i64.to_le_bytes()); // boot time
+    p.extend_from_slice(&(FREQ as i64).to_le_bytes()); // perf freq
+    p.extend_from_slice(&0i64.to_le_bytes()); // start time
+    p.extend_from_slice(&1u32.to_le_bytes()); // clock: QPC
+    p.extend_from_slice(&0u32.to_le_bytes()); // buffers lost
+    p.extend_from_slice(&utf16("Synthetic"));
+    p.extend_from_slice(&utf16("synthetic.etl"));
+    p
+}
+
+fn process_dcstart(pid: u32, ppid: u32, name: &str, cmd: &str) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&0x8100_0000u32.to_le_bytes()); // unique key
+    for v in [pid, ppid, 1, 259] {
+        p.extend_from_slice(&v.to_le_bytes());
+    }
+    p.extend_from_slice(&0x1000u32.to_le_bytes()); // directory table base
+    p.extend_from_slice(&0u32.to_le_bytes()); // flags
+    p.extend_from_slice(&0u32.to_le_bytes()); // no SID
+    p.extend_from_slice(name.as_bytes());
+    p.push(0);
+    p.extend_from_slice(&utf16(cmd));
+    p.extend_from_slice(&utf16(""));
+    p.extend_from_slice(&utf16(""));
+    p
+}
+
+fn thread_dcstart(pid: u32, tid: u32) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&pid.to_le_bytes());
+    p.extend_from_slice(&tid.to_le_bytes());
+    p.extend_from_slice(&[0u8; 7 * 4 + 4 + 4]); // pointers, tag, priorities
+    p.extend_from_slice(&utf16("worker"));
+    p
+}
+
+fn image(pid: u32, base: u32, size: u32, path: &str) -> Vec<u8> {
+    let mut p = Vec::new();
+    for v in [base, size, pid, 0, 0, 0, base, 0, 0, 0, 0] {
+        p.extend_from_slice(&v.to_le_bytes());
+    }
+    p.extend_from_slice(&utf16(path));
+    p
+}
+
+fn trace_bytes() -> Vec<u8> {
+    let t = |ms: i64| T0 + ms * (FREQ as i64 / 1000);
+    let sample_time = t(5);
+    let mut sample = 0x0040_1234u32.to_le_bytes().to_vec();
+    sample.extend_from_slice(&101u32.to_le_bytes());
+    sample.extend_from_slice(&[1, 0, 0, 0]);
+    let mut stack = sample_time.to_le_bytes().to_vec();
+    stack.extend_from_slice(&100u32.to_le_bytes());
+    stack.extend_from_slice(&101u32.to_le_bytes());
+    for f in [0x8040_1000u32, 0x0040_1234, 0x0040_2000] {
+        stack.extend_from_slice(&f.to_le_bytes());
+    }
+    // CSwitch: new 102, old 101, new priority 9, old waiting (5) for
+    // WrPageIn (9): an uninterruptible-like wait.
+    let mut cswitch = 102u32.to_le_bytes().to_vec();
+    cswitch.extend_from_slice(&101u32.to_le_bytes());
+    cswitch.extend_from_slice(&[9, 8, 0, 0, 9, 0, 5, 0]);
+    cswitch.extend_from_slice(&[0; 8]);
+    let ready = [101u32.to_le_bytes().to_vec(), vec![0; 4]].concat();
+    let cpu0 = vec![
+        system_event(1, 0x0000, 2, 0, 0, T0, &logfile_header()),
+        system_event(
+            1,
+            0x0303,
+            4,
+            u32::MAX,
+            u32::MAX,
+            t(1),
+            &process_dcstart(100, 4, "app.exe", "app.exe -x"),
+        ),
+        system_event(1, 0x0503, 3, 101, 100, t(2), &thread_dcstart(100, 101)),
+        system_event(
+            1,
+            0x030a,
+            3,
+            101,
+            100,
+            t(3),
+            &image(100, 0x0040_0000, 0x10000, "\\Windows\\app.exe"),
+        ),
+        perfinfo_event(0x0f2e, sample_time, &sample),
+        system_event(3, 0x0524, 2, 102, 100, t(7), &cswitch),
+    ];
+    let cpu1 = vec![
+        system_event(1, 0x0503, 3, 102, 100, t(2) + 1, &thread_dcstart(100, 102)),
+        system_event(
+            1,
+            0x1403,
+            3,
+            0,
+            0,
+            t(4),
+            &image(
+                0,
+                0x8040_0000,
+                0x10000,
+                "\\SystemRoot\\system32\\ntoskrnl.exe",
+            ),
+        ),
+        system_event(1, 0x1820, 2, 101, 100, sample_time + 10, &stack),
+        system_event(3, 0x0532, 2, 102, 100, t(8), &ready),
+    ];
+    [buffer(0, &cpu0, false), buffer(1, &cpu1, true)].concat()
+}
+
+#[test]
+fn a_32_bit_trace_reads_into_the_model() {
+    let bytes = trace_bytes();
+    let etl = read_bytes(&bytes).expect("reads");
+    let h = etl.header.as_ref().unwrap();
+    assert_eq!(
+        (h.pointer_size, h.number_of_processors, h.events_lost),
+        (4, 2, 3)
+    );
+    assert_eq!(h.logger_name, "Synthetic");
+    assert_eq!(etl.stats().compressed_buffers, 1);
+    // The two CPUs' events, merged in time order.
+    let times: Vec<i64> = etl.events().iter().map(|e| e.header.time).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(times.len(), 10);
+    let counts = etl.event_counts();
+    assert_eq!(counts["Windows Kernel/Thread/CSwitch"], 1);
+    assert_eq!(counts["Windows Kernel/Dispatcher/ReadyThread"], 1);
+    assert_eq!(counts["Windows Kernel/Image/Load"], 1);
+    assert!(etl.warnings().iter().any(|w| w.contains("lost 3 events")));
+
+    let t = to_trace(&etl);
+    let app = t
+        .processes
+        .iter()
+        .find(|p| p.pid == 100)
+        .expect("process 100");
+    assert_eq!(t.str(app.comm), "app.exe");
+    assert_eq!(app.ppid, Some(4));
+    assert_eq!(app.threads.len(), 2);
+    assert_eq!(t.str(t.threads[app.threads[0].ix()].comm), "worker");
+    // One sample, 5 ms in, with the stack walked for it: kernel frame
+    // innermost, then the program's.
+    assert_eq!(t.samples.len(), 1);
+    assert_eq!(t.samples.time_ns[0], 5_000_000);
+    let names: Vec<&str> = t
+        .stack_frames(t.samples.stack[0])
+        .map(|f| t.function_name(t.frame_function(f)))
+        .collect();
+    assert_eq!(
+        names,
+        ["ntoskrnl.exe+0x1000", "app.exe+0x1234", "app.exe+0x2000"]
+    );
+    assert_eq!(t.stats.samples_without_stack, 0);
+    // The switch away from 101 (blocked in a paging wait) and its wake-up by 102.
+    let kinds: Vec<&EventKind> = t.events.iter().map(|e| &e.kind).collect();
+    assert!(
+        matches!(
+            kinds[..],
+            [
+                EventKind::Switch { prev_tid: 101, next_tid: 102, next_prio: 119, prev_state },
+                EventKind::Waking { tid: 101, .. }
+            ] if prev_state & 0xff == 2 && (prev_state >> 8) & 0xff == 5 && prev_state >> 16 == 9
+        ),
+        "{kinds:?}"
+    );
+    assert_eq!(t.threads[t.events[1].thread.ix()].tid, 102);
+}
+
+#[test]
+fn truncated_and_corrupted_traces_never_panic() {
+    let bytes = trace_bytes();
+    for len in 0..bytes.len() {
+        if let Ok(etl) = read_bytes(&bytes[..len]) {
+            let _ = to_trace(&etl);
+        }
+    }
+    // Deterministic corruption: flip bytes across the file, one at a time.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..3000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut damaged = bytes.clone();
+        let at = (seed % damaged.len() as u64) as usize;
+        damaged[at] ^= (seed >> 32) as u8 | 1;
+        if let Ok(etl) = read_bytes(&damaged) {
+            let _ = to_trace(&etl);
+        }
+    }
+}
