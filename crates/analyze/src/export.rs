@@ -48,6 +48,79 @@ pub fn collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
     lines
 }
 
+/// The pprof mapping id of each module (0 for modules no selected sample
+/// uses), numbered from 1 with [`main_module`] first: pprof takes the first
+/// mapping for the main binary.
+fn mapping_order(trace: &Trace, agg: &crate::select::Aggregate) -> Vec<u64> {
+    let mut used = vec![false; trace.modules.len()];
+    for &((_, stack), _) in &agg.groups {
+        for f in trace.stack_frames(stack) {
+            used[trace.frames[f.ix()].module.ix()] = true;
+        }
+    }
+    let mut ids = vec![0u64; trace.modules.len()];
+    let mut next = 1;
+    if let Some(main) = main_module(trace, agg) {
+        ids[main] = next;
+        next += 1;
+    }
+    for (m, &u) in used.iter().enumerate() {
+        if u && ids[m] == 0 {
+            ids[m] = next;
+            next += 1;
+        }
+    }
+    ids
+}
+
+/// The main binary of the selection: the executable (a user module whose
+/// file name starts with the process name, as `comm` is cut to 15 bytes)
+/// of the process with the most selected samples; else the user module
+/// that is not a shared library with the most samples.
+pub fn main_module(trace: &Trace, agg: &crate::select::Aggregate) -> Option<usize> {
+    use slowlab_model::trace::ModuleKind;
+    let mut per_process: HashMap<usize, u64> = HashMap::new();
+    let mut per_module: HashMap<usize, u64> = HashMap::new();
+    for &((th, stack), count) in &agg.groups {
+        *per_process
+            .entry(trace.threads[th.ix()].process.ix())
+            .or_default() += count;
+        let mut seen = Vec::new();
+        for f in trace.stack_frames(stack) {
+            let m = trace.frames[f.ix()].module.ix();
+            if !seen.contains(&m) {
+                seen.push(m);
+                *per_module.entry(m).or_default() += count;
+            }
+        }
+    }
+    let is_exe = |m: usize| {
+        let module = &trace.modules[m];
+        module.kind == ModuleKind::User && !trace.str(module.name).contains(".so")
+    };
+    // Ties broken by index so the choice does not depend on hash order.
+    let top_process = per_process
+        .iter()
+        .max_by_key(|(&p, &n)| (n, std::cmp::Reverse(p)))
+        .map(|(&p, _)| p);
+    if let Some(p) = top_process {
+        let comm = trace.str(trace.processes[p].comm);
+        let exe = per_module
+            .iter()
+            .filter(|(&m, _)| is_exe(m) && !comm.is_empty())
+            .filter(|(&m, _)| trace.str(trace.modules[m].name).starts_with(comm))
+            .max_by_key(|(&m, &n)| (n, std::cmp::Reverse(m)));
+        if let Some((&m, _)) = exe {
+            return Some(m);
+        }
+    }
+    per_module
+        .iter()
+        .filter(|(&m, _)| is_exe(m))
+        .max_by_key(|(&m, &n)| (n, std::cmp::Reverse(m)))
+        .map(|(&m, _)| m)
+}
+
 /// Folded format reserves `;` and the final space.
 fn clean(s: &str) -> String {
     s.replace(';', ":").replace('\n', " ")
@@ -97,9 +170,14 @@ impl Pb {
 
 /// Builds the (uncompressed) pprof protobuf for the selected samples:
 /// sample types `samples/count` and `cpu/nanoseconds`, one location per
-/// frame, one function per function, a `thread` and `process` label.
+/// frame, one function per function, one mapping per module (the main
+/// binary first, see [`main_module`]), a `thread` and `process` label, and
+/// the wall-clock time of the trace's start when the file recorded it
+/// (without it `time_nanos` is left out: the trace clock counts from boot,
+/// which pprof would show as 1970).
 pub fn pprof_bytes(trace: &Trace, sel: &Selection) -> Vec<u8> {
     let agg = sel.aggregate(trace);
+    let mapping_ids = mapping_order(trace, &agg);
     let mut strings: Vec<String> = vec![String::new()];
     let mut sidx: HashMap<String, u64> = HashMap::new();
     let mut s = |x: &str| -> u64 {
@@ -160,6 +238,7 @@ pub fn pprof_bytes(trace: &Trace, sel: &Selection) -> Vec<u8> {
         used_funcs[f.function.ix()] = true;
         let mut l = Pb::default();
         l.uint(1, i as u64 + 1);
+        l.uint(2, mapping_ids[f.module.ix()]);
         l.uint(3, f.address);
         let mut line = Pb::default();
         line.uint(1, f.function.0 as u64 + 1);
@@ -178,11 +257,33 @@ pub fn pprof_bytes(trace: &Trace, sel: &Selection) -> Vec<u8> {
         m.uint(4, s(trace.str(trace.modules[f.module.ix()].path)));
         p.msg(5, m);
     }
+    let mut mappings: Vec<(u64, usize)> = mapping_ids
+        .iter()
+        .enumerate()
+        .filter(|(_, &id)| id != 0)
+        .map(|(m, &id)| (id, m))
+        .collect();
+    mappings.sort_unstable();
+    for (id, m) in mappings {
+        let module = &trace.modules[m];
+        let mut mp = Pb::default();
+        mp.uint(1, id);
+        mp.uint(5, s(trace.str(module.path)));
+        if let Some(build_id) = &module.build_id {
+            mp.uint(6, s(build_id));
+        }
+        let named = trace
+            .functions
+            .iter()
+            .any(|f| f.module.ix() == m && trace.str(f.name) != "[unknown]");
+        mp.uint(7, named as u64);
+        p.msg(3, mp);
+    }
     let strings_owned = std::mem::take(&mut strings);
     for st in &strings_owned {
         p.bytes(6, st.as_bytes());
     }
-    p.uint(9, trace.meta.start_ns);
+    p.uint(9, trace.meta.unix_ns(trace.meta.start_ns).unwrap_or(0));
     p.uint(10, trace.meta.end_ns.saturating_sub(trace.meta.start_ns));
     let mut pt = Pb::default();
     pt.uint(1, sidx.get("cpu").copied().unwrap_or(0));
@@ -219,6 +320,95 @@ mod tests {
         let raw = pprof_bytes(&t, &Selection::default());
         let text = String::from_utf8_lossy(&raw);
         assert!(text.contains("memset") && text.contains("nanoseconds"));
+    }
+
+    /// A decoded field's value: a varint, or the bytes of a nested message
+    /// or string.
+    type Value = Result<u64, Vec<u8>>;
+
+    /// Top-level fields of a protobuf message: (field, value).
+    fn fields(mut b: &[u8]) -> Vec<(u64, Value)> {
+        fn varint(b: &mut &[u8]) -> u64 {
+            let (mut v, mut shift) = (0u64, 0);
+            loop {
+                let byte = b[0];
+                *b = &b[1..];
+                v |= ((byte & 0x7f) as u64) << shift;
+                shift += 7;
+                if byte & 0x80 == 0 {
+                    return v;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let key = varint(&mut b);
+            if key & 7 == 0 {
+                out.push((key >> 3, Ok(varint(&mut b))));
+            } else {
+                let len = varint(&mut b) as usize;
+                out.push((key >> 3, Err(b[..len].to_vec())));
+                b = &b[len..];
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn pprof_dates_the_profile_by_the_wall_clock_and_leaves_it_out_without_one() {
+        let mut t = small_trace();
+        let time = |t: &Trace| {
+            fields(&pprof_bytes(t, &Selection::default()))
+                .into_iter()
+                .find(|(f, _)| *f == 9)
+                .map(|(_, v)| v.unwrap())
+        };
+        assert_eq!(time(&t), None, "no clock data: no date");
+        t.meta.wall_clock = Some(slowlab_model::trace::WallClock {
+            clock_ns: 500_000,
+            unix_ns: 1_700_000_000_000_000_000,
+        });
+        // start_ns is 1 ms, half a millisecond after the clock data's instant.
+        assert_eq!(time(&t), Some(1_700_000_000_000_500_000));
+    }
+
+    #[test]
+    fn pprof_names_the_main_binary_first_and_links_locations_to_mappings() {
+        let t = small_trace();
+        let top = fields(&pprof_bytes(&t, &Selection::default()));
+        let strings: Vec<String> = top
+            .iter()
+            .filter(|(f, _)| *f == 6)
+            .map(|(_, v)| String::from_utf8(v.clone().unwrap_err()).unwrap())
+            .collect();
+        let mappings: Vec<Vec<(u64, Value)>> = top
+            .iter()
+            .filter(|(f, _)| *f == 3)
+            .map(|(_, v)| fields(v.as_ref().unwrap_err()))
+            .collect();
+        assert_eq!(mappings.len(), 2, "app.bin and the kernel");
+        let file = |m: &[(u64, Value)]| {
+            let i = m.iter().find(|(f, _)| *f == 5).unwrap().1.clone().unwrap();
+            strings[i as usize].clone()
+        };
+        let id = |m: &[(u64, Value)]| m.iter().find(|(f, _)| *f == 1).unwrap().1.clone().unwrap();
+        assert_eq!(
+            (id(&mappings[0]), file(&mappings[0]).as_str()),
+            (1, "app.bin")
+        );
+        assert_eq!(file(&mappings[1]), "[kernel.kallsyms]");
+        // memset's location (the kernel frame) points at the kernel's mapping.
+        let kernel_id = id(&mappings[1]);
+        let locations: Vec<_> = top
+            .iter()
+            .filter(|(f, _)| *f == 4)
+            .map(|(_, v)| fields(v.as_ref().unwrap_err()))
+            .collect();
+        let memset = locations
+            .iter()
+            .find(|l| l.iter().any(|(f, v)| *f == 3 && *v == Ok(0x400)))
+            .expect("memset's location");
+        assert!(memset.iter().any(|(f, v)| *f == 2 && *v == Ok(kernel_id)));
     }
 
     #[test]

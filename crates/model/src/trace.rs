@@ -114,12 +114,33 @@ pub struct TraceMeta {
     /// since.
     #[serde(default)]
     pub kernel_text: Option<u64>,
+    /// One instant on both the trace's clock and the wall clock (perf's
+    /// clock data, written when the trace was recorded with `-k`), to turn
+    /// trace times into dates; `None` when the file has none.
+    #[serde(default)]
+    pub wall_clock: Option<WallClock>,
+}
+
+/// The same instant on the trace's clock and on the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallClock {
+    /// The trace clock's time (ns).
+    pub clock_ns: u64,
+    /// Nanoseconds since the Unix epoch at that instant.
+    pub unix_ns: u64,
 }
 
 impl TraceMeta {
     /// Duration of the trace in seconds.
     pub fn duration_s(&self) -> f64 {
         self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+
+    /// Nanoseconds since the Unix epoch at trace time `t_ns`, when the
+    /// file recorded the wall clock.
+    pub fn unix_ns(&self, t_ns: u64) -> Option<u64> {
+        let w = self.wall_clock?;
+        Some((w.unix_ns as i128 + t_ns as i128 - w.clock_ns as i128).max(0) as u64)
     }
 }
 

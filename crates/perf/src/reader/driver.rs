@@ -29,7 +29,7 @@ pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
 /// The build id of the kernel a perf.data file was recorded on, from its
 /// build-id table (without reading its records); `None` when the file has
 /// none or its header cannot be read.
-pub(crate) fn kernel_build_id(data: &[u8]) -> Option<String> {
+pub fn kernel_build_id(data: &[u8]) -> Option<String> {
     let (patched, repair) = file::open(data).ok()?;
     if repair.pipe {
         return None;
@@ -98,6 +98,15 @@ pub(crate) fn read_bytes_with(
         .map(|d| string_list(d, e))
         .unwrap_or_default();
     meta.nr_cpus = perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online);
+    meta.wall_clock = perf_file
+        .clock_data()
+        .ok()
+        .flatten()
+        .filter(|c| c.wall_clock_ns > 0)
+        .map(|c| slowlab_model::trace::WallClock {
+            clock_ns: c.clockid_time_ns,
+            unix_ns: c.wall_clock_ns,
+        });
 
     // Build ids by path.
     if let Ok(ids) = perf_file.build_ids() {
