@@ -1,7 +1,8 @@
 //! The data types slowlab passes between its stages: sweep and lab results
 //! (`results`), the recorded-trace model (`trace`) and the files recorded
 //! beside it (`bundle`), the detectors' conclusions (`findings`) and the
-//! critical path of a slow command (`critical_path`).
+//! critical path of a slow command (`critical_path`), the one syscall table
+//! (`syscalls`) and how durations are written for people (`units`).
 //!
 //! This crate does no I/O and no computation beyond small accessors; it is the
 //! contract between the measuring crates (`sweep`, `lab`, `perf`) and the
@@ -15,3 +16,4 @@ pub mod findings;
 pub mod results;
 pub mod syscalls;
 pub mod trace;
+pub mod units;

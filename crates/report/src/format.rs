@@ -1,25 +1,9 @@
 //! Human-readable numbers: durations with a unit that fits, exponents with
 //! their interval, ratios. Pure string formatting.
 
-/// Seconds as a short human string: "12 µs", "850 ms", "2.31 s", "31 s",
-/// "2.3 min", "1.2 h".
-pub fn seconds(s: f64) -> String {
-    if !s.is_finite() {
-        "?".to_string()
-    } else if s.abs() < 1e-3 {
-        format!("{:.0} µs", s * 1e6)
-    } else if s.abs() < 1.0 {
-        format!("{:.0} ms", s * 1e3)
-    } else if s.abs() < 10.0 {
-        format!("{s:.2} s")
-    } else if s.abs() < 120.0 {
-        format!("{s:.0} s")
-    } else if s.abs() < 7200.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
-    }
-}
+/// Seconds as a short human string (the one formatter, in the model so
+/// that the sweep's messages use it too).
+pub use slowlab_model::units::seconds;
 
 /// An exponent and its interval: "N^1.97 [1.92–2.03]".
 pub fn exponent(k: Option<f64>, ci: Option<[f64; 2]>) -> String {
@@ -54,16 +38,6 @@ pub fn opt(value: Option<f64>, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_pick_a_fitting_unit() {
-        assert_eq!(seconds(12e-6), "12 µs");
-        assert_eq!(seconds(0.85), "850 ms");
-        assert_eq!(seconds(2.3149), "2.31 s");
-        assert_eq!(seconds(31.2), "31 s");
-        assert_eq!(seconds(138.0), "2.3 min");
-        assert_eq!(seconds(f64::NAN), "?");
-    }
 
     #[test]
     fn exponents_and_ratios() {

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use slowlab_sweep::{human_seconds, Measurement, Progress};
+use slowlab_model::units::seconds;
+use slowlab_sweep::{Measurement, Progress};
 
 /// A bar whose length is the projected run time of the sweep, in ms.
 pub struct SweepBar {
@@ -36,8 +37,8 @@ impl Progress for SweepBar {
         self.bar.set_position((spent_s * 1000.0) as u64);
         self.bar.set_message(format!(
             "n={n}: {} CPU · about {} left",
-            human_seconds(m.cpu_s),
-            human_seconds(remaining_s)
+            seconds(m.cpu_s),
+            seconds(remaining_s)
         ));
     }
 
@@ -99,8 +100,8 @@ impl Progress for LabProgress {
     fn run_finished(&mut self, n: u64, m: &Measurement, _spent_s: f64, remaining_s: f64) {
         self.bar.set_message(format!(
             "n={n}: {} · about {} left in this sweep",
-            human_seconds(m.cpu_s),
-            human_seconds(remaining_s)
+            seconds(m.cpu_s),
+            seconds(remaining_s)
         ));
     }
 }

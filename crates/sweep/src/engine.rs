@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 
 use slowlab_model::results::{Point, SweepResult, Verdict};
+use slowlab_model::units::seconds;
 
 use crate::cancel::Cancel;
 use crate::executor::{has_placeholder, Executor, Measurement, RunError};
@@ -236,8 +237,8 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
                 self.skip_rest(&sizes[index..], format!(
                     "not run: {} (projected {} for n={n} would exceed the budget of {}; raise --budget)",
                     list(&sizes[index..]),
-                    human_seconds(cost),
-                    human_seconds(self.cfg.budget_s)
+                    seconds(cost),
+                    seconds(self.cfg.budget_s)
                 ));
                 return Ok(());
             }
@@ -287,8 +288,8 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
                 self.warn(format!(
                     "inconclusive: {what} would take about {} more, beyond the budget of {}; \
                      raise --budget or measure larger sizes",
-                    human_seconds(cost),
-                    human_seconds(self.cfg.budget_s)
+                    seconds(cost),
+                    seconds(self.cfg.budget_s)
                 ));
                 return Ok(());
             }
@@ -455,7 +456,7 @@ fn measurement_warnings(g: &Growth, min_net_cost_s: f64) -> Vec<String> {
             "the largest size (n={}) costs only {} of CPU above the baseline: too little to \
              measure reliably; use larger sizes (e.g. --sizes {}..{})",
             top.n,
-            human_seconds(top.net_cpu_s.max(0.0)),
+            seconds(top.net_cpu_s.max(0.0)),
             top.n.saturating_mul(2),
             top.n.saturating_mul(16)
         ));
@@ -486,23 +487,4 @@ fn list(sizes: &[u64]) -> String {
         .map(|n| format!("n={n}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Seconds as a short human string: "850 ms", "31 s", "2.3 min", "1.2 h".
-pub fn human_seconds(s: f64) -> String {
-    if !s.is_finite() {
-        "?".to_string()
-    } else if s < 1e-3 {
-        format!("{:.0} µs", s * 1e6)
-    } else if s < 1.0 {
-        format!("{:.0} ms", s * 1e3)
-    } else if s < 10.0 {
-        format!("{s:.2} s")
-    } else if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
-    }
 }

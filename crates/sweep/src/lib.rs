@@ -24,6 +24,6 @@ pub mod stats;
 pub mod verdict;
 
 pub use cancel::Cancel;
-pub use engine::{human_seconds, run_sweep, NoProgress, Progress, SweepConfig, SweepError};
+pub use engine::{run_sweep, NoProgress, Progress, SweepConfig, SweepError};
 pub use executor::{CommandExecutor, Executor, Measurement, RunError};
 pub use sizes::parse_sizes;
