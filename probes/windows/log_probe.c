@@ -6,11 +6,16 @@
  * a child, one after the other, and then N times as a control child that creates a unique
  * name directly, and finally measures what one existence check costs here.
  *
- * Lines: "%.2f seconds elapsed for 10 launches (%d total)" per batch of 10 launches, and
- * the per-check cost. With --json FILE it appends one ScenarioResult line whose points
- * are the cumulative children's CPU (user+kernel from GetProcessTimes) and wall time after
- * n launches, at doubling n; `slowlab import` fits the growth. It does not reproduce the
- * verifier itself. Under Wine it runs, but process launch and file checks are Wine's.
+ * It imitates Application Verifier's log naming; it does not run Application Verifier
+ * (see README.md for reproducing with the real one), and says so in its first line.
+ *
+ * Lines: the original batch file's "%1.2f seconds elapsed time for 10 invocations of
+ * PROGRAM (N total, at TIME)" per batch of 10 launches (TIME as cmd's %time%), and the
+ * per-check cost. The default is the article's ~7,000 launches per mode; --quick is 40.
+ * With --json FILE it appends one ScenarioResult line whose points are the cumulative
+ * children's CPU (user+kernel from GetProcessTimes) and wall time after n launches, at
+ * doubling n; `slowlab import` fits the growth. Under Wine it runs, but
+ * process launch and file checks are Wine's.
  */
 #include "probe_common.h"
 
@@ -25,12 +30,13 @@ static void print_help(void)
 {
     printf("usage: log_probe [--launches N] [--mode both|probe|unique] [--quick] [--json FILE]\n"
            "\n"
-           "Launches this program N times in a row as a child that finds a free log name by\n"
+           "Imitates Application Verifier's log naming (it does not run App Verifier):\n"
+           "launches this program N times in a row as a child that finds a free log name by\n"
            "probing name.0.dat, name.1.dat, ... (GetFileAttributes) and creates it, then N\n"
            "times as a control child that creates a unique name, and prints the time per\n"
            "batch of 10 launches and the cost of one existence check.\n"
            "\n"
-           "  --launches N  launches per mode (default 1000; the original used 7000)\n"
+           "  --launches N  launches per mode (default 7000, as the article)\n"
            "  --mode M      both (default), probe (pathological only), unique (control only)\n"
            "  --quick       40 launches per mode\n"
            "  --json FILE   append one JSON result line to FILE\n"
@@ -79,6 +85,15 @@ static int child_unique(const char *index_text)
 }
 
 /* ---- the parent ------------------------------------------------------------------ */
+
+/* The time of day as cmd's %time% prints it ("15:19:30.32", hours space-padded). */
+static void time_of_day(char *text, size_t size)
+{
+    SYSTEMTIME now;
+    GetLocalTime(&now);
+    snprintf(text, size, "%2u:%02u:%02u.%02u", (unsigned)now.wHour, (unsigned)now.wMinute,
+             (unsigned)now.wSecond, (unsigned)(now.wMilliseconds / 10));
+}
 
 static wchar_t g_root[MAX_PATH * 2];
 static HANDLE g_child; /* the child running right now, if any */
@@ -161,8 +176,13 @@ static void run_mode(Mode *mode, unsigned long long launches)
         g_child = NULL;
         if (k % BATCH == 0) {
             double now = probe_now_s();
-            probe_say("%.2f seconds elapsed for %d launches (%d total)", now - batch_start, BATCH,
-                      (int)k);
+            char clock[32];
+            time_of_day(clock, sizeof clock);
+            probe_say("%1.2f seconds elapsed time for %d invocations of %s (%d total, at %s)",
+                      now - batch_start, BATCH,
+                      mode->probing ? "log_probe.exe --child-probe"
+                                    : "log_probe.exe --child-unique",
+                      (int)k, clock);
             batch_start = now;
         }
         if (next_size < size_count && k == sizes[next_size]) {
@@ -204,7 +224,7 @@ static double time_one_check(const wchar_t *directory, unsigned long long files,
 
 int main(int argc, char **argv)
 {
-    unsigned long long launches = 1000;
+    unsigned long long launches = 7000;
     int launches_given = 0, quick = 0, run_probe = 1, run_unique = 1;
     Mode modes[2];
     ProbeVariant variants[2];
@@ -255,6 +275,9 @@ int main(int argc, char **argv)
         launches = 40;
     }
 
+    probe_say("This imitates Application Verifier's log naming (each launch probes "
+              "name.0.dat, name.1.dat, ... for a free name); it does not run Application "
+              "Verifier.");
     probe_make_temp_dir("logprobe", g_root, sizeof g_root / sizeof g_root[0]);
     probe_on_cleanup(stop_child_and_remove_root);
 

@@ -1,17 +1,23 @@
 /*
- * notify_buffer.c -- the notify-buffer experiment as first documented on Windows: a
- * watcher thread keeps a ReadDirectoryChangesW read pending on one directory with a
- * buffer of a given size (none, 16 KiB, 2 MiB by default); the main thread creates and
- * deletes N files in that watched directory and in an unwatched sibling, and prints how
- * much longer the tracked files take. On affected Windows versions the kernel handles
- * the whole notification buffer for every change, so a 2 MiB buffer makes every file
- * create/delete in the watched tree several times slower than a 16 KiB one.
+ * notify_buffer.c -- the notify-buffer experiment as the article's FileStress.py ran it:
+ * create 1,000 files testfile000000.txt ... in Trackedfiles\TestFiles, writing
+ * "Hello world!" into each, delete them, pause 0.5 s, do the same in
+ * Untrackedfiles\TestFiles, and print how much longer the tracked files took. Tracked
+ * means a ReadDirectoryChangesW read is pending on the directory with a buffer of a
+ * given size (none, 16 KiB, 2 MiB by default), as the article's FileSystemWatcher with
+ * a large InternalBufferSize had. On affected Windows versions the kernel handles the
+ * whole notification buffer for every change, so a 2 MiB buffer makes every file
+ * operation in the watched tree several times slower than a 16 KiB one.
  *
- * It prints "Tracked files take X times as long." per buffer size and, with --json FILE,
- * appends one ScenarioResult line. affected = the 2 MiB buffer's slowdown (watched time /
- * unwatched time) is at least 2x the 16 KiB buffer's. It does not watch subtrees, other
- * directories or other programs' watchers. Under Wine the watcher works (on inotify) but
- * the timing says nothing about Windows.
+ * The watcher runs on a thread of this process, or (--watcher process) in a separate
+ * process as the original's (.NET, in another program) did; --recursive watches the
+ * whole Trackedfiles tree instead of the TestFiles directory itself, as that watcher
+ * did. It prints the original's four lines per round ("%.3f seconds to create %d files
+ * in %s." / "... to delete ...", tracked and untracked) and "Tracked files take %1.2f
+ * times as long."; with --json FILE it appends one ScenarioResult line. affected = the
+ * 2 MiB buffer's slowdown (tracked time / untracked time) is at least 2x the 16 KiB
+ * buffer's. Under Wine the watcher works (on inotify) but the timing says nothing about
+ * Windows.
  */
 #include "probe_common.h"
 
@@ -20,25 +26,34 @@
 
 #define MAX_CONFIGS 8
 #define AFFECTED_RATIO 2.0
+#define PAUSE_MS 500 /* the original's pause between the two directories */
+static const char k_file_text[] = "Hello world!";
 
 static void print_help(void)
 {
-    printf("usage: notify_buffer [--files N] [--buffers-kb LIST] [--reps R] [--quick]\n"
+    printf("usage: notify_buffer [--files N] [--buffers-kb LIST] [--reps R]\n"
+           "                     [--watcher thread|process] [--recursive] [--quick]\n"
            "                     [--json FILE]\n"
            "\n"
-           "Creates and deletes N files in a directory watched by ReadDirectoryChangesW and\n"
-           "in an unwatched one, for each watcher buffer size, and prints how much longer\n"
-           "the watched (tracked) files take.\n"
+           "Like the article's FileStress.py: creates N files holding \"Hello world!\" in\n"
+           "Trackedfiles\\TestFiles and deletes them, pauses 0.5 s, does the same in\n"
+           "Untrackedfiles\\TestFiles, and prints how much longer the tracked files took,\n"
+           "for each size of the buffer of a ReadDirectoryChangesW watcher on the tracked\n"
+           "directory.\n"
            "\n"
-           "  --files N         files to create and delete per pass (default 1000)\n"
-           "  --buffers-kb LIST watcher buffer sizes in KiB, 0 = no watcher\n"
-           "                    (default 0,16,2048)\n"
-           "  --reps R          passes per directory and size; the median counts (default 3)\n"
-           "  --quick           200 files, 1 pass\n"
-           "  --json FILE       append one JSON result line to FILE\n"
+           "  --files N          files to create and delete per directory (default 1000)\n"
+           "  --buffers-kb LIST  watcher buffer sizes in KiB, 0 = no watcher\n"
+           "                     (default 0,16,2048)\n"
+           "  --reps R           rounds per buffer size; the medians count (default 3)\n"
+           "  --watcher W        thread: a thread of this program (default); process: a\n"
+           "                     separate process, like the article's watcher\n"
+           "  --recursive        watch the whole Trackedfiles tree (subtree), not only\n"
+           "                     Trackedfiles\\TestFiles\n"
+           "  --quick            200 files, 1 round\n"
+           "  --json FILE        append one JSON result line to FILE\n"
            "\n"
            "Affected: with the 2048 KiB buffer tracked files take at least 2x as long\n"
-           "(relative to the unwatched directory) as with the 16 KiB buffer.\n");
+           "(relative to the untracked directory) as with the 16 KiB buffer.\n");
 }
 
 /* ---- the watcher thread ---------------------------------------------------------- */
@@ -50,13 +65,13 @@ typedef struct {
     HANDLE thread;
     void *buffer;
     DWORD buffer_bytes;
+    BOOL subtree;                /* watch the whole tree under the directory */
     volatile LONG notifications; /* records received */
     volatile LONG overflows;     /* completions with no records (buffer overflowed) */
     DWORD error;                 /* non-zero when ReadDirectoryChangesW failed */
 } Watcher;
 
 static Watcher g_watcher;
-static wchar_t g_root[MAX_PATH * 2];
 
 static DWORD count_records(const void *buffer, DWORD bytes)
 {
@@ -94,7 +109,7 @@ static DWORD WINAPI watcher_main(void *argument)
         DWORD bytes = 0, woke;
         ResetEvent(overlapped.hEvent);
         if (!ReadDirectoryChangesW(watcher->directory, watcher->buffer, watcher->buffer_bytes,
-                                   FALSE, filter, NULL, &overlapped, NULL)) {
+                                   watcher->subtree, filter, NULL, &overlapped, NULL)) {
             watcher->error = GetLastError();
             break;
         }
@@ -159,11 +174,12 @@ static void stop_watcher(void)
     }
 }
 
-static void start_watcher(const wchar_t *directory, DWORD buffer_bytes)
+static void start_watcher(const wchar_t *directory, DWORD buffer_bytes, BOOL subtree)
 {
     Watcher *watcher = &g_watcher;
     ZeroMemory(watcher, sizeof *watcher);
     watcher->buffer_bytes = buffer_bytes;
+    watcher->subtree = subtree;
     watcher->buffer = VirtualAlloc(NULL, buffer_bytes, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
     if (watcher->buffer == NULL) {
         probe_fail_win32("cannot allocate a %lu byte watcher buffer", (unsigned long)buffer_bytes);
@@ -192,41 +208,160 @@ static void start_watcher(const wchar_t *directory, DWORD buffer_bytes)
     }
 }
 
-/* ---- the measured work ----------------------------------------------------------- */
+/* ---- a watcher in a separate process --------------------------------------------- */
+
+/* Named events shared with the watcher process. */
+static void event_name(wchar_t *name, size_t chars, const char *tag, const wchar_t *what)
+{
+    swprintf(name, chars, L"Local\\slowlab-notify-%hs-%ls", tag, what);
+}
+
+/* The exit code of a watcher process: notification records (low 24 bits) and
+ * overflowed reads (high bits, at most 127). */
+static DWORD pack_counts(LONG notifications, LONG overflows)
+{
+    DWORD n = notifications > 0xFFFFFF ? 0xFFFFFF : (DWORD)notifications;
+    DWORD o = overflows > 0x7F ? 0x7F : (DWORD)overflows;
+    return (o << 24) | n;
+}
+
+/* --child-watcher PPID BUFFER_BYTES SUBTREE TAG, started in the directory to watch:
+ * watch it until the stop event is set or the parent dies; exit with the counts. */
+static int run_child_watcher(DWORD parent_pid, DWORD buffer_bytes, BOOL subtree,
+                             const char *tag)
+{
+    wchar_t name[128], directory[MAX_PATH * 2];
+    HANDLE waits[2], ready, stop;
+    DWORD code;
+    waits[1] = OpenProcess(SYNCHRONIZE, FALSE, parent_pid);
+    event_name(name, sizeof name / sizeof name[0], tag, L"ready");
+    ready = OpenEventW(EVENT_MODIFY_STATE, FALSE, name);
+    event_name(name, sizeof name / sizeof name[0], tag, L"stop");
+    stop = OpenEventW(SYNCHRONIZE, FALSE, name);
+    if (waits[1] == NULL || ready == NULL || stop == NULL ||
+        GetCurrentDirectoryW(MAX_PATH * 2, directory) == 0) {
+        return 3;
+    }
+    start_watcher(directory, buffer_bytes, subtree); /* fails with exit code 1 */
+    SetEvent(ready);
+    waits[0] = stop;
+    WaitForMultipleObjects(2, waits, FALSE, INFINITE);
+    Sleep(100); /* let the watcher drain its last notifications */
+    code = pack_counts(g_watcher.notifications, g_watcher.overflows);
+    stop_watcher();
+    return (int)code;
+}
+
+static HANDLE g_watcher_process, g_watcher_stop;
+
+static void stop_watcher_process(void)
+{
+    if (g_watcher_stop != NULL) {
+        SetEvent(g_watcher_stop);
+    }
+    if (g_watcher_process != NULL) {
+        if (WaitForSingleObject(g_watcher_process, 10000) != WAIT_OBJECT_0) {
+            TerminateProcess(g_watcher_process, 1);
+        }
+        CloseHandle(g_watcher_process);
+        g_watcher_process = NULL;
+    }
+    if (g_watcher_stop != NULL) {
+        CloseHandle(g_watcher_stop);
+        g_watcher_stop = NULL;
+    }
+}
+
+static void start_watcher_process(const wchar_t *directory, DWORD buffer_bytes, BOOL subtree)
+{
+    static unsigned serial;
+    char tag[48];
+    wchar_t name[128], arguments[160];
+    HANDLE ready, waits[2];
+    DWORD woke, code = 0;
+    snprintf(tag, sizeof tag, "%lu-%u", (unsigned long)GetCurrentProcessId(), serial++);
+    event_name(name, sizeof name / sizeof name[0], tag, L"ready");
+    ready = CreateEventW(NULL, TRUE, FALSE, name);
+    event_name(name, sizeof name / sizeof name[0], tag, L"stop");
+    g_watcher_stop = CreateEventW(NULL, TRUE, FALSE, name);
+    if (ready == NULL || g_watcher_stop == NULL) {
+        probe_fail_win32("cannot create the watcher process's events");
+    }
+    swprintf(arguments, sizeof arguments / sizeof arguments[0],
+             L"--child-watcher %lu %lu %d %hs", (unsigned long)GetCurrentProcessId(),
+             (unsigned long)buffer_bytes, subtree ? 1 : 0, tag);
+    g_watcher_process = probe_spawn_self(arguments, directory);
+    waits[0] = ready;
+    waits[1] = g_watcher_process;
+    woke = WaitForMultipleObjects(2, waits, FALSE, 60000);
+    CloseHandle(ready);
+    if (woke != WAIT_OBJECT_0) {
+        GetExitCodeProcess(g_watcher_process, &code);
+        probe_fail("the watcher process did not start watching (exit code %lu)",
+                   (unsigned long)code);
+    }
+}
+
+/* Stop the watcher process and return its counts. */
+static void finish_watcher_process(long *notifications, long *overflows)
+{
+    DWORD code = 0;
+    SetEvent(g_watcher_stop);
+    if (WaitForSingleObject(g_watcher_process, 30000) != WAIT_OBJECT_0 ||
+        !GetExitCodeProcess(g_watcher_process, &code)) {
+        probe_fail("the watcher process did not stop within 30 s");
+    }
+    *notifications = (long)(code & 0xFFFFFF);
+    *overflows = (long)(code >> 24);
+    stop_watcher_process();
+}
+
+/* ---- the measured work (FileStress) ---------------------------------------------- */
 
 typedef struct {
-    double wall_s;
-    double cpu_s; /* of the thread that creates and deletes (not the watcher) */
-} Pass;
+    double create_s, delete_s;
+    double cpu_s; /* of this thread (not the watcher) */
+} Stress;
 
-static Pass create_and_delete(const wchar_t *directory, unsigned long long files)
+/* Create `files` files holding "Hello world!" in directory, then delete them; print the
+ * original's two lines. */
+static Stress file_stress(const wchar_t *directory, unsigned long long files)
 {
     wchar_t path[MAX_PATH * 2];
     HANDLE thread = GetCurrentThread();
     double cpu_start = probe_thread_cpu_s(thread);
     double start = probe_now_s();
     unsigned long long i;
-    Pass pass;
+    Stress stress;
     for (i = 0; i < files; i++) {
         HANDLE file;
+        DWORD written = 0;
         probe_check_interrupt();
-        swprintf(path, sizeof path / sizeof path[0], L"%ls\\file%06llu.tmp", directory, i);
-        file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
+        swprintf(path, sizeof path / sizeof path[0], L"%ls\\testfile%06llu.txt", directory, i);
+        file = CreateFileW(path, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL,
+                           NULL);
         if (file == INVALID_HANDLE_VALUE) {
             probe_fail_win32("cannot create %ls", path);
         }
+        if (!WriteFile(file, k_file_text, (DWORD)strlen(k_file_text), &written, NULL)) {
+            probe_fail_win32("cannot write %ls", path);
+        }
         CloseHandle(file);
     }
+    stress.create_s = probe_now_s() - start;
+    probe_say("%.3f seconds to create %d files in %ls.", stress.create_s, (int)files, directory);
+    start = probe_now_s();
     for (i = 0; i < files; i++) {
         probe_check_interrupt();
-        swprintf(path, sizeof path / sizeof path[0], L"%ls\\file%06llu.tmp", directory, i);
+        swprintf(path, sizeof path / sizeof path[0], L"%ls\\testfile%06llu.txt", directory, i);
         if (!DeleteFileW(path)) {
             probe_fail_win32("cannot delete %ls", path);
         }
     }
-    pass.wall_s = probe_now_s() - start;
-    pass.cpu_s = probe_thread_cpu_s(thread) - cpu_start;
-    return pass;
+    stress.delete_s = probe_now_s() - start;
+    probe_say("%.3f seconds to delete %d files in %ls.", stress.delete_s, (int)files, directory);
+    stress.cpu_s = probe_thread_cpu_s(thread) - cpu_start;
+    return stress;
 }
 
 static double median(double *values, int count)
@@ -245,6 +380,8 @@ static double median(double *values, int count)
     return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2.0;
 }
 
+static wchar_t g_root[MAX_PATH * 2];
+
 static void remove_root(void)
 {
     if (g_root[0] != L'\0') {
@@ -257,7 +394,7 @@ static void remove_root(void)
 
 typedef struct {
     unsigned long long buffer_kb; /* 0: no watcher */
-    double watched_s, unwatched_s, watched_cpu_s, unwatched_cpu_s, slowdown;
+    double tracked_s, untracked_s, tracked_cpu_s, untracked_cpu_s, slowdown;
     long notifications, overflows;
 } Config;
 
@@ -284,17 +421,87 @@ static int parse_buffer_list(const char *text, Config *configs)
     return count;
 }
 
+static void make_dirs(const wchar_t *top, wchar_t *test_files)
+{
+    swprintf(test_files, MAX_PATH * 2, L"%ls\\TestFiles", top);
+    if (!CreateDirectoryW(top, NULL) || !CreateDirectoryW(test_files, NULL)) {
+        probe_fail_win32("cannot create %ls", test_files);
+    }
+}
+
+/* Run every round for one buffer size and fill in its medians. */
+static void run_config(Config *config, unsigned long long files, unsigned long long reps,
+                       int in_process, BOOL subtree, const wchar_t *tracked_top,
+                       const wchar_t *tracked, const wchar_t *untracked)
+{
+    const wchar_t *watched = subtree ? tracked_top : tracked;
+    double tracked_s[PROBE_MAX_REPS], untracked_s[PROBE_MAX_REPS];
+    double tracked_cpu[PROBE_MAX_REPS], untracked_cpu[PROBE_MAX_REPS];
+    DWORD bytes = (DWORD)(config->buffer_kb * 1024);
+    unsigned long long rep;
+    if (config->buffer_kb == 0) {
+        probe_say("No watcher: Trackedfiles is not tracked, a control.");
+    } else {
+        probe_say("Watcher: ReadDirectoryChangesW with a %llu KiB buffer on %ls%s, in %s.",
+                  config->buffer_kb, watched, subtree ? " and its subtree" : "",
+                  in_process ? "a thread of this process" : "a separate process");
+        if (in_process) {
+            start_watcher(watched, bytes, subtree);
+        } else {
+            start_watcher_process(watched, bytes, subtree);
+        }
+    }
+    for (rep = 0; rep < reps; rep++) {
+        Stress a = file_stress(tracked, files);
+        Stress b;
+        Sleep(PAUSE_MS); /* as the original: a visible gap between the two in a trace */
+        b = file_stress(untracked, files);
+        tracked_s[rep] = a.create_s + a.delete_s;
+        untracked_s[rep] = b.create_s + b.delete_s;
+        tracked_cpu[rep] = a.cpu_s;
+        untracked_cpu[rep] = b.cpu_s;
+        probe_say("Tracked files take %1.2f times as long.",
+                  probe_ratio(tracked_s[rep], untracked_s[rep]));
+    }
+    if (config->buffer_kb > 0 && in_process) {
+        Sleep(100); /* let the watcher drain its last notifications */
+        config->notifications = g_watcher.notifications;
+        config->overflows = g_watcher.overflows;
+        stop_watcher();
+    } else if (config->buffer_kb > 0) {
+        finish_watcher_process(&config->notifications, &config->overflows);
+    }
+    config->tracked_s = median(tracked_s, (int)reps);
+    config->untracked_s = median(untracked_s, (int)reps);
+    config->tracked_cpu_s = median(tracked_cpu, (int)reps);
+    config->untracked_cpu_s = median(untracked_cpu, (int)reps);
+    config->slowdown = probe_ratio(config->tracked_s, config->untracked_s);
+    if (config->buffer_kb > 0) {
+        probe_say("The watcher received %ld notifications (%ld overflowed reads).",
+                  config->notifications, config->overflows);
+    }
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long files = 1000, reps = 3;
-    int files_given = 0, reps_given = 0, quick = 0;
+    int files_given = 0, reps_given = 0, quick = 0, in_process = 1;
+    BOOL subtree = FALSE;
     Config configs[MAX_CONFIGS];
     int config_count = 0, c, i;
-    wchar_t watched[MAX_PATH * 2], unwatched[MAX_PATH * 2];
+    wchar_t tracked_top[MAX_PATH * 2], untracked_top[MAX_PATH * 2];
+    wchar_t tracked[MAX_PATH * 2], untracked[MAX_PATH * 2];
     const Config *small = NULL, *large = NULL;
     ProbeVariant variants[MAX_CONFIGS];
     ProbeResult result;
     char names[MAX_CONFIGS][64];
+
+    /* Internal: the watcher process (prints nothing). */
+    if (argc >= 6 && strcmp(argv[1], "--child-watcher") == 0) {
+        return run_child_watcher((DWORD)strtoul(argv[2], NULL, 10),
+                                 (DWORD)strtoul(argv[3], NULL, 10), strcmp(argv[4], "1") == 0,
+                                 argv[5]);
+    }
 
     probe_init("notify-buffer");
     for (i = 1; i < argc; i++) {
@@ -314,6 +521,17 @@ int main(int argc, char **argv)
             reps_given = 1;
         } else if (strcmp(argv[i], "--buffers-kb") == 0) {
             config_count = parse_buffer_list(probe_option_value(argc, argv, &i), configs);
+        } else if (strcmp(argv[i], "--watcher") == 0) {
+            const char *where = probe_option_value(argc, argv, &i);
+            if (strcmp(where, "thread") == 0) {
+                in_process = 1;
+            } else if (strcmp(where, "process") == 0) {
+                in_process = 0;
+            } else {
+                probe_usage_error("--watcher must be thread or process, got '%s'", where);
+            }
+        } else if (strcmp(argv[i], "--recursive") == 0) {
+            subtree = TRUE;
         } else {
             probe_usage_error("unknown argument '%s'", argv[i]);
         }
@@ -328,53 +546,20 @@ int main(int argc, char **argv)
 
     probe_make_temp_dir("notify", g_root, sizeof g_root / sizeof g_root[0]);
     probe_on_cleanup(remove_root);
-    probe_on_cleanup(stop_watcher); /* runs first: the watcher holds the directory open */
-    swprintf(watched, sizeof watched / sizeof watched[0], L"%ls\\watched", g_root);
-    swprintf(unwatched, sizeof unwatched / sizeof unwatched[0], L"%ls\\unwatched", g_root);
-    if (!CreateDirectoryW(watched, NULL) || !CreateDirectoryW(unwatched, NULL)) {
-        probe_fail_win32("cannot create directories under %ls", g_root);
-    }
+    probe_on_cleanup(stop_watcher); /* these run first: a watcher holds the directory open */
+    probe_on_cleanup(stop_watcher_process);
+    swprintf(tracked_top, MAX_PATH * 2, L"%ls\\Trackedfiles", g_root);
+    swprintf(untracked_top, MAX_PATH * 2, L"%ls\\Untrackedfiles", g_root);
+    make_dirs(tracked_top, tracked);
+    make_dirs(untracked_top, untracked);
 
     for (c = 0; c < config_count; c++) {
-        Config *config = &configs[c];
-        double watched_s[PROBE_MAX_REPS], unwatched_s[PROBE_MAX_REPS];
-        double watched_cpu[PROBE_MAX_REPS], unwatched_cpu[PROBE_MAX_REPS];
-        unsigned long long rep;
-        if (config->buffer_kb > 0) {
-            start_watcher(watched, (DWORD)(config->buffer_kb * 1024));
-        }
-        for (rep = 0; rep < reps; rep++) {
-            Pass tracked = create_and_delete(watched, files);
-            Pass untracked = create_and_delete(unwatched, files);
-            watched_s[rep] = tracked.wall_s;
-            watched_cpu[rep] = tracked.cpu_s;
-            unwatched_s[rep] = untracked.wall_s;
-            unwatched_cpu[rep] = untracked.cpu_s;
-        }
-        if (config->buffer_kb > 0) {
-            Sleep(100); /* let the watcher drain its last notifications */
-            config->notifications = g_watcher.notifications;
-            config->overflows = g_watcher.overflows;
-            stop_watcher();
-        }
-        config->watched_s = median(watched_s, (int)reps);
-        config->unwatched_s = median(unwatched_s, (int)reps);
-        config->watched_cpu_s = median(watched_cpu, (int)reps);
-        config->unwatched_cpu_s = median(unwatched_cpu, (int)reps);
-        config->slowdown = probe_ratio(config->watched_s, config->unwatched_s);
-        if (config->buffer_kb > 0) {
-            probe_say("Watcher buffer %llu KiB: %llu files created and deleted in %.3f s "
-                      "(watched) and %.3f s (unwatched).",
-                      config->buffer_kb, files, config->watched_s, config->unwatched_s);
-        } else {
-            probe_say("No watcher: %llu files created and deleted in %.3f s and %.3f s.", files,
-                      config->watched_s, config->unwatched_s);
-        }
-        probe_say("Tracked files take %.2f times as long.", config->slowdown);
-        if (config->buffer_kb == 16) {
-            small = config;
-        } else if (config->buffer_kb == 2048) {
-            large = config;
+        run_config(&configs[c], files, reps, in_process, subtree, tracked_top, tracked,
+                   untracked);
+        if (configs[c].buffer_kb == 16) {
+            small = &configs[c];
+        } else if (configs[c].buffer_kb == 2048) {
+            large = &configs[c];
         }
     }
 
@@ -393,17 +578,19 @@ int main(int argc, char **argv)
         variant->value = config->slowdown;
         variant->unit = "x";
         snprintf(variant->note, sizeof variant->note,
-                 "%llu files created+deleted: %.4f s watched (%.3f s CPU), %.4f s unwatched "
-                 "(%.3f s CPU); %ld notifications, %ld overflows",
-                 files, config->watched_s, config->watched_cpu_s, config->unwatched_s,
-                 config->unwatched_cpu_s, config->notifications, config->overflows);
+                 "%llu files created (\"%s\") and deleted: %.4f s tracked (%.3f s CPU), %.4f s "
+                 "untracked (%.3f s CPU); watcher %s%s; %ld notifications, %ld overflows",
+                 files, k_file_text, config->tracked_s, config->tracked_cpu_s,
+                 config->untracked_s, config->untracked_cpu_s,
+                 in_process ? "in this process" : "in a separate process",
+                 subtree ? ", recursive" : "", config->notifications, config->overflows);
     }
 
     memset(&result, 0, sizeof result);
     result.affected = PROBE_AFFECTED_UNKNOWN;
     if (small != NULL && large != NULL) {
         result.has_headline = 1;
-        result.metric = "tracked files: times as long as in an unwatched directory";
+        result.metric = "tracked files: times as long as in an untracked directory";
         result.unit = "x";
         result.pathological = large->slowdown;
         result.control = small->slowdown;

@@ -143,6 +143,11 @@ void probe_say(const char *fmt, ...)
     }
 }
 
+void probe_say_blank(void)
+{
+    printf("\n");
+}
+
 void probe_progress(const char *fmt, ...)
 {
     va_list args;

@@ -57,6 +57,9 @@ double probe_thread_cpu_s(HANDLE thread);
 void probe_init(const char *scenario_id);
 /* Print one human line to stdout (a newline is added) and keep it for the JSON "lines". */
 void probe_say(const char *fmt, ...) PROBE_PRINTF(1, 2);
+/* Print an empty line to stdout, as the original programs do between phases; not kept
+ * for the JSON "lines" (which hold only non-empty lines). */
+void probe_say_blank(void);
 /* Progress and diagnostics on stderr; never recorded in JSON. */
 void probe_progress(const char *fmt, ...) PROBE_PRINTF(1, 2);
 /* One-line error on stderr, run the cleanups, exit PROBE_EXIT_FAILED. */

@@ -9,7 +9,8 @@
  * It prints the original lines ("Topdown allocs took ..."), and with --json FILE appends
  * one ScenarioResult line whose points carry CPU (GetProcessTimes) and wall
  * (QueryPerformanceCounter) seconds per variant. It does not fit the growth exponent:
- * `slowlab import` does that. Under Wine this runs, but shows Wine's allocator.
+ * `slowlab import` does that. A 32-bit build refuses to run (the article's test needs
+ * the 4 GB of a 64-bit address space). Under Wine this runs, but shows Wine's allocator.
  */
 #include "probe_common.h"
 
@@ -17,6 +18,14 @@
 #include <string.h>
 
 #define BLOCK_KB 64ULL
+
+/* The article's test is a 64-bit program: 64,000 blocks of 64 KiB are 4 GB of address
+ * space, more than a 32-bit process has. */
+#if defined(_WIN64)
+#define BUILT_64_BIT 1
+#else
+#define BUILT_64_BIT 0
+#endif
 
 static void print_help(void)
 {
@@ -125,6 +134,10 @@ int main(int argc, char **argv)
     if (quick) {
         max = max_given ? max : 4000;
         step = step_given ? step : 1000;
+    }
+    if (!BUILT_64_BIT) {
+        probe_fail("this is a 32-bit build, and the test needs a 64-bit address space (4 GB "
+                   "of blocks); build it with x86_64-w64-mingw32-gcc or from an x64 prompt");
     }
     if (step > max) {
         probe_usage_error("--step (%llu) is larger than --max (%llu)", step, max);
