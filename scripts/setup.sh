@@ -45,6 +45,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# Playwright (Python) drives Debian's chromium (installed above from the
+# package list) in the interactive report's test and benchmark
+# (crates/slowlab/tests/report_html.rs, bench/report/). Only the Python
+# package: its own browser download (`playwright install`) is not needed.
+if ! python3 -c 'import playwright.sync_api' >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: installing python3-pip (for Playwright) (log: $log)" >&2
+    if ! $sudo apt-get install -y -qq --no-install-recommends python3-pip >>"$log" 2>&1; then
+      echo "setup: apt-get install python3-pip failed; the last lines of $log:" >&2
+      tail -n 5 "$log" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: pip install playwright (the report's browser tests) (log: $log)" >&2
+  # Debian's own python3 refuses pip installs outside a venv (PEP 668)
+  # unless told that this machine is for testing.
+  if ! python3 -m pip install -q playwright >>"$log" 2>&1 &&
+    ! python3 -m pip install -q --break-system-packages playwright >>"$log" 2>&1; then
+    echo "setup: pip install playwright failed; the last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+    exit 1
+  fi
+fi
+
 if command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
     if ! rustup component list --installed 2>/dev/null | grep -q "^$comp"; then

@@ -1,0 +1,422 @@
+//! Everything the interactive `report.html` shows, as one serializable
+//! value: the trace's processes and threads, its CPU samples, thread state
+//! spans, page faults and syscalls as compact columns (see
+//! [`events`](self::events) and [`tables`](self::tables)), the critical path
+//! with its segments placed on the trace's clock and its threads, and the
+//! findings each with the time range and threads they are about.
+//!
+//! Times are microseconds after the trace start. The page filters by time
+//! range and thread itself, so per-event data is kept here, not views.
+//! Pure: reads the trace and what was computed from it; renders nothing
+//! (`slowlab_report::interactive` does).
+
+mod events;
+pub mod tables;
+
+use serde::Serialize;
+use slowlab_model::bundle::CapturedPath;
+use slowlab_model::critical_path::{Breakdown, CriticalPath, PathPart, PathRoot, SegmentState};
+use slowlab_model::findings::Finding;
+use slowlab_model::trace::{ProcIdx, ThreadIdx, Trace};
+
+pub use events::{
+    FaultColumns, SampleColumns, SpanColumns, SyscallColumns, WaitNames, FAULT_BUCKET_US,
+    MAX_FAULT_ROWS,
+};
+pub use tables::{FuncColumns, StackColumns};
+
+use crate::select::Selection;
+use crate::states::{ThreadStates, TidIndex};
+use events::Scope;
+use tables::Tables;
+
+/// The format of [`ReportData`]; the page refuses data of another.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the page says about the trace and how the report was made.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Meta {
+    pub title: String,
+    /// The command diagnosed, when there is one.
+    pub command: Vec<String>,
+    pub hostname: Option<String>,
+    pub os_release: Option<String>,
+    pub nr_cpus: Option<u32>,
+    /// The whole trace, and the range the report covers (`analyze --from
+    /// --to`), µs after the trace start.
+    pub duration_us: i64,
+    pub from_us: i64,
+    pub to_us: i64,
+    pub sample_event: Option<String>,
+    /// Mean CPU time one sample stands for (µs).
+    pub sample_us: f64,
+    /// The filters the report was made with (`process=make`, …).
+    pub filters: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Whether the trace had scheduler events (else no spans, no path).
+    pub has_sched_events: bool,
+}
+
+/// Processes as columns (string indices for names; -1 for a time or parent
+/// not in the trace). `tree` is 1 for the diagnosed command's processes.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ProcessColumns {
+    pub pid: Vec<i32>,
+    pub ppid: Vec<i32>,
+    pub comm: Vec<u32>,
+    pub start: Vec<i64>,
+    pub exec: Vec<i64>,
+    pub end: Vec<i64>,
+    pub tree: Vec<u8>,
+}
+
+/// Threads as columns; `process` indexes [`ProcessColumns`].
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ThreadColumns {
+    pub tid: Vec<i32>,
+    pub process: Vec<u32>,
+    pub comm: Vec<u32>,
+    pub start: Vec<i64>,
+    pub end: Vec<i64>,
+}
+
+/// The critical path for the page: the model's summary and parts, and the
+/// segments as columns on the trace's clock (µs) with their threads.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathData {
+    pub summary: String,
+    pub wall_s: f64,
+    pub root: PathRoot,
+    pub breakdown: Breakdown,
+    pub parts: Vec<PathPart>,
+    pub unknown_s: f64,
+    pub from: Vec<i64>,
+    pub to: Vec<i64>,
+    /// Report thread index, -1 when the thread is not shown.
+    pub thread: Vec<i32>,
+    /// 0 cpu, 1 runnable, 2.. blocked as in [`SpanColumns`].
+    pub state: Vec<u8>,
+    /// The top function (CPU) or where it blocked, a string index or -1.
+    pub label: Vec<i32>,
+    pub depth: Vec<u32>,
+}
+
+/// A finding with what selecting it selects.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FindingData {
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// Report thread indices: the culprit's threads (or the diagnosed
+    /// command's, when the finding names no process).
+    pub threads: Vec<u32>,
+    pub from_us: i64,
+    pub to_us: i64,
+}
+
+/// The whole page's data.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReportData {
+    pub version: u32,
+    pub meta: Meta,
+    pub strings: Vec<String>,
+    pub funcs: FuncColumns,
+    pub stacks: StackColumns,
+    pub processes: ProcessColumns,
+    pub threads: ThreadColumns,
+    pub samples: SampleColumns,
+    pub spans: SpanColumns,
+    pub wait_names: WaitNames,
+    pub faults: FaultColumns,
+    pub syscalls: SyscallColumns,
+    pub critical_path: Option<PathData>,
+    pub findings: Vec<FindingData>,
+}
+
+/// What the report is made from besides the trace.
+pub struct Inputs<'a> {
+    pub title: &'a str,
+    pub command: &'a [String],
+    pub paths: Option<&'a [CapturedPath]>,
+    pub critical_path: Option<&'a CriticalPath>,
+    pub findings: &'a [Finding],
+    /// The diagnosed command's process tree (shown first); may be empty.
+    pub command_processes: &'a [ProcIdx],
+    /// Which threads and what time the report covers.
+    pub selection: &'a Selection,
+    /// Filters as the user gave them, for the page's header.
+    pub filter_text: &'a [String],
+    pub warnings: &'a [String],
+}
+
+/// Assembles the page's data. Builds the thread states itself (pass them
+/// with [`report_data_with_states`] when they are at hand).
+pub fn report_data(trace: &Trace, inputs: &Inputs) -> ReportData {
+    report_data_with_states(trace, &ThreadStates::build(trace), inputs)
+}
+
+pub fn report_data_with_states(
+    trace: &Trace,
+    states: &ThreadStates,
+    inputs: &Inputs,
+) -> ReportData {
+    let start_ns = trace.meta.start_ns;
+    let (from_ns, to_ns) = inputs.selection.time_range_ns(trace);
+    let mask = inputs.selection.thread_mask(trace);
+    let mut tables = Tables::new(trace);
+
+    // Processes: those with a kept thread; threads: the kept ones.
+    let in_tree = |p: ProcIdx| inputs.command_processes.contains(&p);
+    let mut processes = ProcessColumns::default();
+    let mut threads = ThreadColumns::default();
+    let mut thread_ix: Vec<Option<u32>> = vec![None; trace.threads.len()];
+    let mut order: Vec<ThreadIdx> = Vec::new();
+    let us = |ns: u64| (ns.saturating_sub(start_ns) / 1000) as i64;
+    let opt_us = |ns: Option<u64>| ns.map_or(-1, us);
+    for (pi, p) in trace.processes.iter().enumerate() {
+        let kept: Vec<ThreadIdx> = p
+            .threads
+            .iter()
+            .copied()
+            .filter(|t| mask.get(t.ix()).copied().unwrap_or(false))
+            .collect();
+        if kept.is_empty() || !overlaps(p.start_ns.or(p.exec_ns), p.end_ns, from_ns, to_ns) {
+            continue;
+        }
+        let proc_ix = processes.pid.len() as u32;
+        processes.pid.push(p.pid);
+        processes.ppid.push(p.ppid.unwrap_or(-1));
+        processes.comm.push(tables.trace_string(p.comm));
+        processes.start.push(opt_us(p.start_ns));
+        processes.exec.push(opt_us(p.exec_ns));
+        processes.end.push(opt_us(p.end_ns));
+        processes.tree.push(u8::from(in_tree(ProcIdx(pi as u32))));
+        for t in kept {
+            let th = &trace.threads[t.ix()];
+            thread_ix[t.ix()] = Some(threads.tid.len() as u32);
+            order.push(t);
+            threads.tid.push(th.tid);
+            threads.process.push(proc_ix);
+            threads.comm.push(tables.trace_string(th.comm));
+            threads.start.push(opt_us(th.start_ns));
+            threads.end.push(opt_us(th.end_ns));
+        }
+    }
+    let scope = Scope {
+        trace,
+        start_ns,
+        from_ns,
+        to_ns,
+        thread_ix,
+    };
+    let samples = events::samples(&scope, &mut tables);
+    let (spans, wait_names) = events::spans(&scope, states, &order, &mut tables);
+    let faults = events::faults(&scope, &mut tables);
+    let syscalls = events::syscalls(&scope, inputs.paths, &mut tables);
+    let critical_path = inputs
+        .critical_path
+        .map(|cp| path_data(trace, &scope, cp, &mut tables));
+    let findings = inputs
+        .findings
+        .iter()
+        .map(|f| finding_data(trace, &scope, f, inputs.command_processes))
+        .collect();
+
+    let periods = &trace.samples.period;
+    let sample_us = if periods.is_empty() {
+        trace
+            .meta
+            .sample_freq
+            .map_or(1000.0, |f| 1e6 / f.max(1) as f64)
+    } else {
+        periods.iter().sum::<u64>() as f64 / periods.len() as f64 / 1000.0
+    };
+    let mut warnings = trace.stats.warnings.clone();
+    for w in inputs.warnings {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+    let duration_us = us(trace.meta.end_ns);
+    ReportData {
+        version: FORMAT_VERSION,
+        meta: Meta {
+            title: inputs.title.to_owned(),
+            command: inputs.command.to_vec(),
+            hostname: trace.meta.hostname.clone(),
+            os_release: trace.meta.os_release.clone(),
+            nr_cpus: trace.meta.nr_cpus,
+            duration_us,
+            from_us: us(from_ns.max(start_ns)).min(duration_us),
+            to_us: us(to_ns.min(trace.meta.end_ns)).max(0),
+            sample_event: trace.meta.sample_event.clone(),
+            sample_us,
+            filters: inputs.filter_text.to_vec(),
+            warnings,
+            has_sched_events: states.cpu_runs.iter().any(|r| !r.is_empty()),
+        },
+        strings: tables.strings,
+        funcs: tables.funcs,
+        stacks: tables.stacks,
+        processes,
+        threads,
+        samples,
+        spans,
+        wait_names,
+        faults,
+        syscalls,
+        critical_path,
+        findings,
+    }
+}
+
+/// The diagnosed command's process tree: the process that ran `command`
+/// under `perf record` and its descendants (see
+/// [`crate::critical_path::command_root`]).
+pub fn command_processes(trace: &Trace, command: &[String]) -> Vec<ProcIdx> {
+    crate::critical_path::command_root(trace, command)
+        .map(|r| crate::critical_path::process_tree(trace, r))
+        .unwrap_or_default()
+}
+
+/// What `slowlab analyze FILE --html` shows besides the selection.
+pub struct AnalyzeInputs<'a> {
+    pub title: &'a str,
+    pub paths: Option<&'a [CapturedPath]>,
+    pub cgroups: Option<&'a slowlab_model::bundle::CgroupInfo>,
+    /// The root of the critical path (`--root`); default: the default root.
+    pub root: Option<ProcIdx>,
+    pub selection: &'a Selection,
+    pub filter_text: &'a [String],
+    pub warnings: &'a [String],
+}
+
+/// The report of a trace without a diagnosed command: the critical path of
+/// the root and its process tree shown first, every detector's findings
+/// (on the whole trace: detectors take no selection), and the selection's
+/// data. The second value says why there is no critical path, if none.
+pub fn analyze_report(trace: &Trace, inputs: &AnalyzeInputs) -> (ReportData, Option<String>) {
+    let root_path = crate::detect::RootPath::new(trace, inputs.root);
+    let findings =
+        crate::detect::run_all(trace, inputs.paths, inputs.cgroups, root_path.as_ref().ok());
+    let (states, path, tree, no_path) = match root_path {
+        Ok(rp) => {
+            let tree = crate::critical_path::process_tree(trace, rp.root);
+            (rp.states, Some(rp.path), tree, None)
+        }
+        Err(e) => (
+            ThreadStates::build(trace),
+            None,
+            Vec::new(),
+            Some(e.to_string()),
+        ),
+    };
+    let data = report_data_with_states(
+        trace,
+        &states,
+        &Inputs {
+            title: inputs.title,
+            command: &[],
+            paths: inputs.paths,
+            critical_path: path.as_ref(),
+            findings: &findings,
+            command_processes: &tree,
+            selection: inputs.selection,
+            filter_text: inputs.filter_text,
+            warnings: inputs.warnings,
+        },
+    );
+    (data, no_path)
+}
+
+/// Whether a lifetime (`None`: before or after the trace) meets `[from, to)`.
+fn overlaps(start: Option<u64>, end: Option<u64>, from: u64, to: u64) -> bool {
+    start.is_none_or(|s| s < to) && end.is_none_or(|e| e >= from)
+}
+
+fn path_data(trace: &Trace, scope: &Scope, cp: &CriticalPath, tables: &mut Tables) -> PathData {
+    let tids = TidIndex::new(trace);
+    let root_ns = scope.start_ns + (cp.root.start_s.max(0.0) * 1e9) as u64;
+    let mut d = PathData {
+        summary: cp.summary.clone(),
+        wall_s: cp.wall_s,
+        root: cp.root.clone(),
+        breakdown: cp.breakdown.clone(),
+        parts: cp.parts.clone(),
+        unknown_s: cp.unknown_s,
+        from: Vec::new(),
+        to: Vec::new(),
+        thread: Vec::new(),
+        state: Vec::new(),
+        label: Vec::new(),
+        depth: Vec::new(),
+    };
+    for s in &cp.segments {
+        let from_ns = root_ns + (s.from_s.max(0.0) * 1e9) as u64;
+        let to_ns = root_ns + (s.to_s.max(0.0) * 1e9) as u64;
+        d.from.push(scope.us(from_ns));
+        d.to.push(scope.us(to_ns));
+        let thread = tids
+            .lookup(s.tid, from_ns)
+            .and_then(|t| scope.thread_ix.get(t.ix()).copied().flatten());
+        d.thread.push(thread.map_or(-1, |t| t as i32));
+        d.state.push(match s.state {
+            SegmentState::Cpu => 0,
+            SegmentState::Runnable => 1,
+            SegmentState::Blocked => {
+                let k = s
+                    .kind
+                    .unwrap_or(slowlab_model::critical_path::WaitKind::Other);
+                2 + slowlab_model::critical_path::WaitKind::ALL
+                    .iter()
+                    .position(|&x| x == k)
+                    .unwrap_or(5) as u8
+            }
+        });
+        let label = s.top_function.as_deref().or(s.blocked_in.as_deref());
+        d.label.push(label.map_or(-1, |l| tables.string(l) as i32));
+        d.depth.push(s.depth);
+    }
+    d
+}
+
+fn finding_data(
+    trace: &Trace,
+    scope: &Scope,
+    f: &Finding,
+    command_processes: &[ProcIdx],
+) -> FindingData {
+    let procs: Vec<ProcIdx> = match f.culprit.pid {
+        Some(pid) => trace
+            .processes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.pid == pid)
+            .map(|(i, _)| ProcIdx(i as u32))
+            .collect(),
+        None => command_processes.to_vec(),
+    };
+    let mut threads = Vec::new();
+    let (mut from, mut to) = (u64::MAX, 0);
+    for &p in &procs {
+        let (s, e) = crate::critical_path::window(trace, p);
+        from = from.min(s);
+        to = to.max(e);
+        for t in &trace.processes[p.ix()].threads {
+            if let Some(i) = scope.thread_ix.get(t.ix()).copied().flatten() {
+                threads.push(i);
+            }
+        }
+    }
+    if from > to {
+        (from, to) = (trace.meta.start_ns, trace.meta.end_ns);
+    }
+    FindingData {
+        finding: f.clone(),
+        threads,
+        from_us: scope.us(from.max(scope.from_ns)),
+        to_us: scope.us(to.min(scope.to_ns)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

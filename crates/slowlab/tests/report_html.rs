@@ -1,0 +1,132 @@
+//! The interactive `report.html` in a real browser: `slowlab diagnose`
+//! records a command whose processes are named like markup (a thread named
+//! `<b>hb</b>` with `prctl(PR_SET_NAME)`, a program copied to a file named
+//! `<img src=x onerror=alert(1)>`, a failing open of a path holding the
+//! same), and a shell loop probing numbered names (so that a finding,
+//! `linear-probe-names`, exists to be clicked); then `tests/report/check.py`
+//! drives the report in headless Chromium with Playwright (see its doc for
+//! the checks) and keeps a screenshot of each view in
+//! `target/report-screenshots/`. `slowlab analyze --html` is checked on the
+//! same trace with a time range. Skips without perf; a missing Chromium,
+//! Python or Playwright fails (`scripts/setup.sh` installs them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{one_recording_at_a_time, slowlab};
+
+fn screenshot_dir(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("report-screenshots").join(name)
+}
+
+/// Fails (not skips) when the browser side is missing: setup installs it.
+fn require_browser() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} is missing: run scripts/setup.sh (apt-get install chromium)"
+    );
+    let playwright = Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .output();
+    assert!(
+        playwright.is_ok_and(|o| o.status.success()),
+        "python3 with Playwright is missing: run scripts/setup.sh (pip install playwright)"
+    );
+}
+
+fn check(report: &Path, shots: &Path, hostile: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/report/check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(report)
+        .arg(shots)
+        .args(hostile)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the report failed in Chromium: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+}
+
+const IMG: &str = "<img src=x onerror=alert(1)>";
+
+#[test]
+fn the_interactive_report_is_explorable_and_shows_hostile_names_as_text() {
+    require_perf!();
+    require_browser();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let busy = dir.path().join(IMG);
+    std::fs::copy("/usr/bin/yes", &busy).unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let script = format!(
+        "python3 -c 'import ctypes, time\n\
+         ctypes.CDLL(None).prctl(15, b\"<b>hb</b>\", 0, 0, 0)\n\
+         t = time.time()\n\
+         while time.time() - t < 0.3: pass'\n\
+         timeout 0.3 '{busy}' > /dev/null\n\
+         cat '/nonexistent/{IMG}' 2> /dev/null\n\
+         for i in $(seq 120); do sh -c 'n=0; while [ -e {logs}/log.$n ]; do n=$((n+1)); done; : > {logs}/log.$n'; done\n\
+         true",
+        busy = busy.display(),
+        logs = logs.display(),
+    );
+    let out_dir = dir.path().join("d");
+    let out = slowlab()
+        .args(["diagnose", "-o"])
+        .arg(&out_dir)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "diagnose failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = out_dir.join("report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    // The names are in the embedded data with `<` escaped, never raw.
+    assert!(html.contains("\\u003cb>hb\\u003c/b>"), "the thread's name");
+    assert!(!html.contains("<b>hb"), "a raw name in the page");
+    assert!(!html.contains("<img"), "a raw name in the page");
+    check(
+        &report,
+        &screenshot_dir("diagnose"),
+        &[
+            "<b>hb</b>",
+            "<img src=x oner",
+            "/nonexistent/<img src=x onerror=alert(N)>",
+        ],
+    );
+
+    // `analyze --html` with a time range: a page of that range only.
+    let part = dir.path().join("part.html");
+    let out = slowlab()
+        .arg("analyze")
+        .arg(out_dir.join("trace.data"))
+        .args(["--from", "0.01", "--to", "60", "--html"])
+        .arg(&part)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "analyze --html failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&part).unwrap();
+    assert!(
+        html.contains("\"from_us\":10000"),
+        "the range is in the page"
+    );
+    check(&part, &screenshot_dir("analyze"), &["<b>hb</b>"]);
+}
