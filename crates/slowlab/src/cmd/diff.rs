@@ -1,0 +1,154 @@
+//! `slowlab diff A B`: reads two traces (perf.data or ETL), compares their
+//! sampled CPU with `slowlab_analyze::diff`, prints the table or JSON and
+//! writes the differential flame graph. Only wiring; the comparison and its
+//! rendering live in `analyze` and `report`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use slowlab_analyze::cpu::Key;
+use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
+use slowlab_analyze::select::{Filter, Selection};
+use slowlab_report::export::flamegraph_svg;
+use slowlab_report::write_atomically;
+
+use super::trace_input::read_trace;
+
+/// Compare the sampled CPU of two traces: what grew, what shrank.
+///
+/// Rows (functions by default) are matched by name (and module) across the
+/// traces and ranked by the change of their cost: the most grown first, the
+/// most shrunk last. Costs are normalised
+/// before comparing: as a share of each trace's samples (--normalize total,
+/// the default: what grew relative to the rest), or as samples per second
+/// of each trace (--normalize duration: what grew in absolute terms).
+/// Rows found in one trace only are marked (new) or (vanished). The same
+/// filters and time range apply to both traces.
+///
+/// Examples:
+///
+///   slowlab diff small.data big.data                 which function grew
+///   slowlab diff a.data b.data --by module --top 10
+///   slowlab diff a.data b.data --filter process=prog --inclusive
+///   slowlab diff a.data b.data --flamegraph diff.svg  red grew, blue shrank
+///   slowlab diff a.data b.data --json | jq '.functions[0]'
+///
+/// JSON: {"key","normalize","metric","a":{"samples","duration_s"},"b":{…},
+///        "omitted_rows","functions":[{"name","module","a","b","delta","ratio",
+///        "a_samples","b_samples","status"}]}, sorted by delta, largest first.
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct DiffArgs {
+    /// The baseline trace (perf.data, .etl or .etl.zip)
+    pub a: PathBuf,
+    /// The trace compared with it
+    pub b: PathBuf,
+    /// Compare by function, module, process or thread (by name)
+    #[arg(long, default_value = "function", value_name = "KEY")]
+    pub by: String,
+    /// How costs are made comparable: total (share of samples) or duration
+    /// (samples per second)
+    #[arg(long, default_value = "total", value_name = "HOW")]
+    pub normalize: String,
+    /// Compare inclusive costs (the function anywhere on the stack) instead
+    /// of self costs (the innermost frame)
+    #[arg(long)]
+    pub inclusive: bool,
+    /// Keep the N rows that grew most (default 25 on the terminal, all in
+    /// JSON)
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Only samples of process=NAME, pid=N or tid=N, in both traces
+    #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
+    pub filter: Vec<String>,
+    /// Only samples from this many seconds after each trace's start
+    #[arg(long, value_name = "SECONDS")]
+    pub from: Option<f64>,
+    /// Only samples before this many seconds after each trace's start
+    #[arg(long, value_name = "SECONDS")]
+    pub to: Option<f64>,
+    /// Write a differential flame graph: B's stacks, coloured by the change
+    /// of their share from A (red grew, blue shrank)
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// Print the comparison as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// Do not name functions (faster; every frame is [unknown])
+    #[arg(long)]
+    pub no_symbols: bool,
+}
+
+pub fn run(args: DiffArgs) -> Result<i32> {
+    let key: Key = args.by.parse()?;
+    let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
+    let mut sel = Selection {
+        filters: Vec::new(),
+        from_s: args.from,
+        to_s: args.to,
+    };
+    for f in &args.filter {
+        sel.filters.push(f.parse::<Filter>()?);
+    }
+    let a = read_trace(&args.a, !args.no_symbols)?;
+    let b = read_trace(&args.b, !args.no_symbols)?;
+    for (name, t) in [(&args.a, &a), (&args.b, &b)] {
+        for w in &t.stats.warnings {
+            eprintln!("slowlab: warning: {}: {w}", name.display());
+        }
+    }
+    let top = if args.json {
+        args.top
+    } else {
+        args.top.or(Some(25))
+    };
+    let view = diff_view(
+        &a,
+        &b,
+        &sel,
+        DiffOptions {
+            key,
+            normalize,
+            metric: if args.inclusive {
+                Metric::Inclusive
+            } else {
+                Metric::SelfSamples
+            },
+            top,
+        },
+    );
+    if view.a.samples == 0 || view.b.samples == 0 {
+        eprintln!(
+            "slowlab: warning: {} has no samples in the selection: every row is new or vanished",
+            if view.a.samples == 0 {
+                &args.a
+            } else {
+                &args.b
+            }
+            .display()
+        );
+    }
+    if let Some(p) = &args.flamegraph {
+        let lines = differential_lines(&a, &b, &sel);
+        let title = format!("{} → {}", args.a.display(), args.b.display());
+        write_atomically(p, &flamegraph_svg(&lines, &title, "samples")?)?;
+        eprintln!("slowlab: wrote differential flame graph {}", p.display());
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &view)?;
+        writeln!(out)?;
+    } else {
+        let text = slowlab_report::diff::diff_text(
+            &view,
+            &args.a.display().to_string(),
+            &args.b.display().to_string(),
+        );
+        write!(out, "{text}")?;
+    }
+    out.flush()?;
+    Ok(0)
+}
