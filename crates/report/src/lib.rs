@@ -8,9 +8,13 @@
 
 pub mod cpu_views;
 pub mod critical_path;
+pub mod diff;
+pub mod doctor;
 pub mod export;
 pub mod format;
+pub mod fxprof;
 pub mod html;
+pub mod interactive;
 pub mod lab;
 pub mod plot;
 pub mod sweep;

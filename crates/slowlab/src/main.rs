@@ -28,6 +28,8 @@ enum Command {
     Record(cmd::record::RecordArgs),
     Analyze(cmd::analyze::AnalyzeArgs),
     Diagnose(cmd::diagnose::DiagnoseArgs),
+    Diff(cmd::diff::DiffArgs),
+    Doctor(cmd::doctor::DoctorArgs),
     Import(cmd::import::ImportArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
@@ -42,6 +44,8 @@ fn main() {
         Command::Record(args) => cmd::record::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Diagnose(args) => cmd::diagnose::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Child(args) => cmd::child::run(args),
     };

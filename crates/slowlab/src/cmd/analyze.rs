@@ -35,6 +35,10 @@ use super::trace_input::{load_cgroups, load_paths, read_trace};
 /// `--findings` (every detector of `slowlab diagnose`). The time range and
 /// filters apply to all of them.
 ///
+/// `--html OUT.html` writes the interactive report of `slowlab diagnose`
+/// (critical path, findings, timeline, flame graphs, tables; one offline
+/// page) for the selected threads and time.
+///
 /// `--critical-path` answers "why was this process slow": its wall time cut
 /// into time on a CPU, runnable (waiting for a CPU) and blocked (lock, io,
 /// sleep, ipc, fault, other), each wait followed into the thread that ended
@@ -54,6 +58,8 @@ Examples:
   slowlab analyze t.data --json | jq '.functions[:5]'
   slowlab analyze t.data --waits --filter process=make   why make was not running
   slowlab analyze t.data --offcpu-flamegraph blocked.svg  blocked time as a flame graph
+  slowlab analyze t.data --fxprof t.json.gz              open in profiler.firefox.com
+  slowlab analyze t.data --html report.html --from 2 --to 6   explore it in a browser
   slowlab analyze t.data --syscalls                       failing opens and their paths
   slowlab analyze t.data --procs --bucket 0.5             lifetimes, launches per 0.5 s
   slowlab analyze t.data --findings --json                what the detectors found
@@ -65,7 +71,7 @@ JSON of the default view:
    \"functions\":[{\"name\",\"module\",\"self\",\"inclusive\"}]}
 Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).")]
 pub struct AnalyzeArgs {
-    /// The trace (perf.data format).
+    /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
     pub file: PathBuf,
     /// Group by these keys, in this order: process, thread, module, function.
     #[arg(long, value_name = "KEYS")]
@@ -134,6 +140,23 @@ pub struct AnalyzeArgs {
     /// Write a gzipped pprof profile.
     #[arg(long, value_name = "FILE.pb.gz")]
     pub pprof: Option<PathBuf>,
+    /// Write a Firefox Profiler profile (gzipped when the name ends in .gz)
+    /// of the selected samples, with blocked time and findings as markers;
+    /// open it at profiler.firefox.com ("Load a profile from file") or in
+    /// Perfetto's UI.
+    #[arg(long, value_name = "FILE.json[.gz]")]
+    pub fxprof: Option<PathBuf>,
+    /// Write the interactive report (one self-contained page: the critical
+    /// path, the findings, a timeline of every thread, flame graphs and
+    /// tables that follow a time range selected in the page) of the
+    /// selected threads and time.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+    /// Count the trace's events by name (ETL: TraceEvent's names, such as
+    /// "Windows Kernel/Process/DCStart"; perf.data: perf's event names);
+    /// JSON: {"events": {NAME: COUNT}}.
+    #[arg(long, conflicts_with = "view")]
+    pub events: bool,
     /// Print the view as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -201,15 +224,20 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         sel.filters.push(f.parse::<Filter>()?);
     }
     let view = args.view()?;
+    if args.events {
+        return print_event_counts(&args.file, args.json);
+    }
     let trace = read_trace(&args.file, !args.no_symbols)?;
     let mut warnings = trace.stats.warnings.clone();
-    let wants_paths = matches!(view, View::Syscalls | View::Findings);
+    // The Firefox Profiler export carries the findings as markers.
+    let wants_findings = view == View::Findings || args.fxprof.is_some() || args.html.is_some();
+    let wants_paths = view == View::Syscalls || wants_findings;
     let paths = if wants_paths {
         load_paths(&args.file, &mut warnings)
     } else {
         None
     };
-    let cgroups = if view == View::Findings {
+    let cgroups = if wants_findings {
         load_cgroups(&args.file, &mut warnings)
     } else {
         None
@@ -263,6 +291,52 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     }
     if let Some(p) = &args.pprof {
         write_file(p, "pprof profile", &export::pprof_gz(&trace, &sel)?)?;
+    }
+    if let Some(p) = &args.html {
+        let title = format!("slowlab report: {}", args.file.display());
+        let root = args
+            .root
+            .map(|pid| process_by_pid(&trace, pid))
+            .transpose()?;
+        let (data, no_path) = slowlab_analyze::report_data::analyze_report(
+            &trace,
+            &slowlab_analyze::report_data::AnalyzeInputs {
+                title: &title,
+                paths: paths.as_deref(),
+                cgroups: cgroups.as_ref(),
+                root,
+                selection: &sel,
+                filter_text: &args.filter,
+                warnings: &warnings,
+            },
+        );
+        if let Some(why) = no_path {
+            eprintln!("slowlab: warning: the report has no critical path: {why}");
+        }
+        let page = slowlab_report::interactive::interactive_page(&data)?;
+        write_file(p, "interactive report", page.as_bytes())?;
+    }
+    if let Some(p) = &args.fxprof {
+        let states = slowlab_analyze::states::ThreadStates::build(&trace);
+        let root = root_path(&trace, args.root)?.ok();
+        let findings = slowlab_analyze::detect::run_all(
+            &trace,
+            paths.as_deref(),
+            cgroups.as_ref(),
+            root.as_ref(),
+        );
+        let input = slowlab_report::fxprof::FxprofInput {
+            trace: &trace,
+            sel: &sel,
+            states: Some(&states),
+            findings: &findings,
+        };
+        let gzip = slowlab_report::fxprof::wants_gzip(p);
+        write_file(
+            p,
+            "Firefox Profiler profile",
+            &slowlab_report::fxprof::fxprof_bytes(&input, gzip)?,
+        )?;
     }
 
     let stdout = std::io::stdout();
@@ -409,4 +483,60 @@ fn show<T: serde::Serialize>(
         write!(out, "{}", text())?;
     }
     Ok(())
+}
+
+/// `--events`: how many events of each name the trace holds. An ETL file is
+/// counted as read (every event, named as TraceEvent names them); a
+/// perf.data file by its samples and decoded events, under perf's names.
+fn print_event_counts(file: &std::path::Path, json: bool) -> Result<i32> {
+    use slowlab_model::trace::EventKind;
+    let counts: std::collections::BTreeMap<String, u64> = if slowlab_etl::is_etl_file(file) {
+        let etl = slowlab_etl::read_file(file)
+            .map_err(|e| anyhow::anyhow!("cannot analyze {}: {e}", file.display()))?;
+        for w in etl.warnings() {
+            eprintln!("slowlab: warning: {w}");
+        }
+        etl.event_counts()
+    } else {
+        let trace = read_trace(file, false)?;
+        let mut counts = std::collections::BTreeMap::new();
+        let sample_event = trace.meta.sample_event.clone().unwrap_or("samples".into());
+        if !trace.samples.is_empty() {
+            counts.insert(sample_event, trace.samples.len() as u64);
+        }
+        for e in &trace.events {
+            let name = match &e.kind {
+                EventKind::Switch { .. } => "sched:sched_switch".to_string(),
+                EventKind::Waking { .. } => "sched:sched_waking".to_string(),
+                EventKind::PageFault { user: true, .. } => "exceptions:page_fault_user".to_string(),
+                EventKind::PageFault { .. } => "exceptions:page_fault_kernel".to_string(),
+                EventKind::MajorFault { .. } => "major-faults".to_string(),
+                EventKind::SyscallEnter { name, .. } => {
+                    format!("syscalls:sys_enter_{}", trace.str(*name))
+                }
+                EventKind::SyscallExit { name, .. } => {
+                    format!("syscalls:sys_exit_{}", trace.str(*name))
+                }
+                EventKind::BlockRequest {
+                    complete: false, ..
+                } => "block:block_rq_issue".to_string(),
+                EventKind::BlockRequest { .. } => "block:block_rq_complete".to_string(),
+                EventKind::Other { name } => trace.str(*name).to_string(),
+            };
+            *counts.entry(name).or_insert(0) += 1;
+        }
+        counts
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if json {
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "events": counts }))?;
+        writeln!(out)?;
+    } else {
+        let width = counts.values().max().map_or(1, |n| n.to_string().len());
+        for (name, n) in &counts {
+            writeln!(out, "{n:>width$}  {name}")?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
 }

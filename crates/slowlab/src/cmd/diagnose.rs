@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use slowlab_analyze::diagnose::diagnose;
+use slowlab_analyze::select::Selection;
 use slowlab_report::critical_path::critical_path_text;
-use slowlab_report::export::flamegraph_svg;
-use slowlab_report::html::{diagnose_page, DiagnosePage};
+use slowlab_report::fxprof::{fxprof_bytes, wants_gzip, FxprofInput};
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::write_atomically;
 
@@ -29,8 +29,14 @@ use super::trace_input::read_bundle;
 /// detector ranked by the time they cost, each with its evidence and a fix.
 ///
 /// Writes DIR/trace.data (and its .paths and .cgroups.json companions),
-/// DIR/critical_path.json, DIR/findings.json and DIR/report.html. Returns
-/// CMD's exit code.
+/// DIR/critical_path.json, DIR/findings.json and DIR/report.html (and, with
+/// --fxprof, a profile for the Firefox Profiler). Returns CMD's exit code.
+///
+/// report.html is interactive and self-contained (open it in any browser,
+/// offline): the critical path and the findings first, then a timeline of
+/// every thread's states, flame graphs of CPU and blocked time, and tables
+/// (threads, functions, waits, faults, syscalls, lifetimes) that follow the
+/// time range and threads selected in the page.
 ///
 /// Example:
 ///
@@ -50,6 +56,12 @@ pub struct DiagnoseArgs {
     /// Print the findings as JSON on stdout (the human report goes to stderr)
     #[arg(long)]
     json: bool,
+
+    /// Also write a Firefox Profiler profile of the whole trace (gzipped
+    /// when the name ends in .gz), with blocked time and findings as
+    /// markers; open it at profiler.firefox.com or in Perfetto's UI
+    #[arg(long, value_name = "FILE.json[.gz]")]
+    fxprof: Option<PathBuf>,
 
     /// The command to run while recording
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -72,7 +84,13 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     };
     let outcome = slowlab_record::run(&cfg)?;
     let mut warnings = outcome.warnings.clone();
-    let report = analyze_into(&trace_path, &args.output, &args.command, &mut warnings)?;
+    let report = analyze_into(
+        &trace_path,
+        &args.output,
+        &args.command,
+        args.fxprof.as_deref(),
+        &mut warnings,
+    )?;
     let say = |text: &str| {
         if args.json {
             eprint!("{text}");
@@ -95,6 +113,12 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
         args.output.join("findings.json").display(),
         args.output.join("report.html").display()
     ));
+    if let Some(p) = &args.fxprof {
+        say(&format!(
+            "wrote {} (open it at profiler.firefox.com)\n",
+            p.display()
+        ));
+    }
     if args.json {
         println!("{}", report.findings_json);
     }
@@ -117,11 +141,22 @@ pub fn analyze_into(
     trace_path: &Path,
     dir: &Path,
     command: &[String],
+    fxprof: Option<&Path>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Diagnosis> {
     let bundle = read_bundle(trace_path, true)?;
     warnings.extend(bundle.warnings.iter().cloned());
     let analysis = diagnose(&bundle, command);
+    if let Some(path) = fxprof {
+        let states = slowlab_analyze::states::ThreadStates::build(&bundle.trace);
+        let input = FxprofInput {
+            trace: &bundle.trace,
+            sel: &Selection::default(),
+            states: Some(&states),
+            findings: &analysis.findings,
+        };
+        write_atomically(path, &fxprof_bytes(&input, wants_gzip(path))?)?;
+    }
     if let Some(why) = &analysis.no_path {
         warnings.push(format!("no critical path: {why}"));
     }
@@ -135,29 +170,23 @@ pub fn analyze_into(
             let _ = std::fs::remove_file(&cp_file);
         }
     }
-    let cpu_svg = flamegraph_svg(
-        &analysis.cpu_lines,
-        "CPU (sampled) of the command",
-        "samples",
-    )
-    .ok();
-    let offcpu_svg = (!analysis.offcpu_lines.is_empty())
-        .then(|| {
-            flamegraph_svg(
-                &analysis.offcpu_lines,
-                "Off-CPU of the command: time blocked (µs)",
-                "µs",
-            )
-            .ok()
-        })
-        .flatten();
-    let page = diagnose_page(&DiagnosePage {
-        command,
-        diagnosis: &analysis,
-        cpu_flamegraph: cpu_svg.as_deref(),
-        offcpu_flamegraph: offcpu_svg.as_deref(),
-        warnings,
-    });
+    let tree = slowlab_analyze::report_data::command_processes(&bundle.trace, command);
+    let title = format!("slowlab diagnose: {}", command.join(" "));
+    let data = slowlab_analyze::report_data::report_data(
+        &bundle.trace,
+        &slowlab_analyze::report_data::Inputs {
+            title: &title,
+            command,
+            paths: bundle.paths.as_deref(),
+            critical_path: analysis.critical_path.as_ref(),
+            findings: &analysis.findings,
+            command_processes: &tree,
+            selection: &Selection::default(),
+            filter_text: &[],
+            warnings,
+        },
+    );
+    let page = slowlab_report::interactive::interactive_page(&data)?;
     write_atomically(&dir.join("report.html"), page.as_bytes())?;
     let mut text = String::new();
     if let Some(cp) = &analysis.critical_path {

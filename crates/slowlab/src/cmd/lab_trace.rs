@@ -57,7 +57,7 @@ impl Tracer for LabTracer {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], &mut warnings)
+        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], None, &mut warnings)
             .map_err(|e| format!("{e:#}"))?;
         Ok(TracedRun {
             trace: outcome.output.display().to_string(),

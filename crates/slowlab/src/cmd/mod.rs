@@ -4,6 +4,8 @@
 pub mod analyze;
 pub mod child;
 pub mod diagnose;
+pub mod diff;
+pub mod doctor;
 pub mod import;
 pub mod lab;
 pub mod lab_trace;

@@ -54,17 +54,9 @@ pub fn load_paths(trace: &Path, warnings: &mut Vec<String>) -> Option<Vec<Captur
 /// The cgroup notes written by `slowlab record` (`slowlab_record::CgroupNotes`).
 pub fn load_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupInfo> {
     let file = cgroups_file(trace);
-    let text = std::fs::read_to_string(&file).ok()?;
-    match serde_json::from_str::<slowlab_record::CgroupNotes>(&text) {
-        Ok(notes) => Some(CgroupInfo {
-            process_cgroup: notes
-                .processes
-                .into_iter()
-                .filter_map(|(pid, cg)| pid.parse().ok().map(|p| (p, cg)))
-                .collect(),
-            limits: notes.limits.into_iter().collect(),
-            refaults: notes.refaults.into_iter().collect(),
-        }),
+    let bytes = std::fs::read(&file).ok()?;
+    match CgroupInfo::from_json(&bytes) {
+        Ok(info) => Some(info),
         Err(e) => {
             warnings.push(format!(
                 "the cgroup notes {} could not be read: {e}",
@@ -77,6 +69,11 @@ pub fn load_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupIn
 
 /// Reads a trace with a progress bar on stderr.
 pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model::trace::Trace> {
+    // A Windows ETW trace (.etl, .etl.zip): no symbols, no side files.
+    if slowlab_etl::is_etl_file(file) {
+        return slowlab_etl::read_trace(file)
+            .with_context(|| format!("cannot analyze {}", file.display()));
+    }
     let bar = crate::progress::reading_bar();
     let opts = slowlab_perf::ReadOptions {
         symbolize,
