@@ -101,7 +101,10 @@ mod tests {
         assert_eq!(info.refaults["/work.slice"], 7);
         // Refaults were added later: older notes lack them.
         let old = br#"{"processes":{},"limits":{}}"#;
-        assert!(CgroupInfo::from_json(old).expect("old notes").refaults.is_empty());
+        assert!(CgroupInfo::from_json(old)
+            .expect("old notes")
+            .refaults
+            .is_empty());
     }
 
     #[test]

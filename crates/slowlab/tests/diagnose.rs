@@ -427,7 +427,10 @@ fn the_report_loads_in_chromium_and_shows_a_hostile_name_as_text() {
     let report = report_dir.join("report.html");
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(!html.contains("<script>alert("), "the name is escaped");
-    assert!(html.contains("\\u003cscript>alert("), "the name is in the page's data");
+    assert!(
+        html.contains("\\u003cscript>alert("),
+        "the name is in the page's data"
+    );
     let out = Command::new(chromium)
         .args([
             "--headless",
