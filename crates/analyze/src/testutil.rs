@@ -481,3 +481,40 @@ pub fn trend_edge(rising: &[f64], keep: usize, min: f64) -> (Vec<f64>, Vec<f64>)
         v = best;
     }
 }
+
+impl TraceBuilder {
+    /// A page fault of `thread` at `time_ns` with the ETL reader's encoding
+    /// of a Windows soft fault: the fault kind's opcode (10 transition, 11
+    /// demand-zero, …) in `error_code` bits 16..24, bit 2 for user mode.
+    pub fn windows_fault(
+        &mut self,
+        time_ns: u64,
+        thread: ThreadIdx,
+        kind: u8,
+        stack: Option<StackIdx>,
+    ) {
+        self.event(
+            time_ns,
+            0,
+            thread,
+            stack,
+            EventKind::PageFault {
+                address: 0x10000,
+                ip: 0x401000,
+                error_code: (kind as u64) << 16 | 4,
+                user: true,
+            },
+        );
+    }
+
+    /// A hard fault (`MajorFault`) of `thread` at `time_ns`.
+    pub fn major_fault(&mut self, time_ns: u64, thread: ThreadIdx) {
+        self.event(
+            time_ns,
+            0,
+            thread,
+            None,
+            EventKind::MajorFault { address: None },
+        );
+    }
+}

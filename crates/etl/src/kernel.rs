@@ -6,8 +6,9 @@
 //! event's pointer size; older versions lack later fields. Every read is
 //! checked: a payload too short for its layout decodes to `None`.
 //!
-//! Not decoded (counted and named only): TcpIp/UdpIp, FileIo, Registry,
-//! VirtualAlloc, SystemConfig, system calls and the rest.
+//! Not decoded here (counted and named only): TcpIp/UdpIp, Registry,
+//! system calls and the rest; FileIo and the memory events are in
+//! [`crate::kernel_io`].
 
 use crate::logfile::utf16z;
 

@@ -13,17 +13,20 @@
 //! Never panics on a corrupt or truncated file: what cannot be read is a
 //! warning in [`Etl::warnings`] (and the trace's `ReadStats`); only a file
 //! that is not an ETL trace at all is an [`Error`]. Symbols (PDBs) are not
-//! read: frames are named `module+0xoffset`.
+//! read: frames are named `module+0xoffset`. [`synth`] writes small 32-bit
+//! traces byte by byte for tests.
 
 pub mod buffer;
 pub mod guid;
 pub mod header;
 pub mod kernel;
+pub mod kernel_io;
 pub mod logfile;
 pub mod lz77;
 pub mod model;
 pub mod names;
 pub mod stacks;
+pub mod synth;
 pub mod tracelogging;
 mod zip_input;
 
@@ -34,7 +37,8 @@ use buffer::{Buffers, Event};
 use header::Source;
 use kernel::Payload;
 use logfile::LogfileHeader;
-pub use model::to_trace;
+pub use model::{to_trace, to_trace_and_paths};
+use slowlab_model::bundle::CapturedPath;
 use slowlab_model::trace::Trace;
 
 /// Why a file could not be read as an ETL trace at all.
@@ -123,6 +127,12 @@ pub fn read_file(path: &Path) -> Result<Etl, Error> {
 /// Reads an `.etl` or `.etl.zip` file into slowlab's trace model.
 pub fn read_trace(path: &Path) -> Result<Trace, Error> {
     Ok(to_trace(&read_file(path)?))
+}
+
+/// Reads an `.etl` or `.etl.zip` file into slowlab's trace model and the
+/// paths of its file operations (see [`model::io`]).
+pub fn read_trace_and_paths(path: &Path) -> Result<(Trace, Vec<CapturedPath>), Error> {
+    Ok(to_trace_and_paths(&read_file(path)?))
 }
 
 fn read_etl(bytes: &[u8]) -> Result<Etl, Error> {

@@ -4,7 +4,9 @@
 //! switches (`Thread/CSwitch` → `Switch`), wake-ups (`Dispatcher/ReadyThread`
 //! → `Waking`, from the readying thread), hard faults (`MajorFault`) and disk
 //! I/O (`BlockRequest`, the issue placed at completion minus the response
-//! time). Times are nanoseconds from the trace's start.
+//! time); file operations with their paths, soft page faults by kind and
+//! VirtualAlloc/VirtualFree ([`io`]'s doc says how). Times are nanoseconds
+//! from the trace's start.
 //!
 //! Conventions where Windows differs from Linux:
 //! - a switch's `prev_state` low byte is the Linux-like state the analysis
@@ -16,12 +18,19 @@
 //! - samples on the idle thread (thread 0, not in a DPC or an interrupt) are
 //!   dropped, as TraceEvent does: they are idle time, not CPU use.
 //!
-//! Not read into the model: file I/O, registry, network, VirtualAlloc,
-//! system calls, CLR events and TraceLogging payloads (they are counted by
-//! name, see [`Etl::event_counts`]).
+//! - a context switch's stack, walked on the thread switched *in* (where it
+//!   had blocked), goes to the `Switch` that switched that thread out, as
+//!   perf's switch stacks are the blocking thread's.
+//!
+//! Not read into the model: registry, network, system calls, CLR events and
+//! TraceLogging payloads (they are counted by name, see
+//! [`Etl::event_counts`]).
+
+pub mod io;
 
 use std::collections::HashMap;
 
+use slowlab_model::bundle::CapturedPath;
 use slowlab_model::trace::{
     Event, EventKind, ProcIdx, Process, ReadStats, Thread, ThreadIdx, Trace, TraceMeta,
 };
@@ -133,6 +142,7 @@ struct Builder {
     /// The process of each thread id as the thread events say (the first
     /// seen), for threads met in a sample before their rundown event.
     tid_pid: HashMap<u32, u32>,
+    io: io::IoState,
 }
 
 impl Builder {
@@ -282,6 +292,13 @@ impl Builder {
 
 /// Builds the trace model from a read ETL file.
 pub fn to_trace(etl: &Etl) -> Trace {
+    to_trace_and_paths(etl).0
+}
+
+/// Builds the trace model and the paths of its file operations (see
+/// [`io`]), which slowlab's views read as they read the eBPF path capture
+/// of a perf.data trace.
+pub fn to_trace_and_paths(etl: &Etl) -> (Trace, Vec<CapturedPath>) {
     let pointer_size = etl.header.as_ref().map_or(8, |h| h.pointer_size as u8);
     let paths = VolumeMap::from_etl(etl);
     let mut b = Builder {
@@ -294,6 +311,7 @@ pub fn to_trace(etl: &Etl) -> Trace {
         undecoded: 0,
         sample_period_ns: 1_000_000,
         tid_pid: thread_processes(etl),
+        io: io::IoState::new(etl, &paths),
     };
     let stacks = collect_stacks(etl);
     for e in etl.events() {
@@ -387,6 +405,8 @@ pub fn to_trace(etl: &Etl) -> Trace {
                     b.push_event(time, e.cpu, th, kind, None);
                 }
             }),
+            (group::FILE_IO, _) => io::on_file_event(&mut b, etl, e, &paths),
+            (group::MEMORY, 10..=13 | 15 | 98 | 99) => io::on_memory_event(&mut b, etl, e),
             _ => Some(()),
         };
         if decoded.is_none() {
@@ -394,7 +414,8 @@ pub fn to_trace(etl: &Etl) -> Trace {
         }
     }
     attach_stacks(&mut b, &stacks);
-    finish(b, etl)
+    let paths = std::mem::take(&mut b.io.paths);
+    (finish(b, etl), paths)
 }
 
 /// The process of each thread id, from the first thread event naming it.
@@ -481,13 +502,39 @@ fn attach_stacks(b: &mut Builder, stacks: &StackIndex) {
         b.t.samples.stack[i] = stack;
     }
     let keys = std::mem::take(&mut b.event_keys);
+    // Per thread id: the last switch that switched it out.
+    let mut switched_out: HashMap<i32, usize> = HashMap::new();
     for (i, key) in keys.iter().enumerate() {
+        let switch = match b.t.events[i].kind {
+            EventKind::Switch {
+                prev_tid, next_tid, ..
+            } => Some((prev_tid, next_tid)),
+            _ => None,
+        };
+        if let Some((prev_tid, _)) = switch {
+            switched_out.insert(prev_tid, i);
+        }
         let Some((time, tids, pid)) = *key else {
             continue;
         };
-        let frames = tids.iter().find_map(|&tid| stacks.get(time, tid));
-        if let Some(frames) = frames {
+        if let Some(frames) = stacks.get(time, tids[0]) {
             b.t.events[i].stack = b.sb.stack(&mut b.t, pid, frames);
+            continue;
+        }
+        let Some(frames) = stacks.get(time, tids[1]) else {
+            continue;
+        };
+        match switch {
+            // The switched-in thread's stack is where it blocked.
+            Some((_, next_tid)) => {
+                let Some(&at) = switched_out.get(&next_tid) else {
+                    continue;
+                };
+                let th = b.t.events[at].thread;
+                let pid = b.t.processes[b.t.threads[th.ix()].process.ix()].pid as u32;
+                b.t.events[at].stack = b.sb.stack(&mut b.t, pid, frames);
+            }
+            None => b.t.events[i].stack = b.sb.stack(&mut b.t, pid, frames),
         }
     }
 }

@@ -127,3 +127,94 @@ fn a_truncated_etl_warns_and_a_non_etl_gives_a_one_line_error() {
     assert!(stderr.contains("not an ETL trace"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A 32-bit ETL written here (`slowlab_etl::synth`; no public trace shows a
+/// Windows pathology): 12 launches of verifier.exe, launch i opening the
+/// taken log names `C:\Logs\app.0.dat` … `app.{2i}.dat` (found) and then
+/// `app.{2i+1}.dat` (not found, so created), each open a `FileIO/Create`
+/// ended by its `OperationEnd`.
+fn log_probe_etl() -> Vec<u8> {
+    use slowlab_etl::synth::*;
+    const T0: i64 = 1_000_000;
+    let at = |us: i64| T0 + us * (FREQ as i64 / 1_000_000);
+    let mut events = vec![header_event(T0, 1, 0)];
+    let mut irp = 0x100u32;
+    for i in 0..12u32 {
+        let (pid, tid) = (1000 + i, 2000 + i);
+        let start = 20_000 * i as i64 + 10;
+        // Process events in version 4's layout, thread events in 3's.
+        let sys = |hook: u16, us, payload: &[u8]| {
+            let version = match hook >> 8 {
+                3 => 4,
+                5 => 3,
+                _ => 2,
+            };
+            system_event(1, hook, version, tid, pid, at(us), payload)
+        };
+        events.push(sys(
+            0x0301,
+            start,
+            &process(pid, 4, "verifier.exe", "verifier.exe"),
+        ));
+        events.push(sys(0x0501, start + 1, &thread(pid, tid, "")));
+        let mut us = start + 10;
+        for k in 0..=2 * i + 1 {
+            irp += 1;
+            let path = format!("\\Device\\HarddiskVolume2\\Logs\\app.{k}.dat");
+            let status = if k == 2 * i + 1 { 0xC000_0034 } else { 0 };
+            events.push(sys(0x0440, us, &file_create(irp, tid, 0x9000 + k, &path)));
+            events.push(sys(0x044c, us + 80, &file_op_end(irp, status)));
+            us += 100;
+        }
+        events.push(sys(
+            0x0302,
+            us + 10,
+            &process(pid, 4, "verifier.exe", "verifier.exe"),
+        ));
+    }
+    let mut volume = utf16("\\Device\\HarddiskVolume2\\");
+    volume.extend_from_slice(&utf16("C:\\"));
+    events.push(system_event(1, 0xf023, 2, 0, 0, at(300_000), &volume));
+    buffer(0, &events, false)
+}
+
+#[test]
+fn findings_of_an_etl_name_numbered_log_probes_at_each_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probe.etl");
+    std::fs::write(&file, log_probe_etl()).unwrap();
+    let out = slowlab()
+        .args(["analyze", "--findings", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let findings = v.as_array().expect("an array of findings");
+    let probe = findings
+        .iter()
+        .find(|f| f["id"] == "linear-probe-names")
+        .unwrap_or_else(|| panic!("no linear-probe-names finding: {v}"));
+    assert_eq!(probe["culprit"]["comm"], "verifier.exe");
+    let title = probe["title"].as_str().unwrap();
+    assert!(title.contains("C:\\Logs\\app.N.dat"), "{title}");
+
+    // The syscalls view lists the creates with their paths and failures.
+    let out = slowlab()
+        .args(["analyze", "--syscalls"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("FileIO/Create"), "{text}");
+    assert!(text.contains("app.N.dat"), "{text}");
+}

@@ -15,6 +15,10 @@
 //! exclusive create of the process counts (and the finding says the names
 //! were not captured).
 //!
+//! On a Windows trace (ETL), the probes are the `FileIO/Create` operations
+//! on numbered names that find the file (or clash with it), with the paths
+//! the trace names.
+//!
 //! Cost so far: the summed duration of the probes. Projections: the probes
 //! of N launches grow as N², so 2× and 10× as many launches cost 4× and
 //! 100× the probing time.
@@ -36,6 +40,8 @@ pub const MIN_MAX_PROBES: u64 = 20;
 const O_CREAT: u64 = 0o100;
 const O_EXCL: u64 = 0o200;
 const EEXIST: i64 = 17;
+/// The file create of a Windows trace (`slowlab_etl`'s name for FileIO/Create).
+const WINDOWS_CREATE: &str = "FileIO/Create";
 
 /// Flags argument of an open-family syscall.
 fn open_flags(name: &str, args: &[u64; 6]) -> Option<u64> {
@@ -59,7 +65,11 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     let mut launches: HashMap<ProcIdx, Launch, BuildFx> = HashMap::default();
     for call in &cx.calls {
         let name = trace.str(call.name);
-        let found = is_existence_check(name) && call.ret == Some(0);
+        // Windows (an ETL trace's `FileIO/Create`): an open that finds the
+        // file, or an exclusive create that clashes.
+        let windows_probe =
+            name == WINDOWS_CREATE && (call.ret == Some(0) || call.ret == Some(-EEXIST));
+        let found = (is_existence_check(name) && call.ret == Some(0)) || windows_probe;
         let exclusive_clash = open_flags(name, &call.args)
             .is_some_and(|f| f & (O_CREAT | O_EXCL) == (O_CREAT | O_EXCL))
             && call.ret == Some(-EEXIST);
@@ -415,5 +425,44 @@ mod tests {
         assert_eq!(f[0].evidence["probes_last_launches"], 25.0);
         probes[9] = 23;
         assert!(findings(&probes).is_empty());
+    }
+
+    /// A Windows trace as `slowlab-etl` reads it: each launch of
+    /// verifier.exe opens `C:\Logs\app.N.dat` for N = 0, 1, … (the taken
+    /// names open: 0; the free one is then created), each `FileIO/Create`
+    /// with its path at its start.
+    fn windows_launches(probes: &[u64]) -> (Trace, Vec<CapturedPath>) {
+        let mut b = TraceBuilder::default();
+        let mut paths = Vec::new();
+        for (i, &taken) in probes.iter().enumerate() {
+            let pid = 500 + i as i32;
+            let mut t = 10_000_000 * (i as u64 + 1);
+            let p = b.process(pid, "verifier.exe");
+            b.lifetime(p, Some(4), t, Some(t + 5_000_000));
+            for k in 0..=taken {
+                t += 100_000;
+                paths.push(CapturedPath {
+                    time_ns: t,
+                    tid: pid,
+                    syscall: WINDOWS_CREATE.to_string(),
+                    path: format!("C:\\Logs\\app.{k}.dat"),
+                });
+                b.syscall(t, p, None, WINDOWS_CREATE, [0; 6], 0, 80_000);
+            }
+        }
+        (b.build(), paths)
+    }
+
+    #[test]
+    fn windows_file_creates_of_numbered_names_are_probes() {
+        let probes: Vec<u64> = (0..12).map(|i| 2 * i + 1).collect();
+        let (t, paths) = windows_launches(&probes);
+        let f = detect(&Context::new(&t, Some(&paths), None));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].culprit.comm.as_deref(), Some("verifier.exe"));
+        assert!(f[0].title.contains("app.N.dat"), "{}", f[0].title);
+        // The same launches probing a constant number of names: no growth.
+        let (t, paths) = windows_launches(&[23; 12]);
+        assert!(detect(&Context::new(&t, Some(&paths), None)).is_empty());
     }
 }

@@ -20,6 +20,7 @@ pub mod notify;
 pub mod serialized_teardown;
 pub mod superlinear_growth;
 pub mod topdown_probe;
+pub mod windows;
 
 use std::collections::HashMap;
 
@@ -270,6 +271,10 @@ pub fn run_all(
     findings.extend(memcg_thrash::detect(&cx));
     findings.extend(kernel_dominated::detect(&cx));
     findings.extend(superlinear_growth::detect(&cx));
+    findings.extend(windows::notify_buffer::detect(&cx));
+    findings.extend(windows::teardown_lock::detect(&cx));
+    findings.extend(windows::working_set::detect(&cx));
+    findings.extend(windows::topdown_alloc::detect(&cx));
     if let Some(rp) = root {
         findings.extend(lock_contention::detect(&cx, rp));
         findings.extend(io_wait::detect(&cx, rp));

@@ -21,6 +21,9 @@ pub fn cgroups_file(trace: &Path) -> PathBuf {
 /// The captured paths of a trace, if it has a capture; warnings go to the
 /// returned list. A capture that cannot be read is a warning, not an error.
 pub fn load_paths(trace: &Path, warnings: &mut Vec<String>) -> Option<Vec<CapturedPath>> {
+    if slowlab_etl::is_etl_file(trace) {
+        return etl_paths(trace, warnings);
+    }
     let file = paths_file(trace);
     if !file.exists() {
         return None;
@@ -67,12 +70,46 @@ pub fn load_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupIn
     }
 }
 
+/// The file-operation paths of the ETL trace `read_trace` read last (an
+/// ETL trace carries its paths inside; reading it twice would double the
+/// loading time).
+static ETL_PATHS: std::sync::Mutex<Option<(PathBuf, Vec<CapturedPath>)>> =
+    std::sync::Mutex::new(None);
+
+/// The paths of an ETL trace's file operations: kept from `read_trace`,
+/// else read from the file; `None` when it has none.
+fn etl_paths(file: &Path, warnings: &mut Vec<String>) -> Option<Vec<CapturedPath>> {
+    let kept = ETL_PATHS
+        .lock()
+        .ok()
+        .and_then(|mut k| k.take_if(|(f, _)| f == file).map(|(_, p)| p));
+    let paths = match kept {
+        Some(p) => p,
+        None => match slowlab_etl::read_trace_and_paths(file) {
+            Ok((_, p)) => p,
+            Err(e) => {
+                warnings.push(format!(
+                    "the file operations of {} could not be read: {e}",
+                    file.display()
+                ));
+                return None;
+            }
+        },
+    };
+    (!paths.is_empty()).then_some(paths)
+}
+
 /// Reads a trace with a progress bar on stderr.
 pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model::trace::Trace> {
-    // A Windows ETW trace (.etl, .etl.zip): no symbols, no side files.
+    // A Windows ETW trace (.etl, .etl.zip): no symbols, no side files; the
+    // paths of its file operations are kept for `load_paths`.
     if slowlab_etl::is_etl_file(file) {
-        return slowlab_etl::read_trace(file)
-            .with_context(|| format!("cannot analyze {}", file.display()));
+        let (trace, paths) = slowlab_etl::read_trace_and_paths(file)
+            .with_context(|| format!("cannot analyze {}", file.display()))?;
+        if let Ok(mut kept) = ETL_PATHS.lock() {
+            *kept = Some((file.to_owned(), paths));
+        }
+        return Ok(trace);
     }
     let bar = crate::progress::reading_bar();
     let opts = slowlab_perf::ReadOptions {
