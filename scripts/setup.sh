@@ -71,6 +71,18 @@ if ! python3 -c 'import playwright.sync_api' >/dev/null 2>&1; then
   fi
 fi
 
+# lld-link (with clang, from the package list) rebuilds the PDB test
+# fixture, crates/etl/tests/fixtures/pdb/build.sh; the tests use the
+# committed files, so a failure here is only a notice.
+if ! command -v lld-link >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
+  echo "setup: installing lld (rebuilds the PDB test fixture) (log: $log)" >&2
+  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends lld >>"$log" 2>&1; then
+    echo "setup: apt-get install lld failed (only crates/etl/tests/fixtures/pdb/build.sh needs it); see $log" >&2
+  fi
+fi
+
 if command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
     if ! rustup component list --installed 2>/dev/null | grep -q "^$comp"; then

@@ -19,6 +19,22 @@ impl Guid {
         Guid(u128::from_be_bytes(v))
     }
 
+    /// The 16 bytes of a Windows `GUID` struct (`bytes_le` order), the
+    /// inverse of [`Guid::from_le`].
+    pub fn to_le(self) -> [u8; 16] {
+        let mut v = self.0.to_be_bytes();
+        v[0..4].reverse();
+        v[4..6].reverse();
+        v[6..8].reverse();
+        v
+    }
+
+    /// Upper-case hex without dashes, as symbol stores spell a PDB's GUID
+    /// in its directory name (`name.pdb/<GUID><AGE>/name.pdb`).
+    pub fn to_symbol_store_hex(self) -> String {
+        format!("{:032X}", self.0)
+    }
+
     /// From `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`; `None` when malformed.
     pub const fn parse(s: &str) -> Option<Guid> {
         let b = s.as_bytes();
@@ -75,5 +91,7 @@ mod tests {
         assert_eq!(g.to_string(), "e13c0d23-ccbc-4e12-931b-d9cc2eee27e4");
         assert_eq!(Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4"), Some(g));
         assert_eq!(Guid::parse("e13c0d23-ccbc-4e12-931b"), None);
+        assert_eq!(g.to_le(), bytes);
+        assert_eq!(g.to_symbol_store_hex(), "E13C0D23CCBC4E12931BD9CC2EEE27E4");
     }
 }

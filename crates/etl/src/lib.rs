@@ -12,9 +12,11 @@
 //!
 //! Never panics on a corrupt or truncated file: what cannot be read is a
 //! warning in [`Etl::warnings`] (and the trace's `ReadStats`); only a file
-//! that is not an ETL trace at all is an [`Error`]. Symbols (PDBs) are not
-//! read: frames are named `module+0xoffset`. [`synth`] writes small 32-bit
-//! traces byte by byte for tests.
+//! that is not an ETL trace at all is an [`Error`]. Frames are named
+//! `module+0xoffset` unless the caller passes a symbol path: then
+//! [`pdb_ids`] says which PDB each image was built with and [`symbols`]
+//! names functions from the matching local PDBs. [`synth`] writes small
+//! 32-bit traces byte by byte for tests.
 
 pub mod buffer;
 pub mod guid;
@@ -25,7 +27,10 @@ pub mod logfile;
 pub mod lz77;
 pub mod model;
 pub mod names;
+pub mod pdb_ids;
+pub mod pe;
 pub mod stacks;
+pub mod symbols;
 pub mod synth;
 pub mod tracelogging;
 mod zip_input;
@@ -37,9 +42,10 @@ use buffer::{Buffers, Event};
 use header::Source;
 use kernel::Payload;
 use logfile::LogfileHeader;
-pub use model::{to_trace, to_trace_and_paths};
+pub use model::{to_trace, to_trace_and_paths, to_trace_with_symbols};
 use slowlab_model::bundle::CapturedPath;
 use slowlab_model::trace::Trace;
+pub use symbols::SymbolPath;
 
 /// Why a file could not be read as an ETL trace at all.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +139,15 @@ pub fn read_trace(path: &Path) -> Result<Trace, Error> {
 /// paths of its file operations (see [`model::io`]).
 pub fn read_trace_and_paths(path: &Path) -> Result<(Trace, Vec<CapturedPath>), Error> {
     Ok(to_trace_and_paths(&read_file(path)?))
+}
+
+/// As [`read_trace_and_paths`], with function names from the PDBs found on
+/// `symbols` (local directories; see [`symbols`]).
+pub fn read_trace_with_symbols(
+    path: &Path,
+    symbols: Option<&SymbolPath>,
+) -> Result<(Trace, Vec<CapturedPath>), Error> {
+    Ok(to_trace_with_symbols(&read_file(path)?, symbols))
 }
 
 fn read_etl(bytes: &[u8]) -> Result<Etl, Error> {

@@ -39,6 +39,7 @@ use crate::header::Source;
 use crate::kernel;
 use crate::names::{group, kernel_group};
 use crate::stacks::{StackBuilder, StackIndex};
+use crate::symbols::SymbolPath;
 use crate::Etl;
 
 /// Kernel paths to DOS paths, from the `SysConfig/VolumeMapping` events
@@ -299,6 +300,16 @@ pub fn to_trace(etl: &Etl) -> Trace {
 /// [`io`]), which slowlab's views read as they read the eBPF path capture
 /// of a perf.data trace.
 pub fn to_trace_and_paths(etl: &Etl) -> (Trace, Vec<CapturedPath>) {
+    to_trace_with_symbols(etl, None)
+}
+
+/// As [`to_trace_and_paths`], naming frames from the PDBs found on
+/// `symbols` (see [`crate::symbols`]; its warnings join the trace's).
+/// Either way, modules keep their PDB identity ([`crate::pdb_ids`]).
+pub fn to_trace_with_symbols(
+    etl: &Etl,
+    symbols: Option<&SymbolPath>,
+) -> (Trace, Vec<CapturedPath>) {
     let pointer_size = etl.header.as_ref().map_or(8, |h| h.pointer_size as u8);
     let paths = VolumeMap::from_etl(etl);
     let mut b = Builder {
@@ -414,8 +425,14 @@ pub fn to_trace_and_paths(etl: &Etl) -> (Trace, Vec<CapturedPath>) {
         }
     }
     attach_stacks(&mut b, &stacks);
+    let pdbs = crate::pdb_ids::attach(etl, &b.sb, &mut b.t);
     let paths = std::mem::take(&mut b.io.paths);
-    (finish(b, etl), paths)
+    let mut t = finish(b, etl);
+    if let Some(path) = symbols {
+        let warnings = crate::symbols::symbolize(&mut t, &pdbs, path);
+        t.stats.warnings.extend(warnings);
+    }
+    (t, paths)
 }
 
 /// The process of each thread id, from the first thread event naming it.

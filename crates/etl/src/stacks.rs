@@ -1,8 +1,8 @@
 //! Code addresses to the trace model's modules, frames and stacks, for an
 //! ETL trace: the images each process loaded (and the kernel's, shared by
 //! all) say which module an address is in; a frame is named
-//! `module+0xoffset` (offset from the image base), since PDB symbols are not
-//! read; and the stack events are joined to the events they belong to.
+//! `module+0xoffset` (offset from the image base; [`crate::symbols`] names
+//! them from PDBs when the user passes a symbol path); and the stack events are joined to the events they belong to.
 //!
 //! ETW records a stack after its event, as a `StackWalk/Stack` event with the
 //! frames, or (Windows 8 and later) as stack-key references
@@ -105,7 +105,10 @@ impl StackBuilder {
             path: path_idx,
             kind,
             build_id: None,
-            symbol_error: Some("PDB symbols are not read from ETL traces".to_string()),
+            symbol_error: Some(
+                "no symbols: the trace names no PDB for this image (no KernelTraceControl ImageID events; WPR and xperf add them when they merge a trace)"
+                    .to_string(),
+            ),
         });
         self.module_by_path.insert(path.to_string(), m);
         m
@@ -133,6 +136,19 @@ impl StackBuilder {
         } else {
             insert_sorted(self.images.entry(pid).or_default(), image);
         }
+    }
+
+    /// The module of the image loaded at exactly `base` in process `pid`
+    /// (or in the kernel's space), if any.
+    pub fn module_loaded_at(&self, pid: u32, base: u64) -> Option<ModuleIdx> {
+        let images = if pid == 0 || is_kernel_address(base, self.pointer_size) {
+            &self.kernel
+        } else {
+            self.images.get(&pid)?
+        };
+        find(images, base)
+            .filter(|i| i.base == base)
+            .map(|i| i.module)
     }
 
     /// The frame of a code address in process `pid`.

@@ -4,6 +4,10 @@
 //! headers, the trace header, and the payloads of the kernel events the
 //! reader decodes, at pointer size 4, as their MOF classes lay them out.
 //!
+//! Also the 32-bit full (MOF) header of classic provider events, for
+//! KernelTraceControl's `ImageID` and `DbgID_RSDS` ([`image_id`],
+//! [`dbg_id_rsds`]).
+//!
 //! Not a general ETL writer: no 64-bit headers, no manifest events, one
 //! buffer per call of [`buffer`].
 
@@ -184,4 +188,114 @@ pub fn virtual_alloc(base: u32, size: u32, pid: u32, flags: u32) -> Vec<u8> {
 /// `PageFault_TypeGroup1` (TransitionFault, DemandZeroFault, …).
 pub fn soft_fault(address: u32, program_counter: u32) -> Vec<u8> {
     le(&[address, program_counter])
+}
+
+/// A classic provider event with a 32-bit full header (`EVENT_TRACE_HEADER`,
+/// kind 0x0a, 48 bytes): provider (task) `guid`, `opcode`, `version`.
+#[allow(clippy::too_many_arguments)]
+pub fn classic_event(
+    guid: crate::guid::Guid,
+    opcode: u8,
+    version: u16,
+    tid: u32,
+    pid: u32,
+    time: i64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut b = ((48 + payload.len()) as u16).to_le_bytes().to_vec();
+    b.extend_from_slice(&[0x0a, 0xc0, opcode, 0]);
+    b.extend_from_slice(&version.to_le_bytes());
+    b.extend_from_slice(&tid.to_le_bytes());
+    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&time.to_le_bytes());
+    b.extend_from_slice(&guid.to_le());
+    b.resize(48, 0);
+    b.extend_from_slice(payload);
+    b
+}
+
+/// `KernelTraceControl/ImageID`'s payload at pointer size 4.
+pub fn image_id(base: u32, size: u32, time_date_stamp: u32, original_name: &str) -> Vec<u8> {
+    let mut p = le(&[base, size, 0, time_date_stamp]);
+    p.extend_from_slice(&utf16(original_name));
+    p
+}
+
+/// `KernelTraceControl/ImageID/DbgID_RSDS`'s payload at pointer size 4:
+/// the image at `base` was built with PDB `pdb_name` of `guid` and `age`.
+pub fn dbg_id_rsds(base: u32, guid: crate::guid::Guid, age: u32, pdb_name: &str) -> Vec<u8> {
+    let mut p = le(&[base, 0]);
+    p.extend_from_slice(&guid.to_le());
+    p.extend_from_slice(&age.to_le_bytes());
+    p.extend_from_slice(pdb_name.as_bytes());
+    p.push(0);
+    p
+}
+
+/// A whole one-CPU trace for symbol tests: process `pid` (`prog.exe`)
+/// with thread `pid + 1`, its image `path` loaded at `base..base + size`,
+/// the `ImageID` and `DbgID_RSDS` events naming `pdb` (logged by the
+/// process, as merged traces log them), and one sample per stack of
+/// `stacks` (addresses innermost first; the first is the sampled address)
+/// with its `StackWalk` event, 1 ms apart.
+pub fn image_trace(
+    pid: u32,
+    base: u32,
+    size: u32,
+    path: &str,
+    pdb: &crate::pdb_ids::PdbId,
+    stacks: &[Vec<u32>],
+) -> Vec<u8> {
+    const T0: i64 = 1_000_000;
+    let tid = pid + 1;
+    let ms = FREQ as i64 / 1000;
+    let name = path.rsplit(['\\', '/']).next().unwrap_or(path);
+    let task = crate::pdb_ids::IMAGE_ID_TASK;
+    let mut events = vec![
+        header_event(T0, 1, 0),
+        system_event(1, 0x0303, 4, 0, 0, T0 + 1, &process(pid, 4, name, name)),
+        system_event(1, 0x0503, 3, tid, pid, T0 + 2, &thread(pid, tid, "main")),
+        system_event(
+            1,
+            0x030a,
+            3,
+            tid,
+            pid,
+            T0 + 3,
+            &image(pid, base, size, path),
+        ),
+        classic_event(
+            task,
+            0,
+            2,
+            u32::MAX,
+            pid,
+            T0 + 4,
+            &image_id(base, size, 0, name),
+        ),
+        classic_event(
+            task,
+            crate::pdb_ids::OPCODE_DBG_ID_RSDS,
+            2,
+            u32::MAX,
+            pid,
+            T0 + 4,
+            &dbg_id_rsds(base, pdb.guid, pdb.age, &pdb.pdb_name),
+        ),
+    ];
+    for (i, frames) in stacks.iter().enumerate() {
+        let time = T0 + (i as i64 + 1) * ms;
+        let ip = frames.first().copied().unwrap_or(base);
+        events.push(perfinfo_event(0x0f2e, time, &sample(ip, tid)));
+        events.push(system_event(
+            1,
+            0x1820,
+            2,
+            tid,
+            pid,
+            time + 1,
+            &stack(time, pid, tid, frames),
+        ));
+    }
+    buffer(0, &events, false)
 }

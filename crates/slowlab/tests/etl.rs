@@ -218,3 +218,112 @@ fn findings_of_an_etl_name_numbered_log_probes_at_each_launch() {
     assert!(text.contains("FileIO/Create"), "{text}");
     assert!(text.contains("app.N.dat"), "{text}");
 }
+
+/// A 32-bit trace whose samples fall in the functions of the real
+/// `prog.exe` (`crates/etl/tests/fixtures/pdb/`, addresses from its linker
+/// map) and whose `DbgID_RSDS` event names `pdb`.
+fn prog_etl(pdb: &slowlab_etl::pdb_ids::PdbId) -> Vec<u8> {
+    let map = std::fs::read_to_string(fixture("pdb/prog.map")).unwrap();
+    let va = |name: &str| {
+        map.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|w| w.len() >= 3 && w[1] == name)
+            .map(|w| u64::from_str_radix(w[2], 16).unwrap() - 0x1_4000_0000)
+            .unwrap_or_else(|| panic!("{name} in prog.map")) as u32
+    };
+    let base = 0x0040_0000;
+    let stack = vec![
+        base + va("busy_leaf") + 1,
+        base + va("busy_middle") + 4,
+        base + va("mainCRTStartup") + 4,
+    ];
+    assert!(map.contains("Preferred load address is 0000000140000000"));
+    slowlab_etl::synth::image_trace(100, base, 0x4000, r"C:\app\prog.exe", pdb, &vec![stack; 5])
+}
+
+fn prog_pdb_id() -> slowlab_etl::pdb_ids::PdbId {
+    let exe = std::fs::read(fixture("pdb/prog.exe")).unwrap();
+    slowlab_etl::pe::codeview_pdb(&exe).unwrap()
+}
+
+#[test]
+fn symbols_name_the_functions_of_an_etl_from_a_matching_pdb_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prog.etl");
+    let symbols = fixture("pdb");
+    let run = |id: &slowlab_etl::pdb_ids::PdbId| {
+        std::fs::write(&file, prog_etl(id)).unwrap();
+        let out = slowlab()
+            .args(["analyze", "--json", "--symbols"])
+            .arg(&symbols)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out)
+    };
+    let names = |v: &serde_json::Value| -> Vec<(String, String)> {
+        v["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["module"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+
+    let id = prog_pdb_id();
+    let v = run(&id);
+    let functions = names(&v);
+    for want in ["busy_leaf", "busy_middle", "mainCRTStartup"] {
+        assert!(
+            functions.contains(&(want.to_string(), "prog.exe".to_string())),
+            "{want} in {functions:?}"
+        );
+    }
+    let leaf = &v["functions"].as_array().unwrap()[0];
+    assert_eq!(
+        (leaf["name"].as_str(), leaf["self"].as_u64()),
+        (Some("busy_leaf"), Some(5))
+    );
+
+    // The same trace naming another age of the PDB: refused, with a warning.
+    let mut other = id.clone();
+    other.age += 1;
+    let v = run(&other);
+    assert!(
+        names(&v).iter().all(|(n, _)| n.starts_with("prog.exe+0x")),
+        "{v}"
+    );
+    let warnings = v["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("prog.pdb") && w.contains("not used") && w.contains(&other.key())
+        }),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn symbols_on_a_perf_trace_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("perf.data");
+    std::fs::write(&file, b"PERFILE2").unwrap();
+    let out = slowlab()
+        .args(["analyze", "--symbols", "/tmp"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--symbols names PDB directories"), "{err}");
+}

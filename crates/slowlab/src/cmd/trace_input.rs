@@ -99,10 +99,32 @@ fn etl_paths(file: &Path, warnings: &mut Vec<String>) -> Option<Vec<CapturedPath
     (!paths.is_empty()).then_some(paths)
 }
 
+/// Reads an ETL trace naming its functions from the PDBs on the symbol
+/// path `spec` (`slowlab analyze --symbols`); an error for other traces.
+pub fn read_etl_with_symbols(
+    file: &Path,
+    spec: &str,
+) -> anyhow::Result<slowlab_model::trace::Trace> {
+    if !slowlab_etl::is_etl_file(file) {
+        anyhow::bail!(
+            "--symbols names PDB directories for Windows traces (.etl); {} is not one (perf.data finds its symbols by itself)",
+            file.display()
+        );
+    }
+    let symbols = slowlab_etl::SymbolPath::parse(spec);
+    let (trace, paths) = slowlab_etl::read_trace_with_symbols(file, Some(&symbols))
+        .with_context(|| format!("cannot analyze {}", file.display()))?;
+    if let Ok(mut kept) = ETL_PATHS.lock() {
+        *kept = Some((file.to_owned(), paths));
+    }
+    Ok(trace)
+}
+
 /// Reads a trace with a progress bar on stderr.
 pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model::trace::Trace> {
-    // A Windows ETW trace (.etl, .etl.zip): no symbols, no side files; the
-    // paths of its file operations are kept for `load_paths`.
+    // A Windows ETW trace (.etl, .etl.zip): no side files, and no symbols
+    // unless asked for (`read_etl_with_symbols`); the paths of its file
+    // operations are kept for `load_paths`.
     if slowlab_etl::is_etl_file(file) {
         let (trace, paths) = slowlab_etl::read_trace_and_paths(file)
             .with_context(|| format!("cannot analyze {}", file.display()))?;
