@@ -44,5 +44,7 @@ pub fn sweep_result(verdict: Verdict, exponent: f64, times: &[(u64, f64)]) -> Sw
         seed: 0,
         elapsed_s: 0.0,
         interrupted: false,
+        profile_period_s: None,
+        functions: Vec::new(),
     }
 }

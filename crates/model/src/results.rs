@@ -174,6 +174,97 @@ pub struct SweepResult {
     /// The sweep was stopped by Ctrl-C; the result holds what was measured.
     #[serde(default)]
     pub interrupted: bool,
+    /// `sweep --profile`: CPU seconds one sample stands for (the sampling
+    /// period); a function's cost per run is its samples times this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_period_s: Option<f64>,
+    /// `sweep --profile`: how each sampled function's cost grows, the
+    /// fastest-growing first (see `FunctionGrowth`); empty without a profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionGrowth>,
+}
+
+/// What `sweep --profile` concluded about one function's cost: a sweep
+/// verdict, or that it had too few samples to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FunctionVerdict {
+    Linear,
+    Superlinear,
+    Step,
+    Inconclusive,
+    /// Fewer samples at the largest size than a fit needs; not guessed.
+    TooFewSamples,
+}
+
+impl FunctionVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FunctionVerdict::TooFewSamples => "too few samples",
+            FunctionVerdict::Linear => Verdict::Linear.as_str(),
+            FunctionVerdict::Superlinear => Verdict::Superlinear.as_str(),
+            FunctionVerdict::Step => Verdict::Step.as_str(),
+            FunctionVerdict::Inconclusive => Verdict::Inconclusive.as_str(),
+        }
+    }
+}
+
+impl From<Verdict> for FunctionVerdict {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Linear => FunctionVerdict::Linear,
+            Verdict::Superlinear => FunctionVerdict::Superlinear,
+            Verdict::Step => FunctionVerdict::Step,
+            Verdict::Inconclusive => FunctionVerdict::Inconclusive,
+        }
+    }
+}
+
+/// A function's samples in each profiled run at one size (n = 0: the
+/// baseline runs), in the order the runs were made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionPoint {
+    pub n: u64,
+    /// Samples with the function anywhere on the stack (inclusive cost).
+    pub samples: Vec<u64>,
+    /// Samples with the function innermost (self cost).
+    #[serde(default)]
+    pub self_samples: Vec<u64>,
+}
+
+/// How one function's sampled cost grows across the sizes of a sweep
+/// (`sweep --profile`), fitted with the sweep's own statistics on its cost
+/// per run (samples × `SweepResult::profile_period_s`, baseline runs
+/// subtracted). The unprefixed fields are its inclusive cost, the `self_`
+/// ones its self cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionGrowth {
+    pub name: String,
+    /// The binary or library it is in (`[kernel.kallsyms]` for the kernel).
+    pub module: String,
+    #[serde(default)]
+    pub kernel: bool,
+    /// Exponent of the inclusive cost over the top three sizes.
+    pub exponent: Option<f64>,
+    pub exponent_ci: Option<[f64; 2]>,
+    pub verdict: FunctionVerdict,
+    /// Median inclusive samples at the largest size over the median of all
+    /// samples there (0–1).
+    pub share_at_max: f64,
+    /// Local exponents of the inclusive cost between consecutive sizes.
+    #[serde(default)]
+    pub local_exponents: Vec<Option<f64>>,
+    #[serde(default)]
+    pub self_exponent: Option<f64>,
+    #[serde(default)]
+    pub self_exponent_ci: Option<[f64; 2]>,
+    pub self_verdict: FunctionVerdict,
+    #[serde(default)]
+    pub self_share_at_max: f64,
+    /// Why the inclusive verdict, one sentence.
+    #[serde(default)]
+    pub reason: String,
+    pub points: Vec<FunctionPoint>,
 }
 
 /// Whether a lab scenario ran on this machine.
@@ -313,6 +404,22 @@ impl TraceCheck {
     }
 }
 
+/// `slowlab lab --profile`: a profiled sweep of one scenario's
+/// pathological variant; the first of `sweep.functions` is where its
+/// growth lives (see `FunctionGrowth`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioProfile {
+    pub id: String,
+    /// The variant profiled (its pathological one).
+    pub variant: String,
+    pub status: ScenarioStatus,
+    /// Why it was skipped, or what went wrong.
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub sweep: Option<SweepResult>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +433,21 @@ mod tests {
         assert_eq!(serde_json::to_string(&Model::NLogN).unwrap(), "\"n log n\"");
         let m: Model = serde_json::from_str("\"n^2\"").unwrap();
         assert_eq!(m, Model::Quadratic);
+    }
+
+    #[test]
+    fn a_sweep_without_functions_reads_and_writes_as_before() {
+        let old = r#"{"command":["x","{n}"],"sizes":[1],"points":[],"baseline":null,
+            "local_exponents":[],"exponent":null,"exponent_ci":null,"verdict":"linear",
+            "model":null,"warnings":[]}"#;
+        let r: SweepResult = serde_json::from_str(old).unwrap();
+        assert!(r.functions.is_empty() && r.profile_period_s.is_none());
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("functions") && !text.contains("profile_period_s"));
+        assert_eq!(
+            serde_json::to_string(&FunctionVerdict::TooFewSamples).unwrap(),
+            "\"too-few-samples\""
+        );
     }
 
     #[test]

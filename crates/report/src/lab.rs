@@ -1,8 +1,11 @@
 //! Lab results for people and programs: the verdict table printed at the end
-//! of `slowlab lab` (and by `slowlab import`), and JSON Lines, one scenario
-//! object per line — the format the Windows probes write too.
+//! of `slowlab lab` (and by `slowlab import`), the summary of `lab
+//! --profile`, and JSON Lines, one scenario object per line — the format
+//! the Windows probes write too.
 
-use slowlab_model::results::{Role, ScenarioResult, ScenarioStatus, TraceCheck, Variant};
+use slowlab_model::results::{
+    Role, ScenarioProfile, ScenarioResult, ScenarioStatus, TraceCheck, Variant,
+};
 
 use crate::format;
 use crate::table::{Align, Table};
@@ -166,6 +169,29 @@ pub fn checks_table(checks: &[TraceCheck]) -> String {
             said(c.fired, "fired", "silent"),
             said(c.silent, "silent", "fired"),
         ));
+    }
+    out
+}
+
+/// The end of `lab --profile`: per scenario, where the growth of its
+/// pathological variant lives (the headline of its profiled sweep), or why
+/// it was not profiled.
+pub fn profiles_summary(profiles: &[ScenarioProfile]) -> String {
+    let mut out = String::from("where each pathological variant's cost grows:\n");
+    for p in profiles {
+        let text = match (&p.sweep, &p.reason) {
+            (Some(sweep), _) if !sweep.functions.is_empty() => format!(
+                "{} ({}, whole run {}): {}",
+                p.variant,
+                sweep.verdict.as_str(),
+                format::exponent(sweep.exponent, sweep.exponent_ci),
+                crate::sweep::functions_headline(sweep)
+            ),
+            (Some(_), _) => format!("{}: no samples were recorded", p.variant),
+            (None, Some(reason)) => format!("skipped: {reason}"),
+            (None, None) => "skipped".to_string(),
+        };
+        out.push_str(&format!("  {:<16} {text}\n", p.id));
     }
     out
 }

@@ -1,14 +1,16 @@
 //! Log-log SVG plots of sweeps: every run as a small dot (the spread), the
 //! median of each size as a larger mark, the fitted power law over the top
 //! sizes as a line, and the verdict line as the title. One or more series
-//! (e.g. a pathological and a control variant) share the axes.
+//! (e.g. a pathological and a control variant) share the axes. A profiled
+//! sweep adds one series per top function (its inclusive CPU cost,
+//! samples × the sampling period).
 //!
 //! Drawn by hand rather than with `plotters`: a log-log scatter with a
 //! line is ~150 lines of SVG, whereas plotters' SVG backend needs font
 //! metrics support for text layout and brings a large dependency tree. The
 //! output is self-contained (no fonts, scripts or external references).
 
-use slowlab_model::results::{Point, SweepResult};
+use slowlab_model::results::{FunctionGrowth, FunctionVerdict, Point, SweepResult};
 
 use crate::format;
 
@@ -36,7 +38,11 @@ pub fn sweep_svg(result: &SweepResult) -> String {
         .as_ref()
         .map_or(0.0, |b| b.median_cpu_s())
         .max(0.0);
-    let series = [Series {
+    let function_points: Vec<(&FunctionGrowth, Vec<Point>, f64)> = result
+        .profile_period_s
+        .map(|period| plotted_functions(result, period))
+        .unwrap_or_default();
+    let mut series = vec![Series {
         label: result.command.join(" "),
         points: &result.points,
         baseline_s: if baseline_s.is_finite() {
@@ -46,8 +52,60 @@ pub fn sweep_svg(result: &SweepResult) -> String {
         },
         exponent: result.exponent,
     }];
+    for (f, points, baseline_s) in &function_points {
+        series.push(Series {
+            label: format!("{} (with callees)", f.name),
+            points,
+            baseline_s: *baseline_s,
+            exponent: f.exponent,
+        });
+    }
     let title = crate::sweep::verdict_line(result);
     series_svg(&title, "CPU seconds above baseline", &series)
+}
+
+/// Functions plotted beside the command at most (one colour each).
+const PLOTTED_FUNCTIONS: usize = COLORS.len() - 1;
+
+/// The first fitted functions of a profiled sweep as points of CPU seconds
+/// per run (samples × `period_s`), with their baseline's median.
+fn plotted_functions(
+    result: &SweepResult,
+    period_s: f64,
+) -> Vec<(&FunctionGrowth, Vec<Point>, f64)> {
+    result
+        .functions
+        .iter()
+        .filter(|f| f.verdict != FunctionVerdict::TooFewSamples && f.exponent.is_some())
+        .take(PLOTTED_FUNCTIONS)
+        .map(|f| {
+            let cost = |samples: &[u64]| -> Vec<f64> {
+                samples.iter().map(|&s| s as f64 * period_s).collect()
+            };
+            let points: Vec<Point> = f
+                .points
+                .iter()
+                .filter(|p| p.n > 0)
+                .map(|p| Point {
+                    n: p.n,
+                    cpu_s: cost(&p.samples),
+                    wall_s: cost(&p.samples),
+                })
+                .collect();
+            let baseline_s = f
+                .points
+                .iter()
+                .find(|p| p.n == 0)
+                .map(|p| Point {
+                    n: 0,
+                    cpu_s: cost(&p.samples),
+                    wall_s: Vec::new(),
+                })
+                .map_or(0.0, |p| p.median_cpu_s())
+                .max(0.0);
+            (f, points, baseline_s)
+        })
+        .collect()
 }
 
 /// Several series on shared log-log axes.

@@ -1,8 +1,9 @@
-//! A sweep result for people (the terminal table and the verdict line) and
-//! for programs (JSON, CSV, Markdown), behind one `Exporter` trait in the
-//! manner of hyperfine's exporters.
+//! A sweep result for people (the terminal table, the verdict line and,
+//! with `--profile`, the functions that grow) and for programs (JSON, CSV,
+//! Markdown), behind one `Exporter` trait in the manner of hyperfine's
+//! exporters.
 
-use slowlab_model::results::{SweepResult, Verdict};
+use slowlab_model::results::{FunctionGrowth, FunctionVerdict, SweepResult, Verdict};
 
 use crate::format;
 use crate::plot;
@@ -176,10 +177,148 @@ pub fn render_text(r: &SweepResult) -> String {
     if r.verdict == Verdict::Inconclusive && r.warnings.is_empty() {
         out.push_str("  try: more repetitions (--reps) or larger sizes\n");
     }
+    if !r.functions.is_empty() {
+        out.push('\n');
+        out.push_str(&render_functions(r));
+    }
     for w in &r.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// Fitted functions shown in the terminal table at most.
+const TOP_FUNCTIONS: usize = 10;
+/// Names quoted for the functions with too few samples.
+const TOO_FEW_NAMES: usize = 5;
+
+/// The growing function in one sentence, e.g. "`quad_part` (growth) grows
+/// as N^2.01 [1.96–2.05] and is 78% of the cost at n=8000; `lin_part`
+/// N^1.00": the first function of `functions` (where the growth lives)
+/// when it grows super-linearly, and the linear function with the largest
+/// own share. Judged on self cost when that grows, else on inclusive cost.
+pub fn functions_headline(r: &SweepResult) -> String {
+    let max_n = r.sizes.last().copied().unwrap_or(0);
+    let mut parts = Vec::new();
+    match r.functions.first() {
+        Some(f) if f.self_verdict == FunctionVerdict::Superlinear => parts.push(format!(
+            "`{}` ({}) grows as {} and is {} of the cost at n={max_n}",
+            f.name,
+            f.module,
+            format::exponent(f.self_exponent, f.self_exponent_ci),
+            percent(f.self_share_at_max)
+        )),
+        Some(f) if f.verdict == FunctionVerdict::Superlinear => parts.push(format!(
+            "`{}` ({}) grows as {} (with what it calls) and is {} of the cost at n={max_n}",
+            f.name,
+            f.module,
+            format::exponent(f.exponent, f.exponent_ci),
+            percent(f.share_at_max)
+        )),
+        _ => parts.push("no function's cost grows super-linearly".to_string()),
+    }
+    let linear = r
+        .functions
+        .iter()
+        .filter(|f| f.self_verdict == FunctionVerdict::Linear)
+        .max_by(|a, b| a.self_share_at_max.total_cmp(&b.self_share_at_max));
+    if let Some(f) = linear {
+        parts.push(format!(
+            "`{}` N^{}",
+            f.name,
+            format::opt(f.self_exponent, 2)
+        ));
+    }
+    parts.join("; ")
+}
+
+/// The `--profile` part of the terminal report: the headline, a table of
+/// the fitted functions (fastest growth first, as `functions` is ordered)
+/// and the functions with too few samples.
+pub fn render_functions(r: &SweepResult) -> String {
+    let max_n = r.sizes.last().copied().unwrap_or(0);
+    let period = r
+        .profile_period_s
+        .map(|p| format!(", one sample per {} of CPU", format::seconds(p)))
+        .unwrap_or_default();
+    let mut out = format!("functions (perf{period}):\n  {}\n", functions_headline(r));
+    let (fitted, too_few): (Vec<&FunctionGrowth>, Vec<&FunctionGrowth>) = r
+        .functions
+        .iter()
+        .partition(|f| f.verdict != FunctionVerdict::TooFewSamples);
+    let at_max = format!("share at n={max_n}");
+    let mut table = Table::new(&[
+        ("function", Align::Left),
+        ("module", Align::Left),
+        ("inclusive", Align::Left),
+        ("verdict", Align::Left),
+        (at_max.as_str(), Align::Right),
+        ("self", Align::Left),
+        ("self share", Align::Right),
+    ]);
+    for f in fitted.iter().take(TOP_FUNCTIONS) {
+        let own = match f.self_verdict {
+            FunctionVerdict::TooFewSamples => "too few samples".to_string(),
+            v => format!(
+                "{} {}",
+                format::exponent(f.self_exponent, f.self_exponent_ci),
+                v.as_str()
+            ),
+        };
+        table.row(vec![
+            short(&f.name),
+            f.module.clone(),
+            format::exponent(f.exponent, f.exponent_ci),
+            f.verdict.as_str().to_string(),
+            percent(f.share_at_max),
+            own,
+            percent(f.self_share_at_max),
+        ]);
+    }
+    if !fitted.is_empty() {
+        out.push('\n');
+        out.push_str(&table.render(2));
+    }
+    if fitted.len() > TOP_FUNCTIONS {
+        out.push_str(&format!(
+            "  … and {} more fitted functions (see --json)\n",
+            fitted.len() - TOP_FUNCTIONS
+        ));
+    }
+    if let Some(first) = too_few.first() {
+        let names: Vec<String> = too_few
+            .iter()
+            .take(TOO_FEW_NAMES)
+            .map(|f| short(&f.name))
+            .collect();
+        out.push_str(&format!(
+            "  too few samples to fit: {} function(s), e.g. {} ({})\n",
+            too_few.len(),
+            names.join(", "),
+            first.reason
+        ));
+    }
+    out
+}
+
+/// A share 0–1 as a percentage.
+fn percent(share: f64) -> String {
+    if share > 0.0 && share < 0.01 {
+        "<1%".to_string()
+    } else {
+        format!("{:.0}%", share * 100.0)
+    }
+}
+
+/// Long (C++/Rust generic) names cut to fit a table column.
+fn short(name: &str) -> String {
+    const MAX: usize = 48;
+    if name.chars().count() <= MAX {
+        name.to_string()
+    } else {
+        let cut: String = name.chars().take(MAX - 1).collect();
+        format!("{cut}…")
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +370,8 @@ mod tests {
             seed: 1,
             elapsed_s: 6.0,
             interrupted: false,
+            profile_period_s: None,
+            functions: Vec::new(),
         }
     }
 
@@ -280,6 +421,58 @@ mod tests {
         assert!(csv.starts_with("n,reps,median_cpu_s"));
         let md = String::from_utf8(MarkdownExporter.export(&sample()).unwrap()).unwrap();
         assert_eq!(md.lines().filter(|l| l.starts_with("| 4000")).count(), 1);
+    }
+
+    fn function(name: &str, k: f64, verdict: FunctionVerdict, share: f64) -> FunctionGrowth {
+        FunctionGrowth {
+            name: name.into(),
+            module: "growth".into(),
+            kernel: false,
+            exponent: Some(k),
+            exponent_ci: Some([k - 0.05, k + 0.04]),
+            verdict,
+            share_at_max: share,
+            local_exponents: vec![Some(k)],
+            self_exponent: Some(k),
+            self_exponent_ci: Some([k - 0.05, k + 0.04]),
+            self_verdict: verdict,
+            self_share_at_max: share,
+            reason: String::new(),
+            points: vec![],
+        }
+    }
+
+    #[test]
+    fn functions_are_reported_with_the_growing_one_first() {
+        let mut r = sample();
+        r.profile_period_s = Some(0.0005);
+        let mut rare = function("rare", 0.0, FunctionVerdict::TooFewSamples, 0.001);
+        rare.exponent = None;
+        rare.reason = "3 samples per run at n=4000 (median), fewer than the 50 a fit needs".into();
+        r.functions = vec![
+            function("quad_part", 2.01, FunctionVerdict::Superlinear, 0.78),
+            function("lin_part", 1.0, FunctionVerdict::Linear, 0.21),
+            rare,
+        ];
+        assert_eq!(
+            functions_headline(&r),
+            "`quad_part` (growth) grows as N^2.01 [1.96–2.05] and is 78% of the cost at n=4000; \
+             `lin_part` N^1.00"
+        );
+        let text = render_text(&r);
+        assert!(text.contains("one sample per 500 µs of CPU"), "{text}");
+        let row = |name: &str| text.lines().position(|l| l.trim_start().starts_with(name));
+        let quad = row("quad_part ").expect("table row");
+        let lin = row("lin_part ").expect("table row");
+        assert!(quad < lin, "{text}");
+        assert!(
+            text.contains("too few samples to fit: 1 function(s), e.g. rare (3 samples"),
+            "{text}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&JsonExporter.export(&r).unwrap()).unwrap();
+        assert_eq!(v["functions"][0]["name"], "quad_part");
+        assert_eq!(v["functions"][2]["verdict"], "too-few-samples");
     }
 
     #[test]

@@ -441,6 +441,8 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
             seed: self.cfg.seed,
             elapsed_s: self.spent_s,
             interrupted: self.interrupted,
+            profile_period_s: None,
+            functions: Vec::new(),
         }
     }
 }

@@ -9,6 +9,8 @@
 //! - `stats`: medians, least squares, the seeded bootstrap;
 //! - `growth`: local exponents, the top-three exponent, model selection;
 //! - `verdict`: the decision rule;
+//! - `series`: the same statistics and verdict for any measured series
+//!   (a function's sampled cost in `sweep --profile`);
 //! - `engine`: the schedule (warm-up, shuffling, early stop, budget,
 //!   adaptivity) that ties them together into a `SweepResult`.
 //!
@@ -19,6 +21,7 @@ pub mod engine;
 pub mod executor;
 pub mod fake;
 pub mod growth;
+pub mod series;
 pub mod sizes;
 pub mod stats;
 pub mod verdict;
@@ -26,4 +29,5 @@ pub mod verdict;
 pub use cancel::Cancel;
 pub use engine::{run_sweep, NoProgress, Progress, SweepConfig, SweepError};
 pub use executor::{CommandExecutor, Executor, Measurement, RunError};
+pub use series::{fit_series, SeriesFit};
 pub use sizes::parse_sizes;

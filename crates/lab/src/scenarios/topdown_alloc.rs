@@ -136,7 +136,7 @@ impl Scenario for TopdownAlloc {
     }
 }
 
-fn sizes(profile: Profile) -> Vec<u64> {
+pub fn sizes(profile: Profile) -> Vec<u64> {
     match profile {
         Profile::Tiny => vec![250, 500, 1000, 2000],
         Profile::Quick => vec![500, 1000, 2000, 4000],

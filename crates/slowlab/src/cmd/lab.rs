@@ -9,10 +9,11 @@ use anyhow::Context;
 use clap::Args;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
-use slowlab_report::lab::{checks_table, json_lines, render_verdicts_within};
+use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_verdicts_within};
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
+use super::lab_profile::profile_lab;
 use super::lab_trace::LabTracer;
 use crate::progress::LabProgress;
 use crate::signals::cancel_on_interrupt;
@@ -39,6 +40,21 @@ use crate::signals::cancel_on_interrupt;
 ///   slowlab lab --json lab.jsonl --html lab.html
 ///   slowlab lab --trace traces           record each variant once and check
 ///                                        that its detector names the culprit
+///   slowlab lab --profile                sweep each growing pathological
+///                                        variant under perf and name the
+///                                        function where the growth lives
+///
+/// --profile samples the call stacks of topdown-alloc's and log-probe's
+/// pathological children at every size (perf, cpu-clock, frame pointers),
+/// fits each function's cost as `slowlab sweep --profile` does, and ends
+/// with one line per scenario, e.g.
+///
+///   topdown-alloc    topdown-probe (superlinear, whole run N^1.98 [1.95–2.02]):
+///                    `FUNCTION` (MODULE) grows as N^2.0 … and is 40% of the
+///                    cost at n=4000
+///
+/// Kernel functions are named when kallsyms is readable (root); without root
+/// perf samples only the children's user space (perf_event_paranoid ≤ 2).
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LabArgs {
@@ -81,6 +97,16 @@ pub struct LabArgs {
     #[arg(long, default_value_t = 1000, requires = "trace", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     trace_freq: u32,
 
+    /// Instead of the verdicts: sweep each growing scenario's pathological
+    /// variant under perf and name the function where its cost grows (needs
+    /// perf; kernel functions need root)
+    #[arg(long, conflicts_with = "trace")]
+    profile: bool,
+
+    /// Samples per second of CPU time with --profile
+    #[arg(long, default_value_t = slowlab_profile::DEFAULT_FREQUENCY_HZ, requires = "profile", value_name = "HZ")]
+    profile_freq: u32,
+
     /// Directory for temporary files (default: $TMPDIR or /tmp)
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
@@ -120,6 +146,25 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             dir.display()
         );
         ctx.work_root = dir.clone();
+    }
+    if args.profile {
+        slowlab_profile::PerfWrapper::new(args.profile_freq, Some(&ctx.work_root))?.check()?;
+        let profiles = profile_lab(&scenarios, &mut ctx, args.profile_freq);
+        output.finish();
+        print_table(&profiles_summary(&profiles), json_to_stdout);
+        if let Some(path) = &args.json {
+            write_atomically(path, &json_lines(&profiles)?)?;
+        }
+        let failed = profiles
+            .iter()
+            .any(|p| p.reason.as_deref().is_some_and(|r| r.starts_with("failed")));
+        return Ok(if cancel.is_cancelled() {
+            130
+        } else if failed {
+            1
+        } else {
+            0
+        });
     }
     if let Some(dir) = &args.trace {
         let mut tracer = LabTracer::new(dir, args.trace_freq)?;

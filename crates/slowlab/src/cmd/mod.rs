@@ -8,6 +8,7 @@ pub mod diff;
 pub mod doctor;
 pub mod import;
 pub mod lab;
+pub mod lab_profile;
 pub mod lab_trace;
 pub mod record;
 pub mod sweep;

@@ -218,7 +218,7 @@ fn median_launch_totals(
 /// room, so that the disk filesystem's own costs of creating and deleting
 /// thousands of files (ext4 scans for recently deleted inodes on every
 /// create) do not blur the probing; else the lab's work directory.
-fn log_root(ctx: &LabContext) -> PathBuf {
+pub fn log_root(ctx: &LabContext) -> PathBuf {
     let shm = Path::new("/dev/shm");
     let roomy = system::free_disk(shm).is_some_and(|free| free >= 64 << 20);
     if system::is_memory_filesystem(shm) && roomy {
@@ -228,7 +228,7 @@ fn log_root(ctx: &LabContext) -> PathBuf {
     }
 }
 
-fn sizes(profile: Profile) -> Vec<u64> {
+pub fn sizes(profile: Profile) -> Vec<u64> {
     match profile {
         Profile::Tiny => vec![50, 100, 200],
         Profile::Quick => vec![250, 500, 1000, 2000],
