@@ -24,7 +24,8 @@ pub(crate) struct Repair {
     pub dropped_features: bool,
     /// The file is in pipe format (`perf record -o -`).
     pub pipe: bool,
-    /// Where the data section lies (after the repair); unused for pipes.
+    /// Where the data section lies (after the repair); for a pipe, its
+    /// records after the leading metadata.
     pub data_offset: u64,
     pub data_size: u64,
 }
@@ -109,6 +110,20 @@ impl Endian {
             u64::from_le_bytes(a)
         }
     }
+    fn u32(self, b: &[u8], off: usize) -> u32 {
+        let Some(a) = off
+            .checked_add(4)
+            .and_then(|end| b.get(off..end))
+            .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        else {
+            return 0;
+        };
+        if self.big {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }
+    }
     fn u16(self, b: &[u8], off: usize) -> u16 {
         let Some(a) = off
             .checked_add(2)
@@ -157,7 +172,17 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
     };
     let mut repair = Repair::default();
     if data.len() >= 16 && endian.u64(data, 8) == PIPE_HEADER_LEN {
+        if !pipe_event_desc_ok(data, endian) {
+            return Err(Error::Header(
+                "the event descriptions claim more events or ids than they hold (a damaged file)"
+                    .into(),
+            ));
+        }
         repair.pipe = true;
+        // The records after the stream's leading metadata, which
+        // `linux-perf-data` parses as it opens it.
+        repair.data_offset = pipe_records_start(data, endian) as u64;
+        repair.data_size = data.len() as u64 - repair.data_offset;
         let mut header = [0u8; HEADER_LEN];
         let n = data.len().min(HEADER_LEN);
         header[..n].copy_from_slice(&data[..n]);
@@ -212,11 +237,15 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
         if table_end > file_len {
             return false;
         }
+        // `linux-perf-data` copies every section: together they may not
+        // claim more than the file holds (real sections never overlap).
+        let mut total = 0u64;
         (0..nfeat).all(|i| {
             let o = (end + i * 16) as usize;
             let off = endian.u64(data, o);
             let size = endian.u64(data, o + 8);
-            off.checked_add(size).is_some_and(|e| e <= file_len) && size < (1 << 31)
+            total = total.saturating_add(size);
+            off.checked_add(size).is_some_and(|e| e <= file_len) && total <= file_len
         })
     };
     repair.data_offset = data_off;
@@ -283,15 +312,71 @@ fn event_desc_ok(data: &[u8], header: &[u8; HEADER_LEN], endian: Endian, feature
     let index = (0..EVENT_DESC).filter(|&i| bit(i)).count() as u64;
     let entry = (features_at + index * 16) as usize;
     let (off, size) = (endian.u64(data, entry), endian.u64(data, entry + 8));
-    let Some(d) = usize::try_from(off)
+    usize::try_from(off)
         .ok()
         .zip(usize::try_from(size).ok())
         .and_then(|(o, n)| data.get(o..o.checked_add(n)?))
-    else {
-        return false;
-    };
+        .is_some_and(|d| event_desc_section_ok(d, endian))
+}
+
+/// Record types of a pipe-mode stream's leading metadata records.
+const PIPE_HEADER_ATTR: u32 = 64;
+const PIPE_HEADER_FEATURE: u32 = 80;
+
+/// Where the records of a pipe-mode stream start: after its leading
+/// attribute and feature records (as `linux-perf-data` reads them).
+fn pipe_records_start(data: &[u8], endian: Endian) -> usize {
+    let mut pos = PIPE_HEADER_LEN as usize;
+    while pos + 8 <= data.len() {
+        let size = usize::from(endian.u16(data, pos + 6));
+        let ty = endian.u32(data, pos);
+        if size < 8
+            || pos + size > data.len()
+            || !matches!(ty, PIPE_HEADER_ATTR | PIPE_HEADER_FEATURE)
+        {
+            break;
+        }
+        pos += size;
+    }
+    pos.min(data.len())
+}
+
+/// [`event_desc_ok`] for a pipe-mode stream (`perf record -o -`): its
+/// feature sections come as `HEADER_FEATURE` records among the leading
+/// metadata records, which `linux-perf-data` parses as it opens the
+/// stream; an event-description record among them must hold together.
+fn pipe_event_desc_ok(data: &[u8], endian: Endian) -> bool {
+    let mut pos = PIPE_HEADER_LEN as usize;
+    while pos + 8 <= data.len() {
+        let ty = endian.u32(data, pos);
+        let size = usize::from(endian.u16(data, pos + 6));
+        let Some(body) = data.get(pos + 8..pos + size.max(8)) else {
+            return true; // `linux-perf-data` stops at a record cut short
+        };
+        match ty {
+            PIPE_HEADER_ATTR => {}
+            // The body: u64 feature id, then the section.
+            PIPE_HEADER_FEATURE => {
+                let is_event_desc = endian.u64(body, 0) as u32 == EVENT_DESC as u32;
+                if is_event_desc && !event_desc_section_ok(body.get(8..).unwrap_or(&[]), endian) {
+                    return false;
+                }
+            }
+            _ => return true,
+        }
+        if size < 8 {
+            return true;
+        }
+        pos += size;
+    }
+    true
+}
+
+/// Whether an event-description section holds together: every count in
+/// it fits in the bytes that follow.
+fn event_desc_section_ok(d: &[u8], endian: Endian) -> bool {
     let u32_at = |p: usize| -> Option<usize> {
-        let b = d.get(p..p + 4)?;
+        let b = d.get(p..p.checked_add(4)?)?;
         let a = [b[0], b[1], b[2], b[3]];
         Some(if endian.big {
             u32::from_be_bytes(a)
@@ -309,19 +394,19 @@ fn event_desc_ok(data: &[u8], header: &[u8; HEADER_LEN], endian: Endian, feature
     // Each event takes at least attr_size + 8 bytes: the loop ends with
     // the section.
     for _ in 0..nr {
-        let Some(nr_ids) = u32_at(p + attr_size) else {
+        let Some(read) = attr_bytes_read(d, p, attr_size as u64, endian) else {
             return false;
         };
-        p += attr_size + 4;
+        let Some(nr_ids) = u32_at(p + read) else {
+            return false;
+        };
+        p += read + 4;
         let Some(len) = u32_at(p) else { return false };
         p += 4 + len;
         p = match nr_ids.checked_mul(8).and_then(|n| p.checked_add(n)) {
             Some(end) if end <= d.len() => end,
             _ => return false,
         };
-        if p > d.len() {
-            return false;
-        }
     }
     true
 }
@@ -337,12 +422,38 @@ fn event_types_ok(data: &[u8], endian: Endian, attr_size: u64) -> bool {
     if off.checked_add(size).is_none_or(|e| e > len) {
         return false;
     }
-    let entry = attr_size + 16;
-    (0..size / entry).all(|i| {
-        let at = (off + i * entry + attr_size) as usize;
+    let mut at = off as usize;
+    (0..size / (attr_size + 16)).all(|_| {
+        let Some(read) = attr_bytes_read(data, at, attr_size, endian) else {
+            return false;
+        };
+        at += read;
         let (o, n) = (endian.u64(data, at), endian.u64(data, at + 8));
+        at += 16;
         o.checked_add(n).is_some_and(|e| e <= len)
     })
+}
+
+/// Sizes of `struct perf_event_attr` through its versions (`PERF_ATTR_SIZE_VER0..7`).
+const ATTR_VERSIONS: [u64; 8] = [64, 72, 80, 96, 104, 112, 120, 128];
+
+/// How many bytes `linux-perf-data` consumes for the attribute at `at` of
+/// a section whose entries are `attr_size` bytes apart: it reads the
+/// fields of the largest version the attribute's own size field reaches,
+/// then skips `attr_size` minus that size field. With a size between two
+/// versions, that is less than `attr_size`, and what follows (the id
+/// counts it then reserves room for) is read from there. `None` where it
+/// stops with an error instead.
+fn attr_bytes_read(b: &[u8], at: usize, attr_size: u64, endian: Endian) -> Option<usize> {
+    let own = u64::from(endian.u32(b, at.checked_add(4)?));
+    if own < ATTR_VERSIONS[0] || own > attr_size || at.checked_add(attr_size as usize)? > b.len() {
+        return None;
+    }
+    let read = match ATTR_VERSIONS.iter().rev().find(|&&v| v <= own) {
+        Some(&v) if v < ATTR_VERSIONS[7] => v,
+        _ => own,
+    };
+    usize::try_from(attr_size - own + read).ok()
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 //! prefix stored once).
 //!
 //! `linux-perf-data` reads the header, attributes and feature sections; the
-//! records themselves come from [`crate::records`] (in place, time-ordered),
-//! or, for pipe-mode files, from `linux-perf-data`'s own record iterator.
-//! Both feed the same [`Builder`], defined here; its work is split by job:
+//! records themselves come from [`crate::records`] (in place, time-ordered;
+//! for a pipe-mode file, those after its leading metadata records). They
+//! feed the [`Builder`], defined here; its work is split by job:
 //!
 //! - [`driver`]: the pass itself: header and metadata, the records in
 //!   order, progress and checkpoints, the closing warnings;
@@ -29,8 +29,8 @@ mod stacks;
 
 use slowlab_model::trace::{FrameIdx, FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace};
 
-pub use driver::read_bytes;
-pub(crate) use driver::{kernel_build_id, read_bytes_with};
+pub(crate) use driver::read_bytes_with;
+pub use driver::{kernel_build_id, read_bytes};
 use procs::Map;
 use stacks::{Chain, FrameKey, Pending, BATCH};
 

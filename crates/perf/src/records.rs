@@ -10,8 +10,8 @@
 //! no record is copied: one pass indexes (time, position) of every record,
 //! one sort orders the index, and each sample is decoded where it lies,
 //! reading only the fields the model uses. `linux-perf-data` still parses the
-//! header, the attributes and the feature sections (and pipe-mode files, in
-//! `reader`), and the rare records (mmap, comm, fork, exit) are decoded with
+//! header, the attributes and the feature sections (for a pipe-mode file,
+//! its leading metadata records), and the rare records (mmap, comm, fork, exit) are decoded with
 //! `linux-perf-event-reader` from the same bytes.
 //!
 //! It does not build the model; `reader` does. Every read is bounds-checked:
@@ -33,6 +33,8 @@ pub(crate) mod rtype {
     pub const LOST_SAMPLES: u32 = 13;
     /// First of perf's own (user) record types.
     pub const USER_START: u32 = 64;
+    /// Pipe mode: the tracing data follows the record.
+    pub const TRACING_DATA: u32 = 66;
     pub const AUXTRACE: u32 = 71;
     pub const COMPRESSED: u32 = 81;
     pub const COMPRESSED2: u32 = 83;
@@ -225,16 +227,25 @@ impl Walk<'_> {
             match ty {
                 rtype::COMPRESSED => unzip.feed(body, false),
                 rtype::COMPRESSED2 => unzip.feed(body, true),
-                rtype::AUXTRACE => {
+                rtype::AUXTRACE | rtype::TRACING_DATA => {
                     // The trace data follows the record; its size is the
-                    // record's first field.
-                    let extra = self.e.u64(body, 0).unwrap_or(0);
+                    // record's first field (a u64 for AUX data, a u32 for
+                    // a pipe's tracing data).
+                    let extra = match ty {
+                        rtype::AUXTRACE => self.e.u64(body, 0).unwrap_or(0),
+                        _ => self.e.u32(body, 0).map_or(0, u64::from),
+                    };
                     match usize::try_from(extra)
                         .ok()
                         .and_then(|x| next.checked_add(x))
                     {
                         Some(n) if n <= end => next = n,
-                        _ => return Some("an AUX trace record runs past the data section".into()),
+                        _ => {
+                            return Some(
+                                "an AUX trace or tracing-data record runs past the data section"
+                                    .into(),
+                            )
+                        }
                     }
                 }
                 t if t < rtype::USER_START => self.push(t, body, pos, false, out),
@@ -282,11 +293,22 @@ impl Walk<'_> {
     }
 }
 
+/// The most a compressed record may grow when decompressed, as a multiple
+/// of the compressed bytes (plus one chunk): perf's zstd at its default
+/// level shrinks records about 3 to 10 times, while a hostile file could
+/// claim gigabytes in a few kilobytes of zstd.
+pub(crate) const MAX_UNZIP_RATIO: usize = 256;
+
 /// Decompresses the bodies of PERF_RECORD_COMPRESSED(2) records, one zstd
 /// stream across all of them.
+/// Bytes decompressed per step.
+const UNZIP_CHUNK: usize = 1 << 20;
+
 #[derive(Default)]
 struct Unzip {
     out: Vec<u8>,
+    /// Compressed bytes fed so far.
+    fed: usize,
     chunk: Vec<u8>,
     error: Option<String>,
     dctx: Option<zstd_safe::DCtx<'static>>,
@@ -314,10 +336,15 @@ impl Unzip {
         } else {
             body
         };
+        self.fed = self.fed.saturating_add(data.len());
+        let most = self
+            .fed
+            .saturating_mul(MAX_UNZIP_RATIO)
+            .saturating_add(UNZIP_CHUNK);
         let dctx = self.dctx.get_or_insert_with(zstd_safe::DCtx::create);
         let mut input = zstd_safe::InBuffer::around(data);
         if self.chunk.is_empty() {
-            self.chunk = vec![0u8; 1 << 20];
+            self.chunk = vec![0u8; UNZIP_CHUNK];
         }
         let chunk = &mut self.chunk;
         loop {
@@ -325,6 +352,12 @@ impl Unzip {
             match dctx.decompress_stream(&mut output, &mut input) {
                 Ok(_) => {
                     let n = output.pos();
+                    if self.out.len() + n > most {
+                        self.error = Some(format!(
+                            "compressed records decompress to more than {MAX_UNZIP_RATIO} times their size (a damaged file)"
+                        ));
+                        return;
+                    }
                     self.out.extend_from_slice(&chunk[..n]);
                     if n < chunk.len() && input.pos() == data.len() {
                         break;

@@ -15,6 +15,7 @@ use linux_perf_data::{AttributeDescription, Endianness, Feature};
 use slowlab_model::trace::StrIdx;
 
 use super::Builder;
+use crate::intern::FxMap;
 use crate::records::{AttrOf, Endian, Layout};
 use crate::tracepoint::{Field, Format};
 
@@ -215,33 +216,46 @@ fn fallback_name(ty: PerfEventType, config_id: u64) -> String {
         PerfEventType::Software(SoftwareCounterType::PageFaultsMin) => "minor-faults".into(),
         PerfEventType::Software(SoftwareCounterType::PageFaults) => "page-faults".into(),
         PerfEventType::Hardware(..) => "cycles".into(),
-        PerfEventType::Tracepoint(id) => {
-            tracepoint_name_by_id(id).unwrap_or_else(|| format!("tracepoint:{id}"))
-        }
+        PerfEventType::Tracepoint(id) => TRACEFS_NAMES
+            .get_or_init(tracepoint_names)
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("tracepoint:{id}")),
         _ => format!("event:{config_id}"),
     }
 }
 
-/// Looks a tracepoint id up in this machine's tracefs (only right when the
-/// file was recorded on this machine since its last boot).
-fn tracepoint_name_by_id(id: u64) -> Option<String> {
+/// [`tracepoint_names`], read once per process when a file first lacks
+/// event names (thousands of small files: not once per attribute or file).
+static TRACEFS_NAMES: std::sync::OnceLock<FxMap<u64, String>> = std::sync::OnceLock::new();
+
+/// Every tracepoint of this machine's tracefs, `system:event` by id (only
+/// right for a file recorded on this machine since its last boot).
+fn tracepoint_names() -> FxMap<u64, String> {
+    let mut names = FxMap::default();
     let root = std::path::Path::new("/sys/kernel/tracing/events");
-    let want = id.to_string();
-    for sys in std::fs::read_dir(root).ok()?.flatten() {
+    let Ok(systems) = std::fs::read_dir(root) else {
+        return names;
+    };
+    for sys in systems.flatten() {
         let Ok(events) = std::fs::read_dir(sys.path()) else {
             continue;
         };
         for ev in events.flatten() {
-            if let Ok(s) = std::fs::read_to_string(ev.path().join("id")) {
-                if s.trim() == want {
-                    return Some(format!(
+            let Ok(id) = std::fs::read_to_string(ev.path().join("id")) else {
+                continue;
+            };
+            if let Ok(id) = id.trim().parse() {
+                names.insert(
+                    id,
+                    format!(
                         "{}:{}",
                         sys.file_name().to_string_lossy(),
                         ev.file_name().to_string_lossy()
-                    ));
-                }
+                    ),
+                );
             }
         }
     }
-    None
+    names
 }

@@ -1,8 +1,9 @@
 //! The record pass: opens the image (`crate::file` repairs an unfinished
 //! header, `linux-perf-data` parses it), takes the metadata and build ids
 //! from its feature sections, then feeds every record to the [`Builder`]
-//! in time order (indexed in place by `crate::records`, or through
-//! `linux-perf-data`'s own iterator for pipe-mode files), telling the
+//! in time order (indexed in place by `crate::records`, for pipe-mode
+//! files too: `linux-perf-data`'s iterator would allocate whatever a
+//! damaged record's size claims), telling the
 //! caller of progress, of each new binary and of checkpoints along the
 //! way; and ends with the warnings the counts call for.
 //! Also finds the kernel's build id from the header alone
@@ -11,13 +12,13 @@
 //! It decides nothing about a record's meaning (`attrs`, `decode`) and
 //! keeps no tables of its own.
 
-use linux_perf_data::{Endianness, Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{Endianness, Feature, PerfFileReader};
 use slowlab_model::trace::Trace;
 
-use super::attrs::{event_kinds, Ctx};
+use super::attrs::event_kinds;
 use super::Builder;
 use crate::file;
-use crate::records::{Endian, Record, Records};
+use crate::records::{Endian, Records};
 use crate::{guard, Error, ProgressFn};
 
 /// Reads a whole perf.data image (already in memory) into a trace whose
@@ -61,10 +62,10 @@ pub(crate) fn read_bytes_with(
         }
     })
     .ok_or_else(|| Error::Header("malformed header".into()))?;
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = parsed.map_err(|e| Error::Header(e.to_string()))?;
+    // Only the header, attributes and features: the records are indexed
+    // in place below (for pipes too), not read through its iterator,
+    // which allocates what a record's size field claims.
+    let PerfFileReader { perf_file, .. } = parsed.map_err(|e| Error::Header(e.to_string()))?;
 
     let mut b = Builder::new();
     let endian = perf_file.endian();
@@ -127,44 +128,39 @@ pub(crate) fn read_bytes_with(
         }
     }
 
-    // The records.
-    if repair.pipe {
-        read_pipe(&mut b, &ctx, &mut record_iter, &mut perf_file);
-        b.new_binaries.clear();
-    } else {
-        let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
-        let end = usize::try_from(repair.data_offset.saturating_add(repair.data_size))
-            .unwrap_or(usize::MAX);
-        let recs = Records::index(data, start, end, e, &ctx.attrs);
-        b.t.stats.records = recs.walked;
-        let n = recs.entries.len() as u64;
-        b.reserve(recs.entries.len(), end.saturating_sub(start));
-        let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
-        for (i, &entry) in recs.entries.iter().enumerate() {
-            if i % (1 << 15) == 0 {
-                progress("read", i as u64, n);
-            }
-            if checkpoints.contains(&i) {
-                b.flush();
-                checkpoint(&b.t);
-            }
-            if let Some(rec) = recs.get(entry) {
-                b.on_record(&ctx, entry.attr(), rec);
-                if !b.new_binaries.is_empty() {
-                    for m in b.new_binaries.drain(..) {
-                        let m = &b.t.modules[m.ix()];
-                        on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
-                    }
+    // The records, in place, for files and pipes alike.
+    let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
+    let end =
+        usize::try_from(repair.data_offset.saturating_add(repair.data_size)).unwrap_or(usize::MAX);
+    let recs = Records::index(data, start, end, e, &ctx.attrs);
+    b.t.stats.records = recs.walked;
+    let n = recs.entries.len() as u64;
+    b.reserve(recs.entries.len(), end.saturating_sub(start));
+    let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
+    for (i, &entry) in recs.entries.iter().enumerate() {
+        if i % (1 << 15) == 0 {
+            progress("read", i as u64, n);
+        }
+        if checkpoints.contains(&i) {
+            b.flush();
+            checkpoint(&b.t);
+        }
+        if let Some(rec) = recs.get(entry) {
+            b.on_record(&ctx, entry.attr(), rec);
+            if !b.new_binaries.is_empty() {
+                for m in b.new_binaries.drain(..) {
+                    let m = &b.t.modules[m.ix()];
+                    on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
                 }
             }
         }
-        progress("read", n, n);
-        if let Some(why) = recs.stopped {
-            b.t.stats.warnings.push(format!(
-                "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
-                recs.walked
-            ));
-        }
+    }
+    progress("read", n, n);
+    if let Some(why) = recs.stopped {
+        b.t.stats.warnings.push(format!(
+            "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
+            recs.walked
+        ));
     }
     Ok(finish(b))
 }
@@ -187,49 +183,6 @@ fn string_list(data: &[u8], e: Endian) -> Vec<String> {
         p += 4 + len;
     }
     out
-}
-
-/// Pipe-mode files (`perf record -o -`): their attributes and features come
-/// as records, which `linux-perf-data`'s iterator understands; this path is
-/// not the fast one.
-fn read_pipe<R: std::io::Read>(
-    b: &mut Builder,
-    ctx: &Ctx,
-    record_iter: &mut linux_perf_data::PerfRecordIter<R>,
-    perf_file: &mut linux_perf_data::PerfFile,
-) {
-    loop {
-        let (it, pf) = (&mut *record_iter, &mut *perf_file);
-        let next = guard(move || it.next_record(pf));
-        let rec = match next {
-            None => {
-                b.t.stats.warnings.push(format!(
-                    "stopped reading at malformed data after {} records; the analysis covers the part before it",
-                    b.t.stats.records
-                ));
-                break;
-            }
-            Some(Ok(Some(r))) => r,
-            Some(Ok(None)) => break,
-            Some(Err(err)) => {
-                b.t.stats.warnings.push(format!(
-                    "stopped reading at a corrupt record after {} records ({err}); the analysis covers the part before it",
-                    b.t.stats.records
-                ));
-                break;
-            }
-        };
-        b.t.stats.records += 1;
-        if let PerfFileRecord::EventRecord { attr_index, record } = rec {
-            let body = record.data.as_slice();
-            let rec = Record {
-                ty: record.record_type.0,
-                misc: record.misc,
-                body: &body,
-            };
-            b.on_record(ctx, attr_index, rec);
-        }
-    }
 }
 
 /// Warnings from the counts, the time range, build ids.

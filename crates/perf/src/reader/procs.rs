@@ -44,7 +44,9 @@ fn insert_map(maps: &mut Vec<Map>, new: Map) {
         if m.end > new.end {
             repl.push(Map {
                 start: new.end,
-                pgoff: m.pgoff + (new.end - m.start),
+                // Wrapping: a damaged file's offsets may overflow (the
+                // frames of such a map are meaningless, not a panic).
+                pgoff: m.pgoff.wrapping_add(new.end - m.start),
                 ..*m
             });
         }

@@ -98,7 +98,13 @@ impl Builder {
             Some(m) => {
                 let user = self.t.modules[m.module.ix()].kind == ModuleKind::User;
                 FrameKey {
-                    rel: if user { addr - m.start + m.pgoff } else { addr },
+                    // Wrapping: a damaged file's page offset may
+                    // overflow (a meaningless frame, not a panic).
+                    rel: if user {
+                        (addr - m.start).wrapping_add(m.pgoff)
+                    } else {
+                        addr
+                    },
                     tag: m.module.0,
                 }
             }

@@ -1,0 +1,68 @@
+//! Replays the committed corpus of the `perf_data` fuzz target
+//! (`fuzz/corpus/perf_data`) and the inputs fuzzing found to crash
+//! (`fuzz/regressions/perf_data`, each fixed since) through the function the
+//! target calls, [`slowlab_perf::read_unsymbolized`]. It fails when an input
+//! panics, or when the perf crate's guard catches a panic inside
+//! `linux-perf-data` (which it silences in ordinary use). It does not fuzz:
+//! `fuzz/run.sh perf_data` does (see `fuzz/README.md`).
+
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz")
+        .join(kind)
+        .join("perf_data")
+}
+
+/// The files of `dir`, sorted; `must_exist` makes a missing or empty
+/// directory a failure (the corpus must be there for the test to mean
+/// anything).
+fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(e) => {
+            assert!(!must_exist, "cannot read {}: {e}", dir.display());
+            Vec::new()
+        }
+    };
+    assert!(
+        !must_exist || !out.is_empty(),
+        "{} is empty: the fuzz corpus is missing",
+        dir.display()
+    );
+    out.sort();
+    out
+}
+
+#[test]
+fn every_corpus_and_regression_input_reads_without_a_panic() {
+    let mut inputs = files(&fuzz_dir("corpus"), true);
+    let corpus = inputs.len();
+    inputs.extend(files(&fuzz_dir("regressions"), false));
+    let mut failures = Vec::new();
+    for path in &inputs {
+        let data = std::fs::read(path).expect("a corpus file");
+        let before = slowlab_perf::caught_panics();
+        let escaped = std::panic::catch_unwind(|| {
+            let _ = slowlab_perf::read_unsymbolized(&data);
+        });
+        if escaped.is_err() {
+            failures.push(format!("{}: panicked", path.display()));
+        } else if slowlab_perf::caught_panics() != before {
+            let why = slowlab_perf::last_caught_panic().unwrap_or_default();
+            failures.push(format!(
+                "{}: the guard caught a panic inside linux-perf-data: {why}",
+                path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!(
+        "replayed {corpus} corpus and {} regression inputs",
+        inputs.len() - corpus
+    );
+}

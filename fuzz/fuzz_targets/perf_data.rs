@@ -1,0 +1,19 @@
+//! Fuzz target: bytes → the perf crate's whole read of a perf.data image
+//! (header repair, `linux-perf-data`'s header and feature parsing, the
+//! record index and decoding, the trace model), without symbolization.
+//!
+//! A panic inside `linux-perf-data` is caught by the perf crate's guard and
+//! silenced; the target aborts when the guard's count grows, so afl sees
+//! it as a crash like any other panic.
+
+fn main() {
+    afl::fuzz!(|data: &[u8]| {
+        let before = slowlab_perf::caught_panics();
+        let _ = slowlab_perf::read_unsymbolized(data);
+        if slowlab_perf::caught_panics() != before {
+            let why = slowlab_perf::last_caught_panic().unwrap_or_default();
+            eprintln!("the perf crate's guard caught a panic inside linux-perf-data: {why}");
+            std::process::abort();
+        }
+    });
+}
