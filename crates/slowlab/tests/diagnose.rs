@@ -4,7 +4,9 @@
 //! (a shell script probing numbered names, a Python scan of a file mapping
 //! and a `cat` of a big file in a small memory cgroup, network namespaces
 //! churned with `ip netns`) are named too; ordinary work (a tar
-//! extraction, a small cargo build) yields no finding, and the cargo
+//! extraction, a small cargo build) yields no finding that blames it (a
+//! busy machine's `cpu-starvation` by other processes is true, and only
+//! printed), and the cargo
 //! build's critical path is the compiler on a CPU; and the HTML report
 //! loads in headless Chromium without errors, showing a hostile process
 //! name as text. Tests skip, with the reason, where perf or root is missing.
@@ -34,6 +36,25 @@ fn diagnose(dir: &Path, cmd: &[&str]) -> Vec<serde_json::Value> {
         serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
     assert_eq!(v, on_disk, "stdout and findings.json agree");
     v.as_array().unwrap().clone()
+}
+
+/// The findings that blame the workload itself. A `cpu-starvation` finding
+/// whose culprit (the process that ran instead) is outside the workload is
+/// true on a busy machine — other work took the CPUs — so it is printed,
+/// not counted; one that blames the workload's own processes counts.
+fn blaming_the_workload(findings: &[serde_json::Value], workload: &[&str]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| {
+            let outside = f["id"] == "cpu-starvation"
+                && !workload.contains(&f["culprit"]["comm"].as_str().unwrap_or(""));
+            if outside {
+                eprintln!("note: the machine is busy: {}", f["title"]);
+            }
+            !outside
+        })
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn ids(findings: &[serde_json::Value]) -> Vec<String> {
@@ -335,7 +356,8 @@ fn ordinary_work_has_no_findings() {
             into.to_str().unwrap(),
         ],
     );
-    assert!(findings.is_empty(), "tar: {:?}", ids(&findings));
+    let blamed = blaming_the_workload(&findings, &["tar"]);
+    assert!(blamed.is_empty(), "tar: {blamed:?}");
     // A small cargo build (a crate without dependencies).
     if Command::new("cargo").arg("-V").output().is_err() {
         slowlab_testkit::skip(format_args!("cargo build: cargo is not on PATH"));
@@ -380,7 +402,9 @@ fn ordinary_work_has_no_findings() {
             target.to_str().unwrap(),
         ],
     );
-    assert!(findings.is_empty(), "cargo build: {:?}", ids(&findings));
+    let workload = ["cargo", "rustc", "cc", "ld", "collect2", "build-script-bu"];
+    let blamed = blaming_the_workload(&findings, &workload);
+    assert!(blamed.is_empty(), "cargo build: {blamed:?}");
     // Cargo waits for its jobs in a timed wait (a poll loop): the critical
     // path still runs through the compiler and linker on a CPU.
     let cp: serde_json::Value = serde_json::from_slice(

@@ -1,0 +1,99 @@
+//! Replays the committed corpus of the `etl` fuzz target (`fuzz/corpus/etl`,
+//! and `fuzz/regressions/etl` when fuzzing found a crash) through what the
+//! target runs — `read_bytes`, then `to_trace_and_paths` when it reads — and
+//! fails if any input panics. It also cuts every corpus file at a few
+//! lengths and flips bytes, as a truncated or damaged copy would be. It does
+//! not fuzz: `fuzz/run.sh etl` does (see `fuzz/README.md`).
+
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz")
+        .join(kind)
+        .join("etl")
+}
+
+/// The files of `dir`, sorted; a missing or empty corpus fails when
+/// `must_exist` (without it the test would mean nothing).
+fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(e) => {
+            assert!(!must_exist, "cannot read {}: {e}", dir.display());
+            Vec::new()
+        }
+    };
+    assert!(
+        !must_exist || !out.is_empty(),
+        "{} is empty: the fuzz corpus is missing",
+        dir.display()
+    );
+    out.sort();
+    out
+}
+
+/// What the fuzz target does with one input; true when it panicked.
+fn panics(data: &[u8]) -> bool {
+    std::panic::catch_unwind(|| {
+        if let Ok(etl) = slowlab_etl::read_bytes(data) {
+            let _ = slowlab_etl::to_trace_and_paths(&etl);
+        }
+    })
+    .is_err()
+}
+
+#[test]
+fn every_corpus_input_reads_without_a_panic() {
+    let mut inputs = files(&fuzz_dir("corpus"), true);
+    inputs.extend(files(&fuzz_dir("regressions"), false));
+    let mut panicked = Vec::new();
+    let mut read = 0;
+    for path in &inputs {
+        let data = std::fs::read(path).expect("a corpus file");
+        if panics(&data) {
+            panicked.push(path.display().to_string());
+        }
+        read += slowlab_etl::read_bytes(&data).is_ok() as usize;
+    }
+    assert!(panicked.is_empty(), "panicked: {}", panicked.join(", "));
+    // The seeds are real traces: most of the corpus must read.
+    assert!(
+        read * 2 >= inputs.len(),
+        "only {read} of {} inputs read",
+        inputs.len()
+    );
+}
+
+#[test]
+fn truncated_and_damaged_copies_never_panic() {
+    let mut panicked = Vec::new();
+    for path in files(&fuzz_dir("corpus"), true) {
+        let data = std::fs::read(&path).expect("a corpus file");
+        for cut in [
+            0,
+            1,
+            16,
+            64,
+            4096,
+            4097,
+            data.len() / 2,
+            data.len().saturating_sub(1),
+        ] {
+            if panics(&data[..cut.min(data.len())]) {
+                panicked.push(format!("{} cut at {cut}", path.display()));
+            }
+        }
+        for (i, at) in (0..data.len()).step_by(997).enumerate() {
+            let mut damaged = data.clone();
+            damaged[at] ^= [0xff, 0x80, 0x01, 0x7f][i % 4];
+            if panics(&damaged) {
+                panicked.push(format!("{} byte {at} flipped", path.display()));
+            }
+        }
+    }
+    assert!(panicked.is_empty(), "panicked: {}", panicked.join(", "));
+}
