@@ -5,46 +5,16 @@
 //! fields claim far more than they hold read quickly, as errors or warnings.
 //! It does not fuzz: `fuzz/run.sh paths_capture` does (see `fuzz/README.md`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use slowlab_bpf::format::{END_ID, HEADER_LEN, RECORD_HEAD_LEN};
 use slowlab_bpf::{parse_paths, PathLogWriter, Syscall};
 
-fn fuzz_dir(kind: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .join(kind)
-        .join("paths_capture")
-}
-
-/// The files of `dir`, sorted; `must_exist` makes a missing or empty
-/// directory a failure (the corpus must be there for the test to mean
-/// anything).
-fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.is_file())
-            .collect(),
-        Err(e) => {
-            assert!(!must_exist, "cannot read {}: {e}", dir.display());
-            Vec::new()
-        }
-    };
-    assert!(
-        !must_exist || !out.is_empty(),
-        "{} is empty: the fuzz corpus is missing",
-        dir.display()
-    );
-    out.sort();
-    out
-}
-
 #[test]
 fn every_corpus_input_parses_without_a_panic() {
-    let mut inputs = files(&fuzz_dir("corpus"), true);
-    inputs.extend(files(&fuzz_dir("regressions"), false));
+    let mut inputs = slowlab_testkit::fuzz_corpus("paths_capture");
+    inputs.extend(slowlab_testkit::fuzz_regressions("paths_capture"));
     let mut panicked = Vec::new();
     for path in &inputs {
         let data = std::fs::read(path).expect("a corpus file");

@@ -5,37 +5,6 @@
 //! lengths and flips bytes, as a truncated or damaged copy would be. It does
 //! not fuzz: `fuzz/run.sh etl` does (see `fuzz/README.md`).
 
-use std::path::{Path, PathBuf};
-
-fn fuzz_dir(kind: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .join(kind)
-        .join("etl")
-}
-
-/// The files of `dir`, sorted; a missing or empty corpus fails when
-/// `must_exist` (without it the test would mean nothing).
-fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.is_file())
-            .collect(),
-        Err(e) => {
-            assert!(!must_exist, "cannot read {}: {e}", dir.display());
-            Vec::new()
-        }
-    };
-    assert!(
-        !must_exist || !out.is_empty(),
-        "{} is empty: the fuzz corpus is missing",
-        dir.display()
-    );
-    out.sort();
-    out
-}
-
 /// What the fuzz target does with one input; true when it panicked.
 fn panics(data: &[u8]) -> bool {
     std::panic::catch_unwind(|| {
@@ -48,8 +17,8 @@ fn panics(data: &[u8]) -> bool {
 
 #[test]
 fn every_corpus_input_reads_without_a_panic() {
-    let mut inputs = files(&fuzz_dir("corpus"), true);
-    inputs.extend(files(&fuzz_dir("regressions"), false));
+    let mut inputs = slowlab_testkit::fuzz_corpus("etl");
+    inputs.extend(slowlab_testkit::fuzz_regressions("etl"));
     let mut panicked = Vec::new();
     let mut read = 0;
     for path in &inputs {
@@ -71,7 +40,7 @@ fn every_corpus_input_reads_without_a_panic() {
 #[test]
 fn truncated_and_damaged_copies_never_panic() {
     let mut panicked = Vec::new();
-    for path in files(&fuzz_dir("corpus"), true) {
+    for path in slowlab_testkit::fuzz_corpus("etl") {
         let data = std::fs::read(&path).expect("a corpus file");
         for cut in [
             0,

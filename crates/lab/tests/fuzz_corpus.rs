@@ -5,44 +5,12 @@
 //! fails if any input panics. It does not fuzz: `fuzz/run.sh lab_import`
 //! does (see `fuzz/README.md`).
 
-use std::path::{Path, PathBuf};
-
 use slowlab_lab::verdicts::{complete, parse_results};
-
-fn fuzz_dir(kind: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .join(kind)
-        .join("lab_import")
-}
-
-/// The files of `dir`, sorted; `must_exist` makes a missing or empty
-/// directory a failure (the corpus must be there for the test to mean
-/// anything).
-fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.is_file())
-            .collect(),
-        Err(e) => {
-            assert!(!must_exist, "cannot read {}: {e}", dir.display());
-            Vec::new()
-        }
-    };
-    assert!(
-        !must_exist || !out.is_empty(),
-        "{} is empty: the fuzz corpus is missing",
-        dir.display()
-    );
-    out.sort();
-    out
-}
 
 #[test]
 fn every_corpus_input_imports_without_a_panic() {
-    let mut inputs = files(&fuzz_dir("corpus"), true);
-    inputs.extend(files(&fuzz_dir("regressions"), false));
+    let mut inputs = slowlab_testkit::fuzz_corpus("lab_import");
+    inputs.extend(slowlab_testkit::fuzz_regressions("lab_import"));
     let mut panicked = Vec::new();
     let mut parsed = 0;
     for path in &inputs {

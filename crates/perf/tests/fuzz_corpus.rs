@@ -6,43 +6,11 @@
 //! `linux-perf-data` (which it silences in ordinary use). It does not fuzz:
 //! `fuzz/run.sh perf_data` does (see `fuzz/README.md`).
 
-use std::path::{Path, PathBuf};
-
-fn fuzz_dir(kind: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .join(kind)
-        .join("perf_data")
-}
-
-/// The files of `dir`, sorted; `must_exist` makes a missing or empty
-/// directory a failure (the corpus must be there for the test to mean
-/// anything).
-fn files(dir: &Path, must_exist: bool) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.expect("a directory entry").path())
-            .filter(|p| p.is_file())
-            .collect(),
-        Err(e) => {
-            assert!(!must_exist, "cannot read {}: {e}", dir.display());
-            Vec::new()
-        }
-    };
-    assert!(
-        !must_exist || !out.is_empty(),
-        "{} is empty: the fuzz corpus is missing",
-        dir.display()
-    );
-    out.sort();
-    out
-}
-
 #[test]
 fn every_corpus_and_regression_input_reads_without_a_panic() {
-    let mut inputs = files(&fuzz_dir("corpus"), true);
+    let mut inputs = slowlab_testkit::fuzz_corpus("perf_data");
     let corpus = inputs.len();
-    inputs.extend(files(&fuzz_dir("regressions"), false));
+    inputs.extend(slowlab_testkit::fuzz_regressions("perf_data"));
     let mut failures = Vec::new();
     for path in &inputs {
         let data = std::fs::read(path).expect("a corpus file");

@@ -9,6 +9,9 @@
 //! `scripts/test.sh` sets it and fails the run if any test skipped, since
 //! CI runs as root with every capability the tests need.
 //!
+//! Also where the fuzz targets' committed inputs are (`fuzz/corpus/TARGET`
+//! and `fuzz/regressions/TARGET`), for the tests that replay them.
+//!
 //! It does not decide whether a capability is present; each test checks
 //! what it needs.
 
@@ -48,6 +51,40 @@ fn report_skip(test: &str, reason: impl Display, out: &mut dyn Write, log: Optio
     }
 }
 
+/// The committed corpus of the fuzz target `target` (`fuzz/corpus/TARGET`),
+/// sorted. Panics when it is missing or empty: a replay of nothing would
+/// pass without meaning anything.
+pub fn fuzz_corpus(target: &str) -> Vec<PathBuf> {
+    let files = fuzz_files("corpus", target);
+    assert!(
+        !files.is_empty(),
+        "fuzz/corpus/{target} is missing or empty: the fuzz corpus must be committed"
+    );
+    files
+}
+
+/// The inputs fuzzing found to crash the target `target`, each fixed since
+/// (`fuzz/regressions/TARGET`), sorted; none when the directory is absent.
+pub fn fuzz_regressions(target: &str) -> Vec<PathBuf> {
+    fuzz_files("regressions", target)
+}
+
+fn fuzz_files(kind: &str, target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz")
+        .join(kind)
+        .join(target);
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +106,26 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(text, "SKIP: a::test: needs root\nSKIP: b::test: no perf\n");
         assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+
+    #[test]
+    fn the_committed_fuzz_corpora_are_found() {
+        for target in [
+            "perf_data",
+            "paths_capture",
+            "cgroup_notes",
+            "lab_import",
+            "etl",
+        ] {
+            assert!(fuzz_corpus(target).iter().all(|p| p.is_file()));
+        }
+        assert!(fuzz_regressions("no-such-target").is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "is missing or empty")]
+    fn a_missing_corpus_fails() {
+        fuzz_corpus("no-such-target");
     }
 
     #[test]
