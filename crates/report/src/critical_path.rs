@@ -1,14 +1,14 @@
 //! The critical path for people: the terminal text of `slowlab analyze
 //! --critical-path` and of the top of `slowlab diagnose` (the answer, the
 //! breakdown, where the time went grouped by process, state and function,
-//! and the longest segments in time order), and its HTML section with a bar
-//! over time. Renders a computed `CriticalPath`; computes nothing.
+//! and the longest segments in time order). Renders a computed
+//! `CriticalPath`; computes nothing. (The HTML report draws the path itself,
+//! from `report_data`.)
 
 use slowlab_analyze::critical_path::describe_part;
 use slowlab_model::critical_path::{CriticalPath, Segment, SegmentState, WaitKind};
 
 use crate::format;
-use crate::html::escape;
 
 fn pct(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
@@ -135,87 +135,6 @@ pub fn critical_path_text(cp: &CriticalPath, top: usize) -> String {
     out
 }
 
-/// Colour of a wait kind in the HTML bar.
-fn kind_colour(kind: Option<WaitKind>) -> &'static str {
-    match kind {
-        Some(WaitKind::Lock) => "#c0392b",
-        Some(WaitKind::Io) => "#8e44ad",
-        Some(WaitKind::Fault) => "#d35400",
-        Some(WaitKind::Sleep) => "#7f8c8d",
-        Some(WaitKind::Ipc) => "#27ae60",
-        _ => "#bdc3c7",
-    }
-}
-
-/// Colour of a segment in the HTML bar.
-fn colour(s: &Segment) -> &'static str {
-    match s.state {
-        SegmentState::Cpu => "#2e86c1",
-        SegmentState::Runnable => "#f5b041",
-        SegmentState::Blocked => kind_colour(s.kind),
-    }
-}
-
-/// The HTML section: the answer, a bar over time (one rectangle per
-/// segment, its tooltip saying what it was) and the groups.
-pub fn critical_path_html(cp: &CriticalPath, top: usize) -> String {
-    const WIDTH: f64 = 900.0;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"35\" role=\"img\">"
-    );
-    let scale = if cp.wall_s > 0.0 {
-        WIDTH / cp.wall_s
-    } else {
-        0.0
-    };
-    for s in &cp.segments {
-        let w = s.duration_s() * scale;
-        if w < 0.05 {
-            continue;
-        }
-        svg.push_str(&format!(
-            "<rect x=\"{:.2}\" y=\"2\" width=\"{:.2}\" height=\"24\" fill=\"{}\"><title>{}</title></rect>",
-            s.from_s * scale,
-            w.max(0.5),
-            colour(s),
-            escape(&segment_text(s))
-        ));
-        // Under it, the kind of the wait that led to this thread.
-        if s.via.is_some() {
-            svg.push_str(&format!(
-                "<rect x=\"{:.2}\" y=\"28\" width=\"{:.2}\" height=\"5\" fill=\"{}\"/>",
-                s.from_s * scale,
-                w.max(0.5),
-                kind_colour(s.via)
-            ));
-        }
-    }
-    svg.push_str("</svg>");
-    let mut b = format!(
-        "<h2>Why it was slow: the critical path of {} [{}]</h2>\n<p><b>{}</b></p>\n<p>{}</p>\n{svg}\n\
-         <p><small>blue: on a CPU · orange: runnable · red: lock · purple: storage · \
-         dark orange: page fault · grey: sleep · green: pipe, socket or child · light grey: other; \
-         the thin line under a stretch: the kind of wait that led to that thread</small></p>\n",
-        escape(&cp.root.comm),
-        cp.root.pid,
-        escape(&cp.summary),
-        escape(&breakdown_line(cp)),
-    );
-    b.push_str("<table><tr><th>share</th><th>time</th><th>process</th><th>what</th></tr>\n");
-    for p in cp.parts.iter().take(top) {
-        b.push_str(&format!(
-            "<tr><td class=\"num\">{:.1}%</td><td class=\"num\">{}</td><td>{} [{}]</td><td>{}</td></tr>\n",
-            p.share * 100.0,
-            escape(&format::seconds(p.seconds)),
-            escape(&p.comm),
-            p.pid,
-            escape(&describe_part(p, p.pid))
-        ));
-    }
-    b.push_str("</table>\n");
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,13 +197,5 @@ mod tests {
         assert!(lines[1].contains("75% sleeping"), "{text}");
         assert!(lines[2].contains("on a CPU 1.00 s (25%)"), "{text}");
         assert!(lines[2].contains("sleep 3.00 s"), "{text}");
-    }
-
-    #[test]
-    fn the_html_bar_has_a_rectangle_per_segment_and_escapes_names() {
-        let html = critical_path_html(&path(), 5);
-        assert_eq!(html.matches("<rect").count(), 2, "{html}");
-        assert!(!html.contains("<b>app"), "{html}");
-        assert!(html.contains("&lt;b&gt;app"), "{html}");
     }
 }
