@@ -5,134 +5,13 @@
 //! and a wake-up). Then every truncation and many corruptions of it, which
 //! must read or fail without a panic.
 
+use slowlab_etl::synth::{
+    buffer, image, logfile_header, perfinfo_event, process, system_event, thread, FREQ,
+};
 use slowlab_etl::{read_bytes, to_trace};
 use slowlab_model::trace::EventKind;
 
-const FREQ: u64 = 10_000_000;
 const T0: i64 = 1_000_000;
-
-fn utf16(s: &str) -> Vec<u8> {
-    s.encode_utf16()
-        .chain([0])
-        .flat_map(u16::to_le_bytes)
-        .collect()
-}
-
-/// A SYSTEM32 (kind 1) or compact32 (kind 3) event.
-fn system_event(
-    kind: u8,
-    hook: u16,
-    version: u16,
-    tid: u32,
-    pid: u32,
-    time: i64,
-    payload: &[u8],
-) -> Vec<u8> {
-    let header_len = if kind == 1 { 32 } else { 24 };
-    let mut b = version.to_le_bytes().to_vec();
-    b.extend_from_slice(&[kind, 0xc0]);
-    b.extend_from_slice(&((header_len + payload.len()) as u16).to_le_bytes());
-    b.extend_from_slice(&hook.to_le_bytes());
-    b.extend_from_slice(&tid.to_le_bytes());
-    b.extend_from_slice(&pid.to_le_bytes());
-    b.extend_from_slice(&time.to_le_bytes());
-    b.resize(header_len, 0);
-    b.extend_from_slice(payload);
-    b
-}
-
-/// A PERFINFO32 (kind 0x10) event.
-fn perfinfo_event(hook: u16, time: i64, payload: &[u8]) -> Vec<u8> {
-    let mut b = 2u16.to_le_bytes().to_vec();
-    b.extend_from_slice(&[0x10, 0xc0]);
-    b.extend_from_slice(&((16 + payload.len()) as u16).to_le_bytes());
-    b.extend_from_slice(&hook.to_le_bytes());
-    b.extend_from_slice(&time.to_le_bytes());
-    b.extend_from_slice(payload);
-    b
-}
-
-fn buffer(cpu: u8, events: &[Vec<u8>], compress: bool) -> Vec<u8> {
-    let mut body = Vec::new();
-    for e in events {
-        body.extend_from_slice(e);
-        body.resize(body.len().next_multiple_of(8), 0);
-    }
-    let filled = 0x48 + body.len();
-    let stored = if compress {
-        // Plain LZ77 with literals only: a zero flag word per 32 bytes.
-        let mut c = Vec::new();
-        for chunk in body.chunks(32) {
-            c.extend_from_slice(&0u32.to_le_bytes());
-            c.extend_from_slice(chunk);
-        }
-        c
-    } else {
-        body
-    };
-    let mut b = vec![0u8; 0x48];
-    b[0..4].copy_from_slice(&((0x48 + stored.len()) as u32).to_le_bytes());
-    b[4..8].copy_from_slice(&(filled as u32).to_le_bytes());
-    b[0x28] = cpu;
-    b[0x30..0x34].copy_from_slice(&(filled as u32).to_le_bytes());
-    let flags: u16 = if compress { 0x40 } else { 0 };
-    b[0x34..0x36].copy_from_slice(&flags.to_le_bytes());
-    b.extend_from_slice(&stored);
-    b
-}
-
-fn logfile_header() -> Vec<u8> {
-    let mut p = vec![0u8; 56 + 8 + 172 + 4]; // up to the 8-aligned times (240)
-    p[0..4].copy_from_slice(&0x10000u32.to_le_bytes());
-    p[4..8].copy_from_slice(&0x0105u32.to_le_bytes()); // 5.1
-    p[8..12].copy_from_slice(&2600u32.to_le_bytes());
-    p[12..16].copy_from_slice(&2u32.to_le_bytes()); // CPUs
-    p[44..48].copy_from_slice(&4u32.to_le_bytes()); // pointer size
-    p[48..52].copy_from_slice(&3u32.to_le_bytes()); // events lost
-    p.extend_from_slice(&0i64.to_le_bytes()); // boot time
-    p.extend_from_slice(&(FREQ as i64).to_le_bytes()); // perf freq
-    p.extend_from_slice(&0i64.to_le_bytes()); // start time
-    p.extend_from_slice(&1u32.to_le_bytes()); // clock: QPC
-    p.extend_from_slice(&0u32.to_le_bytes()); // buffers lost
-    p.extend_from_slice(&utf16("Synthetic"));
-    p.extend_from_slice(&utf16("synthetic.etl"));
-    p
-}
-
-fn process_dcstart(pid: u32, ppid: u32, name: &str, cmd: &str) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0x8100_0000u32.to_le_bytes()); // unique key
-    for v in [pid, ppid, 1, 259] {
-        p.extend_from_slice(&v.to_le_bytes());
-    }
-    p.extend_from_slice(&0x1000u32.to_le_bytes()); // directory table base
-    p.extend_from_slice(&0u32.to_le_bytes()); // flags
-    p.extend_from_slice(&0u32.to_le_bytes()); // no SID
-    p.extend_from_slice(name.as_bytes());
-    p.push(0);
-    p.extend_from_slice(&utf16(cmd));
-    p.extend_from_slice(&utf16(""));
-    p.extend_from_slice(&utf16(""));
-    p
-}
-
-fn thread_dcstart(pid: u32, tid: u32) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&pid.to_le_bytes());
-    p.extend_from_slice(&tid.to_le_bytes());
-    p.extend_from_slice(&[0u8; 7 * 4 + 4 + 4]); // pointers, tag, priorities
-    p.extend_from_slice(&utf16("worker"));
-    p
-}
-
-fn image(pid: u32, base: u32, size: u32, path: &str) -> Vec<u8> {
-    let mut p = Vec::new();
-    for v in [base, size, pid, 0, 0, 0, base, 0, 0, 0, 0] {
-        p.extend_from_slice(&v.to_le_bytes());
-    }
-    p.extend_from_slice(&utf16(path));
-    p
-}
 
 fn trace_bytes() -> Vec<u8> {
     let t = |ms: i64| T0 + ms * (FREQ as i64 / 1000);
@@ -154,7 +33,7 @@ fn trace_bytes() -> Vec<u8> {
     cswitch.extend_from_slice(&[0; 8]);
     let ready = [101u32.to_le_bytes().to_vec(), vec![0; 4]].concat();
     let cpu0 = vec![
-        system_event(1, 0x0000, 2, 0, 0, T0, &logfile_header()),
+        system_event(1, 0x0000, 2, 0, 0, T0, &logfile_header(2, 3)),
         system_event(
             1,
             0x0303,
@@ -162,9 +41,9 @@ fn trace_bytes() -> Vec<u8> {
             u32::MAX,
             u32::MAX,
             t(1),
-            &process_dcstart(100, 4, "app.exe", "app.exe -x"),
+            &process(100, 4, "app.exe", "app.exe -x"),
         ),
-        system_event(1, 0x0503, 3, 101, 100, t(2), &thread_dcstart(100, 101)),
+        system_event(1, 0x0503, 3, 101, 100, t(2), &thread(100, 101, "worker")),
         system_event(
             1,
             0x030a,
@@ -178,7 +57,15 @@ fn trace_bytes() -> Vec<u8> {
         system_event(3, 0x0524, 2, 102, 100, t(7), &cswitch),
     ];
     let cpu1 = vec![
-        system_event(1, 0x0503, 3, 102, 100, t(2) + 1, &thread_dcstart(100, 102)),
+        system_event(
+            1,
+            0x0503,
+            3,
+            102,
+            100,
+            t(2) + 1,
+            &thread(100, 102, "worker"),
+        ),
         system_event(
             1,
             0x1403,
