@@ -55,7 +55,11 @@ impl Builder {
         match rec.ty {
             rtype::SAMPLE => self.on_sample(ctx, attr, rec),
             rtype::LOST_SAMPLES => {
-                self.t.stats.lost_events += ctx.e.u64(rec.body, 0).unwrap_or(0);
+                self.t.stats.lost_events = self
+                    .t
+                    .stats
+                    .lost_events
+                    .saturating_add(ctx.e.u64(rec.body, 0).unwrap_or(0));
             }
             rtype::MMAP | rtype::MMAP2 | rtype::COMM | rtype::FORK | rtype::EXIT | rtype::LOST => {
                 self.on_rare(ctx, attr, rec)
@@ -110,7 +114,10 @@ impl Builder {
                 let kernel = matches!(m.cpu_mode, CpuMode::Kernel);
                 self.on_mmap(m.pid, m.address, m.length, m.page_offset, &path, kernel);
             }
-            EventRecord::Lost(l) => self.t.stats.lost_events += l.count,
+            // A damaged count must not overflow (fuzzing found it).
+            EventRecord::Lost(l) => {
+                self.t.stats.lost_events = self.t.stats.lost_events.saturating_add(l.count)
+            }
             _ => {}
         }
     }
