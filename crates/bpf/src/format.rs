@@ -127,6 +127,23 @@ pub struct PathLog {
 }
 
 impl PathLog {
+    /// The readable paths as the trace model keeps them (`slowlab_model::bundle`):
+    /// events whose path could not be read, or is empty, are left out.
+    pub fn captured_paths(&self) -> Vec<slowlab_model::bundle::CapturedPath> {
+        self.events
+            .iter()
+            .filter(|e| !e.unreadable && !e.path.is_empty())
+            .map(|e| slowlab_model::bundle::CapturedPath {
+                time_ns: e.time_ns,
+                tid: e.tid as i32,
+                syscall: e.syscall.name().to_string(),
+                path: e.path.clone(),
+            })
+            .collect()
+    }
+}
+
+impl PathLog {
     /// True when the capture stopped cleanly and lost nothing.
     pub fn is_complete(&self) -> bool {
         self.end.is_some_and(|e| e.drops == 0) && self.truncated_records == 0

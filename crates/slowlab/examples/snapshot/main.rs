@@ -125,18 +125,7 @@ fn read_paths(trace: &Path, warnings: &mut Vec<String>) -> Result<Option<Vec<Cap
     let log = slowlab_bpf::read_paths(&file)
         .with_context(|| format!("cannot read the path capture {}", file.display()))?;
     warnings.extend(log.warnings.iter().cloned());
-    Ok(Some(
-        log.events
-            .iter()
-            .filter(|e| !e.unreadable && !e.path.is_empty())
-            .map(|e| CapturedPath {
-                time_ns: e.time_ns,
-                tid: e.tid as i32,
-                syscall: e.syscall.name().to_string(),
-                path: e.path.clone(),
-            })
-            .collect(),
-    ))
+    Ok(Some(log.captured_paths()))
 }
 
 /// The cgroup notes beside the trace, if any.

@@ -31,18 +31,7 @@ pub fn load_paths(trace: &Path, warnings: &mut Vec<String>) -> Option<Vec<Captur
     match slowlab_bpf::read_paths(&file) {
         Ok(log) => {
             warnings.extend(log.warnings.iter().cloned());
-            Some(
-                log.events
-                    .iter()
-                    .filter(|e| !e.unreadable && !e.path.is_empty())
-                    .map(|e| CapturedPath {
-                        time_ns: e.time_ns,
-                        tid: e.tid as i32,
-                        syscall: e.syscall.name().to_string(),
-                        path: e.path.clone(),
-                    })
-                    .collect(),
-            )
+            Some(log.captured_paths())
         }
         Err(e) => {
             warnings.push(format!(
