@@ -60,6 +60,23 @@ pub struct Aggregate {
 }
 
 impl Selection {
+    /// The selection of a command line: `filters` as `process=NAME`,
+    /// `pid=N` or `tid=N`, and the time range in seconds.
+    pub fn parse(
+        filters: &[String],
+        from_s: Option<f64>,
+        to_s: Option<f64>,
+    ) -> Result<Selection, Error> {
+        Ok(Selection {
+            filters: filters
+                .iter()
+                .map(|f| f.parse())
+                .collect::<Result<_, _>>()?,
+            from_s,
+            to_s,
+        })
+    }
+
     fn thread_ok(&self, trace: &Trace, thread: ThreadIdx) -> bool {
         let th = &trace.threads[thread.ix()];
         let p = &trace.processes[th.process.ix()];

@@ -13,7 +13,7 @@ use slowlab_analyze::butterfly::{butterfly, Butterfly};
 use slowlab_analyze::cpu;
 use slowlab_analyze::critical_path::{process_by_pid, PathError};
 use slowlab_analyze::detect::RootPath;
-use slowlab_analyze::select::{Filter, Selection};
+use slowlab_analyze::select::Selection;
 use slowlab_report::{cpu_views, export, trace_views, write_atomically};
 
 use super::trace_input::{load_cgroups, load_paths, read_etl_with_symbols, read_trace};
@@ -224,14 +224,7 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<i32> {
-    let mut sel = Selection {
-        filters: Vec::new(),
-        from_s: args.from,
-        to_s: args.to,
-    };
-    for f in &args.filter {
-        sel.filters.push(f.parse::<Filter>()?);
-    }
+    let sel = Selection::parse(&args.filter, args.from, args.to)?;
     let view = args.view()?;
     if args.events {
         return print_event_counts(&args.file, args.json);

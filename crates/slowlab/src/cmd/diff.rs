@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use slowlab_analyze::cpu::Key;
 use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
-use slowlab_analyze::select::{Filter, Selection};
+use slowlab_analyze::select::Selection;
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::write_atomically;
 
@@ -84,14 +84,7 @@ pub struct DiffArgs {
 pub fn run(args: DiffArgs) -> Result<i32> {
     let key: Key = args.by.parse()?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
-    let mut sel = Selection {
-        filters: Vec::new(),
-        from_s: args.from,
-        to_s: args.to,
-    };
-    for f in &args.filter {
-        sel.filters.push(f.parse::<Filter>()?);
-    }
+    let sel = Selection::parse(&args.filter, args.from, args.to)?;
     let a = read_trace(&args.a, !args.no_symbols)?;
     let b = read_trace(&args.b, !args.no_symbols)?;
     for (name, t) in [(&args.a, &a), (&args.b, &b)] {
