@@ -12,16 +12,7 @@ mod common;
 use common::{json, one_recording_at_a_time, slowlab};
 
 fn build(dir: &Path) -> PathBuf {
-    let exe = dir.join("growth");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diff/growth.c");
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .status()
-        .expect("cc");
-    assert!(st.success());
-    exe
+    common::compile_workload("diff/growth.c", dir, "growth")
 }
 
 /// Records `exe n` with perf (per process, frame-pointer stacks).

@@ -7,22 +7,12 @@
 //! error.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 use common::{json, one_recording_at_a_time, slowlab};
 
 fn build(dir: &Path) -> PathBuf {
-    let exe = dir.join("lin_quad");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profile/lin_quad.c");
-    let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .status()
-        .expect("cc");
-    assert!(st.success());
-    exe
+    common::compile_workload("profile/lin_quad.c", dir, "lin_quad")
 }
 
 /// One profiled sweep of `exe`: its JSON and its terminal report.

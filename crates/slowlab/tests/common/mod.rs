@@ -96,3 +96,21 @@ pub fn result_json(out: &Output, id: &str) -> serde_json::Value {
         });
     serde_json::from_str(line).expect("the result is not JSON")
 }
+
+/// Compiles the C program `tests/fixtures/REL_SRC` into `dir/name` with
+/// frame pointers and no inlining, so every function keeps its own frames
+/// in sampled stacks.
+pub fn compile_workload(rel_src: &str, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let exe = dir.join(name);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel_src);
+    let st = Command::new("cc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .status()
+        .expect("cc");
+    assert!(st.success(), "cc {rel_src} failed");
+    exe
+}
