@@ -10,6 +10,8 @@
 //!    fits in what is left of the budget; after each, the verdict is
 //!    re-evaluated and, when super-linear growth is already certain, the
 //!    larger (and most expensive) sizes are skipped (`early_stop`);
+//!    without early stop, stages 2 and 3 run one repetition per size and
+//!    the other repetitions of all sizes follow in one shuffled batch;
 //! 4. while the verdict is inconclusive and the budget allows: more
 //!    repetitions of the top sizes and the baseline (shuffled), or one more
 //!    size, twice the largest, as `verdict::decide` suggests.
@@ -203,16 +205,30 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
             self.warmup_wall_s = Some(m.wall_s);
         }
 
+        // Without early stop every planned size will run, so each is first
+        // measured once (smallest first, for the budget's projections) and
+        // the other repetitions of all sizes run in one shuffled batch at
+        // the end: a change of machine speed during the sweep (another
+        // virtual machine on the host, a build starting) then spreads over
+        // every size instead of bending the curve at the sizes it hit.
+        let interleave = !self.cfg.early_stop;
+        let first_reps = if interleave { 1 } else { self.cfg.reps };
         let first = FIRST_STAGE_SIZES.min(sizes.len());
-        let mut jobs: Vec<Job> = Vec::new();
-        for _ in 0..self.cfg.reps {
-            jobs.extend(self.cfg.baseline_size.map(Job::Baseline));
-            jobs.extend(sizes[..first].iter().map(|&n| Job::Size(n)));
-        }
+        let stage = |reps: usize, sizes: &[u64]| -> Vec<Job> {
+            let mut jobs = Vec::new();
+            for _ in 0..reps {
+                jobs.extend(self.cfg.baseline_size.map(Job::Baseline));
+                jobs.extend(sizes.iter().map(|&n| Job::Size(n)));
+            }
+            jobs
+        };
+        let jobs = stage(first_reps, &sizes[..first]);
+        let mut deferred = stage(self.cfg.reps - first_reps, &sizes[..first]);
         if !self.run_batch(jobs)? {
             return Ok(());
         }
 
+        let mut over_budget = false;
         for (index, &n) in sizes.iter().enumerate().skip(first) {
             let growth = self.growth();
             let measurable = growth
@@ -233,18 +249,35 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
                 return Ok(());
             }
             let cost = self.cfg.reps as f64 * self.predict_wall(n);
-            if self.spent_s + cost > self.cfg.budget_s {
+            let pending: f64 = deferred
+                .iter()
+                .map(|&j| self.predict_wall(job_size(j)))
+                .sum();
+            if self.spent_s + pending + cost > self.cfg.budget_s {
                 self.skip_rest(&sizes[index..], format!(
                     "not run: {} (projected {} for n={n} would exceed the budget of {}; raise --budget)",
                     list(&sizes[index..]),
                     seconds(cost),
                     seconds(self.cfg.budget_s)
                 ));
+                over_budget = true;
+                break;
+            }
+            if !self.run_batch(vec![Job::Size(n); first_reps])? {
                 return Ok(());
             }
-            if !self.run_batch(vec![Job::Size(n); self.cfg.reps])? {
+            deferred.extend(vec![Job::Size(n); self.cfg.reps - first_reps]);
+        }
+        if !deferred.is_empty() {
+            self.progress.message(
+                "measuring the other repetitions of every size, in shuffled order",
+            );
+            if !self.run_batch(deferred)? {
                 return Ok(());
             }
+        }
+        if over_budget {
+            return Ok(());
         }
 
         if self.cfg.adaptive {
