@@ -195,8 +195,8 @@ const TOO_FEW_NAMES: usize = 5;
 /// The growing function in one sentence, e.g. "`quad_part` (growth) grows
 /// as N^2.01 [1.96–2.05] and is 78% of the cost at n=8000; `lin_part`
 /// N^1.00": the first function of `functions` (where the growth lives)
-/// when it grows super-linearly, and the linear function with the largest
-/// own share. Judged on self cost when that grows, else on inclusive cost.
+/// when it grows super-linearly (else the fastest-growing one, with its
+/// open verdict), and the linear function with the largest own share. Judged on self cost when that grows, else on inclusive cost.
 pub fn functions_headline(r: &SweepResult) -> String {
     let max_n = r.sizes.last().copied().unwrap_or(0);
     let mut parts = Vec::new();
@@ -214,6 +214,16 @@ pub fn functions_headline(r: &SweepResult) -> String {
             f.module,
             format::exponent(f.exponent, f.exponent_ci),
             percent(f.share_at_max)
+        )),
+        // Noise left the verdict open: still say which function grows
+        // fastest, with its verdict, rather than nothing.
+        Some(f) if f.self_exponent.is_some() => parts.push(format!(
+            "no function's cost grows certainly super-linearly; the fastest is `{}` ({}), {} ({}), {} of the cost at n={max_n}",
+            f.name,
+            f.module,
+            format::exponent(f.self_exponent, f.self_exponent_ci),
+            f.self_verdict.as_str(),
+            percent(f.self_share_at_max)
         )),
         _ => parts.push("no function's cost grows super-linearly".to_string()),
     }
@@ -473,6 +483,20 @@ mod tests {
             serde_json::from_slice(&JsonExporter.export(&r).unwrap()).unwrap();
         assert_eq!(v["functions"][0]["name"], "quad_part");
         assert_eq!(v["functions"][2]["verdict"], "too-few-samples");
+    }
+
+    #[test]
+    fn an_open_verdict_still_names_the_fastest_growing_function() {
+        let mut r = sample();
+        r.functions = vec![
+            function("quad_part", 1.47, FunctionVerdict::Step, 0.8),
+            function("lin_part", 0.96, FunctionVerdict::Linear, 0.2),
+        ];
+        assert_eq!(
+            functions_headline(&r),
+            "no function's cost grows certainly super-linearly; the fastest is `quad_part` \
+             (growth), N^1.47 [1.42–1.51] (step), 80% of the cost at n=4000; `lin_part` N^0.96"
+        );
     }
 
     #[test]

@@ -269,9 +269,8 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
             deferred.extend(vec![Job::Size(n); self.cfg.reps - first_reps]);
         }
         if !deferred.is_empty() {
-            self.progress.message(
-                "measuring the other repetitions of every size, in shuffled order",
-            );
+            self.progress
+                .message("measuring the other repetitions of every size, in shuffled order");
             if !self.run_batch(deferred)? {
                 return Ok(());
             }
