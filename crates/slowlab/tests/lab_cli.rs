@@ -1,7 +1,8 @@
 //! `slowlab lab` run for real at tiny sizes: the scenario list, bad input,
 //! and topdown-alloc, log-probe and notify-buffer measured on this machine,
 //! asserting the direction of each effect where it is robust at that size,
-//! the documented JSON fields, and that nothing is left behind.
+//! the documented JSON fields, and that nothing is left behind; and
+//! `lab --profile` naming where topdown-alloc's growth lives (perf needed).
 //! (teardown-lock and working-set-cap have test files of their own.)
 
 use std::path::Path;
@@ -246,4 +247,62 @@ fn slowlab_dirs(dir: &Path) -> Vec<String> {
         .unwrap_or_default();
     names.sort();
     names
+}
+
+#[test]
+fn lab_profile_names_the_growing_functions_of_the_mmap_path() {
+    require_perf!();
+    let _one = common::one_recording_at_a_time();
+    let work = tempfile::tempdir().unwrap();
+    let o = slowlab(&[
+        "lab",
+        "topdown-alloc",
+        "--tiny",
+        "--profile",
+        "--json",
+        "-",
+        "--work-dir",
+        work.path().to_str().unwrap(),
+    ]);
+    let human = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{human}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let r: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["variant"] == "topdown-probe")
+        .unwrap_or_else(|| panic!("no topdown-probe line: {stdout}"));
+    let functions = r["sweep"]["functions"].as_array().expect("functions");
+    let find = |name: &str| functions.iter().find(|f| f["name"] == name);
+    // The user-space entry: nearly the whole run, growing with it.
+    let mmap = find("__mmap").unwrap_or_else(|| panic!("no __mmap: {human}"));
+    assert!(mmap["share_at_max"].as_f64().unwrap() > 0.5, "{mmap}");
+    assert_eq!(mmap["verdict"], "superlinear", "{human}");
+    // Where the growth lives comes first: a superlinear own cost in the
+    // kernel (the placement search under mmap), near N^2.
+    let top = &functions[0];
+    assert_eq!(top["self_verdict"], "superlinear", "{human}");
+    assert_eq!(top["kernel"], true, "{human}");
+    let k = top["self_exponent"].as_f64().unwrap();
+    assert!((1.4..=2.6).contains(&k), "N^{k}: {human}");
+    // The kernel's own mmap functions are among the growing ones when the
+    // kernel's symbols are readable (root).
+    if is_root() {
+        let kernel_mmap = functions.iter().any(|f| {
+            f["kernel"] == true
+                && f["verdict"] == "superlinear"
+                && f["name"].as_str().is_some_and(|n| n.contains("mmap"))
+        });
+        assert!(kernel_mmap, "{human}");
+    }
+    // And the closing line names the scenario and the function.
+    let closing = human
+        .split("where each pathological variant's cost grows:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no closing lines: {human}"));
+    let name = top["name"].as_str().unwrap();
+    assert!(
+        closing.contains("topdown-alloc") && closing.contains(&format!("`{name}`")),
+        "{closing}"
+    );
 }
