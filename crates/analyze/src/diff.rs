@@ -265,8 +265,7 @@ pub fn differential_lines(a: &Trace, b: &Trace, sel: &Selection) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::small_trace;
-    use slowlab_model::trace::{StackIdx, ThreadIdx};
+    use crate::testutil::{grown_trace, small_trace};
 
     fn opts(key: Key, normalize: Normalize) -> DiffOptions {
         DiffOptions {
@@ -277,31 +276,10 @@ mod tests {
         }
     }
 
-    /// `small_trace` with every `work`-only sample (stack 1) turned into a
-    /// `memset` one (stack 2), `extra` more memset samples, and the trace
-    /// stretched to `duration_ms`.
-    fn grown(extra: usize, duration_ms: u64) -> Trace {
-        let mut t = small_trace();
-        for s in t.samples.stack.iter_mut() {
-            if *s == Some(StackIdx(1)) {
-                *s = Some(StackIdx(2));
-            }
-        }
-        for i in 0..extra {
-            t.samples.time_ns.push(7_000_000 + i as u64);
-            t.samples.thread.push(ThreadIdx(0));
-            t.samples.cpu.push(0);
-            t.samples.stack.push(Some(StackIdx(2)));
-            t.samples.period.push(1_000_000);
-        }
-        t.meta.end_ns = t.meta.start_ns + duration_ms * 1_000_000;
-        t
-    }
-
     #[test]
     fn the_function_that_grew_ranks_first() {
         let a = small_trace();
-        let b = grown(6, 10);
+        let b = grown_trace(6, 10);
         let v = diff_view(
             &a,
             &b,
@@ -330,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_function_only_in_b_is_new_without_a_ratio() {
-        let a = grown(0, 5);
+        let a = grown_trace(0, 5);
         let b = small_trace();
         let v = diff_view(
             &a,
@@ -385,7 +363,7 @@ mod tests {
     #[test]
     fn processes_are_matched_by_name_and_top_limits_the_rows() {
         let a = small_trace();
-        let b = grown(6, 5);
+        let b = grown_trace(6, 5);
         let mut o = opts(Key::Process, Normalize::Total);
         let v = diff_view(&a, &b, &Selection::default(), o);
         assert_eq!(v.functions.len(), 2);
@@ -398,7 +376,7 @@ mod tests {
     #[test]
     fn differential_lines_scale_a_to_bs_total() {
         let a = small_trace();
-        let b = grown(6, 10);
+        let b = grown_trace(6, 10);
         let lines = differential_lines(&a, &b, &Selection::default());
         // A has 6 samples, B 12: A's counts are doubled.
         assert!(

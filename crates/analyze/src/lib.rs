@@ -16,6 +16,7 @@ pub mod critical_path;
 pub mod detect;
 pub mod diagnose;
 pub mod diff;
+pub mod diff_tree;
 pub mod export;
 pub mod faults;
 pub mod procs;

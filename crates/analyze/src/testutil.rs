@@ -518,3 +518,24 @@ impl TraceBuilder {
         );
     }
 }
+
+/// `small_trace` with every `work`-only sample (stack 1) turned into a
+/// `memset` one (stack 2), `extra` more memset samples, and the trace
+/// stretched to `duration_ms`.
+pub fn grown_trace(extra: usize, duration_ms: u64) -> Trace {
+    let mut t = small_trace();
+    for s in t.samples.stack.iter_mut() {
+        if *s == Some(StackIdx(1)) {
+            *s = Some(StackIdx(2));
+        }
+    }
+    for i in 0..extra {
+        t.samples.time_ns.push(7_000_000 + i as u64);
+        t.samples.thread.push(ThreadIdx(0));
+        t.samples.cpu.push(0);
+        t.samples.stack.push(Some(StackIdx(2)));
+        t.samples.period.push(1_000_000);
+    }
+    t.meta.end_ns = t.meta.start_ns + duration_ms * 1_000_000;
+    t
+}

@@ -9,6 +9,7 @@
 pub mod cpu_views;
 pub mod critical_path;
 pub mod diff;
+pub mod diff_page;
 pub mod doctor;
 pub mod export;
 pub mod format;

@@ -2,13 +2,15 @@
 //! skips otherwise): a program with a fixed, a linear and a quadratic part
 //! (`fixtures/diff/growth.c`) recorded at two sizes. The quadratic part must
 //! rank first, a function called only at the larger size must be new, the
-//! fixed part must have shrunk, and the differential flame graph must be
-//! written. Bad input gets a one-line error.
+//! fixed part must have shrunk, the differential flame graph must be
+//! written, and the interactive page (`--html`) must sort, filter, search
+//! and zoom in headless Chromium (`tests/report/check_diff.py`). Bad input gets a one-line error.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
+use common::browser::{require_browser, run_check, screenshot_dir};
 use common::{json, one_recording_at_a_time, slowlab};
 
 fn build(dir: &Path) -> PathBuf {
@@ -63,6 +65,27 @@ fn the_function_that_grows_ranks_first() {
     assert!(row("const_part")["delta"].as_f64().unwrap() < -10.0);
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("<svg") && svg.contains("quad_part"));
+
+    // The interactive page, driven in Chromium.
+    let page = dir.path().join("diff.html");
+    let out = slowlab()
+        .arg("diff")
+        .args([&small, &big])
+        .args(["--filter", "process=growth", "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    require_browser();
+    let shots = screenshot_dir("diff");
+    run_check(
+        "check_diff.py",
+        &[page.as_os_str(), shots.as_os_str(), "quad_part".as_ref()],
+    );
 
     // The text lists the same first row.
     let out = slowlab().arg("diff").args([&small, &big]).output().unwrap();

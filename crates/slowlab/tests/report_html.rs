@@ -14,47 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
+use common::browser::{require_browser, run_check, screenshot_dir};
 use common::{one_recording_at_a_time, slowlab};
 
-fn screenshot_dir(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("report-screenshots").join(name)
-}
-
-/// Fails (not skips) when the browser side is missing: setup installs it.
-fn require_browser() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: run scripts/setup.sh (apt-get install chromium)"
-    );
-    let playwright = Command::new("python3")
-        .args(["-c", "import playwright.sync_api"])
-        .output();
-    assert!(
-        playwright.is_ok_and(|o| o.status.success()),
-        "python3 with Playwright is missing: run scripts/setup.sh (pip install playwright)"
-    );
-}
-
 fn check(report: &Path, shots: &Path, hostile: &[&str]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/report/check.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(report)
-        .arg(shots)
-        .args(hostile)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the report failed in Chromium: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+    let mut args = vec![report.as_os_str(), shots.as_os_str()];
+    args.extend(hostile.iter().map(std::ffi::OsStr::new));
+    run_check("check.py", &args);
 }
 
 const IMG: &str = "<img src=x onerror=alert(1)>";

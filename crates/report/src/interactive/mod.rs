@@ -38,26 +38,21 @@ pub enum PageError {
 /// The data as JSON safe inside a `<script>` element: every `<` escaped
 /// (JSON allows `\u003c` anywhere a character may be), so neither
 /// `</script>` nor `<!--` can appear.
-pub fn script_safe_json(data: &ReportData) -> Result<String, serde_json::Error> {
+pub fn script_safe_json<T: serde::Serialize + ?Sized>(
+    data: &T,
+) -> Result<String, serde_json::Error> {
     let json = serde_json::to_string(data)?;
     Ok(json.replace('<', "\\u003c"))
 }
 
-/// The whole page.
-pub fn interactive_page(data: &ReportData) -> Result<String, PageError> {
-    let json = script_safe_json(data)?;
-    let script = SCRIPTS.concat();
-    let title = escape(&data.meta.title);
-    let mut out = String::with_capacity(PAGE.len() + STYLE.len() + json.len() + script.len());
-    let mut rest = PAGE;
-    // Filled in template order, splitting the template (never the inserted
-    // text, which may contain anything).
-    for (marker, value) in [
-        ("{{TITLE}}", title.as_str()),
-        ("{{STYLE}}", STYLE),
-        ("{{DATA}}", json.as_str()),
-        ("{{SCRIPT}}", script.as_str()),
-    ] {
+/// `template` with each marker replaced by its value, in template order,
+/// splitting the template (never the inserted text, which may contain
+/// anything, markers included).
+pub fn fill_template(template: &str, values: &[(&'static str, &str)]) -> Result<String, PageError> {
+    let mut out =
+        String::with_capacity(template.len() + values.iter().map(|v| v.1.len()).sum::<usize>());
+    let mut rest = template;
+    for &(marker, value) in values {
         let (before, after) = rest.split_once(marker).ok_or(PageError::Template(marker))?;
         out.push_str(before);
         out.push_str(value);
@@ -65,6 +60,22 @@ pub fn interactive_page(data: &ReportData) -> Result<String, PageError> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The whole page.
+pub fn interactive_page(data: &ReportData) -> Result<String, PageError> {
+    let json = script_safe_json(data)?;
+    let script = SCRIPTS.concat();
+    let title = escape(&data.meta.title);
+    fill_template(
+        PAGE,
+        &[
+            ("{{TITLE}}", &title),
+            ("{{STYLE}}", STYLE),
+            ("{{DATA}}", &json),
+            ("{{SCRIPT}}", &script),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! `slowlab diff A B`: reads two traces (perf.data or ETL), compares their
 //! sampled CPU with `slowlab_analyze::diff`, prints the table or JSON and
 //! writes the differential flame graph. Only wiring; the comparison and its
-//! rendering live in `analyze` and `report`.
+//! rendering live in `analyze` and `report`. Also writes the interactive
+//! page (`--html`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +11,9 @@ use anyhow::Result;
 use clap::Args;
 use slowlab_analyze::cpu::Key;
 use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
+use slowlab_analyze::diff_tree::diff_tree;
 use slowlab_analyze::select::Selection;
+use slowlab_report::diff_page::{diff_page, DiffPageData};
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::write_atomically;
 
@@ -33,6 +36,7 @@ use super::trace_input::read_trace;
 ///   slowlab diff a.data b.data --by module --top 10
 ///   slowlab diff a.data b.data --filter process=prog --inclusive
 ///   slowlab diff a.data b.data --flamegraph diff.svg  red grew, blue shrank
+///   slowlab diff a.data b.data --html diff.html       explore it in a browser
 ///   slowlab diff a.data b.data --json | jq '.functions[0]'
 ///
 /// JSON: {"key","normalize","metric","a":{"samples","duration_s"},"b":{…},
@@ -73,6 +77,10 @@ pub struct DiffArgs {
     /// of their share from A (red grew, blue shrank)
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Write one self-contained interactive page: the rows, sortable and
+    /// filterable, and a differential flame graph to zoom and search
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
     /// Print the comparison as JSON on stdout
     #[arg(long)]
     pub json: bool,
@@ -97,21 +105,17 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     } else {
         args.top.or(Some(25))
     };
-    let view = diff_view(
-        &a,
-        &b,
-        &sel,
-        DiffOptions {
-            key,
-            normalize,
-            metric: if args.inclusive {
-                Metric::Inclusive
-            } else {
-                Metric::SelfSamples
-            },
-            top,
+    let options = |top| DiffOptions {
+        key,
+        normalize,
+        metric: if args.inclusive {
+            Metric::Inclusive
+        } else {
+            Metric::SelfSamples
         },
-    );
+        top,
+    };
+    let view = diff_view(&a, &b, &sel, options(top));
     if view.a.samples == 0 || view.b.samples == 0 {
         eprintln!(
             "slowlab: warning: {} has no samples in the selection: every row is new or vanished",
@@ -128,6 +132,28 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         let title = format!("{} → {}", args.a.display(), args.b.display());
         write_atomically(p, &flamegraph_svg(&lines, &title, "samples")?)?;
         eprintln!("slowlab: wrote differential flame graph {}", p.display());
+    }
+    if let Some(p) = &args.html {
+        let (a_name, b_name) = (args.a.display().to_string(), args.b.display().to_string());
+        let title = format!("slowlab diff: {a_name} → {b_name}");
+        let tree = diff_tree(&a, &b, &sel);
+        // The page filters its rows itself: all of them unless --top says.
+        let all_rows;
+        let page_view = if args.top.is_none() && top.is_some() {
+            all_rows = diff_view(&a, &b, &sel, options(None));
+            &all_rows
+        } else {
+            &view
+        };
+        let page = diff_page(&DiffPageData {
+            title: &title,
+            a_name: &a_name,
+            b_name: &b_name,
+            view: page_view,
+            tree: &tree,
+        })?;
+        write_atomically(p, page.as_bytes())?;
+        eprintln!("slowlab: wrote {}", p.display());
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

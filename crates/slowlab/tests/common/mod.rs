@@ -1,8 +1,11 @@
 //! Helpers shared by the integration tests: the binary, whether we are
 //! root, whether perf can record here (and why not), one recording at a
 //! time, JSON from a successful run, and waiting for a `slowlab lab` child
-//! with a deadline and picking its scenario's result line.
+//! with a deadline and picking its scenario's result line; `browser`:
+//! driving a page in headless Chromium.
 #![allow(dead_code)]
+
+pub mod browser;
 
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};

@@ -1,0 +1,95 @@
+//! The interactive page of `slowlab diff A B --html FILE`: one
+//! self-contained file with the comparison's table (sortable, filterable)
+//! and a differential flame graph of the merged call tree (red grew, blue
+//! shrank; click to zoom, search to highlight and sum), drawn by `diff.js`
+//! on a canvas from the data embedded once as JSON.
+//!
+//! Same rules as the report's page (`interactive`): no request at all (the
+//! Content-Security-Policy forbids them), every trace string inserted as
+//! text, the JSON embedded with `<` escaped. It does not compute the
+//! comparison: `slowlab_analyze::diff` and `diff_tree` do.
+
+use serde::Serialize;
+use slowlab_analyze::diff::DiffView;
+use slowlab_analyze::diff_tree::DiffTree;
+
+use crate::html::escape;
+use crate::interactive::{fill_template, script_safe_json, PageError};
+
+const PAGE: &str = include_str!("page.html");
+/// The report page's style sheet, and this page's few additions.
+const STYLE: [&str; 2] = [
+    include_str!("../interactive/style.css"),
+    include_str!("diff.css"),
+];
+const SCRIPT: &str = include_str!("diff.js");
+
+/// What the page embeds.
+#[derive(Serialize)]
+pub struct DiffPageData<'a> {
+    pub title: &'a str,
+    pub a_name: &'a str,
+    pub b_name: &'a str,
+    pub view: &'a DiffView,
+    pub tree: &'a DiffTree,
+}
+
+/// The whole page.
+pub fn diff_page(data: &DiffPageData) -> Result<String, PageError> {
+    let json = script_safe_json(data)?;
+    let style = STYLE.concat();
+    fill_template(
+        PAGE,
+        &[
+            ("{{TITLE}}", &escape(data.title)),
+            ("{{STYLE}}", &style),
+            ("{{DATA}}", &json),
+            ("{{SCRIPT}}", SCRIPT),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_analyze::cpu::Key;
+    use slowlab_analyze::diff::{diff_view, DiffOptions, Metric, Normalize};
+    use slowlab_analyze::select::Selection;
+    use slowlab_model::trace::Trace;
+
+    #[test]
+    fn the_page_embeds_the_data_once_and_no_string_can_close_the_script() {
+        let t = Trace::default();
+        let view = diff_view(
+            &t,
+            &t,
+            &Selection::default(),
+            DiffOptions {
+                key: Key::Function,
+                normalize: Normalize::Total,
+                metric: Metric::SelfSamples,
+                top: None,
+            },
+        );
+        let tree = DiffTree {
+            names: vec!["</script><script>alert(1)</script>".into()],
+            name: vec![0],
+            parent: vec![-1],
+            a: vec![1],
+            b: vec![2],
+        };
+        let page = diff_page(&DiffPageData {
+            title: "a <b> → b",
+            a_name: "a.data",
+            b_name: "b.data",
+            view: &view,
+            tree: &tree,
+        })
+        .unwrap();
+        assert_eq!(page.matches("<script").count(), 2, "only the page's own");
+        assert!(page.contains("\\u003c/script>\\u003cscript>alert(1)"));
+        assert!(page.contains("<title>a &lt;b&gt; → b</title>"));
+        assert!(page.contains("default-src 'none'"));
+        assert!(!page.contains("{{"), "every marker filled");
+    }
+}
