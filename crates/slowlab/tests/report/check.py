@@ -109,8 +109,11 @@ def main():
 
         # The CPU flame graph: click a function (the third row: below "all"
         # and the processes) to zoom.
+        # Its scroll box at the top (a canvas taller than the box would
+        # otherwise be centred, its top rows scrolled out of sight).
         flame = page.locator("#cpu-flame canvas")
-        flame.evaluate("e => e.scrollIntoView({block: 'center'})")
+        page.locator("#cpu-flame .flame-scroll").evaluate(
+            "e => { e.scrollIntoView({block: 'center'}); e.scrollTop = 0; }")
         fb = flame.bounding_box()
         zoomed = ""
         for frac in (0.5, 0.25, 0.75, 0.1, 0.9):
