@@ -10,8 +10,7 @@
 //! same trace with a time range. Skips without perf; a missing Chromium,
 //! Python or Playwright fails (`scripts/setup.sh` installs them).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 mod common;
 use common::browser::{require_browser, run_check, screenshot_dir};
