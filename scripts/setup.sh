@@ -71,6 +71,60 @@ if ! python3 -c 'import playwright.sync_api' >/dev/null 2>&1; then
   fi
 fi
 
+# PySpark reads `slowlab export`'s Parquet in local mode in the fleet test
+# (crates/slowlab/tests/fleet.rs), on the machine's Java (installed here
+# when missing). Only the Python package.
+if ! python3 -c 'import pyspark' >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
+  if ! command -v java >/dev/null 2>&1; then
+    echo "setup: installing openjdk-17-jre-headless (PySpark's JVM) (log: $log)" >&2
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >>"$log" 2>&1; then
+      echo "setup: apt-get install openjdk-17-jre-headless failed; the last lines of $log:" >&2
+      tail -n 5 "$log" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: pip install pyspark (the fleet export's Spark check) (log: $log)" >&2
+  if ! python3 -m pip install -q pyspark >>"$log" 2>&1 &&
+    ! python3 -m pip install -q --break-system-packages pyspark >>"$log" 2>&1; then
+    echo "setup: pip install pyspark failed; the last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+    exit 1
+  fi
+fi
+
+# DuckDB's prebuilt shared library for `slowlab fleet` (the duckdb crate
+# links it: no C++ compile): libduckdb.so 1.5.6 from the npm package of
+# DuckDB's Node bindings, installed where the linker and ld.so look.
+duckdb_lib=/usr/lib/x86_64-linux-gnu/libduckdb.so
+if [ "$(uname -m)" = x86_64 ] && [ ! -e "$duckdb_lib" ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing npm (fetches libduckdb.so) (log: $log)" >&2
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >>"$log" 2>&1; then
+      echo "setup: apt-get install npm failed; the last lines of $log:" >&2
+      tail -n 5 "$log" >&2
+      exit 1
+    fi
+  fi
+  echo "setup: installing libduckdb.so 1.5.6 (slowlab fleet's query engine, 24 MB download) (log: $log)" >&2
+  duck_tmp=$(mktemp -d)
+  if ! (cd "$duck_tmp" && npm pack -q @duckdb/node-bindings-linux-x64@1.5.6-r.1 >>"$log" 2>&1 &&
+    tar -xzf duckdb-node-bindings-linux-x64-1.5.6-r.1.tgz package/libduckdb.so) ||
+    ! $sudo install -m 0644 "$duck_tmp/package/libduckdb.so" "$duckdb_lib" ||
+    ! $sudo ldconfig; then
+    rm -rf "$duck_tmp"
+    echo "setup: installing libduckdb.so failed (or build with --no-default-features: no slowlab fleet queries); the last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+    exit 1
+  fi
+  rm -rf "$duck_tmp"
+elif [ "$(uname -m)" != x86_64 ]; then
+  echo "setup: no prebuilt libduckdb.so for $(uname -m) here: build slowlab with --no-default-features (export works; fleet queries need DuckDB)" >&2
+fi
+
 # lld-link (with clang, from the package list) rebuilds the PDB test
 # fixture, crates/etl/tests/fixtures/pdb/build.sh; the tests use the
 # committed files, so a failure here is only a notice.

@@ -31,6 +31,8 @@ enum Command {
     Diff(cmd::diff::DiffArgs),
     Doctor(cmd::doctor::DoctorArgs),
     Import(cmd::import::ImportArgs),
+    Export(cmd::export::ExportArgs),
+    Fleet(cmd::fleet::FleetArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
     Child(cmd::child::ChildArgs),
@@ -47,6 +49,8 @@ fn main() {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Import(args) => cmd::import::run(args),
+        Command::Export(args) => cmd::export::run(args),
+        Command::Fleet(args) => cmd::fleet::run(args),
         Command::Child(args) => cmd::child::run(args),
     };
     match result {

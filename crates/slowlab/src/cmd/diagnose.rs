@@ -63,6 +63,11 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "FILE.json[.gz]")]
     fxprof: Option<PathBuf>,
 
+    /// Also export the trace and its findings as Parquet fleet tables
+    /// under DIR (as `slowlab export` does)
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+
     /// The command to run while recording
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -91,6 +96,16 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
         args.fxprof.as_deref(),
         &mut warnings,
     )?;
+    if let Some(dir) = &args.parquet {
+        let traces = [(trace_path.clone(), Some(report.analysis.findings.clone()))];
+        let opts = super::export::ExportOptions {
+            dir,
+            host: None,
+            run: None,
+            symbolize: true,
+        };
+        super::export::export_traces(&traces, &opts)?;
+    }
     let say = |text: &str| {
         if args.json {
             eprint!("{text}");

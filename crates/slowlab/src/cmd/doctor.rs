@@ -81,6 +81,11 @@ pub struct DoctorArgs {
     /// Samples per second per CPU while recording
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     freq: u32,
+
+    /// Also export the recording and the findings as Parquet fleet tables
+    /// under DIR (as `slowlab export` does)
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -103,13 +108,27 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     let trace = record(&args, &trace_dir.path);
     let after = Snapshot::take(root);
     let elapsed = started.elapsed().as_secs_f64();
-    let recorded = trace.and_then(|path| detect(&path));
+    let recorded = trace.clone().and_then(|path| detect(&path));
     let report = judge(
         &before,
         &after,
         elapsed,
         recorded.as_deref().map_err(String::as_str),
     );
+    if let Some(dir) = &args.parquet {
+        match &trace {
+            Ok(path) => super::export::export_traces(
+                &[(path.clone(), Some(report.findings.clone()))],
+                &super::export::ExportOptions {
+                    dir,
+                    host: None,
+                    run: None,
+                    symbolize: true,
+                },
+            )?,
+            Err(why) => eprintln!("slowlab doctor: warning: nothing exported: {why}"),
+        }
+    }
     if let Some(p) = &args.html {
         write_atomically(p, doctor_html(&report).as_bytes())?;
         eprintln!("slowlab doctor: wrote {}", p.display());

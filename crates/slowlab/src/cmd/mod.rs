@@ -6,6 +6,8 @@ pub mod child;
 pub mod diagnose;
 pub mod diff;
 pub mod doctor;
+pub mod export;
+pub mod fleet;
 pub mod import;
 pub mod lab;
 pub mod lab_profile;
