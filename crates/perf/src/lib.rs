@@ -106,9 +106,12 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     // SAFETY: the map is read-only and private to this process. If another
     // process truncates the file while we read, we may get SIGBUS — the
     // same contract every mmap-based reader (perf included) accepts.
-    // `populate`: the whole file is read anyway; one call maps it all
-    // instead of a page fault per 64 KiB.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(open_err)?;
+    // Not populated: the pages of records already read are given back as
+    // the reading moves on (`release` below), so that the memory the file
+    // takes stays a window of it, however big it is. `WillNeed` starts the
+    // disk reading the whole file (into the page cache, not this process).
+    let map = unsafe { memmap2::MmapOptions::new().map(&f) }.map_err(open_err)?;
+    let _ = map.advise(memmap2::Advice::WillNeed);
     // Kallsyms first, on its own thread, read while the records are: the
     // copy `perf record` saved for the trace's kernel if it is there (a
     // file), else /proc/kallsyms (the kernel needs tens of milliseconds of
@@ -158,6 +161,7 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
             let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
         },
         &mut |trace| early.round(trace, preload.clone()),
+        &mut |from, to| release(&map, from, to),
     );
     drop(tx);
     let mut trace = read?;
@@ -172,6 +176,23 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     };
     symbolize::symbolize_with(&mut trace, kernel, &preload, Some(early), progress);
     Ok(trace)
+}
+
+/// Gives back the pages of `map[from..to]` (those wholly inside it): the
+/// reader will not look at them again. They stay in the page cache, so a
+/// stray read costs a minor fault, never a wrong byte.
+fn release(map: &memmap2::Mmap, from: usize, to: usize) {
+    const PAGE: usize = 4096;
+    let (from, to) = (from.next_multiple_of(PAGE), to.min(map.len()) / PAGE * PAGE);
+    if to > from {
+        // SAFETY: the map is a private, read-only mapping of a file: after
+        // MADV_DONTNEED its pages read the file's bytes again (the same
+        // bytes, under the contract of the map above), so every slice of it
+        // stays valid.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
 }
 
 /// Everything [`read_file`] does with a perf.data image that reads nothing

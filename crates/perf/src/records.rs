@@ -78,6 +78,9 @@ impl Endian {
     }
 }
 
+/// Bytes of records walked between two calls of the index's `release`.
+pub(crate) const RELEASE_STEP: usize = 8 << 20;
+
 /// One record of the index. Sorting by `(time, loc)` gives time order, and
 /// file order among records with the same time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,7 +91,7 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn new(time: u64, pos: usize, unzipped: bool, attr: usize) -> Entry {
+    pub(crate) fn new(time: u64, pos: usize, unzipped: bool, attr: usize) -> Entry {
         Entry {
             time,
             loc: (pos as u64) << 17 | (unzipped as u64) << 16 | (attr as u64 & 0xffff),
@@ -96,6 +99,11 @@ impl Entry {
     }
     pub fn attr(self) -> usize {
         (self.loc & 0xffff) as usize
+    }
+    /// Where the record lies in the file; `None` for a record that came
+    /// out of a compressed one (it lies in memory of the reader's own).
+    pub fn file_pos(self) -> Option<usize> {
+        (!self.unzipped()).then(|| self.pos())
     }
     fn pos(self) -> usize {
         (self.loc >> 17) as usize
@@ -128,7 +136,17 @@ pub(crate) struct Records<'a> {
 
 impl<'a> Records<'a> {
     /// Indexes the records in `data[start..end]` and sorts them by time.
-    pub fn index(data: &'a [u8], start: usize, end: usize, e: Endian, attrs: &AttrOf) -> Self {
+    /// `release(from, to)` is called as the walk leaves bytes behind (every
+    /// [`RELEASE_STEP`] bytes), so that a mapped file's pages can be given
+    /// back while the rest is walked.
+    pub fn index(
+        data: &'a [u8],
+        start: usize,
+        end: usize,
+        e: Endian,
+        attrs: &AttrOf,
+        release: &mut dyn FnMut(usize, usize),
+    ) -> Self {
         let end = end.min(data.len());
         let mut entries = Vec::with_capacity(end.saturating_sub(start) / 96);
         let mut w = Walk {
@@ -141,7 +159,7 @@ impl<'a> Records<'a> {
             big: e.big,
             ..Unzip::default()
         };
-        let mut stopped = w.walk(data, start, end, &mut entries, &mut unzip);
+        let mut stopped = w.walk(data, start, end, &mut entries, &mut unzip, release);
         // Compressed records hold runs of records, and one record may
         // straddle two of them: decompress all, then index the result.
         let (unzipped, error) = unzip.finish();
@@ -206,9 +224,15 @@ impl Walk<'_> {
         end: usize,
         out: &mut Vec<Entry>,
         unzip: &mut Unzip,
+        release: &mut dyn FnMut(usize, usize),
     ) -> Option<String> {
         let mut pos = start;
+        let mut released = start;
         while pos < end {
+            if pos - released >= RELEASE_STEP {
+                release(released, pos);
+                released = pos;
+            }
             let Some(size) = self.e.u16(buf, pos + 6).map(usize::from) else {
                 return Some(format!(
                     "{} bytes at the end do not hold a record header",
@@ -253,6 +277,7 @@ impl Walk<'_> {
             }
             pos = next;
         }
+        release(released, end);
         None
     }
 
@@ -419,8 +444,13 @@ mod tests {
         let layout = Layout::new(ST, 0, true);
         let attrs = AttrOf::new(vec![(layout, vec![])]);
         let e = Endian::default();
-        let r = Records::index(&data, 0, data.len(), e, &attrs);
+        let mut released = Vec::new();
+        let r = Records::index(&data, 0, data.len(), e, &attrs, &mut |a, b| {
+            released.push((a, b))
+        });
         assert!(r.stopped.is_none());
+        // The walk gives back every byte it walked, once.
+        assert_eq!(released, vec![(0, data.len())]);
         assert_eq!(r.walked, 4);
         let times: Vec<u64> = r.entries.iter().map(|x| x.time).collect();
         assert_eq!(times, vec![100, 200, 300]);
@@ -439,7 +469,14 @@ mod tests {
         let good = data.len();
         data.extend_from_slice(&[9, 0, 0, 0, 0, 0, 200, 0]);
         let attrs = AttrOf::new(vec![(Layout::new(ST, 0, true), vec![])]);
-        let r = Records::index(&data, 0, data.len(), Endian::default(), &attrs);
+        let r = Records::index(
+            &data,
+            0,
+            data.len(),
+            Endian::default(),
+            &attrs,
+            &mut |_, _| {},
+        );
         assert_eq!(r.entries.len(), 1);
         assert!(r.stopped.is_some());
         // A sample whose callchain claims more than the body holds.

@@ -24,7 +24,7 @@ use crate::{guard, Error, ProgressFn};
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
-    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {})
+    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {}, &mut |_, _| {})
 }
 
 /// The build id of the kernel a perf.data file was recorded on, from its
@@ -46,12 +46,15 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// each user binary when its first frame is read (so its symbols can be
 /// fetched meanwhile), and `checkpoint(trace so far)` when half and when
 /// four fifths of the records are read (so the frames so far can be named
-/// meanwhile).
+/// meanwhile), and `release(from, to)` for each stretch of `data` that will
+/// not be read again (so that a mapped file's pages can be given back: the
+/// memory then stays flat however big the file; see [`release_marks`]).
 pub(crate) fn read_bytes_with(
     data: &[u8],
     progress: ProgressFn,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     checkpoint: &mut dyn FnMut(&Trace),
+    release: &mut dyn FnMut(usize, usize),
 ) -> Result<Trace, Error> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
@@ -132,14 +135,21 @@ pub(crate) fn read_bytes_with(
     let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
     let end =
         usize::try_from(repair.data_offset.saturating_add(repair.data_size)).unwrap_or(usize::MAX);
-    let recs = Records::index(data, start, end, e, &ctx.attrs);
+    let recs = Records::index(data, start, end, e, &ctx.attrs, release);
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
     b.reserve(recs.entries.len(), end.saturating_sub(start));
     let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
+    let marks = release_marks(&recs.entries, end);
+    let mut released = start;
     for (i, &entry) in recs.entries.iter().enumerate() {
-        if i % (1 << 15) == 0 {
+        if i % RELEASE_EVERY == 0 {
             progress("read", i as u64, n);
+            let low = marks[i / RELEASE_EVERY];
+            if low > released {
+                release(released, low);
+                released = low;
+            }
         }
         if checkpoints.contains(&i) {
             b.flush();
@@ -156,6 +166,9 @@ pub(crate) fn read_bytes_with(
         }
     }
     progress("read", n, n);
+    if end > released {
+        release(released, end);
+    }
     if let Some(why) = recs.stopped {
         b.t.stats.warnings.push(format!(
             "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
@@ -163,6 +176,28 @@ pub(crate) fn read_bytes_with(
         ));
     }
     Ok(finish(b))
+}
+
+/// Records read between two looks at what can be released.
+const RELEASE_EVERY: usize = 1 << 15;
+
+/// For each run of [`RELEASE_EVERY`] records of the time-ordered index,
+/// where the lowest of the records from that run on lies in the file (or
+/// `end`): everything below it is read. perf writes records in rounds of
+/// per-CPU buffers, so time order stays close to file order and the mark
+/// follows the reading closely.
+fn release_marks(entries: &[crate::records::Entry], end: usize) -> Vec<usize> {
+    let mut marks = vec![end; entries.len().div_ceil(RELEASE_EVERY)];
+    let mut low = end;
+    for (i, entry) in entries.iter().enumerate().rev() {
+        if let Some(pos) = entry.file_pos() {
+            low = low.min(pos);
+        }
+        if i % RELEASE_EVERY == 0 {
+            marks[i / RELEASE_EVERY] = low;
+        }
+    }
+    marks
 }
 
 /// A perf header string list: `u32 count`, then `count` times `u32 len`
@@ -220,6 +255,34 @@ fn finish(mut b: Builder) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_marks_never_pass_a_record_still_to_read() {
+        use crate::records::Entry;
+        // Time order with one record far behind in the file (position 10,
+        // read last) and one from decompressed data (not in the file).
+        let n = RELEASE_EVERY * 3;
+        let mut entries: Vec<Entry> = (0..n)
+            .map(|i| Entry::new(i as u64, 1000 + i * 100, i == 5, 0))
+            .collect();
+        entries[n - 1] = Entry::new(n as u64, 10, false, 0);
+        let end = 1000 + n * 100;
+        let marks = release_marks(&entries, end);
+        assert_eq!(marks.len(), 3);
+        for (block, &mark) in marks.iter().enumerate() {
+            let still_to_read = entries[block * RELEASE_EVERY..]
+                .iter()
+                .filter_map(|e| e.file_pos())
+                .min()
+                .unwrap_or(end);
+            assert_eq!(mark, still_to_read);
+        }
+        assert_eq!(marks[2], 10);
+        // Without the straggler the marks follow the reading.
+        entries[n - 1] = Entry::new(n as u64, 1000 + (n - 1) * 100, false, 0);
+        let marks = release_marks(&entries, end);
+        assert_eq!(marks[1], 1000 + RELEASE_EVERY * 100);
+    }
 
     #[test]
     fn the_kernel_build_id_is_read_from_the_header() {
