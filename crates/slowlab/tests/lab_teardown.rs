@@ -63,7 +63,15 @@ fn start(tag: &str, args: &[&str]) -> Child {
 }
 
 fn assert_no_holder_left(tag: &str, seen: &[u32]) {
-    let left = holders(tag);
+    // Killed holders take a while to go: each one's network namespace is
+    // torn down under the global lock this scenario is about, one after
+    // the other. Gone within the deadline is not left behind.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut left = holders(tag);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = holders(tag);
+    }
     assert!(left.is_empty(), "holder processes left behind: {left:?}");
     for pid in seen {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
