@@ -148,17 +148,26 @@ pub fn diff_view(a: &Trace, b: &Trace, sel: &Selection, opts: DiffOptions) -> Di
             .total_cmp(&x.delta)
             .then_with(|| (&x.name, &x.module).cmp(&(&y.name, &y.module)))
     });
-    let keep = opts.top.unwrap_or(usize::MAX).min(rows.len());
-    let omitted_rows = rows.len() - keep;
-    rows.truncate(keep);
     DiffView {
         key: opts.key,
         normalize: opts.normalize,
         metric: opts.metric,
         a: side_a,
         b: side_b,
-        omitted_rows,
+        omitted_rows: 0,
         functions: rows,
+    }
+    .keep_top(opts.top)
+}
+
+impl DiffView {
+    /// The first `top` rows (the most grown), counting the others in
+    /// `omitted_rows`; all of them when `None`.
+    pub fn keep_top(mut self, top: Option<usize>) -> Self {
+        let keep = top.unwrap_or(usize::MAX).min(self.functions.len());
+        self.omitted_rows += self.functions.len() - keep;
+        self.functions.truncate(keep);
+        self
     }
 }
 

@@ -1,7 +1,7 @@
 //! The merged call tree of two traces' sampled CPU, which the interactive
 //! diff page draws as a differential flame graph: one node per distinct
 //! call path (process; outermost; …; innermost, as in the folded stacks of
-//! [`differential_lines`]) with A's and B's self samples, A scaled to B's
+//! [`differential_lines`](crate::diff::differential_lines)) with A's and B's self samples, A scaled to B's
 //! total so that a path whose share did not change has equal weights.
 //!
 //! Columnar (names interned once, parents before children) so that the
@@ -10,10 +10,6 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use slowlab_model::trace::Trace;
-
-use crate::diff::differential_lines;
-use crate::select::Selection;
 
 /// Node `i` is the path `name[i]` called from `parent[i]` (-1 for a root: a
 /// process); `a[i]` and `b[i]` are the samples with exactly that path.
@@ -29,12 +25,13 @@ pub struct DiffTree {
     pub b: Vec<u64>,
 }
 
-/// The merged tree of `a` and `b` under the same selection.
-pub fn diff_tree(a: &Trace, b: &Trace, sel: &Selection) -> DiffTree {
+/// The merged tree of two traces' folded stacks, as
+/// [`differential_lines`](crate::diff::differential_lines) gives them.
+pub fn diff_tree(lines: &[String]) -> DiffTree {
     let mut tree = DiffTree::default();
     let mut name_ix: HashMap<String, u32> = HashMap::new();
     let mut node_ix: HashMap<(i32, u32), usize> = HashMap::new();
-    for line in differential_lines(a, b, sel) {
+    for line in lines {
         let mut fields = line.rsplitn(3, ' ');
         let (Some(nb), Some(na), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
             continue;
@@ -71,6 +68,8 @@ pub fn diff_tree(a: &Trace, b: &Trace, sel: &Selection) -> DiffTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::differential_lines;
+    use crate::select::Selection;
     use crate::testutil::{grown_trace, small_trace};
 
     fn path(t: &DiffTree, mut ix: usize) -> String {
@@ -87,7 +86,7 @@ mod tests {
     fn paths_merge_into_one_tree_with_both_weights() {
         let a = small_trace();
         let b = grown_trace(6, 10);
-        let t = diff_tree(&a, &b, &Selection::default());
+        let t = diff_tree(&differential_lines(&a, &b, &Selection::default()));
         assert!(t.parent.iter().enumerate().all(|(i, &p)| p < i as i32));
         // Each path once, shared prefixes shared.
         let paths: Vec<String> = (0..t.name.len()).map(|i| path(&t, i)).collect();

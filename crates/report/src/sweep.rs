@@ -196,7 +196,8 @@ const TOO_FEW_NAMES: usize = 5;
 /// as N^2.01 [1.96–2.05] and is 78% of the cost at n=8000; `lin_part`
 /// N^1.00": the first function of `functions` (where the growth lives)
 /// when it grows super-linearly (else the fastest-growing one, with its
-/// open verdict), and the linear function with the largest own share. Judged on self cost when that grows, else on inclusive cost.
+/// open verdict), and the linear function with the largest own share.
+/// Judged on self cost when that grows, else on inclusive cost.
 pub fn functions_headline(r: &SweepResult) -> String {
     let max_n = r.sizes.last().copied().unwrap_or(0);
     let mut parts = Vec::new();

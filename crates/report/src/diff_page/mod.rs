@@ -16,7 +16,9 @@ use slowlab_analyze::diff_tree::DiffTree;
 use crate::html::escape;
 use crate::interactive::{fill_template, script_safe_json, PageError};
 
-const PAGE: &str = include_str!("page.html");
+/// The report's page template: the same head (the policy forbidding every
+/// request), the same markers.
+const PAGE: &str = include_str!("../interactive/page.html");
 /// The report page's style sheet, and this page's few additions.
 const STYLE: [&str; 2] = [
     include_str!("../interactive/style.css"),

@@ -105,7 +105,9 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     } else {
         args.top.or(Some(25))
     };
-    let options = |top| DiffOptions {
+    // The page filters its rows itself: it gets all of them unless --top
+    // says otherwise; the terminal the first 25 by default.
+    let options = DiffOptions {
         key,
         normalize,
         metric: if args.inclusive {
@@ -113,9 +115,14 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         } else {
             Metric::SelfSamples
         },
-        top,
+        top: args.top,
     };
-    let view = diff_view(&a, &b, &sel, options(top));
+    let all_rows = diff_view(&a, &b, &sel, options);
+    let (view, page_view) = if args.html.is_some() {
+        (all_rows.clone().keep_top(top), Some(all_rows))
+    } else {
+        (all_rows.keep_top(top), None)
+    };
     if view.a.samples == 0 || view.b.samples == 0 {
         eprintln!(
             "slowlab: warning: {} has no samples in the selection: every row is new or vanished",
@@ -127,24 +134,21 @@ pub fn run(args: DiffArgs) -> Result<i32> {
             .display()
         );
     }
+    // The merged folded stacks, for the flame graph and the page's tree.
+    let lines = if args.flamegraph.is_some() || args.html.is_some() {
+        differential_lines(&a, &b, &sel)
+    } else {
+        Vec::new()
+    };
     if let Some(p) = &args.flamegraph {
-        let lines = differential_lines(&a, &b, &sel);
         let title = format!("{} → {}", args.a.display(), args.b.display());
         write_atomically(p, &flamegraph_svg(&lines, &title, "samples")?)?;
         eprintln!("slowlab: wrote differential flame graph {}", p.display());
     }
-    if let Some(p) = &args.html {
+    if let (Some(p), Some(page_view)) = (&args.html, &page_view) {
         let (a_name, b_name) = (args.a.display().to_string(), args.b.display().to_string());
         let title = format!("slowlab diff: {a_name} → {b_name}");
-        let tree = diff_tree(&a, &b, &sel);
-        // The page filters its rows itself: all of them unless --top says.
-        let all_rows;
-        let page_view = if args.top.is_none() && top.is_some() {
-            all_rows = diff_view(&a, &b, &sel, options(None));
-            &all_rows
-        } else {
-            &view
-        };
+        let tree = diff_tree(&lines);
         let page = diff_page(&DiffPageData {
             title: &title,
             a_name: &a_name,
