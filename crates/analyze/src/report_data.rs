@@ -1,8 +1,8 @@
 //! Everything the interactive `report.html` shows, as one serializable
 //! value: the trace's processes and threads, its CPU samples, thread state
-//! spans, page faults and syscalls as compact columns (see
-//! [`events`](self::events) and [`tables`](self::tables)), the critical path
-//! with its segments placed on the trace's clock and its threads, and the
+//! spans, page faults and syscalls as compact columns (see `events` and
+//! `tables`), the critical path with its segments placed on the trace's
+//! clock and its threads, and the
 //! findings each with the time range and threads they are about.
 //!
 //! Times are microseconds after the trace start. The page filters by time
