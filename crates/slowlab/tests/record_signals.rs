@@ -7,9 +7,11 @@
 //! minute of `--ring 3` under a busy file workload keeps every file it
 //! writes bounded while its snapshots hold 2–5 s.
 //!
-//! Real recordings hold `one_recording_at_a_time()`; the tests with a fake
-//! perf (a script that ignores the signals) record nothing and run beside
-//! them. Each skips with its reason where perf cannot record.
+//! Every test holds `one_recording_at_a_time()`, also those with a fake
+//! perf (a script that ignores the signals), which record nothing: their
+//! slowlab and their polling of /proc make system-wide events, enough to
+//! shorten a real recording's ring snapshots beside them from 2.7 s to
+//! 1.7 s. Each skips with its reason where perf cannot record.
 
 mod common;
 
@@ -306,6 +308,7 @@ fn stubborn_perf(dir: &Path) -> String {
 #[test]
 fn a_second_signal_kills_a_perf_that_does_not_stop_and_says_what_was_kept() {
     require_perf!();
+    let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = stubborn_perf(dir.path());
     let trace = dir.path().join("s.data");
@@ -340,6 +343,7 @@ fn a_second_signal_kills_a_perf_that_does_not_stop_and_says_what_was_kept() {
 #[test]
 fn a_perf_that_does_not_finish_is_killed_after_the_grace_period() {
     require_perf!();
+    let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = stubborn_perf(dir.path());
     let trace = dir.path().join("g.data");
