@@ -570,14 +570,23 @@ fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
 
 /// Threads that each stat a missing name 60 times every 5 ms: a steady
 /// rate of syscall events (most of the trace's, ~50,000 a second) that
-/// does not depend on how much CPU is free.
+/// does not depend on how much CPU is free. Thread `i` is pinned to CPU
+/// `i` (modulo the CPUs): a snapshot holds the span of its busiest CPU,
+/// and two threads left to share one CPU halve that CPU's span.
 fn steady_stats(
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<()>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (0..2)
-        .map(|_| {
+        .map(|i| {
             let stop = std::sync::Arc::clone(stop);
             std::thread::spawn(move || {
+                // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(i % cpus, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+                }
                 let name =
                     std::ffi::CString::new("/nonexistent/slowlab-ring-test").expect("no NUL");
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
