@@ -9,9 +9,9 @@
 //!
 //! Every test holds `one_recording_at_a_time()`, also those with a fake
 //! perf (a script that ignores the signals), which record nothing: their
-//! slowlab and their polling of /proc make system-wide events, enough to
-//! shorten a real recording's ring snapshots beside them from 2.7 s to
-//! 1.7 s. Each skips with its reason where perf cannot record.
+//! slowlab and their polling of /proc would land in a real system-wide
+//! recording beside them. Each skips with its reason where perf cannot
+//! record.
 
 mod common;
 
