@@ -6,7 +6,12 @@
 //! - the path time spent in lock waits — followed into the thread that
 //!   released the lock (the holder: the waker), or left as a lock wait when
 //!   the holder could not be followed — is at least [`MIN_PATH_SHARE`] of
-//!   the root's wall time and 20 ms;
+//!   the root's wall time and 20 ms. Time the holder spent runnable is not
+//!   counted: a holder waiting for a CPU makes every wait look like a
+//!   queue, and that time is `cpu-starvation`'s (seen on a loaded machine,
+//!   where rustc's threads waiting for each other through Rust's futex-based
+//!   channels — whose user stacks end in `syscall`, like a mutex's — were
+//!   blamed on a lock);
 //! - at least [`MIN_WAITERS`] distinct threads queued: threads of the
 //!   root's process tree blocked on locks for at least [`MIN_WAITER_SHARE`]
 //!   of the root's wall time, or waiting on a lock on the path (one thread
@@ -38,7 +43,7 @@ pub const MIN_WAITER_SHARE: f64 = 0.10;
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let path = &rp.path;
     let is_lock = |s: &slowlab_model::critical_path::Segment| {
-        s.via == Some(WaitKind::Lock)
+        (s.via == Some(WaitKind::Lock) && s.state != SegmentState::Runnable)
             || (s.state == SegmentState::Blocked && s.kind == Some(WaitKind::Lock))
     };
     let mut path_s = 0.0;
@@ -190,6 +195,23 @@ mod tests {
     /// start. The last one ends the main thread's wait by exiting (a join)
     /// or, with `main_locks`, by releasing a lock the main thread waits on.
     fn queue(workers: i32, main_locks: bool) -> slowlab_model::trace::Trace {
+        queue_holding(workers, main_locks, Holding::Sleeping)
+    }
+
+    /// What each worker does while it holds the mutex.
+    #[derive(PartialEq)]
+    enum Holding {
+        /// Sleeps 40 ms (blocked; a timer wakes it).
+        Sleeping,
+        /// Is preempted for 40 ms (runnable: the machine's CPUs are busy).
+        Preempted,
+    }
+
+    fn queue_holding(
+        workers: i32,
+        main_locks: bool,
+        holding: Holding,
+    ) -> slowlab_model::trace::Trace {
         let mut b = TraceBuilder::default();
         let main = b.process(10, "app");
         let end = ms(2 + 41 * workers as u64);
@@ -212,9 +234,14 @@ mod tests {
         let mut t = ms(1);
         for i in 0..workers {
             let tid = 11 + i;
-            b.switch(t + 100, 0, tid, 1, 0, sleep); // holds the lock, sleeps
-            t += ms(40);
-            b.waking(t, 0, threads[0], tid, timer);
+            if holding == Holding::Sleeping {
+                b.switch(t + 100, 0, tid, 1, 0, sleep); // holds the lock, sleeps
+                t += ms(40);
+                b.waking(t, 0, threads[0], tid, timer);
+            } else {
+                b.switch(t + 100, 0, tid, 0, 0, None); // holds it, preempted
+                t += ms(40);
+            }
             b.switch(t + 10, 0, 0, 0, tid, None);
             if i + 1 < workers {
                 b.waking(t + 20, 0, threads[i as usize], tid + 1, release);
@@ -251,6 +278,20 @@ mod tests {
         let doing = f.evidence["holder_doing"].as_str().unwrap();
         assert!(doing.starts_with("sleeping"), "{doing}");
         assert!(f.evidence["share_of_wall"].as_f64().unwrap() > 0.5, "{f:?}");
+    }
+
+    #[test]
+    fn holders_waiting_for_a_cpu_are_not_lock_contention() {
+        // The same queue, but each holder is preempted rather than asleep:
+        // the waits are as long, and a CPU, not the lock, is what is short.
+        let t = queue_holding(3, false, Holding::Preempted);
+        let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
+        assert!(
+            rp.path.breakdown.runnable > 0.05,
+            "the path runs through the runnable holders: {:?}",
+            rp.path.breakdown
+        );
+        assert!(findings(&t).is_empty(), "{:?}", findings(&t));
     }
 
     #[test]
