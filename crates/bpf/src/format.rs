@@ -45,6 +45,7 @@ use std::path::Path;
 
 use crate::error::BpfError;
 use crate::syscall::Syscall;
+use slowlab_model::le::{u16_at, u32_at, u64_at};
 
 /// The file's first 8 bytes.
 pub const MAGIC: [u8; 8] = *b"SLPATHS\0";
@@ -315,22 +316,6 @@ pub(crate) fn record_head(
 pub fn read_paths(file: &Path) -> Result<PathLog, BpfError> {
     let bytes = fs::read(file).map_err(|e| BpfError::io(file, e))?;
     parse_paths(&bytes, file)
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 /// Parses the bytes of a capture file; `name` is only used in errors. See [`read_paths`].

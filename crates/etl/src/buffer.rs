@@ -12,6 +12,7 @@
 
 use crate::header::{self, EventHeader, HeaderProblem};
 use crate::lz77;
+use slowlab_model::le::{u16_at, u32_at};
 
 /// Length of `WMI_BUFFER_HEADER`.
 pub const BUFFER_HEADER_LEN: usize = 0x48;
@@ -54,13 +55,6 @@ pub struct Buffers {
     pub data: Vec<Vec<u8>>,
     pub events: Vec<Event>,
     pub stats: BufferStats,
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// Reads every buffer of `file` and the events in them, merged in time order.

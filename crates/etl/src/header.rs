@@ -10,6 +10,7 @@
 //! name events ([`crate::names`]) or decode payloads ([`crate::kernel`]).
 
 use crate::guid::Guid;
+use slowlab_model::le::{get_i64, get_u16, get_u32};
 
 /// Marker bit that every ETW event header has in its fourth byte.
 const TRACE_HEADER_FLAG: u8 = 0x80;
@@ -61,16 +62,6 @@ pub enum HeaderProblem {
     Corrupt,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn i64_at(b: &[u8], at: usize) -> Option<i64> {
-    Some(i64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// A field of a header, or `Truncated` when the buffer ends before it.
 fn t<T>(o: Option<T>) -> Result<T, HeaderProblem> {
     o.ok_or(HeaderProblem::Truncated)
@@ -95,23 +86,23 @@ pub fn read(b: &[u8]) -> Result<EventHeader, HeaderProblem> {
         // SYSTEM_TRACE_HEADER (system: 32 bytes with CPU times; compact: 24)
         // and PERFINFO_TRACE_HEADER (16 bytes, no thread or process).
         0x01..=0x04 | 0x10 | 0x11 => {
-            let size = t(u16_at(b, 4))? as usize;
-            let hook = t(u16_at(b, 6))?;
-            let version = t(u16_at(b, 0))?;
+            let size = t(get_u16(b, 4))? as usize;
+            let hook = t(get_u16(b, 6))?;
+            let version = t(get_u16(b, 0))?;
             let (header_len, tid, pid, time) = match kind {
                 0x01 | 0x02 => (
                     32,
-                    id(t(u32_at(b, 8))?),
-                    id(t(u32_at(b, 12))?),
-                    t(i64_at(b, 16))?,
+                    id(t(get_u32(b, 8))?),
+                    id(t(get_u32(b, 12))?),
+                    t(get_i64(b, 16))?,
                 ),
                 0x03 | 0x04 => (
                     24,
-                    id(t(u32_at(b, 8))?),
-                    id(t(u32_at(b, 12))?),
-                    t(i64_at(b, 16))?,
+                    id(t(get_u32(b, 8))?),
+                    id(t(get_u32(b, 12))?),
+                    t(get_i64(b, 16))?,
                 ),
-                _ => (16, None, None, t(i64_at(b, 8))?),
+                _ => (16, None, None, t(get_i64(b, 8))?),
             };
             EventHeader {
                 source: Source::Kernel {
@@ -135,15 +126,15 @@ pub fn read(b: &[u8]) -> Result<EventHeader, HeaderProblem> {
         // EVENT_TRACE_HEADER (full, 48 bytes) and the instance header with
         // its GUIDs inline (72 bytes).
         0x0a | 0x14 | 0x0b | 0x15 => {
-            let size = t(u16_at(b, 0))? as usize;
+            let size = t(get_u16(b, 0))? as usize;
             let guid = Guid::from_le(t(b.get(24..40))?);
             EventHeader {
                 source: Source::Classic { guid },
                 opcode: b.get(4).copied().ok_or(Truncated)?,
-                version: t(u16_at(b, 6))?,
-                time: t(i64_at(b, 16))?,
-                tid: id(t(u32_at(b, 8))?),
-                pid: id(t(u32_at(b, 12))?),
+                version: t(get_u16(b, 6))?,
+                time: t(get_i64(b, 16))?,
+                tid: id(t(get_u32(b, 8))?),
+                pid: id(t(get_u32(b, 12))?),
                 pointer_size: if matches!(kind, 0x0a | 0x0b) { 4 } else { 8 },
                 header_len: if matches!(kind, 0x0a | 0x14) { 48 } else { 72 },
                 size,
@@ -152,8 +143,8 @@ pub fn read(b: &[u8]) -> Result<EventHeader, HeaderProblem> {
         }
         // EVENT_HEADER (80 bytes), then extended data items, then the payload.
         0x12 | 0x13 => {
-            let size = t(u16_at(b, 0))? as usize;
-            let flags = t(u16_at(b, 4))?;
+            let size = t(get_u16(b, 0))? as usize;
+            let flags = t(get_u16(b, 4))?;
             let guid = Guid::from_le(t(b.get(24..40))?);
             let ext = if flags & EVENT_HEADER_FLAG_EXTENDED_INFO != 0 {
                 Some((
@@ -166,14 +157,14 @@ pub fn read(b: &[u8]) -> Result<EventHeader, HeaderProblem> {
             EventHeader {
                 source: Source::Manifest {
                     guid,
-                    id: t(u16_at(b, 40))?,
-                    task: t(u16_at(b, 46))?,
+                    id: t(get_u16(b, 40))?,
+                    task: t(get_u16(b, 46))?,
                 },
                 opcode: *b.get(45).ok_or(Truncated)?,
                 version: *b.get(42).ok_or(Truncated)? as u16,
-                time: t(i64_at(b, 16))?,
-                tid: id(t(u32_at(b, 8))?),
-                pid: id(t(u32_at(b, 12))?),
+                time: t(get_i64(b, 16))?,
+                tid: id(t(get_u32(b, 8))?),
+                pid: id(t(get_u32(b, 12))?),
                 pointer_size: if kind == 0x12 { 4 } else { 8 },
                 header_len: ext.map_or(80, |(_, end)| end),
                 size,
@@ -199,8 +190,8 @@ pub fn read(b: &[u8]) -> Result<EventHeader, HeaderProblem> {
 /// size}` then its data; the `more` bit says another item follows.
 fn ext_items_end(event: &[u8], mut at: usize) -> Result<usize, HeaderProblem> {
     loop {
-        let size = u16_at(event, at).ok_or(HeaderProblem::Truncated)? as usize;
-        let more = u16_at(event, at + 4).ok_or(HeaderProblem::Truncated)?;
+        let size = get_u16(event, at).ok_or(HeaderProblem::Truncated)? as usize;
+        let more = get_u16(event, at + 4).ok_or(HeaderProblem::Truncated)?;
         if size < 8 || at + size > event.len() {
             return Err(HeaderProblem::Corrupt);
         }
@@ -215,9 +206,9 @@ fn ext_items_end(event: &[u8], mut at: usize) -> Result<usize, HeaderProblem> {
 pub fn ext_items(ext: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     let mut at = 0usize;
     std::iter::from_fn(move || {
-        let size = u16_at(ext, at)? as usize;
-        let kind = u16_at(ext, at + 2)?;
-        let len = u16_at(ext, at + 6)? as usize;
+        let size = get_u16(ext, at)? as usize;
+        let kind = get_u16(ext, at + 2)?;
+        let len = get_u16(ext, at + 6)? as usize;
         let data = ext.get(at + 8..at + 8 + len)?;
         if size < 8 {
             return None;

@@ -3,6 +3,7 @@
 //! size, pointer size, CPU count, clock (QPC frequency, system time or CPU
 //! cycles), start time, events and buffers lost. Its layout has two pointers
 //! in the middle, so it depends on the pointer size. Nothing else here.
+use slowlab_model::le::{get_i64, get_u32};
 
 /// What the logfile header says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,13 +30,6 @@ pub struct LogfileHeader {
     pub log_file_name: String,
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn i64_at(b: &[u8], at: usize) -> Option<i64> {
-    Some(i64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// A NUL-terminated UTF-16 string at `at`, and the offset after it.
 pub fn utf16z(b: &[u8], at: usize) -> (String, usize) {
     let mut units = Vec::new();
@@ -54,8 +48,8 @@ pub fn utf16z(b: &[u8], at: usize) -> (String, usize) {
 /// Reads a `TRACE_LOGFILE_HEADER` payload written with `pointer_size`
 /// (4 or 8, from the event's header kind). `None` when it is too short.
 pub fn parse(p: &[u8], pointer_size: usize) -> Option<LogfileHeader> {
-    let version = u32_at(p, 4)?;
-    let pointer_in_payload = u32_at(p, 44)?;
+    let version = get_u32(p, 4)?;
+    let pointer_in_payload = get_u32(p, 44)?;
     // The header's own PointerSize wins over the event header's kind.
     let ptr = match pointer_in_payload {
         4 | 8 => pointer_in_payload as usize,
@@ -64,9 +58,9 @@ pub fn parse(p: &[u8], pointer_size: usize) -> Option<LogfileHeader> {
     // LoggerName and LogFileName pointers, then a 172-byte
     // TIME_ZONE_INFORMATION, then 8-byte aligned LARGE_INTEGERs.
     let times = (56 + 2 * ptr + 172).next_multiple_of(8);
-    let perf_freq = i64_at(p, times + 8)?;
-    let clock_type = u32_at(p, times + 24)?;
-    let cpu_mhz = u32_at(p, 52)?;
+    let perf_freq = get_i64(p, times + 8)?;
+    let clock_type = get_u32(p, times + 24)?;
+    let cpu_mhz = get_u32(p, 52)?;
     let clock_frequency = match clock_type {
         2 => 10_000_000,
         3 => cpu_mhz as u64 * 1_000_000,
@@ -75,23 +69,23 @@ pub fn parse(p: &[u8], pointer_size: usize) -> Option<LogfileHeader> {
     let (logger_name, next) = utf16z(p, times + 32);
     let (log_file_name, _) = utf16z(p, next);
     Some(LogfileHeader {
-        buffer_size: u32_at(p, 0)?,
+        buffer_size: get_u32(p, 0)?,
         os_version: format!(
             "{}.{}.{}",
             version & 0xff,
             (version >> 8) & 0xff,
-            u32_at(p, 8)?
+            get_u32(p, 8)?
         ),
-        number_of_processors: u32_at(p, 12)?,
+        number_of_processors: get_u32(p, 12)?,
         pointer_size: ptr as u32,
-        events_lost: u32_at(p, 48)?,
-        buffers_lost: u32_at(p, times + 28)?,
+        events_lost: get_u32(p, 48)?,
+        buffers_lost: get_u32(p, times + 28)?,
         cpu_mhz,
-        timer_resolution: u32_at(p, 24)?,
+        timer_resolution: get_u32(p, 24)?,
         clock_frequency,
         clock_type,
-        start_filetime: i64_at(p, times + 16)?,
-        boot_filetime: i64_at(p, times)?,
+        start_filetime: get_i64(p, times + 16)?,
+        boot_filetime: get_i64(p, times)?,
         logger_name,
         log_file_name,
     })

@@ -2,7 +2,8 @@
 //! (`results`), the recorded-trace model (`trace`) and the files recorded
 //! beside it (`bundle`), the detectors' conclusions (`findings`) and the
 //! critical path of a slow command (`critical_path`), the one syscall table
-//! (`syscalls`) and how durations are written for people (`units`).
+//! (`syscalls`), how durations are written for people (`units`) and
+//! little-endian integers read at an offset (`le`).
 //!
 //! This crate does no I/O and no computation beyond small accessors; it is the
 //! contract between the measuring crates (`sweep`, `lab`, `perf`) and the
@@ -13,6 +14,7 @@
 pub mod bundle;
 pub mod critical_path;
 pub mod findings;
+pub mod le;
 pub mod results;
 pub mod syscalls;
 pub mod trace;

@@ -26,6 +26,7 @@ use crate::args::{perf_args_to, ring_pages, tracepoint_exists, Buffers};
 use crate::perf_process::PerfProcess;
 use crate::signals::StopSignals;
 use crate::{Config, Error};
+use slowlab_model::le::{u32_at, u64_at};
 
 /// How long the event rate is measured, from perf's first sample.
 pub(crate) const MEASURE: Duration = Duration::from_secs(2);
@@ -443,18 +444,6 @@ impl PipeRates {
             .sum();
         Some(bytes as f64 / seconds / self.bins.len().max(1) as f64)
     }
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 #[cfg(test)]
