@@ -15,18 +15,7 @@ each view into SCREENSHOT_DIR."""
 import os
 import sys
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:
-    print("FAIL: playwright is not installed (pip install playwright; scripts/setup.sh does it)", file=sys.stderr)
-    sys.exit(2)
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from page_session import fail, open_page
 
 
 def rows(page, table):
@@ -39,20 +28,7 @@ def main():
         fail("usage: check.py REPORT.html SCREENSHOT_DIR [HOSTILE_NAME ...]")
     report, shots, hostile = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3:]
     os.makedirs(shots, exist_ok=True)
-    if not os.path.exists(CHROMIUM):
-        fail(f"{CHROMIUM} is missing (apt-get install chromium; scripts/setup.sh does it)")
-    url = "file://" + report
-    errors, requests, dialogs = [], [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.on("request", lambda r: r.url != url and requests.append(r.url))
-        page.goto(url)
-        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    with open_page(report) as page:
         page.screenshot(path=os.path.join(shots, "answer.png"))
 
         # Hostile names: shown as text, never as elements.
@@ -149,13 +125,6 @@ def main():
             fail(f"clicking the finding selected {chosen}, expected {sorted(expected)}")
         page.locator("#answer").screenshot(path=os.path.join(shots, "findings.png"))
         page.screenshot(path=os.path.join(shots, "finding-selected.png"))
-        browser.close()
-    if dialogs:
-        fail(f"a dialog opened: {dialogs}")
-    if requests:
-        fail(f"the page made requests: {requests}")
-    if errors:
-        fail(f"console errors: {errors}")
     print(f"ok: {len(before)} thread rows, then {len(after)} for {sel}; zoom, search ({result}), finding")
 
 

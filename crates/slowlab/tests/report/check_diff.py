@@ -15,18 +15,7 @@ import json
 import os
 import sys
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:
-    print("FAIL: playwright is not installed (pip install playwright; scripts/setup.sh does it)", file=sys.stderr)
-    sys.exit(2)
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+from page_session import fail, open_page
 
 
 def first_cells(page):
@@ -39,19 +28,7 @@ def main():
         fail("usage: check_diff.py PAGE.html SCREENSHOT_DIR GROWN_FUNCTION")
     path, shots, grown = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.makedirs(shots, exist_ok=True)
-    if not os.path.exists(CHROMIUM):
-        fail(f"{CHROMIUM} is missing (apt-get install chromium; scripts/setup.sh does it)")
-    url = "file://" + path
-    errors, requests = [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: r.url != url and requests.append(r.url))
-        page.goto(url)
-        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    with open_page(path) as page:
         page.screenshot(path=os.path.join(shots, "diff.png"), full_page=True)
 
         rows = first_cells(page)
@@ -98,11 +75,6 @@ def main():
         if not zoom:
             fail("clicking the flame graph did not zoom")
         page.screenshot(path=os.path.join(shots, "diff-zoom.png"), full_page=True)
-        browser.close()
-    if errors:
-        fail("console errors: " + "; ".join(errors))
-    if requests:
-        fail("the page made requests: " + ", ".join(requests))
     print(f"ok: first row {grown}, A {a_pct}% → B {b_pct}%, zoomed into {zoom}")
 
 
