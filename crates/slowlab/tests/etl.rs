@@ -223,6 +223,12 @@ fn findings_of_an_etl_name_numbered_log_probes_at_each_launch() {
 /// `prog.exe` (`crates/etl/tests/fixtures/pdb/`, addresses from its linker
 /// map) and whose `DbgID_RSDS` event names `pdb`.
 fn prog_etl(pdb: &slowlab_etl::pdb_ids::PdbId) -> Vec<u8> {
+    prog_etl_with(pdb, 0)
+}
+
+/// `prog.exe` sampled 5 times in `busy_leaf` (under `busy_middle`), and
+/// `in_middle` times in `busy_middle` itself.
+fn prog_etl_with(pdb: &slowlab_etl::pdb_ids::PdbId, in_middle: usize) -> Vec<u8> {
     let map = std::fs::read_to_string(fixture("pdb/prog.map")).unwrap();
     let va = |name: &str| {
         map.lines()
@@ -238,7 +244,9 @@ fn prog_etl(pdb: &slowlab_etl::pdb_ids::PdbId) -> Vec<u8> {
         base + va("mainCRTStartup") + 4,
     ];
     assert!(map.contains("Preferred load address is 0000000140000000"));
-    slowlab_etl::synth::image_trace(100, base, 0x4000, r"C:\app\prog.exe", pdb, &vec![stack; 5])
+    let mut stacks = vec![stack.clone(); 5];
+    stacks.extend(std::iter::repeat_n(stack[1..].to_vec(), in_middle));
+    slowlab_etl::synth::image_trace(100, base, 0x4000, r"C:\app\prog.exe", pdb, &stacks)
 }
 
 fn prog_pdb_id() -> slowlab_etl::pdb_ids::PdbId {
@@ -310,6 +318,48 @@ fn symbols_name_the_functions_of_an_etl_from_a_matching_pdb_only() {
             w.contains("prog.pdb") && w.contains("not used") && w.contains(&other.key())
         }),
         "{warnings:?}"
+    );
+}
+
+#[test]
+fn diff_names_the_functions_of_two_etl_traces_from_their_pdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.etl"), dir.path().join("b.etl"));
+    let id = prog_pdb_id();
+    std::fs::write(&a, prog_etl_with(&id, 0)).unwrap();
+    std::fs::write(&b, prog_etl_with(&id, 15)).unwrap();
+    let diff = |symbols: bool| {
+        let mut cmd = slowlab();
+        cmd.args(["diff", "--json"]);
+        if symbols {
+            cmd.arg("--symbols").arg(fixture("pdb"));
+        }
+        let out = cmd.arg(&a).arg(&b).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out)
+    };
+    let v = diff(true);
+    let first = &v["functions"][0];
+    assert_eq!(first["name"], "busy_middle", "{v}");
+    assert_eq!(first["module"], "prog.exe", "{v}");
+    let a_share = first["a"].as_f64().unwrap();
+    let b_share = first["b"].as_f64().unwrap();
+    assert!(a_share < 0.01 && b_share > 0.5, "{first}");
+    // Without --symbols the same rows are module offsets.
+    let v = diff(false);
+    let names: Vec<&str> = v["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("prog.exe+0x")),
+        "{names:?}"
     );
 }
 

@@ -16,7 +16,7 @@ use slowlab_analyze::detect::RootPath;
 use slowlab_analyze::select::Selection;
 use slowlab_report::{cpu_views, export, trace_views, write_atomically};
 
-use super::trace_input::{load_cgroups, load_paths, read_etl_with_symbols, read_trace};
+use super::trace_input::{load_cgroups, load_paths, read_trace, SymbolArgs};
 
 /// Analyze a trace: where the time went, and why.
 ///
@@ -161,17 +161,8 @@ pub struct AnalyzeArgs {
     /// Print the view as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Do not name functions (faster; every frame is [unknown]).
-    #[arg(long)]
-    pub no_symbols: bool,
-    /// Windows traces: name functions from the PDBs in these local
-    /// directories, `DIR[;DIR…]`, flat (`DIR/name.pdb`) or in a symbol
-    /// store's layout (`DIR/name.pdb/<GUID><AGE>/name.pdb`); also
-    /// `_NT_SYMBOL_PATH`'s `srv*DIR*URL` form, of which only the
-    /// directories are read: nothing is downloaded. A PDB whose GUID or age
-    /// differs from the traced image's is not used (a warning says which).
-    #[arg(long, value_name = "DIR[;DIR…]", conflicts_with = "no_symbols")]
-    pub symbols: Option<String>,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 /// The one view an `analyze` run shows (clap keeps the flags exclusive).
@@ -229,10 +220,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     if args.events {
         return print_event_counts(&args.file, args.json);
     }
-    let trace = match &args.symbols {
-        Some(spec) => read_etl_with_symbols(&args.file, spec)?,
-        None => read_trace(&args.file, !args.no_symbols)?,
-    };
+    let trace = args.symbols.read(&args.file)?;
     let mut warnings = trace.stats.warnings.clone();
     // The Firefox Profiler export carries the findings as markers.
     let wants_findings = view == View::Findings || args.fxprof.is_some() || args.html.is_some();

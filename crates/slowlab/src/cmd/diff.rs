@@ -17,7 +17,7 @@ use slowlab_report::diff_page::{diff_page, DiffPageData};
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::write_atomically;
 
-use super::trace_input::read_trace;
+use super::trace_input::SymbolArgs;
 
 /// Compare the sampled CPU of two traces: what grew, what shrank.
 ///
@@ -84,17 +84,16 @@ pub struct DiffArgs {
     /// Print the comparison as JSON on stdout
     #[arg(long)]
     pub json: bool,
-    /// Do not name functions (faster; every frame is [unknown])
-    #[arg(long)]
-    pub no_symbols: bool,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
 }
 
 pub fn run(args: DiffArgs) -> Result<i32> {
     let key: Key = args.by.parse()?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
-    let a = read_trace(&args.a, !args.no_symbols)?;
-    let b = read_trace(&args.b, !args.no_symbols)?;
+    let a = args.symbols.read(&args.a)?;
+    let b = args.symbols.read(&args.b)?;
     for (name, t) in [(&args.a, &a), (&args.b, &b)] {
         for w in &t.stats.warnings {
             eprintln!("slowlab: warning: {}: {w}", name.display());

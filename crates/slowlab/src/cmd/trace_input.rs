@@ -109,6 +109,33 @@ pub fn read_etl_with_symbols(
     Ok(trace)
 }
 
+/// How a command that reads traces names their functions: `--no-symbols`,
+/// and `--symbols` for the PDBs of Windows traces.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SymbolArgs {
+    /// Do not name functions (faster; every frame is [unknown]).
+    #[arg(long)]
+    pub no_symbols: bool,
+    /// Windows traces: name functions from the PDBs in these local
+    /// directories, `DIR[;DIR…]`, flat (`DIR/name.pdb`) or in a symbol
+    /// store's layout (`DIR/name.pdb/<GUID><AGE>/name.pdb`); also
+    /// `_NT_SYMBOL_PATH`'s `srv*DIR*URL` form, of which only the
+    /// directories are read: nothing is downloaded. A PDB whose GUID or age
+    /// differs from the traced image's is not used (a warning says which).
+    #[arg(long, value_name = "DIR[;DIR…]", conflicts_with = "no_symbols")]
+    pub symbols: Option<String>,
+}
+
+impl SymbolArgs {
+    /// Reads `file` (perf.data or ETL) with the symbols these flags ask for.
+    pub fn read(&self, file: &Path) -> anyhow::Result<slowlab_model::trace::Trace> {
+        match &self.symbols {
+            Some(spec) => read_etl_with_symbols(file, spec),
+            None => read_trace(file, !self.no_symbols),
+        }
+    }
+}
+
 /// Reads a trace with a progress bar on stderr.
 pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model::trace::Trace> {
     // A Windows ETW trace (.etl, .etl.zip): no side files, and no symbols
