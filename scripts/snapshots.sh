@@ -35,7 +35,7 @@ fi
 # is at the end.
 window() {
   case $1 in
-    topdown-alloc-pathological) echo "--to 0.4" ;;
+    topdown-alloc-pathological) echo "--to 0.15" ;;
     notify-buffer-pathological) echo "--to 0.7" ;;
     notify-buffer-control) echo "--to 0.2" ;;
     log-probe-control) echo "--to 0.4" ;;
