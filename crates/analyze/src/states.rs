@@ -84,12 +84,13 @@ pub struct BlockedSpan {
     pub stack: Option<StackIdx>,
     /// The task state it blocked in (1 interruptible, 2 uninterruptible…).
     pub task_state: u64,
-    /// Whether a wake-up ended the wait (false: the trace ended, or the
-    /// thread ran again without a recorded wake-up).
+    /// Whether the wait ended (false: the trace ended first). A thread seen
+    /// running again without a recorded wake-up was woken too, by nobody
+    /// the trace shows (`waker` and `waker_stack` both `None`).
     pub woken: bool,
-    /// The thread the wake-up was recorded on; `None` for the idle task.
-    /// From an interrupt this is whichever thread the interrupt hit: look
-    /// at `waker_stack`.
+    /// The thread the wake-up was recorded on; `None` for the idle task
+    /// or an unseen wake-up. From an interrupt this is whichever thread the
+    /// interrupt hit: look at `waker_stack`.
     pub waker: Option<ThreadIdx>,
     pub waker_stack: Option<StackIdx>,
 }
@@ -171,6 +172,25 @@ impl Replay {
         }
     }
 
+    /// Ends thread `i`'s open wait at `now`, woken by nobody the trace
+    /// shows (its wake-up came from an interrupt on an idle CPU).
+    fn woken_unseen(&mut self, i: usize, now: u64) {
+        if let Open::Blocked(since, stack, task_state) = self.open[i] {
+            self.push(
+                i,
+                since,
+                now,
+                SpanState::Blocked(BlockedSpan {
+                    stack,
+                    task_state,
+                    woken: true,
+                    waker: None,
+                    waker_stack: None,
+                }),
+            );
+        }
+    }
+
     /// The thread did something on `cpu` at `now` (a sample, a syscall, a
     /// wake-up it sent, or its own switch away). If it was blocked or
     /// runnable, the switch to it was not recorded — perf drops many of the
@@ -184,18 +204,7 @@ impl Replay {
             _ => return,
         };
         match self.open[i] {
-            Open::Blocked(b, stack, task_state) => self.push(
-                i,
-                b,
-                from,
-                SpanState::Blocked(BlockedSpan {
-                    stack,
-                    task_state,
-                    woken: true,
-                    waker: None,
-                    waker_stack: None,
-                }),
-            ),
+            Open::Blocked(..) => self.woken_unseen(i, from),
             o => self.close(i, o, from),
         }
         self.open[i] = Open::Running(from, cpu);
@@ -261,7 +270,16 @@ impl ThreadStates {
                         match r.open[i] {
                             Open::Unknown => r.open[i] = Open::Running(since.min(now), ev.cpu),
                             Open::Running(..) => {}
-                            _ => r.seen_running(prev, ev.cpu, now, since),
+                            // Woken, then switched in unseen: it ran from
+                            // when its CPU last switched or it was woken.
+                            Open::Runnable(_) => r.seen_running(prev, ev.cpu, now, since),
+                            // Its wake-up unseen too (a timer on an idle
+                            // CPU): the CPU's last switch was to another
+                            // thread or idle, and the wait ended at some
+                            // time after it; had the thread run for longer
+                            // than a sampling period, a sample would have
+                            // shown it. So the wait ends here.
+                            Open::Blocked(..) => r.seen_running(prev, ev.cpu, now, now),
                         }
                         let o = r.open[i];
                         r.close(i, o, now);
@@ -274,11 +292,14 @@ impl ThreadStates {
                     let next = tids.lookup(next_tid, now);
                     if let Some(next) = next {
                         let i = next.ix();
-                        let o = match (r.open[i], thread_start(next)) {
-                            (Open::Unknown, Some(s)) if s <= now => Open::Runnable(s),
-                            (o, _) => o,
-                        };
-                        r.close(i, o, now);
+                        match (r.open[i], thread_start(next)) {
+                            // Switched in with its wake-up unseen.
+                            (Open::Blocked(..), _) => r.woken_unseen(i, now),
+                            (Open::Unknown, Some(s)) if s <= now => {
+                                r.close(i, Open::Runnable(s), now)
+                            }
+                            (o, _) => r.close(i, o, now),
+                        }
                         r.open[i] = Open::Running(now, ev.cpu);
                     }
                     r.cpu_runs[c].push((now, next));
@@ -429,6 +450,63 @@ mod tests {
         assert_eq!(ws[1].state, SpanState::Runnable);
         assert_eq!(s.ran_during(ms(5), ms(12), a), vec![(w, ms(7))]);
         assert_eq!(s.spans_in(a, ms(6), ms(10)).len(), 2);
+    }
+
+    #[test]
+    fn a_wait_whose_wake_up_and_switch_in_were_unseen_ends_at_its_switch_away() {
+        // perf records nothing of CPU 1's idle task here: a timeout there
+        // leaves no wake-up and no switch in, only the thread's switch away
+        // after it ran briefly. Counting from the CPU's last switch (to
+        // idle) made the whole 500 ms timeout look like CPU time.
+        let mut b = TraceBuilder::default();
+        let a = b.process(10, "a");
+        let futex = b.stack(&["schedule", "futex_wait"]);
+        b.switch(ms(1), 1, 0, 0, 10, None); // a in
+        b.switch(ms(5), 1, 10, 1, 0, futex); // a blocks, CPU 1 idle
+        b.switch(ms(505), 1, 10, 1, 0, futex); // after its unseen timeout
+        b.end(ms(600));
+        let t = b.build();
+        let s = ThreadStates::build(&t);
+        let spans = &s.spans[a.ix()];
+        match spans[1].state {
+            SpanState::Blocked(bs) => assert!(bs.woken && bs.waker.is_none()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((spans[1].start_ns, spans[1].end_ns), (ms(5), ms(505)));
+        let running: u64 = spans
+            .iter()
+            .filter(|sp| matches!(sp.state, SpanState::Running { .. }))
+            .map(|sp| sp.end_ns - sp.start_ns)
+            .sum();
+        assert_eq!(running, ms(4));
+    }
+
+    #[test]
+    fn a_wait_switched_in_without_a_wake_up_was_woken_by_nobody_seen() {
+        // A timeout on an idle CPU, then the switch to the sleeper seen
+        // (from another thread, not idle): the wait ended, unlike one the
+        // trace's end cut, and the critical path treats it like a timeout.
+        let mut b = TraceBuilder::default();
+        let a = b.process(10, "a");
+        b.process(20, "b");
+        let futex = b.stack(&["schedule", "futex_wait"]);
+        b.switch(ms(1), 1, 0, 0, 10, None);
+        b.switch(ms(5), 1, 10, 1, 20, futex); // a blocks
+        b.switch(ms(300), 1, 20, 1, 10, None); // a in, no wake-up seen
+        b.switch(ms(301), 1, 10, 1, 0, futex); // a blocks again
+        b.end(ms(600));
+        let t = b.build();
+        let s = ThreadStates::build(&t);
+        let waits: Vec<BlockedSpan> = s.spans[a.ix()]
+            .iter()
+            .filter_map(|sp| match sp.state {
+                SpanState::Blocked(bs) => Some(bs),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(waits.len(), 2);
+        assert!(waits[0].woken && waits[0].waker.is_none() && waits[0].waker_stack.is_none());
+        assert!(!waits[1].woken, "cut by the trace's end");
     }
 
     fn ms(v: u64) -> u64 {

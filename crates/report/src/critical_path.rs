@@ -70,7 +70,12 @@ fn segment_text(s: &Segment) -> String {
             if let Some(w) = &s.woken_by {
                 t.push_str(&format!(", ended by {} [{}]", w.comm, w.tid));
             } else if let Some(e) = &s.ended_by {
-                t.push_str(&format!(", ended by a {e}"));
+                let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                t.push_str(&format!(", ended by {article} {e}"));
             }
             t
         }

@@ -9,7 +9,10 @@
 //! - a pipeline with a slow producer → the path is the producer's CPU in
 //!   `slow_digest`;
 //! - a retry loop that sleeps → sleep ended by timers, no finding;
-//! - a CPU-bound program → on a CPU, none of these detectors fires.
+//! - a CPU-bound program → on a CPU, none of these detectors fires;
+//! - a boss polling for its worker with timed condvar waits → the path is
+//!   the worker's CPU in `crunch`, no `lock-contention` (the timeouts are
+//!   not what it waited for, even where perf missed their wake-ups).
 //!
 //! Also `analyze --critical-path` on the same trace prints the same path.
 //! Tests skip, with the reason, where perf is missing.
@@ -36,6 +39,7 @@ fn program(name: &str) -> PathBuf {
             "spin",
             "producer",
             "retry_sleep",
+            "poll_wait",
         ] {
             let st = Command::new("cc")
                 .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
@@ -333,5 +337,35 @@ fn a_cpu_bound_program_is_on_a_cpu_and_no_wait_detector_fires() {
     assert_eq!(d.path["parts"][0]["function"], "crunch");
     for id in EVERYDAY {
         assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
+    }
+}
+
+#[test]
+fn a_boss_polling_for_its_worker_waits_for_the_workers_cpu() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let prog = program("poll_wait");
+    // 1.2 s of work behind 300 ms timeouts: three or four of them, which
+    // on this 2-core VM often fire on the idle CPU whose wake-ups perf
+    // does not record.
+    let d = diagnose(dir.path(), &[prog.to_str().unwrap(), "1.2", "300"]);
+    assert_adds_up(&d);
+    let summary = d.path["summary"].as_str().unwrap();
+    assert!(
+        share(&d, |b| b["cpu"].as_f64().unwrap()) > 0.8,
+        "{summary}\n{}",
+        d.path["breakdown"]
+    );
+    let top_cpu = d.path["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["state"] == "cpu")
+        .unwrap();
+    assert_eq!(top_cpu["function"], "crunch", "{top_cpu}");
+    assert!(top_cpu["share"].as_f64().unwrap() > 0.7, "{top_cpu}");
+    for id in EVERYDAY {
+        assert!(!ids(&d).contains(&id), "{:?}\n{summary}", ids(&d));
     }
 }

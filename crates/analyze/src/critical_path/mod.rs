@@ -18,8 +18,9 @@
 //!   the waker in `woken_by`.
 //!
 //! A poll loop — a timed wait on a lock, a pipe or a poll that times out
-//! and waits again on the same stack, until a thread ends one — counts as
-//! one wait for that thread, followed over the whole loop.
+//! (a timer ends it, or nothing in the trace: perf misses wake-ups raised
+//! on an idle CPU) and waits again on the same stack, until a thread ends
+//! one — counts as one wait for that thread, followed over the whole loop.
 //!
 //! Time of the root thread itself with no scheduler event at all (before
 //! its first one) is counted as blocked `other` and reported as
@@ -113,11 +114,12 @@ impl Walker<'_> {
     }
 
     /// A poll loop starting at `spans[k]`: a wait on a lock or for another
-    /// thread (futex, poll, pipe) that a timer ended, waited again on the
-    /// same stack after at most [`MAX_POLL_GAP_NS`] on a CPU each time,
-    /// until a thread ended one. Returns the index of that last wait, its
-    /// waker and its kind. (Cargo waits for its jobs this way, with a
-    /// 500 ms timeout: the timeouts are not what it waited for.)
+    /// thread (futex, poll, pipe) that a timer (or no wake-up in the trace)
+    /// ended, waited again on the same stack after at most
+    /// [`MAX_POLL_GAP_NS`] on a CPU each time, until a thread ended one.
+    /// Returns the index of that last wait, its waker and its kind. (Cargo
+    /// waits for its jobs this way, with a 500 ms timeout: the timeouts are
+    /// not what it waited for.)
     fn poll_loop(
         &mut self,
         spans: &[crate::states::Span],
@@ -153,10 +155,17 @@ impl Walker<'_> {
         None
     }
 
-    /// A wait on a lock or another thread's action that a timer ended.
+    /// A wait on a lock or another thread's action that a timer ended, or
+    /// that ended without a wake-up in the trace. perf drops events raised
+    /// in an idle CPU's interrupts (on this 2-core VM, all of CPU 1's), so
+    /// a timeout that fires there leaves no `sched_waking`: the thread is
+    /// just seen running again. A thread's wake-up is always recorded (it
+    /// runs in that thread's context), so an unseen one came from an
+    /// interrupt, and for a futex or poll wait that is its timer.
     fn timed_out_waiting_for_others(&mut self, b: &BlockedSpan) -> bool {
         let j = self.judge(b);
-        if j.ended_by != Some(EndedBy::Timer) {
+        let unseen_wake_up = b.woken && b.waker.is_none() && b.waker_stack.is_none();
+        if j.ended_by != Some(EndedBy::Timer) && !unseen_wake_up {
             return false;
         }
         let own = classify::wait_kind(

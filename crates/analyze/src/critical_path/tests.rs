@@ -380,6 +380,42 @@ fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
 }
 
 #[test]
+fn a_poll_loop_whose_timeouts_left_no_wake_up_is_one_wait_too() {
+    // perf records nothing an idle CPU's interrupts do on this VM's CPU 1:
+    // cargo's 500 ms timeouts left no `sched_waking` and no switch to it,
+    // only its samples when it ran again. A quiet build came out "78%
+    // waiting on a lock" for the length of one timeout.
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "cargo");
+    let worker = b.process(20, "rustc");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+    let wake = b.stack(&["futex_wake"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(0), 1, 0, 0, 20, None);
+    b.switch(ms(10), 0, 10, 1, 0, futex);
+    b.sample(ms(30), boss, 0, None);
+    b.switch(ms(31), 0, 10, 1, 0, futex);
+    b.sample(ms(51), boss, 0, None);
+    b.switch(ms(52), 0, 10, 1, 0, futex);
+    b.waking(ms(60), 1, worker, 10, wake);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (20, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
+    assert_adds_up(&cp);
+}
+
+#[test]
 fn a_lone_timed_out_wait_is_a_sleep() {
     let mut b = TraceBuilder::default();
     let boss = b.process(10, "poller");
