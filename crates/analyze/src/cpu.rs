@@ -207,10 +207,16 @@ fn finish(
     };
     let mut kids: Vec<usize> = nodes[n].children.values().copied().collect();
     kids.sort_by(|&a, &b| {
+        let (ia, ib) = (nodes[a].id, nodes[b].id);
         nodes[b]
             .samples
             .cmp(&nodes[a].samples)
-            .then(nodes[a].id.cmp(&nodes[b].id))
+            .then_with(|| match key {
+                // Functions are numbered in the order they were named,
+                // which depends on how many threads named them.
+                Key::Function => by_name(trace, FuncIdx(ia), FuncIdx(ib)),
+                _ => ia.cmp(&ib),
+            })
     });
     if let Some(t) = top {
         if kids.len() > t {
@@ -360,8 +366,32 @@ pub fn function_counts_by_stack(trace: &Trace, per_stack: &[u64]) -> Vec<(FuncId
         .filter(|&i| incl[i] > 0)
         .map(|i| (FuncIdx(i as u32), selfc[i], incl[i]))
         .collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    rows.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then(b.2.cmp(&a.2))
+            .then_with(|| by_name(trace, a.0, b.0))
+    });
     rows
+}
+
+/// Functions in the order of their names, then their modules' names (not
+/// their indices: functions are numbered in the order they were named,
+/// which depends on how many threads named them). An index not in the
+/// trace (`u32::MAX`: no stack) comes last.
+fn by_name(trace: &Trace, a: FuncIdx, b: FuncIdx) -> std::cmp::Ordering {
+    let key = |f: FuncIdx| {
+        trace.functions.get(f.ix()).map(|func| {
+            let module = trace
+                .modules
+                .get(func.module.ix())
+                .map(|m| trace.str(m.name));
+            (trace.str(func.name), module, func.kernel)
+        })
+    };
+    match (key(a), key(b)) {
+        (Some(x), Some(y)) => x.cmp(&y).then(a.cmp(&b)),
+        (x, y) => x.is_none().cmp(&y.is_none()).then(a.cmp(&b)),
+    }
 }
 
 /// The summary; `top` limits the functions (all when `None`).

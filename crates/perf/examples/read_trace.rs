@@ -16,7 +16,7 @@ fn main() {
     let symbolize = args.next().as_deref() != Some("--no-symbols");
     let opts = slowlab_perf::ReadOptions {
         symbolize,
-        kallsyms: None,
+        ..Default::default()
     };
     let t0 = Instant::now();
     let t = match slowlab_perf::read_file(std::path::Path::new(&path), &opts, &|_, _, _| {}) {

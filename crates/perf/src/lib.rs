@@ -74,6 +74,11 @@ pub struct ReadOptions {
     pub symbolize: bool,
     /// Where to read kernel symbols; `/proc/kallsyms` by default.
     pub kallsyms: Option<PathBuf>,
+    /// At most this many threads read and symbolize at once; 0: as many
+    /// as help (binaries are opened and named beside the reading, on pools
+    /// wider than the cores). With 1 everything happens in turn on one
+    /// thread: the result is the same, only slower.
+    pub threads: usize,
 }
 
 impl Default for ReadOptions {
@@ -81,6 +86,7 @@ impl Default for ReadOptions {
         ReadOptions {
             symbolize: true,
             kallsyms: None,
+            threads: 0,
         }
     }
 }
@@ -116,20 +122,23 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     // copy `perf record` saved for the trace's kernel if it is there (a
     // file), else /proc/kallsyms (the kernel needs tens of milliseconds of
     // CPU to format it).
-    let kernel = opts.symbolize.then(|| {
+    let one_thread = opts.threads == 1;
+    let kallsyms = opts.symbolize.then(|| {
         let cached = match opts.kallsyms {
             Some(_) => None,
             None => reader::kernel_build_id(&map)
                 .as_deref()
                 .and_then(symbolize::cached_kallsyms),
         };
-        let path = cached
-            .clone()
-            .unwrap_or_else(|| symbolize::kallsyms_path(opts));
-        let handle = std::thread::spawn(move || symbolize::load_kallsyms(&path));
-        (handle, cached.is_some())
+        let from_cache = cached.is_some();
+        let path = cached.unwrap_or_else(|| symbolize::kallsyms_path(opts));
+        let loading = (!one_thread).then(|| {
+            let path = path.clone();
+            std::thread::spawn(move || symbolize::load_kallsyms(&path))
+        });
+        (path, loading, from_cache)
     });
-    let Some((kernel, from_cache)) = kernel else {
+    let Some((kallsyms_path, loading, from_cache)) = kallsyms else {
         let mut trace = read_bytes(&map, progress)?;
         symbolize::leave_unsymbolized(&mut trace);
         return Ok(trace);
@@ -140,7 +149,12 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     let preload = std::sync::Arc::new(symbolize::Preload::default());
     let (tx, rx) = std::sync::mpsc::channel::<(String, Option<String>)>();
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
-    for _ in 0..PRELOAD_THREADS {
+    let preload_threads = match opts.threads {
+        0 => PRELOAD_THREADS,
+        1 => 0,
+        n => n.min(PRELOAD_THREADS),
+    };
+    for _ in 0..preload_threads {
         let (rx, preload) = (rx.clone(), preload.clone());
         std::thread::spawn(move || loop {
             let next = match rx.lock() {
@@ -158,23 +172,39 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
         &map,
         progress,
         &mut |path, id| {
-            let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
+            if preload_threads > 0 {
+                let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
+            }
         },
-        &mut |trace| early.round(trace, preload.clone()),
+        &mut |trace| {
+            if !one_thread {
+                early.round(trace, preload.clone())
+            }
+        },
         &mut |from, to| release(&map, from, to),
     );
     drop(tx);
     let mut trace = read?;
     drop_later(map);
     let kernel = move |text_then: Option<u64>| {
-        let table = kernel.join().unwrap_or(Err(Error::KallsymsFailed));
+        let table = match loading {
+            Some(handle) => handle.join().unwrap_or(Err(Error::KallsymsFailed)),
+            None => symbolize::load_kallsyms(&kallsyms_path),
+        };
         if from_cache {
             symbolize::same_boot_or_running(table, text_then)
         } else {
             table
         }
     };
-    symbolize::symbolize_with(&mut trace, kernel, &preload, Some(early), progress);
+    symbolize::symbolize_with(
+        &mut trace,
+        kernel,
+        &preload,
+        Some(early),
+        opts.threads,
+        progress,
+    );
     Ok(trace)
 }
 

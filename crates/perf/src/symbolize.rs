@@ -165,6 +165,7 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
         move |_| load_kallsyms(&path),
         &Preload::default(),
         None,
+        opts.threads,
         progress,
     );
 }
@@ -173,12 +174,14 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
 /// table for a kernel whose `_text` was at the given address when the trace
 /// was recorded (e.g. by joining the thread that loads it) and is called
 /// only if there are kernel frames; `preload` has the binaries opened so far;
-/// `early` names the user frames it was started with.
+/// `early` names the user frames it was started with; `threads` caps the
+/// threads naming frames at once (0: no cap, 1: all on this thread).
 pub fn symbolize_with(
     trace: &mut Trace,
     kernel: impl FnOnce(Option<u64>) -> Result<Kallsyms, Error> + Send,
     preload: &Preload,
     early: Option<Early>,
+    threads: usize,
     progress: ProgressFn,
 ) {
     let foreign = trace.modules.iter().any(|m| m.symbol_error.is_some());
@@ -212,10 +215,16 @@ pub fn symbolize_with(
     // then set in one pass over the frames.
     let mut func_of = vec![crate::reader::NO_FUNC; trace.frames.len()];
     let mut it = interner(trace);
+    let user = || run_user_jobs(&jobs, preload, Some(progress), threads);
     std::thread::scope(|s| {
         // The last round and the kernel's frames (owned data, no borrow of
         // the trace) while the early rounds' results are interned here.
-        let last = s.spawn(|| rayon::join(kern, || run_user_jobs(&jobs, preload, Some(progress))));
+        // (On one thread: now, in turn; there are no early rounds then.)
+        let (done, last) = if threads == 1 {
+            (Some((kern(), user())), None)
+        } else {
+            (None, Some(s.spawn(|| rayon::join(kern, user))))
+        };
         // Early results first: frames in the order they were read.
         let mut failed = false;
         for round in early_rounds {
@@ -230,12 +239,16 @@ pub fn symbolize_with(
         }
         if failed {
             // An early round failed (a bug): name those frames again, now.
-            for r in run_user_jobs(&user_jobs(it.trace, 0, from), preload, None) {
+            for r in run_user_jobs(&user_jobs(it.trace, 0, from), preload, None, threads) {
                 intern_result(&mut it, &mut func_of, &mut warnings, r);
             }
         }
         // (A panicked kernel job is a bug: those frames stay `[unknown]`.)
-        let (kernel_result, later) = last.join().unwrap_or_default();
+        let (kernel_result, later) = match (done, last) {
+            (Some(done), _) => done,
+            (None, Some(last)) => last.join().unwrap_or_default(),
+            (None, None) => Default::default(),
+        };
         for r in later {
             intern_result(&mut it, &mut func_of, &mut warnings, r);
         }

@@ -18,7 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 fn read(name: &str) -> Trace {
     let opts = ReadOptions {
         symbolize: false,
-        kallsyms: None,
+        ..Default::default()
     };
     read_file(&fixture(name), &opts, &|_, _, _| {}).expect(name)
 }

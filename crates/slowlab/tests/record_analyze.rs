@@ -1,7 +1,8 @@
 //! End-to-end tests of `slowlab record` and `slowlab analyze` through the
 //! binary: views and exports on a committed fixture, bad input, and — when
 //! perf and root are available (the test prints why it skips otherwise) —
-//! a real recording analyzed end to end and compared with `perf report`.
+//! a real recording analyzed end to end and compared with `perf report`,
+//! and read on one thread (`SLOWLAB_THREADS=1`) with the same results.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -204,6 +205,10 @@ fn record_then_analyze_end_to_end() {
         .unwrap();
     let v = json(&out);
     assert!(v["samples"].as_u64().unwrap() > 50, "{v}");
+    same_on_one_thread(
+        &trace,
+        &[&["--json", "--waits"], &["--json", "--critical-path"]],
+    );
     let funcs = v["functions"].as_array().unwrap();
     let spin = funcs
         .iter()
@@ -331,4 +336,48 @@ fn agrees_with_perf_report_on_the_20_hottest_symbols() {
             "{name}: perf report {pct:.2}%, slowlab {mine:.2}%"
         );
     }
+    same_on_one_thread(
+        &trace,
+        &[
+            &["--json"],
+            &["--json", "--by", "process,function"],
+            &["--json", "--by", "module,function", "--top", "1000"],
+            &["--json", "--callees", "main"],
+        ],
+    );
+}
+
+/// Read and symbolized on one thread, the trace gives the very same
+/// `views` as with the threads that name binaries while the records are
+/// read (functions are numbered in another order then: no output may show
+/// it).
+fn same_on_one_thread(trace: &Path, views: &[&[&str]]) {
+    for &view in views {
+        let run = |threads: Option<&str>| {
+            let mut cmd = slowlab();
+            cmd.arg("analyze").args(view).arg(trace);
+            match threads {
+                Some(n) => cmd.env("SLOWLAB_THREADS", n),
+                None => cmd.env_remove("SLOWLAB_THREADS"),
+            };
+            json(&cmd.output().unwrap())
+        };
+        let (many, one) = (run(None), run(Some("1")));
+        assert!(
+            many == one,
+            "{view:?} differs on one thread:\n{many}\n{one}"
+        );
+    }
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .env("SLOWLAB_THREADS", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SLOWLAB_THREADS") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -59,11 +59,13 @@ pub(super) fn user_jobs(trace: &Trace, from: usize, to: usize) -> Vec<UserJob> {
 }
 
 /// Runs user jobs on a pool wider than the cores (they mostly wait for
-/// the disk when the page cache is cold).
+/// the disk when the page cache is cold), of at most `threads` threads
+/// unless 0.
 pub(super) fn run_user_jobs(
     jobs: &[UserJob],
     preload: &Preload,
     progress: Option<ProgressFn>,
+    threads: usize,
 ) -> Vec<ModuleResult> {
     let total = jobs.len() as u64;
     let done = AtomicU64::new(0);
@@ -83,10 +85,11 @@ pub(super) fn run_user_jobs(
             })
             .collect()
     };
-    match rayon::ThreadPoolBuilder::new()
-        .num_threads(IO_THREADS)
-        .build()
-    {
+    let width = match threads {
+        0 => IO_THREADS,
+        n => n.min(IO_THREADS),
+    };
+    match rayon::ThreadPoolBuilder::new().num_threads(width).build() {
         Ok(pool) => pool.install(run),
         Err(_) => run(),
     }
@@ -108,7 +111,7 @@ impl Early {
         let jobs = user_jobs(trace, self.until, trace.frames.len());
         self.until = trace.frames.len();
         self.rounds.push(std::thread::spawn(move || {
-            run_user_jobs(&jobs, &preload, None)
+            run_user_jobs(&jobs, &preload, None, 0)
         }));
     }
 }

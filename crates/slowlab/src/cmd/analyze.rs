@@ -70,7 +70,10 @@ JSON of the default view:
   {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"warnings\",
    \"processes\":[{\"pid\",\"comm\",\"samples\",\"threads\":[{\"tid\",\"comm\",\"samples\"}]}],
    \"functions\":[{\"name\",\"module\",\"self\",\"inclusive\"}]}
-Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).")]
+Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).
+
+Environment: SLOWLAB_THREADS=N caps the threads reading and symbolizing a
+perf.data trace (1: everything on one thread; the results are the same).")]
 pub struct AnalyzeArgs {
     /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
     pub file: PathBuf,

@@ -152,6 +152,7 @@ pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model:
     let bar = crate::progress::reading_bar();
     let opts = slowlab_perf::ReadOptions {
         symbolize,
+        threads: threads_from_env()?,
         ..slowlab_perf::ReadOptions::default()
     };
     let trace = slowlab_perf::read_file(file, &opts, &|stage, done, total| {
@@ -162,6 +163,21 @@ pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model:
     .with_context(|| format!("cannot analyze {}", file.display()));
     bar.finish_and_clear();
     trace
+}
+
+/// How many threads may read and symbolize a trace at once:
+/// `SLOWLAB_THREADS` (1 does everything on one thread, with the same
+/// result), else as many as help.
+fn threads_from_env() -> anyhow::Result<usize> {
+    match std::env::var("SLOWLAB_THREADS") {
+        Err(_) => Ok(0),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => anyhow::bail!(
+                "SLOWLAB_THREADS={v:?} is not a number of threads: give a whole number from 1 up, or unset it"
+            ),
+        },
+    }
 }
 
 /// Reads a trace and its side files; what could not be read beside it is
