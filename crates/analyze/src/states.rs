@@ -172,9 +172,16 @@ impl Replay {
         }
     }
 
-    /// Ends thread `i`'s open wait at `now`, woken by nobody the trace
-    /// shows (its wake-up came from an interrupt on an idle CPU).
-    fn woken_unseen(&mut self, i: usize, now: u64) {
+    /// Ends thread `i`'s open wait at `now`, woken by `waker` (on the
+    /// stack `waker_stack`); `None` and `None`: by nobody the trace shows
+    /// (its wake-up came from an interrupt on an idle CPU).
+    fn woken(
+        &mut self,
+        i: usize,
+        now: u64,
+        waker: Option<ThreadIdx>,
+        waker_stack: Option<StackIdx>,
+    ) {
         if let Open::Blocked(since, stack, task_state) = self.open[i] {
             self.push(
                 i,
@@ -184,8 +191,8 @@ impl Replay {
                     stack,
                     task_state,
                     woken: true,
-                    waker: None,
-                    waker_stack: None,
+                    waker,
+                    waker_stack,
                 }),
             );
         }
@@ -204,7 +211,7 @@ impl Replay {
             _ => return,
         };
         match self.open[i] {
-            Open::Blocked(..) => self.woken_unseen(i, from),
+            Open::Blocked(..) => self.woken(i, from, None, None),
             o => self.close(i, o, from),
         }
         self.open[i] = Open::Running(from, cpu);
@@ -294,7 +301,7 @@ impl ThreadStates {
                         let i = next.ix();
                         match (r.open[i], thread_start(next)) {
                             // Switched in with its wake-up unseen.
-                            (Open::Blocked(..), _) => r.woken_unseen(i, now),
+                            (Open::Blocked(..), _) => r.woken(i, now, None, None),
                             (Open::Unknown, Some(s)) if s <= now => {
                                 r.close(i, Open::Runnable(s), now)
                             }
@@ -315,7 +322,7 @@ impl ThreadStates {
                     };
                     let i = target.ix();
                     match r.open[i] {
-                        Open::Blocked(since, stack, task_state) => {
+                        Open::Blocked(..) => {
                             // An exiting task's last wake-ups (its parent,
                             // its joiners) carry tid -1: the waker is the
                             // thread on that CPU.
@@ -326,18 +333,7 @@ impl ThreadStates {
                             } else {
                                 None
                             };
-                            r.push(
-                                i,
-                                since,
-                                now,
-                                SpanState::Blocked(BlockedSpan {
-                                    stack,
-                                    task_state,
-                                    woken: true,
-                                    waker,
-                                    waker_stack: ev.stack,
-                                }),
-                            );
+                            r.woken(i, now, waker, ev.stack);
                             r.open[i] = Open::Runnable(now);
                         }
                         Open::Unknown => r.open[i] = Open::Runnable(now),
