@@ -18,7 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 fn the_cpu_view_of_an_etl_zip_lists_its_processes_with_samples() {
     let out = slowlab()
-        .args(["analyze", "--json", "--top", "100"])
+        .args(["analyze", "--json", "--top", "1000"])
         .arg(fixture("perfview-net.4.5.2.x64.etl.zip"))
         .output()
         .unwrap();
@@ -45,8 +45,20 @@ fn the_cpu_view_of_an_etl_zip_lists_its_processes_with_samples() {
     assert!(samples_of("System", 4).is_some_and(|n| n > 0));
     let total: u64 = procs.iter().map(|p| p["samples"].as_u64().unwrap()).sum();
     assert_eq!(total, 6320);
-    // Stacks are resolved to modules (no PDBs: module+offset).
+    // Addresses are resolved to modules (no PDBs: module+offset), the
+    // kernel's among them. (Functions tied in samples are ordered by name,
+    // so the kernel's come after "0x…" and "clr.dll+0x…": look well past
+    // the top 100.)
     let functions = v["functions"].as_array().unwrap();
+    for f in functions {
+        let (name, module) = (f["name"].as_str().unwrap(), f["module"].as_str().unwrap());
+        if module != "[unknown]" {
+            assert!(
+                name.starts_with(&format!("{module}+0x")),
+                "{name} in {module}"
+            );
+        }
+    }
     assert!(functions
         .iter()
         .any(|f| f["name"].as_str().unwrap().starts_with("ntoskrnl.exe+0x")));
