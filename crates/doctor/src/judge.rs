@@ -22,16 +22,25 @@ use crate::{
     cpu_throttle, exit_code, memcg, namespaces, pressure, Check, Report, Snapshot, Verdict,
 };
 
+/// What the short system-wide recording found.
+#[derive(Clone, Copy, Debug)]
+pub struct Recording<'a> {
+    /// Every detector's findings over the trace.
+    pub findings: &'a [Finding],
+    /// The time the trace covers (shorter than the snapshots' window,
+    /// which also holds starting and stopping the recorder).
+    pub seconds: f64,
+}
+
 /// Builds the report. `seconds`: the time between the two snapshots;
-/// `recorded`: the findings of every detector over the recording, or why
-/// there is no recording.
+/// `recorded`: what the recording found, or why there is no recording.
 pub fn judge(
     before: &Snapshot,
     after: &Snapshot,
     seconds: f64,
-    recorded: Result<&[Finding], &str>,
+    recorded: Result<Recording<'_>, &str>,
 ) -> Report {
-    let mut unmatched: Vec<Finding> = recorded.map(|r| r.to_vec()).unwrap_or_default();
+    let mut unmatched: Vec<Finding> = recorded.map(|r| r.findings.to_vec()).unwrap_or_default();
     let mut checks = Vec::new();
     let mut findings = Vec::new();
 
@@ -233,14 +242,15 @@ pub fn judge(
     ));
 
     checks.push(match recorded {
-        Ok(all) => check(
+        Ok(rec) => check(
             "recording",
             !unmatched.is_empty(),
             (0, 0),
             format!(
-                "{} finding(s) from the detectors over {seconds:.1} s, {} of them about the conditions above",
-                all.len(),
-                all.len() - unmatched.len()
+                "{} finding(s) from the detectors over {:.1} s, {} of them about the conditions above",
+                rec.findings.len(),
+                rec.seconds,
+                rec.findings.len() - unmatched.len()
             ),
         ),
         Err(why) => skipped("recording", why),

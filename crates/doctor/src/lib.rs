@@ -37,7 +37,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use slowlab_model::findings::Finding;
 
-pub use judge::judge;
+pub use judge::{judge, Recording};
 
 /// What the standing checks read at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,10 +54,18 @@ fn checked<'a>(r: &'a Report, id: &str) -> &'a Check {
     r.checks.iter().find(|c| c.id == id).unwrap()
 }
 
+/// A recording of 2.5 s that found `findings`.
+fn found(findings: &[Finding]) -> Result<Recording<'_>, &'static str> {
+    Ok(Recording {
+        findings,
+        seconds: 2.5,
+    })
+}
+
 #[test]
 fn a_clean_machine_has_no_findings_and_exits_0() {
     let s = snapshot();
-    let r = judge(&s, &s, 3.0, Ok(&[]));
+    let r = judge(&s, &s, 3.0, found(&[]));
     assert!(r.findings.is_empty());
     assert!(
         r.checks.iter().all(|c| c.verdict == Verdict::Ok),
@@ -66,6 +74,10 @@ fn a_clean_machine_has_no_findings_and_exits_0() {
     );
     assert_eq!(r.exit_code, 0);
     assert_eq!(r.checks.len(), 8);
+    // The window is the snapshots' (3.0 s); the detectors saw the trace's.
+    assert_eq!(r.seconds, 3.0);
+    let rec = &checked(&r, "recording").detail;
+    assert!(rec.contains("over 2.5 s"), "{rec}");
 }
 
 #[test]
@@ -82,7 +94,7 @@ fn a_watcher_the_recording_saw_costing_time_absorbs_that_finding() {
         ),
         other.clone(),
     ];
-    let r = judge(&s, &s, 3.0, Ok(&rec));
+    let r = judge(&s, &s, 3.0, found(&rec));
     assert_eq!(r.findings.len(), 2, "{:#?}", r.findings);
     assert_eq!(r.findings[0], other, "most costly first");
     let w = &r.findings[1];
@@ -108,7 +120,7 @@ fn an_idle_watcher_is_reported_as_idle() {
         0.2,
         json!({"watcher_pid": 43}),
     )];
-    let r = judge(&s, &s, 3.0, Ok(&rec));
+    let r = judge(&s, &s, 3.0, found(&rec));
     let w = r
         .findings
         .iter()
@@ -139,7 +151,7 @@ fn a_thrashing_cgroup_names_its_processes_and_takes_the_recorded_cost() {
     let mut after = snapshot();
     after.memcg = Ok(vec![cg(10_000)]);
     let rec = vec![recorded("memcg-thrash", 99, 1.5, json!({}))];
-    let r = judge(&before, &after, 3.0, Ok(&rec));
+    let r = judge(&before, &after, 3.0, found(&rec));
     assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
     let f = &r.findings[0];
     assert_eq!(f.id, "memcg-at-limit");

@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use slowlab_analyze::detect::{run_all, RootPath};
-use slowlab_doctor::{judge, Snapshot};
+use slowlab_doctor::{judge, Recording, Snapshot};
 use slowlab_model::findings::Finding;
 use slowlab_report::doctor::{doctor_html, doctor_json, doctor_text};
 use slowlab_report::write_atomically;
@@ -113,7 +113,13 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
         &before,
         &after,
         elapsed,
-        recorded.as_deref().map_err(String::as_str),
+        match &recorded {
+            Ok((findings, seconds)) => Ok(Recording {
+                findings,
+                seconds: *seconds,
+            }),
+            Err(why) => Err(why.as_str()),
+        },
     );
     if let Some(dir) = &args.parquet {
         match &trace {
@@ -170,18 +176,19 @@ fn record(args: &DoctorArgs, dir: &Path) -> Result<PathBuf, String> {
     Ok(trace_path)
 }
 
-/// Every detector of `diagnose` over the trace; the reason when it cannot
-/// be read.
-fn detect(trace_path: &Path) -> Result<Vec<Finding>, String> {
+/// Every detector of `diagnose` over the trace, and the seconds the trace
+/// covers; the reason when it cannot be read.
+fn detect(trace_path: &Path) -> Result<(Vec<Finding>, f64), String> {
     eprintln!("slowlab doctor: running the detectors over the recording…");
     let bundle = read_bundle(trace_path, true).map_err(|e| format!("{e:#}"))?;
     let root = RootPath::new(&bundle.trace, None).ok();
-    Ok(run_all(
+    let findings = run_all(
         &bundle.trace,
         bundle.paths.as_deref(),
         bundle.cgroups.as_ref(),
         root.as_ref(),
-    ))
+    );
+    Ok((findings, bundle.trace.meta.duration_s()))
 }
 
 /// Where the trace goes: `--keep DIR`, or a fresh temporary directory
