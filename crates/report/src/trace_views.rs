@@ -17,7 +17,7 @@ use crate::table::{Align, Table};
 /// `monitor blocked 235 ms in __mutex_lock ← dev_ifconf; woken by kworker/u4:1 in cleanup_net`.
 pub fn waits_text(view: &WaitsView, threads: usize, waits: usize) -> String {
     if !view.has_sched_events {
-        return "no scheduler events in this trace: record with `slowlab record` (sched_switch and sched_waking) to see waits\n".into();
+        return "no scheduler events in this trace: record with `slowlab record` (sched_switch and sched_waking), or on Windows with WPR and probes/windows/slowlab.wprp (CSwitch and ReadyThread), to see waits\n".into();
     }
     let mut table = Table::new(&[
         ("pid", Align::Right),

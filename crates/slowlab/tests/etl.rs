@@ -65,6 +65,38 @@ fn the_cpu_view_of_an_etl_zip_lists_its_processes_with_samples() {
 }
 
 #[test]
+fn without_cswitch_events_waits_and_the_path_say_how_to_record_them_on_windows() {
+    // PerfView's trace has samples but no CSwitch or ReadyThread events.
+    let trace = fixture("perfview-net.4.5.2.x64.etl.zip");
+    let waits = slowlab()
+        .arg("analyze")
+        .arg("--waits")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(waits.status.success());
+    let text = String::from_utf8_lossy(&waits.stdout);
+    assert!(text.starts_with("no scheduler events"), "{text}");
+    assert!(
+        text.contains("slowlab.wprp (CSwitch and ReadyThread)"),
+        "{text}"
+    );
+
+    let path = slowlab()
+        .args(["analyze", "--critical-path", "--root", "3676"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(path.status.code(), Some(2), "cannot be computed: exit 2");
+    let err = String::from_utf8_lossy(&path.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("CSwitch on Windows") && err.contains("slowlab.wprp"),
+        "{err}"
+    );
+}
+
+#[test]
 fn events_counts_use_traceevents_names() {
     let out = slowlab()
         .args(["analyze", "--events", "--json"])

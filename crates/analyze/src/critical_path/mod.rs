@@ -320,7 +320,7 @@ pub enum PathError {
     NoSuchPid(i32),
     #[error("no process started during the trace; give one with --root PID (`slowlab analyze FILE --procs` lists them)")]
     NoRoot,
-    #[error("the trace has no scheduler events (sched_switch): record it with `slowlab record`, which adds them")]
+    #[error("the trace has no scheduler events (sched_switch, or CSwitch on Windows): record it with `slowlab record`, or on Windows with WPR and probes/windows/slowlab.wprp, which add them")]
     NoSchedEvents,
 }
 
