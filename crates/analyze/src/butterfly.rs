@@ -13,7 +13,7 @@ use slowlab_model::trace::{FrameIdx, FuncIdx, Trace};
 
 use crate::cpu::pct;
 use crate::select::Selection;
-use crate::Error;
+use crate::AnalyzeError;
 
 /// A node of a caller or callee tree.
 #[derive(Clone, Debug, Serialize)]
@@ -41,7 +41,7 @@ pub struct Butterfly {
 }
 
 /// Finds the functions named `pattern`.
-pub fn find_functions(trace: &Trace, pattern: &str) -> Result<Vec<FuncIdx>, Error> {
+pub fn find_functions(trace: &Trace, pattern: &str) -> Result<Vec<FuncIdx>, AnalyzeError> {
     let all = || (0..trace.functions.len()).map(|i| FuncIdx(i as u32));
     let exact: Vec<FuncIdx> = all()
         .filter(|&f| trace.function_name(f) == pattern)
@@ -56,9 +56,9 @@ pub fn find_functions(trace: &Trace, pattern: &str) -> Result<Vec<FuncIdx>, Erro
     names.sort_unstable();
     names.dedup();
     match names.len() {
-        0 => Err(Error::NoSuchFunction(pattern.to_owned())),
+        0 => Err(AnalyzeError::NoSuchFunction(pattern.to_owned())),
         1 => Ok(sub),
-        n => Err(Error::AmbiguousFunction {
+        n => Err(AnalyzeError::AmbiguousFunction {
             pattern: pattern.to_owned(),
             count: n,
             examples: names.iter().take(5).copied().collect::<Vec<_>>().join(", "),
@@ -119,7 +119,7 @@ pub fn butterfly(
     pattern: &str,
     sel: &Selection,
     max_depth: usize,
-) -> Result<Butterfly, Error> {
+) -> Result<Butterfly, AnalyzeError> {
     let targets = find_functions(trace, pattern)?;
     let is_target = {
         let mut v = vec![false; trace.functions.len()];
@@ -191,12 +191,12 @@ mod tests {
         let t = small_trace();
         assert!(matches!(
             butterfly(&t, "nothing", &Selection::default(), 8),
-            Err(Error::NoSuchFunction(_))
+            Err(AnalyzeError::NoSuchFunction(_))
         ));
         // "m" is in main and memset.
         assert!(matches!(
             butterfly(&t, "m", &Selection::default(), 8),
-            Err(Error::AmbiguousFunction { .. })
+            Err(AnalyzeError::AmbiguousFunction { .. })
         ));
         // A unique substring works.
         assert_eq!(

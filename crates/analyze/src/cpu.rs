@@ -15,7 +15,7 @@ use serde::Serialize;
 use slowlab_model::trace::{FuncIdx, StackIdx, Trace};
 
 use crate::select::{Aggregate, Selection};
-use crate::Error;
+use crate::AnalyzeError;
 
 /// A grouping key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -28,20 +28,20 @@ pub enum Key {
 }
 
 impl FromStr for Key {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = AnalyzeError;
+    fn from_str(s: &str) -> Result<Self, AnalyzeError> {
         match s.trim() {
             "process" | "proc" | "p" => Ok(Key::Process),
             "thread" | "t" => Ok(Key::Thread),
             "module" | "dso" | "m" => Ok(Key::Module),
             "function" | "func" | "sym" | "f" => Ok(Key::Function),
-            other => Err(Error::BadKey(other.to_owned())),
+            other => Err(AnalyzeError::BadKey(other.to_owned())),
         }
     }
 }
 
 /// Parses `process,thread,module` into keys.
-pub fn parse_keys(s: &str) -> Result<Vec<Key>, Error> {
+pub fn parse_keys(s: &str) -> Result<Vec<Key>, AnalyzeError> {
     s.split(',')
         .filter(|k| !k.trim().is_empty())
         .map(str::parse)

@@ -29,7 +29,7 @@ pub mod waits;
 
 /// Why a view could not be computed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum AnalyzeError {
     #[error("no function matches {0:?}; `slowlab analyze FILE --by function` lists the names")]
     NoSuchFunction(String),
     #[error("{pattern:?} matches {count} functions ({examples}); give the full name")]

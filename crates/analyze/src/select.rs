@@ -14,7 +14,7 @@ pub type BuildFx = rustc_hash::FxBuildHasher;
 
 use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
 
-use crate::Error;
+use crate::AnalyzeError;
 
 /// One filter term.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,9 +27,9 @@ pub enum Filter {
 }
 
 impl FromStr for Filter {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = || Error::BadFilter(s.to_owned());
+    type Err = AnalyzeError;
+    fn from_str(s: &str) -> Result<Self, AnalyzeError> {
+        let bad = || AnalyzeError::BadFilter(s.to_owned());
         let (k, v) = s.split_once('=').ok_or_else(bad)?;
         match k.trim() {
             "process" | "comm" => Ok(Filter::Process(v.to_owned())),
@@ -66,7 +66,7 @@ impl Selection {
         filters: &[String],
         from_s: Option<f64>,
         to_s: Option<f64>,
-    ) -> Result<Selection, Error> {
+    ) -> Result<Selection, AnalyzeError> {
         Ok(Selection {
             filters: filters
                 .iter()

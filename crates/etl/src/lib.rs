@@ -12,7 +12,7 @@
 //!
 //! Never panics on a corrupt or truncated file: what cannot be read is a
 //! warning in [`Etl::warnings`] (and the trace's `ReadStats`); only a file
-//! that is not an ETL trace at all is an [`Error`]. Frames are named
+//! that is not an ETL trace at all is an [`EtlError`]. Frames are named
 //! `module+0xoffset` unless the caller passes a symbol path: then
 //! [`pdb_ids`] says which PDB each image was built with and [`symbols`]
 //! names functions from the matching local PDBs. [`synth`] writes small
@@ -49,7 +49,7 @@ pub use symbols::SymbolPath;
 
 /// Why a file could not be read as an ETL trace at all.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum EtlError {
     #[error("cannot open {path}: {source}")]
     Open {
         path: PathBuf,
@@ -110,9 +110,9 @@ pub fn is_etl_file(path: &Path) -> bool {
 
 /// Reads an ETL file, or the first `.etl` in a zip archive (by content, not
 /// by name), from memory. The entry point for the fuzzer.
-pub fn read_bytes(bytes: &[u8]) -> Result<Etl, Error> {
+pub fn read_bytes(bytes: &[u8]) -> Result<Etl, EtlError> {
     if bytes.is_empty() {
-        return Err(Error::Empty);
+        return Err(EtlError::Empty);
     }
     if bytes.starts_with(b"PK\x03\x04") {
         let etl = zip_input::first_etl(bytes)?;
@@ -122,8 +122,8 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Etl, Error> {
 }
 
 /// Reads an `.etl` or `.etl.zip` file.
-pub fn read_file(path: &Path) -> Result<Etl, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Open {
+pub fn read_file(path: &Path) -> Result<Etl, EtlError> {
+    let bytes = std::fs::read(path).map_err(|source| EtlError::Open {
         path: path.to_owned(),
         source,
     })?;
@@ -131,13 +131,13 @@ pub fn read_file(path: &Path) -> Result<Etl, Error> {
 }
 
 /// Reads an `.etl` or `.etl.zip` file into slowlab's trace model.
-pub fn read_trace(path: &Path) -> Result<Trace, Error> {
+pub fn read_trace(path: &Path) -> Result<Trace, EtlError> {
     Ok(to_trace(&read_file(path)?))
 }
 
 /// Reads an `.etl` or `.etl.zip` file into slowlab's trace model and the
 /// paths of its file operations (see [`model::io`]).
-pub fn read_trace_and_paths(path: &Path) -> Result<(Trace, Vec<CapturedPath>), Error> {
+pub fn read_trace_and_paths(path: &Path) -> Result<(Trace, Vec<CapturedPath>), EtlError> {
     Ok(to_trace_and_paths(&read_file(path)?))
 }
 
@@ -146,13 +146,13 @@ pub fn read_trace_and_paths(path: &Path) -> Result<(Trace, Vec<CapturedPath>), E
 pub fn read_trace_with_symbols(
     path: &Path,
     symbols: Option<&SymbolPath>,
-) -> Result<(Trace, Vec<CapturedPath>), Error> {
+) -> Result<(Trace, Vec<CapturedPath>), EtlError> {
     Ok(to_trace_with_symbols(&read_file(path)?, symbols))
 }
 
-fn read_etl(bytes: &[u8]) -> Result<Etl, Error> {
+fn read_etl(bytes: &[u8]) -> Result<Etl, EtlError> {
     if !looks_like_etl(bytes) {
-        return Err(Error::NotEtl);
+        return Err(EtlError::NotEtl);
     }
     let buffers = buffer::read_buffers(bytes);
     let mut warnings = Vec::new();

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use crate::Error;
+use crate::PerfError;
 
 /// Size of `struct perf_file_header` up to the end of the feature bitmap.
 pub(crate) const HEADER_LEN: usize = 104;
@@ -149,23 +149,25 @@ impl Endian {
 }
 
 /// Checks the header of `data` and returns a patched reader over it.
-pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
+pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), PerfError> {
     if data.is_empty() {
-        return Err(Error::Empty);
+        return Err(PerfError::Empty);
     }
     if data.len() < 8 {
-        return Err(Error::NotPerfData("shorter than a perf.data header".into()));
+        return Err(PerfError::NotPerfData(
+            "shorter than a perf.data header".into(),
+        ));
     }
     let endian = match &data[..8] {
         b"PERFILE2" => Endian { big: false },
         b"2ELIFREP" => Endian { big: true },
         b"PERFFILE" => {
-            return Err(Error::NotPerfData(
+            return Err(PerfError::NotPerfData(
                 "old perf.data format version 1 is not supported; record again with a perf newer than 2011".into(),
             ))
         }
         _ => {
-            return Err(Error::NotPerfData(
+            return Err(PerfError::NotPerfData(
                 "no perf.data magic (PERFILE2) at the start of the file".into(),
             ))
         }
@@ -173,7 +175,7 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
     let mut repair = Repair::default();
     if data.len() >= 16 && endian.u64(data, 8) == PIPE_HEADER_LEN {
         if !pipe_event_desc_ok(data, endian) {
-            return Err(Error::Header(
+            return Err(PerfError::Header(
                 "the event descriptions claim more events or ids than they hold (a damaged file)"
                     .into(),
             ));
@@ -196,7 +198,7 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
         ));
     }
     if data.len() < HEADER_LEN {
-        return Err(Error::NotPerfData(format!(
+        return Err(PerfError::NotPerfData(format!(
             "the file is {} bytes, shorter than a perf.data header ({HEADER_LEN} bytes)",
             data.len()
         )));
@@ -214,14 +216,14 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), Error> {
             .checked_add(attrs_size)
             .is_none_or(|e| e > file_len)
     {
-        return Err(Error::NotPerfData(
+        return Err(PerfError::NotPerfData(
             "the event attribute section is missing or lies outside the file".into(),
         ));
     }
     let data_off = endian.u64(data, 40);
     let data_size = endian.u64(data, 48);
     if data_off < HEADER_LEN as u64 || data_off > file_len {
-        return Err(Error::NotPerfData(
+        return Err(PerfError::NotPerfData(
             "the data section starts outside the file".into(),
         ));
     }
@@ -462,12 +464,12 @@ mod tests {
 
     #[test]
     fn empty_and_garbage_are_errors() {
-        assert!(matches!(open(b""), Err(Error::Empty)));
-        assert!(matches!(open(b"hello"), Err(Error::NotPerfData(_))));
-        assert!(matches!(open(&[7u8; 4096]), Err(Error::NotPerfData(_))));
+        assert!(matches!(open(b""), Err(PerfError::Empty)));
+        assert!(matches!(open(b"hello"), Err(PerfError::NotPerfData(_))));
+        assert!(matches!(open(&[7u8; 4096]), Err(PerfError::NotPerfData(_))));
         let mut short = b"PERFILE2".to_vec();
         short.extend_from_slice(&[0; 40]);
-        assert!(matches!(open(&short), Err(Error::NotPerfData(_))));
+        assert!(matches!(open(&short), Err(PerfError::NotPerfData(_))));
     }
 
     #[test]

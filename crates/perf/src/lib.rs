@@ -12,7 +12,7 @@
 //! This crate never prints. Problems that still allow an analysis (lost
 //! events, a truncated file, a binary that cannot be read) become counts and
 //! warnings in [`slowlab_model::trace::ReadStats`]; problems that do not are
-//! an [`Error`].
+//! a [`PerfError`].
 
 mod file;
 mod intern;
@@ -34,7 +34,7 @@ use slowlab_model::trace::Trace;
 /// read (kallsyms, a binary); symbolization goes on without them, and
 /// their message becomes a warning or the module's `symbol_error`.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum PerfError {
     #[error("cannot open {path}: {source}")]
     Open {
         path: PathBuf,
@@ -99,15 +99,19 @@ pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 const PRELOAD_THREADS: usize = 6;
 
 /// Reads and symbolizes the perf.data file at `path`.
-pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Result<Trace, Error> {
-    let open_err = |source| Error::Open {
+pub fn read_file(
+    path: &Path,
+    opts: &ReadOptions,
+    progress: ProgressFn,
+) -> Result<Trace, PerfError> {
+    let open_err = |source| PerfError::Open {
         path: path.to_owned(),
         source,
     };
     let f = std::fs::File::open(path).map_err(open_err)?;
     let len = f.metadata().map_err(open_err)?.len();
     if len == 0 {
-        return Err(Error::Empty);
+        return Err(PerfError::Empty);
     }
     // SAFETY: the map is read-only and private to this process. If another
     // process truncates the file while we read, we may get SIGBUS — the
@@ -188,7 +192,7 @@ pub fn read_file(path: &Path, opts: &ReadOptions, progress: ProgressFn) -> Resul
     drop_later(map);
     let kernel = move |text_then: Option<u64>| {
         let table = match loading {
-            Some(handle) => handle.join().unwrap_or(Err(Error::KallsymsFailed)),
+            Some(handle) => handle.join().unwrap_or(Err(PerfError::KallsymsFailed)),
             None => symbolize::load_kallsyms(&kallsyms_path),
         };
         if from_cache {
@@ -229,7 +233,7 @@ fn release(map: &memmap2::Mmap, from: usize, to: usize) {
 /// else from disk: the kernel's build id from the header, the record pass,
 /// and every frame left unsymbolized. The fuzz target (`fuzz/`) and its
 /// corpus replay call this.
-pub fn read_unsymbolized(data: &[u8]) -> Result<Trace, Error> {
+pub fn read_unsymbolized(data: &[u8]) -> Result<Trace, PerfError> {
     let _ = kernel_build_id(data);
     let mut trace = read_bytes(data, &|_, _, _| {})?;
     symbolize::leave_unsymbolized(&mut trace);

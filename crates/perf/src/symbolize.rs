@@ -44,7 +44,7 @@ pub(crate) use kernel::{cached_kallsyms, kallsyms_path, same_boot_or_running};
 
 use crate::intern::{FxMap, Strings};
 use crate::symbols::Kallsyms;
-use crate::{Error, ProgressFn, ReadOptions};
+use crate::{PerfError, ProgressFn, ReadOptions};
 
 const UNKNOWN: &str = "[unknown]";
 
@@ -178,7 +178,7 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
 /// threads naming frames at once (0: no cap, 1: all on this thread).
 pub fn symbolize_with(
     trace: &mut Trace,
-    kernel: impl FnOnce(Option<u64>) -> Result<Kallsyms, Error> + Send,
+    kernel: impl FnOnce(Option<u64>) -> Result<Kallsyms, PerfError> + Send,
     preload: &Preload,
     early: Option<Early>,
     threads: usize,

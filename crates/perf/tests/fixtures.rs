@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use slowlab_model::trace::{EventKind, Trace};
-use slowlab_perf::{read_bytes, read_file, Error, ReadOptions};
+use slowlab_perf::{read_bytes, read_file, PerfError, ReadOptions};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -106,7 +106,10 @@ fn truncated_mid_record_counts_skipped_bytes() {
 
 #[test]
 fn empty_and_random_files_are_errors_not_panics() {
-    assert!(matches!(read_bytes(&[], &|_, _, _| {}), Err(Error::Empty)));
+    assert!(matches!(
+        read_bytes(&[], &|_, _, _| {}),
+        Err(PerfError::Empty)
+    ));
     let mut x: u64 = 0x9e3779b97f4a7c15;
     let random: Vec<u8> = (0..100_000)
         .map(|_| {
@@ -118,7 +121,7 @@ fn empty_and_random_files_are_errors_not_panics() {
         .collect();
     assert!(matches!(
         read_bytes(&random, &|_, _, _| {}),
-        Err(Error::NotPerfData(_))
+        Err(PerfError::NotPerfData(_))
     ));
     // Random bytes behind a valid magic and header.
     let mut b = bytes("hot-fp.perfdata");

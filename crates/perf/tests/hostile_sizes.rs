@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use slowlab_model::trace::Trace;
-use slowlab_perf::{read_unsymbolized, Error};
+use slowlab_perf::{read_unsymbolized, PerfError};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,7 +73,7 @@ fn zstd_bomb(blocks: usize) -> Vec<u8> {
     f
 }
 
-type ReadResult = Result<Trace, Error>;
+type ReadResult = Result<Trace, PerfError>;
 /// A hostile file: what it is, its bytes, and what reading it must give.
 type Case = (&'static str, Vec<u8>, fn(ReadResult));
 
@@ -92,7 +92,7 @@ fn cases() -> Vec<Case> {
     let mut b = fixture("hot-fp.perfdata");
     put_u64(&mut b, 32, 1 << 40);
     out.push(("attribute section of 2^40 bytes", b, |r: ReadResult| {
-        assert!(matches!(r, Err(Error::NotPerfData(_))), "{r:?}");
+        assert!(matches!(r, Err(PerfError::NotPerfData(_))), "{r:?}");
     }));
 
     let mut b = fixture("sched.perfdata");
@@ -141,7 +141,7 @@ fn cases() -> Vec<Case> {
         "pipe: event descriptions of 2^32 - 1 events",
         b,
         |r: ReadResult| {
-            assert!(matches!(r, Err(Error::Header(_))), "{r:?}");
+            assert!(matches!(r, Err(PerfError::Header(_))), "{r:?}");
         },
     ));
 

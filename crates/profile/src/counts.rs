@@ -72,7 +72,7 @@ pub fn count_trace(trace: &Trace) -> RunProfile {
 }
 
 /// Reads and counts the perf.data file at `path`.
-pub fn count_file(path: &Path) -> Result<RunProfile, slowlab_perf::Error> {
+pub fn count_file(path: &Path) -> Result<RunProfile, slowlab_perf::PerfError> {
     let trace =
         slowlab_perf::read_file(path, &slowlab_perf::ReadOptions::default(), &|_, _, _| {})?;
     Ok(count_trace(&trace))

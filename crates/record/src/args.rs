@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::{CallGraph, Config, Error};
+use crate::{CallGraph, Config, RecordError};
 
 /// Events recorded besides the sampling event, as `system:name`. Each is
 /// added only if this kernel has it.
@@ -154,10 +154,10 @@ pub fn find_program(prog: &str) -> Option<PathBuf> {
 
 /// Checks everything that would make `perf record -a` fail at once.
 /// Returns warnings for what only degrades the trace.
-pub fn preflight(cfg: &Config) -> Result<Vec<String>, Error> {
+pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
     let mut warnings = Vec::new();
     if find_program("perf").is_none() {
-        return Err(Error::PerfMissing);
+        return Err(RecordError::PerfMissing);
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
@@ -166,18 +166,18 @@ pub fn preflight(cfg: &Config) -> Result<Vec<String>, Error> {
         .and_then(|s| s.trim().parse::<i32>().ok())
         .unwrap_or(2);
     if !root && paranoid > -1 {
-        return Err(Error::Permission { paranoid });
+        return Err(RecordError::Permission { paranoid });
     }
     if let Some(cmd) = cfg.command.first() {
         if find_program(cmd).is_none() {
-            return Err(Error::CommandNotFound(cmd.clone()));
+            return Err(RecordError::CommandNotFound(cmd.clone()));
         }
     }
     let dir = output_dir(&cfg.output);
     if let Some(free) = free_bytes(dir) {
         let free_mb = free / (1 << 20);
         if free_mb < 64 {
-            return Err(Error::DiskFull {
+            return Err(RecordError::DiskFull {
                 dir: dir.to_owned(),
                 free_mb,
             });

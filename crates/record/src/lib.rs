@@ -62,7 +62,7 @@ pub struct Config {
 
 /// Why recording failed; each message says what to do.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum RecordError {
     #[error("perf is not installed: install it with `sudo apt-get install linux-perf` (Debian) or `sudo apt-get install linux-tools-$(uname -r)` (Ubuntu)")]
     PerfMissing,
     #[error("system-wide tracing is not allowed (kernel.perf_event_paranoid = {paranoid}, not root): run slowlab record with sudo, or allow it with `sudo sysctl kernel.perf_event_paranoid=-1`")]
@@ -118,6 +118,6 @@ pub struct Outcome {
 /// and CMD's stderr are passed through, minus perf's own status lines. In
 /// ring mode SIGUSR2 saves a snapshot and recording goes on. A second stop
 /// signal kills perf. See `session` for the details.
-pub fn run(cfg: &Config) -> Result<Outcome, Error> {
+pub fn run(cfg: &Config) -> Result<Outcome, RecordError> {
     session::run(cfg)
 }

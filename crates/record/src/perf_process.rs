@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::args::free_bytes;
-use crate::{Config, Error};
+use crate::{Config, RecordError};
 
 /// The process groups of the perf processes running now.
 static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
@@ -75,11 +75,11 @@ struct Lifeline {
 }
 
 impl Lifeline {
-    fn new() -> Result<Lifeline, Error> {
+    fn new() -> Result<Lifeline, RecordError> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: pipe2 writes two new descriptors into `fds` on success.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(Error::Spawn(std::io::Error::last_os_error()));
+            return Err(RecordError::Spawn(std::io::Error::last_os_error()));
         }
         // SAFETY: both descriptors were just created and are owned here only.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
@@ -109,7 +109,11 @@ impl PerfProcess {
     /// Starts `perf ARGS` in a process group of its own, with its guard;
     /// its stderr is passed through when `echo`. `stdout` is perf's
     /// standard output.
-    pub(crate) fn spawn(args: &[String], echo: bool, stdout: Stdio) -> Result<PerfProcess, Error> {
+    pub(crate) fn spawn(
+        args: &[String],
+        echo: bool,
+        stdout: Stdio,
+    ) -> Result<PerfProcess, RecordError> {
         let lifeline = Lifeline::new()?;
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new("perf");
@@ -142,7 +146,7 @@ impl PerfProcess {
                 Ok(())
             });
         }
-        let mut child = command.spawn().map_err(Error::Spawn)?;
+        let mut child = command.spawn().map_err(RecordError::Spawn)?;
         let pgid = child.id() as i32;
         RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
         // Without `sh` the parent-death signal alone still stops perf.
@@ -227,8 +231,8 @@ impl PerfProcess {
     }
 
     /// perf's exit, if it has exited.
-    pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, Error> {
-        match self.child.try_wait().map_err(Error::Spawn)? {
+    pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, RecordError> {
+        match self.child.try_wait().map_err(RecordError::Spawn)? {
             Some(status) => {
                 self.reaped();
                 Ok(Some(status.into()))
@@ -386,10 +390,10 @@ pub(crate) fn check_perf_exit(
     exit: PerfExit,
     lines: &[String],
     stopped: bool,
-) -> Result<(), Error> {
+) -> Result<(), RecordError> {
     if lines.iter().any(|l| l.contains("No space left")) {
         let dir = crate::args::output_dir(&cfg.output).to_owned();
-        return Err(Error::DiskFull {
+        return Err(RecordError::DiskFull {
             free_mb: free_bytes(&dir).unwrap_or(0) / (1 << 20),
             dir,
         });
@@ -404,7 +408,7 @@ pub(crate) fn check_perf_exit(
         .iter()
         .any(|l| l.contains("perf_event_paranoid") || l.contains("Permission denied"))
     {
-        return Err(Error::Permission { paranoid: 2 });
+        return Err(RecordError::Permission { paranoid: 2 });
     }
     let last = lines
         .iter()
@@ -420,7 +424,7 @@ pub(crate) fn check_perf_exit(
         PerfExit::Code(c) => c,
         PerfExit::Signal(s) => 128 + s,
     };
-    Err(Error::PerfFailed {
+    Err(RecordError::PerfFailed {
         code,
         last_line: last,
     })
@@ -496,7 +500,7 @@ mod tests {
         assert!(e.to_string().contains("sys_perf_event_open"), "{e}");
         let l = lines(&["failed to write: No space left on device"]);
         let e = check_perf_exit(&c, PerfExit::Code(1), &l, false).unwrap_err();
-        assert!(matches!(e, Error::DiskFull { .. }), "{e}");
+        assert!(matches!(e, RecordError::DiskFull { .. }), "{e}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PA
 use crate::companions::Companions;
 use crate::perf_process::{check_perf_exit, partial_name, PerfProcess};
 use crate::session::{STOP_GRACE, STOP_LIMIT};
-use crate::{Config, Error, Outcome};
+use crate::{Config, Outcome, RecordError};
 
 /// How long [`Recording::start`] waits for perf to begin recording.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -39,7 +39,7 @@ pub struct Recording {
 }
 
 impl Recording {
-    pub fn start(cfg: &Config) -> Result<Recording, Error> {
+    pub fn start(cfg: &Config) -> Result<Recording, RecordError> {
         let mut cfg = cfg.clone();
         cfg.command.clear();
         cfg.ring_seconds = None;
@@ -49,7 +49,7 @@ impl Recording {
             std::process::id(),
             FIFO_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&fifo_dir).map_err(Error::Spawn)?;
+        std::fs::create_dir_all(&fifo_dir).map_err(RecordError::Spawn)?;
         let mut rec = Recording {
             cfg,
             perf: None,
@@ -83,20 +83,20 @@ impl Recording {
             ],
         );
         rec.perf = Some(PerfProcess::spawn(&args, false, Stdio::null())?);
-        ctl_end.write_all(b"enable\n").map_err(Error::Spawn)?;
+        ctl_end.write_all(b"enable\n").map_err(RecordError::Spawn)?;
         rec.wait_for_ack(&ack_end)?;
         Ok(rec)
     }
 
     /// Waits until perf answers `ack` on its control FIFO, or fails if perf
     /// exits first or takes longer than [`START_TIMEOUT`].
-    fn wait_for_ack(&mut self, ack: &std::fs::File) -> Result<(), Error> {
+    fn wait_for_ack(&mut self, ack: &std::fs::File) -> Result<(), RecordError> {
         use std::os::fd::AsRawFd;
         let deadline = Instant::now() + START_TIMEOUT;
         let mut got = Vec::new();
         while !got.windows(3).any(|w| w == b"ack") {
             let Some(perf) = self.perf.as_mut() else {
-                return Err(Error::PerfFailed {
+                return Err(RecordError::PerfFailed {
                     code: 0,
                     last_line: "perf is not running".into(),
                 });
@@ -105,13 +105,13 @@ impl Recording {
                 let lines = perf.lines();
                 self.perf = None;
                 check_perf_exit(&self.cfg, exit, &lines, false)?;
-                return Err(Error::PerfFailed {
+                return Err(RecordError::PerfFailed {
                     code: 0,
                     last_line: "perf exited before it started recording".into(),
                 });
             }
             if Instant::now() > deadline {
-                return Err(Error::PerfFailed {
+                return Err(RecordError::PerfFailed {
                     code: 0,
                     last_line: format!(
                         "perf did not start recording within {} s",
@@ -137,9 +137,9 @@ impl Recording {
 
     /// Stops perf (SIGINT: it writes the file, renamed into place once
     /// finished) and the companions. perf taking too long is killed.
-    pub fn stop(mut self) -> Result<Outcome, Error> {
+    pub fn stop(mut self) -> Result<Outcome, RecordError> {
         let Some(mut perf) = self.perf.take() else {
-            return Err(Error::PerfFailed {
+            return Err(RecordError::PerfFailed {
                 code: 0,
                 last_line: "perf is not running".into(),
             });
@@ -151,7 +151,7 @@ impl Recording {
         let companions = self.companions.take();
         let checked = match finished {
             Ok(exit) => check_perf_exit(&self.cfg, exit, &lines, true),
-            Err(_) => Err(Error::PerfKilled {
+            Err(_) => Err(RecordError::PerfKilled {
                 output: self.cfg.output.clone(),
                 why: format!(
                     "it was still not done {} s after the stop",
@@ -162,7 +162,7 @@ impl Recording {
             }),
         };
         let renamed = checked.and_then(|()| {
-            std::fs::rename(&partial, &self.cfg.output).map_err(|source| Error::Output {
+            std::fs::rename(&partial, &self.cfg.output).map_err(|source| RecordError::Output {
                 path: self.cfg.output.clone(),
                 source,
             })
@@ -205,17 +205,17 @@ impl Drop for Recording {
 
 /// Creates a FIFO and opens it read-write: holding both ends, the open
 /// never blocks and perf can open its end at any time.
-fn make_fifo(path: &Path) -> Result<std::fs::File, Error> {
+fn make_fifo(path: &Path) -> Result<std::fs::File, RecordError> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| Error::Spawn(std::io::Error::other(e)))?;
+        .map_err(|e| RecordError::Spawn(std::io::Error::other(e)))?;
     // SAFETY: `c` is a valid NUL-terminated path.
     if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-        return Err(Error::Spawn(std::io::Error::last_os_error()));
+        return Err(RecordError::Spawn(std::io::Error::last_os_error()));
     }
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(Error::Spawn)
+        .map_err(RecordError::Spawn)
 }

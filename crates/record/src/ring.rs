@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::args::{perf_args_to, ring_pages, tracepoint_exists, Buffers};
 use crate::perf_process::PerfProcess;
 use crate::signals::StopSignals;
-use crate::{Config, Error};
+use crate::{Config, RecordError};
 use slowlab_model::le::{u32_at, u64_at};
 
 /// How long the event rate is measured, from perf's first sample.
@@ -57,14 +57,14 @@ pub(crate) fn side_window(secs: u32) -> Duration {
 /// Measures the event rate and sizes the buffers for `secs` seconds; the
 /// companions should be running already, as their own syscalls are part
 /// of the rate. A stop signal meanwhile ends the recording before it
-/// starts ([`Error::Interrupted`]); a rate that cannot be measured falls
+/// starts ([`RecordError::Interrupted`]); a rate that cannot be measured falls
 /// back on [`ring_pages`] with a warning.
 pub(crate) fn plan(
     cfg: &Config,
     secs: u32,
     signals: &mut StopSignals,
     warnings: &mut Vec<String>,
-) -> Result<RingPlan, Error> {
+) -> Result<RingPlan, RecordError> {
     let secs = secs.max(1);
     let limit = max_pages(cfg.cpus);
     eprintln!(
@@ -136,7 +136,7 @@ fn max_pages(cpus: u32) -> u64 {
 
 /// The average CPU's bytes a second over [`MEASURE`]; the outer error is a
 /// stop signal, the inner one why the rate could not be measured.
-fn measure(cfg: &Config, signals: &mut StopSignals) -> Result<Result<f64, String>, Error> {
+fn measure(cfg: &Config, signals: &mut StopSignals) -> Result<Result<f64, String>, RecordError> {
     let args = perf_args_to(
         cfg,
         &tracepoint_exists,
@@ -174,7 +174,7 @@ fn measure(cfg: &Config, signals: &mut StopSignals) -> Result<Result<f64, String
             }
             perf.kill();
             let _ = reader.join();
-            return Err(Error::Interrupted { signal: sig });
+            return Err(RecordError::Interrupted { signal: sig });
         }
         if measuring_since.is_none() && first_rx.try_recv().is_ok() {
             measuring_since = Some(Instant::now());

@@ -28,7 +28,7 @@ use crate::companions::{side_file, Companions};
 use crate::perf_process::{check_perf_exit, partial_name, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
-use crate::{Config, Error, Outcome};
+use crate::{Config, Outcome, RecordError};
 
 /// How often the loop looks at perf, the signals and the dumps.
 const POLL: Duration = Duration::from_millis(50);
@@ -72,7 +72,7 @@ struct Session<'a> {
 }
 
 /// See the module documentation.
-pub(crate) fn run(cfg: &Config) -> Result<Outcome, Error> {
+pub(crate) fn run(cfg: &Config) -> Result<Outcome, RecordError> {
     let mut warnings = preflight(cfg)?;
     let mut signals = StopSignals::install();
     // Started before the ring is sized: their own syscalls are events too.
@@ -247,7 +247,7 @@ impl Session<'_> {
         exit: PerfExit,
         lines: &[String],
         partial: &Path,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Outcome, RecordError> {
         if let Some(why) = self.killed.take() {
             // Dumps perf finished are complete traces: keep them.
             for dump in std::mem::take(&mut self.final_dumps) {
@@ -259,7 +259,7 @@ impl Session<'_> {
             } else {
                 format!("kept the snapshots {}", join(&self.snapshots))
             };
-            return Err(Error::PerfKilled {
+            return Err(RecordError::PerfKilled {
                 output: self.cfg.output.clone(),
                 why,
                 kept,
@@ -293,7 +293,7 @@ impl Session<'_> {
                 Ok(()) => output,
                 Err(e) => {
                     self.discard(&file);
-                    return Err(Error::Output {
+                    return Err(RecordError::Output {
                         path: output,
                         source: e,
                     });
@@ -303,7 +303,7 @@ impl Session<'_> {
                 Some(newest) => newest.clone(),
                 None => {
                     self.discard(partial);
-                    return Err(Error::PerfFailed {
+                    return Err(RecordError::PerfFailed {
                         code: 0,
                         last_line: "perf wrote no ring-buffer snapshot".into(),
                     });

@@ -19,11 +19,11 @@ use super::attrs::event_kinds;
 use super::Builder;
 use crate::file;
 use crate::records::{Endian, Records};
-use crate::{guard, Error, ProgressFn};
+use crate::{guard, PerfError, ProgressFn};
 
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
-pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, Error> {
+pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, PerfError> {
     read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {}, &mut |_, _| {})
 }
 
@@ -55,7 +55,7 @@ pub(crate) fn read_bytes_with(
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     checkpoint: &mut dyn FnMut(&Trace),
     release: &mut dyn FnMut(usize, usize),
-) -> Result<Trace, Error> {
+) -> Result<Trace, PerfError> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
         if repair.pipe {
@@ -64,11 +64,11 @@ pub(crate) fn read_bytes_with(
             PerfFileReader::parse_file(patched)
         }
     })
-    .ok_or_else(|| Error::Header("malformed header".into()))?;
+    .ok_or_else(|| PerfError::Header("malformed header".into()))?;
     // Only the header, attributes and features: the records are indexed
     // in place below (for pipes too), not read through its iterator,
     // which allocates what a record's size field claims.
-    let PerfFileReader { perf_file, .. } = parsed.map_err(|e| Error::Header(e.to_string()))?;
+    let PerfFileReader { perf_file, .. } = parsed.map_err(|e| PerfError::Header(e.to_string()))?;
 
     let mut b = Builder::new();
     let endian = perf_file.endian();

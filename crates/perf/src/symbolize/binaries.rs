@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::intern::FxMap;
 use crate::symbols::{Elf, SortedSymbols};
-use crate::Error;
+use crate::PerfError;
 
 /// Binaries opened ahead of symbolization, while the records are read:
 /// each is mapped, its headers parsed and its symbol table requested from
@@ -37,7 +37,7 @@ enum Slot {
 /// named in rounds, [`Early`](super::Early) and
 /// [`symbolize_with`](super::symbolize_with)).
 pub(super) struct Opened {
-    pub(super) map: Result<memmap2::Mmap, Error>,
+    pub(super) map: Result<memmap2::Mmap, PerfError>,
     pub(super) debug: Option<memmap2::Mmap>,
     pub(super) index: Option<SortedSymbols>,
     pub(super) demangled: Mutex<FxMap<u32, String>>,
@@ -105,7 +105,7 @@ impl Preload {
 /// Maps a binary and, if it has no `.symtab`, its debug file; asks the
 /// kernel to read their symbol tables ahead.
 fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
-    let map = map_binary(Path::new(path)).map_err(Error::BinaryOpen);
+    let map = map_binary(Path::new(path)).map_err(PerfError::BinaryOpen);
     // The file as it is now; perf's cached copy if it is gone or rebuilt.
     let now = map
         .as_ref()
@@ -113,7 +113,7 @@ fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
         .and_then(|m| Elf::parse(m).ok()?.build_id.map(|b| hex(&b)));
     let map = match (map, build_id, now) {
         (Ok(_), Some(recorded), Some(now)) if recorded != now => {
-            cached_copy(Some(recorded)).ok_or(Error::BinaryChanged)
+            cached_copy(Some(recorded)).ok_or(PerfError::BinaryChanged)
         }
         (Ok(m), _, _) => Ok(m),
         (Err(e), _, _) => cached_copy(build_id).ok_or(e),

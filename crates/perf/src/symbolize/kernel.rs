@@ -13,13 +13,13 @@ use super::binaries::perf_buildid_dir;
 use super::ModuleResult;
 use crate::intern::FxMap;
 use crate::symbols::Kallsyms;
-use crate::{Error, ReadOptions};
+use crate::{PerfError, ReadOptions};
 
 /// Reads and parses kallsyms (run it on its own thread while records are
 /// read: reading `/proc/kallsyms` costs the kernel ~60 ms of formatting).
-pub fn load_kallsyms(path: &Path) -> Result<Kallsyms, Error> {
+pub fn load_kallsyms(path: &Path) -> Result<Kallsyms, PerfError> {
     use std::io::Read;
-    let cannot = |source: std::io::Error| Error::KallsymsUnreadable {
+    let cannot = |source: std::io::Error| PerfError::KallsymsUnreadable {
         path: path.to_owned(),
         source,
     };
@@ -49,7 +49,7 @@ pub fn load_kallsyms(path: &Path) -> Result<Kallsyms, Error> {
     }
     k.finish();
     if k.is_empty() {
-        return Err(Error::KallsymsEmpty {
+        return Err(PerfError::KallsymsEmpty {
             path: path.to_owned(),
         });
     }
@@ -87,9 +87,9 @@ fn cached_kallsyms_in(dir: &Path, build_id: &str) -> Option<PathBuf> {
 /// in the same boot — the same `_text`, so the modules' addresses hold too —
 /// else the running kernel's from `/proc/kallsyms`.
 pub(crate) fn same_boot_or_running(
-    cached: Result<Kallsyms, Error>,
+    cached: Result<Kallsyms, PerfError>,
     text_then: Option<u64>,
-) -> Result<Kallsyms, Error> {
+) -> Result<Kallsyms, PerfError> {
     match cached {
         Ok(k) if text_then.is_some() && k.text == text_then => Ok(k),
         _ => load_kallsyms(Path::new("/proc/kallsyms")),
@@ -98,7 +98,7 @@ pub(crate) fn same_boot_or_running(
 
 /// Names kernel frames from kallsyms; returns the result and warnings.
 pub(super) fn symbolize_kernel(
-    kernel: Result<Kallsyms, Error>,
+    kernel: Result<Kallsyms, PerfError>,
     text_then: Option<u64>,
     frames: &[(u64, FrameIdx)],
 ) -> (ModuleResult, Vec<String>) {

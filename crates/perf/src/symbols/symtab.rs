@@ -12,7 +12,7 @@ use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym as _};
 
 use super::scan::{Buckets, Cand};
 use super::{binding, cstr, Rank};
-use crate::Error;
+use crate::PerfError;
 
 /// An ELF file's symbols, read in place from its bytes.
 pub struct Elf<'a> {
@@ -48,7 +48,7 @@ pub(super) struct Table<'a, H: FileHeader> {
 
 impl<'a> Elf<'a> {
     /// Reads the headers, segments, build id and symbol table location.
-    pub fn parse(bytes: &'a [u8]) -> Result<Elf<'a>, Error> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Elf<'a>, PerfError> {
         match bytes.get(..5) {
             Some([0x7f, b'E', b'L', b'F', 1]) => {
                 let (t, info) = table::<elf::FileHeader32<object::Endianness>>(bytes)?;
@@ -58,7 +58,7 @@ impl<'a> Elf<'a> {
                 let (t, info) = table::<elf::FileHeader64<object::Endianness>>(bytes)?;
                 Ok(info.with(bytes, ElfKind::E64(t)))
             }
-            _ => Err(Error::NotElf),
+            _ => Err(PerfError::NotElf),
         }
     }
 
@@ -129,11 +129,14 @@ impl Info {
 
 fn table<H: FileHeader<Endian = object::Endianness>>(
     bytes: &[u8],
-) -> Result<(Table<'_, H>, Info), Error> {
-    let header = H::parse(bytes).map_err(Error::Elf)?;
-    let endian = header.endian().map_err(Error::Elf)?;
+) -> Result<(Table<'_, H>, Info), PerfError> {
+    let header = H::parse(bytes).map_err(PerfError::Elf)?;
+    let endian = header.endian().map_err(PerfError::Elf)?;
     let mut segments = Vec::new();
-    for ph in header.program_headers(endian, bytes).map_err(Error::Elf)? {
+    for ph in header
+        .program_headers(endian, bytes)
+        .map_err(PerfError::Elf)?
+    {
         if ph.p_type(endian) == elf::PT_LOAD && ph.p_filesz(endian).into() > 0 {
             segments.push((
                 ph.p_offset(endian).into(),
@@ -142,7 +145,7 @@ fn table<H: FileHeader<Endian = object::Endianness>>(
             ));
         }
     }
-    let sections = header.sections(endian, bytes).map_err(Error::Elf)?;
+    let sections = header.sections(endian, bytes).map_err(PerfError::Elf)?;
     let mut build_id = None;
     for s in sections.iter() {
         if let Ok(Some(mut notes)) = s.notes(endian, bytes) {
@@ -155,13 +158,13 @@ fn table<H: FileHeader<Endian = object::Endianness>>(
     }
     let mut symtab = sections
         .symbols(endian, bytes, elf::SHT_SYMTAB)
-        .map_err(Error::Elf)?;
+        .map_err(PerfError::Elf)?;
     let mut dynsym_only = false;
     if symtab.is_empty() {
         dynsym_only = true;
         symtab = sections
             .symbols(endian, bytes, elf::SHT_DYNSYM)
-            .map_err(Error::Elf)?;
+            .map_err(PerfError::Elf)?;
     }
     let strtab = match sections.section(symtab.string_section()) {
         Ok(s) => (s.sh_offset(endian).into(), s.sh_size(endian).into()),

@@ -89,12 +89,12 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         Ok(out) => out,
         // Stopped by a signal without a trace: say so, and exit as the
         // signal says (128 + its number), as a shell expects.
-        Err(e @ slowlab_record::Error::Interrupted { signal }) => {
+        Err(e @ slowlab_record::RecordError::Interrupted { signal }) => {
             eprintln!("slowlab: {e}");
             return Ok(128 + signal);
         }
         Err(
-            e @ slowlab_record::Error::PerfKilled {
+            e @ slowlab_record::RecordError::PerfKilled {
                 stopped_by: Some(signal),
                 ..
             },

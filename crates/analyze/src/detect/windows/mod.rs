@@ -1,9 +1,9 @@
-//! The detectors of Windows traces (ETL, read by `slowlab-etl`): the
-//! signatures DESIGN.md's "Windows signatures" describe, read from the
-//! Windows kernel's functions and events. Each module states its signature
-//! and thresholds. (The fourth signature, numbered names probed at each
-//! process start, is `linear_probe_names`, which reads Windows file creates
-//! too.)
+//! The detectors of Windows traces (ETL, read by `slowlab-etl`): how each
+//! of the five pathologies shows in a Windows trace (the signatures the
+//! articles found with WPA), read from the Windows kernel's functions and
+//! events. Each module states its signature and thresholds. (The fourth
+//! signature, numbered names probed at each process start, is
+//! `linear_probe_names`, which reads Windows file creates too.)
 //!
 //! Frames of an ETL trace are named by their PDB symbol when the user gave
 //! symbols (`MmAccessFault`, or `ntoskrnl.exe!MmAccessFault` as WPA writes
