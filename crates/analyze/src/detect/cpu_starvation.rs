@@ -126,26 +126,28 @@ mod tests {
     use super::*;
     use crate::testutil::TraceBuilder;
 
-    fn ms(v: u64) -> u64 {
-        v * 1_000_000
-    }
-
     /// `calc` (pid 10, nice 10) and `hog` (pid 20, nice 0) share CPU 0:
     /// calc runs 1 ms, then the hog runs `hog_ms`, 20 times.
     fn shared_cpu(hog_ms: u64) -> slowlab_model::trace::Trace {
+        shared_cpu_us(1000, hog_ms * 1000)
+    }
+
+    /// The same with calc running `calc_us` and the hog `hog_us` each time.
+    fn shared_cpu_us(calc_us: u64, hog_us: u64) -> slowlab_model::trace::Trace {
+        let us = |v: u64| v * 1000;
         let mut b = TraceBuilder::default();
         let calc = b.process(10, "calc");
         b.process(20, "hog");
-        let end = 20 * (1 + hog_ms);
-        b.lifetime(calc, None, 0, Some(ms(end)));
+        let end = us(20 * (calc_us + hog_us));
+        b.lifetime(calc, None, 0, Some(end));
         let mut t = 0;
         for _ in 0..20 {
             b.switch_prio(t, 0, 20, 0, 10, 130, None);
-            t += ms(1);
+            t += us(calc_us);
             b.switch_prio(t, 0, 10, 0x100, 20, 120, None);
-            t += ms(hog_ms);
+            t += us(hog_us);
         }
-        b.end(ms(end));
+        b.end(end);
         b.build()
     }
 
@@ -177,5 +179,20 @@ mod tests {
         }
         t.meta.end_ns += 3_000_000;
         assert!(findings(&t).is_empty());
+    }
+
+    #[test]
+    fn min_path_share_is_the_edge() {
+        // Runnable 2.4 ms after each 10 ms on the CPU: 48 ms (above the
+        // 20 ms floor) but 19.4% of the wall time; 2.6 ms: 20.6%.
+        assert!(findings(&shared_cpu_us(10_000, 2_400)).is_empty());
+        assert_eq!(findings(&shared_cpu_us(10_000, 2_600)).len(), 1);
+    }
+
+    #[test]
+    fn the_20_ms_floor_is_the_edge() {
+        // Half the wall time runnable, but 19 ms in all; then 21 ms.
+        assert!(findings(&shared_cpu_us(1_000, 950)).is_empty());
+        assert_eq!(findings(&shared_cpu_us(1_000, 1_050)).len(), 1);
     }
 }

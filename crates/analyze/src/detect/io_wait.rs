@@ -200,18 +200,20 @@ mod tests {
     use crate::testutil::TraceBuilder;
     use slowlab_model::trace::ProcIdx;
 
-    fn ms(v: u64) -> u64 {
-        v * 1_000_000
-    }
-
     /// `db` (pid 10) alternates 1 ms of CPU with `wait_ms` in fsync, ended
     /// by the disk's interrupt, 20 times.
     fn fsync_loop(wait_ms: u64) -> slowlab_model::trace::Trace {
+        fsync_loop_us(1000, wait_ms * 1000)
+    }
+
+    /// The same with `cpu_us` of CPU and `wait_us` in fsync each time.
+    fn fsync_loop_us(cpu_us: u64, wait_us: u64) -> slowlab_model::trace::Trace {
+        let us = |v: u64| v * 1000;
         let mut b = TraceBuilder::default();
         let db = b.process(10, "db");
         let other = b.process(20, "other");
-        let end = 20 * (1 + wait_ms);
-        b.lifetime(db, None, 0, Some(ms(end)));
+        let end = us(20 * (cpu_us + wait_us));
+        b.lifetime(db, None, 0, Some(end));
         let fsync = b.stack(&[
             "__x64_sys_fsync",
             "ext4_sync_file",
@@ -222,14 +224,14 @@ mod tests {
         let mut t = 0;
         b.switch(0, 0, 0, 0, 10, None);
         for _ in 0..20 {
-            t += ms(1);
+            t += us(cpu_us);
             b.switch(t, 0, 10, 2, 0, fsync);
-            t += ms(wait_ms);
+            t += us(wait_us);
             b.block(t, 1, other, (254 << 20) | 16, 8192);
             b.waking(t, 1, other, 10, disk);
             b.switch(t, 0, 0, 0, 10, None);
         }
-        b.end(ms(end));
+        b.end(end);
         b.build()
     }
 
@@ -266,5 +268,20 @@ mod tests {
             }
         }
         assert!(findings(&t).is_empty());
+    }
+
+    #[test]
+    fn min_path_share_is_the_edge() {
+        // 20 waits of 1.05 ms among 10 ms of CPU each: 21 ms (above the
+        // 20 ms floor) but 9.5% of the wall time; 1.2 ms: 10.7%.
+        assert!(findings(&fsync_loop_us(10_000, 1_050)).is_empty());
+        assert_eq!(findings(&fsync_loop_us(10_000, 1_200)).len(), 1);
+    }
+
+    #[test]
+    fn the_20_ms_floor_is_the_edge() {
+        // Half the wall time waiting, but 19 ms in all; then 21 ms.
+        assert!(findings(&fsync_loop_us(1_000, 950)).is_empty());
+        assert_eq!(findings(&fsync_loop_us(1_000, 1_050)).len(), 1);
     }
 }
