@@ -1,6 +1,6 @@
 //! A GUID as ETW stores it (the first three fields little-endian), printed
 //! in the usual lower-case form. No parsing of GUID strings beyond
-//! [`Guid::parse`] for the name tables.
+//! [`Guid::parse`] and [`guid`] for the name tables.
 
 use std::fmt;
 
@@ -59,6 +59,16 @@ impl Guid {
             i += 1;
         }
         Some(Guid(v))
+    }
+}
+
+/// A GUID written in the source, parsed when the crate is compiled: the
+/// name tables hold values, so looking an event up compares integers, and a
+/// malformed literal fails the build.
+pub const fn guid(s: &str) -> Guid {
+    match Guid::parse(s) {
+        Some(g) => g,
+        None => panic!("malformed GUID literal"),
     }
 }
 

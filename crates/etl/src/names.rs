@@ -11,7 +11,7 @@
 //! (TraceEvent's `KernelTraceEventParser` registers the same numbers and
 //! names, MIT-licensed); no decoding happens here.
 
-use crate::guid::Guid;
+use crate::guid::{guid, Guid};
 use crate::header::Source;
 
 /// The kernel's event groups (the high byte of a classic hook id).
@@ -43,27 +43,27 @@ use group::*;
 
 /// The kernel's task GUIDs, for classic events written with a full header
 /// instead of a hook id.
-const TASK_GUIDS: &[(&str, u8)] = &[
-    ("68fdd900-4a3e-11d1-84f4-0000f80464e3", EVENT_TRACE),
-    ("3d6fa8d4-fe05-11d0-9dda-00c04fd7ba7c", DISK_IO),
-    ("3d6fa8d3-fe05-11d0-9dda-00c04fd7ba7c", MEMORY),
-    ("3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c", PROCESS),
-    ("90cbdc39-4a3e-11d1-84f4-0000f80464e3", FILE_IO),
-    ("3d6fa8d1-fe05-11d0-9dda-00c04fd7ba7c", THREAD),
-    ("9a280ac0-c8e0-11d1-84e2-00c04fb998a2", TCP_IP),
-    ("bf3a50c5-a9c9-4988-a005-2df0b7c80f80", UDP_IP),
-    ("ae53722e-c863-11d2-8659-00c04fa321a1", REGISTRY),
-    ("01853a65-418f-4f36-aefc-dc0f1d2fd235", SYSTEM_CONFIG),
-    ("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc", PERF_INFO),
-    ("222962ab-6180-4b88-a825-346b75f2a24a", HEAP),
-    ("89497f50-effe-4440-8cf2-ce6b1cdcaca7", OBJECT),
-    ("2cb15d1d-5fc1-11d2-abe1-00a0c911f518", IMAGE),
-    ("3ac66736-cc59-4cff-8115-8df50e39816b", CRIT_SEC),
-    ("def2fe46-7bd6-4b80-bd94-f57fe20d0ce3", STACK_WALK),
-    ("45d8cccd-539f-4b72-a8b7-5c683142609a", ALPC),
-    ("d837ca92-12b9-44a5-ad6a-3a65b3578aa8", SPLIT_IO),
-    ("c861d0e2-a2c1-4d36-9f9c-970bab943a12", THREAD_POOL),
-    ("9b79ee91-b5fd-41c0-a243-4248e266e9d0", SYS_CONFIG),
+const TASK_GUIDS: &[(Guid, u8)] = &[
+    (guid("68fdd900-4a3e-11d1-84f4-0000f80464e3"), EVENT_TRACE),
+    (guid("3d6fa8d4-fe05-11d0-9dda-00c04fd7ba7c"), DISK_IO),
+    (guid("3d6fa8d3-fe05-11d0-9dda-00c04fd7ba7c"), MEMORY),
+    (guid("3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c"), PROCESS),
+    (guid("90cbdc39-4a3e-11d1-84f4-0000f80464e3"), FILE_IO),
+    (guid("3d6fa8d1-fe05-11d0-9dda-00c04fd7ba7c"), THREAD),
+    (guid("9a280ac0-c8e0-11d1-84e2-00c04fb998a2"), TCP_IP),
+    (guid("bf3a50c5-a9c9-4988-a005-2df0b7c80f80"), UDP_IP),
+    (guid("ae53722e-c863-11d2-8659-00c04fa321a1"), REGISTRY),
+    (guid("01853a65-418f-4f36-aefc-dc0f1d2fd235"), SYSTEM_CONFIG),
+    (guid("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc"), PERF_INFO),
+    (guid("222962ab-6180-4b88-a825-346b75f2a24a"), HEAP),
+    (guid("89497f50-effe-4440-8cf2-ce6b1cdcaca7"), OBJECT),
+    (guid("2cb15d1d-5fc1-11d2-abe1-00a0c911f518"), IMAGE),
+    (guid("3ac66736-cc59-4cff-8115-8df50e39816b"), CRIT_SEC),
+    (guid("def2fe46-7bd6-4b80-bd94-f57fe20d0ce3"), STACK_WALK),
+    (guid("45d8cccd-539f-4b72-a8b7-5c683142609a"), ALPC),
+    (guid("d837ca92-12b9-44a5-ad6a-3a65b3578aa8"), SPLIT_IO),
+    (guid("c861d0e2-a2c1-4d36-9f9c-970bab943a12"), THREAD_POOL),
+    (guid("9b79ee91-b5fd-41c0-a243-4248e266e9d0"), SYS_CONFIG),
 ];
 
 /// Task names of the groups, for opcodes the table does not list.
@@ -304,59 +304,62 @@ const KERNEL_OPCODES: &[(u8, u8, &str, &str)] = &[
 ];
 
 /// Providers whose manifest events appear in common traces, by GUID.
-const PROVIDERS: &[(&str, &str)] = &[
+const PROVIDERS: &[(Guid, &str)] = &[
     (
-        "e13c0d23-ccbc-4e12-931b-d9cc2eee27e4",
+        guid("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4"),
         "Microsoft-Windows-DotNETRuntime",
     ),
     (
-        "763fd754-7086-4dfe-95eb-c01a46faf4ca",
+        guid("763fd754-7086-4dfe-95eb-c01a46faf4ca"),
         "Microsoft-Windows-DotNETRuntimePrivate",
     ),
     (
-        "a669021c-c450-4609-a035-5af59af4df18",
+        guid("a669021c-c450-4609-a035-5af59af4df18"),
         "Microsoft-Windows-DotNETRuntimeRundown",
     ),
     (
-        "edd08927-9cc4-4e65-b970-c2560fb5c289",
+        guid("edd08927-9cc4-4e65-b970-c2560fb5c289"),
         "Microsoft-Windows-Kernel-File",
     ),
     (
-        "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716",
+        guid("22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"),
         "Microsoft-Windows-Kernel-Process",
     ),
     (
-        "b675ec37-bdb6-4648-bc92-f3fdc74d3ca2",
+        guid("b675ec37-bdb6-4648-bc92-f3fdc74d3ca2"),
         "Microsoft-Windows-Kernel-EventTracing",
     ),
     (
-        "1c95126e-7eea-49a9-a3fe-a378b03ddb4d",
+        guid("1c95126e-7eea-49a9-a3fe-a378b03ddb4d"),
         "Microsoft-Windows-DNS-Client",
     ),
     (
-        "315a8872-923e-4ea2-9889-33cd4754bf64",
+        guid("315a8872-923e-4ea2-9889-33cd4754bf64"),
         "Microsoft-Windows-Immersive-Shell",
     ),
-    ("a8a71ac1-040f-54a2-07ca-00a89b5ab761", "PerfView"),
+    (guid("a8a71ac1-040f-54a2-07ca-00a89b5ab761"), "PerfView"),
     (
-        "8e9f5090-2d75-4d03-8a81-e5afbf85daf1",
+        guid("8e9f5090-2d75-4d03-8a81-e5afbf85daf1"),
         "System.Diagnostics.Eventing.FrameworkEventSource",
     ),
     (
-        "2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5",
+        guid("2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5"),
         "System.Threading.Tasks.TplEventSource",
     ),
-    ("9e814aad-3204-11d2-9a82-006008a86939", "Windows Kernel"),
+    (
+        guid("9e814aad-3204-11d2-9a82-006008a86939"),
+        "Windows Kernel",
+    ),
 ];
 
 /// KernelTraceControl (xperf's rundown of image identities and event
 /// metadata): `(GUID, task, [(opcode, name)])`.
 /// `(GUID, task name, opcode names)` of one KernelTraceControl task.
-type ControlTask = (&'static str, &'static str, &'static [(u8, &'static str)]);
+type ControlTask = (Guid, &'static str, &'static [(u8, &'static str)]);
 
 const KERNEL_TRACE_CONTROL: &[ControlTask] = &[
     (
-        "b3e675d7-2554-4f18-830b-2762732560de",
+        guid("b3e675d7-2554-4f18-830b-2762732560de"),
         "ImageID",
         &[
             (32, "None"),
@@ -366,7 +369,7 @@ const KERNEL_TRACE_CONTROL: &[ControlTask] = &[
         ],
     ),
     (
-        "bbccf6c1-6cd1-48c4-80ff-839482e37671",
+        guid("bbccf6c1-6cd1-48c4-80ff-839482e37671"),
         "MetaData",
         &[(32, "EventInfo"), (33, "EventMapInfo")],
     ),
@@ -380,7 +383,7 @@ pub fn kernel_group(source: Source, opcode: u8) -> Option<u8> {
         Source::Kernel { group } => group,
         Source::Classic { guid } => TASK_GUIDS
             .iter()
-            .find(|(g, _)| Guid::parse(g) == Some(guid))
+            .find(|(g, _)| *g == guid)
             .map(|&(_, grp)| grp)?,
         Source::Manifest { .. } => return None,
     };
@@ -395,7 +398,7 @@ pub fn kernel_group(source: Source, opcode: u8) -> Option<u8> {
 pub fn provider_name(guid: Guid) -> Option<&'static str> {
     PROVIDERS
         .iter()
-        .find(|(g, _)| Guid::parse(g) == Some(guid))
+        .find(|(g, _)| *g == guid)
         .map(|&(_, name)| name)
 }
 
@@ -407,10 +410,7 @@ pub fn event_name(source: Source, opcode: u8, tl_name: Option<(&str, &str)>) -> 
     }
     match source {
         Source::Classic { guid } => {
-            if let Some((_, task, ops)) = KERNEL_TRACE_CONTROL
-                .iter()
-                .find(|(g, _, _)| Guid::parse(g) == Some(guid))
-            {
+            if let Some((_, task, ops)) = KERNEL_TRACE_CONTROL.iter().find(|(g, _, _)| *g == guid) {
                 return match ops.iter().find(|(op, _)| *op == opcode) {
                     _ if opcode == 0 => format!("KernelTraceControl/{task}"),
                     Some((_, name)) => format!("KernelTraceControl/{task}/{name}"),
@@ -487,7 +487,7 @@ mod tests {
             event_name(k(DISK_IO), 16, None),
             "Windows Kernel/DiskIO/Opcode(16)"
         );
-        let sys = Guid::parse("9b79ee91-b5fd-41c0-a243-4248e266e9d0").unwrap();
+        let sys = guid("9b79ee91-b5fd-41c0-a243-4248e266e9d0");
         assert_eq!(
             event_name(Source::Classic { guid: sys }, 37, None),
             "Windows Kernel/SysConfig/Opcode(37)"
@@ -496,7 +496,7 @@ mod tests {
 
     #[test]
     fn manifest_events_are_named_by_provider_and_id() {
-        let clr = Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").unwrap();
+        let clr = guid("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4");
         let src = Source::Manifest {
             guid: clr,
             id: 10,

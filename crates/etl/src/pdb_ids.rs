@@ -13,17 +13,14 @@
 
 use slowlab_model::trace::{ModuleIdx, Trace};
 
-use crate::guid::Guid;
+use crate::guid::{guid, Guid};
 use crate::header::Source;
 use crate::kernel::Payload;
 use crate::stacks::{file_name, StackBuilder};
 use crate::Etl;
 
 /// The provider (task) GUID of KernelTraceControl's `ImageID` events.
-pub const IMAGE_ID_TASK: Guid = match Guid::parse("b3e675d7-2554-4f18-830b-2762732560de") {
-    Some(g) => g,
-    None => panic!("malformed GUID literal"),
-};
+pub const IMAGE_ID_TASK: Guid = guid("b3e675d7-2554-4f18-830b-2762732560de");
 /// Opcode of `KernelTraceControl/ImageID` (the image's own identity).
 pub const OPCODE_IMAGE_ID: u8 = 0;
 /// Opcode of `KernelTraceControl/ImageID/DbgID_RSDS` (its PDB's identity).
