@@ -8,37 +8,12 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use slowlab_model::trace::{FrameIdx, FuncIdx, Trace};
 
 use crate::cpu::pct;
 use crate::select::Selection;
 use crate::AnalyzeError;
-
-/// A node of a caller or callee tree.
-#[derive(Clone, Debug, Serialize)]
-pub struct BNode {
-    pub name: String,
-    pub module: String,
-    pub samples: u64,
-    pub percent: f64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub children: Vec<BNode>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Butterfly {
-    pub function: String,
-    /// Modules the function was found in.
-    pub modules: Vec<String>,
-    /// Selected samples.
-    pub total: u64,
-    #[serde(rename = "self")]
-    pub self_samples: u64,
-    pub inclusive: u64,
-    pub callers: Vec<BNode>,
-    pub callees: Vec<BNode>,
-}
+pub use slowlab_model::views::butterfly::{BNode, Butterfly};
 
 /// Finds the functions named `pattern`.
 pub fn find_functions(trace: &Trace, pattern: &str) -> Result<Vec<FuncIdx>, AnalyzeError> {

@@ -9,76 +9,27 @@
 //! Percentages are of the selected samples. No rendering here.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 
-use serde::Serialize;
 use slowlab_model::trace::{FuncIdx, StackIdx, Trace};
+pub use slowlab_model::views::cpu::{
+    pct, CpuTree, FunctionRow, Key, Node, ProcessRow, Summary, ThreadRow,
+};
 
 use crate::select::{Aggregate, Selection};
 use crate::AnalyzeError;
 
-/// A grouping key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Key {
-    Process,
-    Thread,
-    Module,
-    Function,
-}
-
-impl FromStr for Key {
-    type Err = AnalyzeError;
-    fn from_str(s: &str) -> Result<Self, AnalyzeError> {
-        match s.trim() {
-            "process" | "proc" | "p" => Ok(Key::Process),
-            "thread" | "t" => Ok(Key::Thread),
-            "module" | "dso" | "m" => Ok(Key::Module),
-            "function" | "func" | "sym" | "f" => Ok(Key::Function),
-            other => Err(AnalyzeError::BadKey(other.to_owned())),
-        }
-    }
+/// Parses one grouping key (`process`, `thread`, `module`, `function` or
+/// their short forms).
+pub fn parse_key(s: &str) -> Result<Key, AnalyzeError> {
+    Key::from_name(s).ok_or_else(|| AnalyzeError::BadKey(s.trim().to_owned()))
 }
 
 /// Parses `process,thread,module` into keys.
 pub fn parse_keys(s: &str) -> Result<Vec<Key>, AnalyzeError> {
     s.split(',')
         .filter(|k| !k.trim().is_empty())
-        .map(str::parse)
+        .map(parse_key)
         .collect()
-}
-
-/// One row of the CPU tree.
-#[derive(Clone, Debug, Serialize)]
-pub struct Node {
-    pub key: Key,
-    /// Display label: `comm (pid)`, `comm (tid)`, a module or function name.
-    pub label: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tid: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub module: Option<String>,
-    /// Samples in this group (self samples for module and function rows).
-    pub samples: u64,
-    pub percent: f64,
-    /// For module and function rows: samples of the parent group with this
-    /// module or function anywhere on the stack.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub inclusive: Option<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub children: Vec<Node>,
-}
-
-/// The CPU tree.
-#[derive(Clone, Debug, Serialize)]
-pub struct CpuTree {
-    pub keys: Vec<Key>,
-    pub samples: u64,
-    /// Children cut by `top` at every level, summed.
-    pub omitted_rows: u64,
-    pub rows: Vec<Node>,
 }
 
 /// Leaf function of a stack (`None` when the sample had no stack).
@@ -277,53 +228,6 @@ fn label(trace: &Trace, key: Key, id: u32) -> Node {
         },
     }
     node
-}
-
-/// Percentage with two decimals.
-pub fn pct(n: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        (n as f64 * 10000.0 / total as f64).round() / 100.0
-    }
-}
-
-/// A function in the summary.
-#[derive(Clone, Debug, Serialize)]
-pub struct FunctionRow {
-    pub name: String,
-    pub module: String,
-    #[serde(rename = "self")]
-    pub self_samples: u64,
-    pub inclusive: u64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ThreadRow {
-    pub tid: i32,
-    pub comm: String,
-    pub samples: u64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ProcessRow {
-    pub pid: i32,
-    pub comm: String,
-    pub samples: u64,
-    pub threads: Vec<ThreadRow>,
-}
-
-/// The default view and `analyze --json`:
-/// `{"samples","lost","duration_s","processes":[…],"functions":[…]}`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Summary {
-    pub samples: u64,
-    pub lost: u64,
-    pub duration_s: f64,
-    pub sample_event: Option<String>,
-    pub processes: Vec<ProcessRow>,
-    pub functions: Vec<FunctionRow>,
-    pub warnings: Vec<String>,
 }
 
 /// Per-function self and inclusive counts of the selection, hottest self

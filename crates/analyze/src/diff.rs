@@ -13,88 +13,12 @@
 //! rendering is `slowlab_report::diff`'s.
 
 use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
 
-use serde::Serialize;
 use slowlab_model::trace::Trace;
 
 use crate::cpu::{function_counts, Key};
 use crate::select::Selection;
-
-/// How costs are made comparable between two traces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Normalize {
-    /// Percent of the trace's selected samples.
-    Total,
-    /// Samples per second of the trace's selected time.
-    Duration,
-}
-
-impl FromStr for Normalize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "total" | "share" => Ok(Normalize::Total),
-            "duration" | "time" => Ok(Normalize::Duration),
-            other => Err(format!(
-                "`{other}` is not a normalisation: use total (shares) or duration (per second)"
-            )),
-        }
-    }
-}
-
-/// Which count of a function is compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Samples whose innermost frame is in the function.
-    SelfSamples,
-    /// Samples with the function anywhere on the stack.
-    Inclusive,
-}
-
-/// One row compared: `a` and `b` are normalised costs, `a_samples` and `b_samples`
-/// the raw counts.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct DiffRow {
-    pub name: String,
-    /// The module of a function (empty for other keys).
-    pub module: String,
-    pub a: f64,
-    pub b: f64,
-    /// `b - a`.
-    pub delta: f64,
-    /// `b / a`; `None` when `a` is zero.
-    pub ratio: Option<f64>,
-    pub a_samples: u64,
-    pub b_samples: u64,
-    /// `new` (only in B), `vanished` (only in A), or `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
-}
-
-/// What one trace contributed.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct Side {
-    pub samples: u64,
-    pub duration_s: f64,
-}
-
-/// The `diff` view and its `--json`:
-/// `{"key","normalize","metric","a":{…},"b":{…},"functions":[{"name","module","a","b","delta","ratio"}]}`
-/// (`functions` holds the rows whatever the key, sorted by `delta`, largest first).
-#[derive(Clone, Debug, Serialize)]
-pub struct DiffView {
-    pub key: Key,
-    pub normalize: Normalize,
-    pub metric: Metric,
-    pub a: Side,
-    pub b: Side,
-    /// Rows left out by `top`.
-    pub omitted_rows: usize,
-    pub functions: Vec<DiffRow>,
-}
+pub use slowlab_model::views::diff::{DiffRow, DiffView, Metric, Normalize, Side};
 
 /// What to compare.
 #[derive(Clone, Copy, Debug)]
@@ -158,17 +82,6 @@ pub fn diff_view(a: &Trace, b: &Trace, sel: &Selection, opts: DiffOptions) -> Di
         functions: rows,
     }
     .keep_top(opts.top)
-}
-
-impl DiffView {
-    /// The first `top` rows (the most grown), counting the others in
-    /// `omitted_rows`; all of them when `None`.
-    pub fn keep_top(mut self, top: Option<usize>) -> Self {
-        let keep = top.unwrap_or(usize::MAX).min(self.functions.len());
-        self.omitted_rows += self.functions.len() - keep;
-        self.functions.truncate(keep);
-        self
-    }
 }
 
 /// The selection's samples counted by row name (and module, for functions).

@@ -9,21 +9,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
-/// Node `i` is the path `name[i]` called from `parent[i]` (-1 for a root: a
-/// process); `a[i]` and `b[i]` are the samples with exactly that path.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct DiffTree {
-    /// Distinct frame names, referred to by `name`.
-    pub names: Vec<String>,
-    pub name: Vec<u32>,
-    /// Always smaller than the node's own index, or -1.
-    pub parent: Vec<i32>,
-    /// A's self samples, scaled to B's total.
-    pub a: Vec<u64>,
-    pub b: Vec<u64>,
-}
+pub use slowlab_model::views::diff::DiffTree;
 
 /// The merged tree of two traces' folded stacks, as
 /// [`differential_lines`](crate::diff::differential_lines) gives them.

@@ -5,36 +5,10 @@
 //! Times are seconds from the trace start; a process that existed before the
 //! trace began has no start, one still alive at its end has no end. Pure.
 
-use serde::Serialize;
 use slowlab_model::trace::Trace;
 
 use crate::select::Selection;
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ProcView {
-    pub pid: i32,
-    pub ppid: Option<i32>,
-    pub comm: String,
-    pub start_s: Option<f64>,
-    pub exec_s: Option<f64>,
-    pub end_s: Option<f64>,
-    /// From fork (or exec) to exit, when both are in the trace.
-    pub duration_s: Option<f64>,
-    pub threads: usize,
-}
-
-/// The `--procs` view: `{"processes":[…]}` in start order.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ProcsView {
-    pub processes: Vec<ProcView>,
-    pub bucket_s: f64,
-    /// Processes created and ended per bucket.
-    pub created: Vec<u64>,
-    pub ended: Vec<u64>,
-    /// pids of the processes with the longest lifetimes that both started
-    /// and ended in the trace, longest first.
-    pub slowest: Vec<i32>,
-}
+pub use slowlab_model::views::procs::{ProcView, ProcsView};
 
 pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize) -> ProcsView {
     let keep = sel.thread_mask(trace);
@@ -102,44 +76,6 @@ pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize)
     }
 }
 
-/// The parent/child tree as indented lines (`pid comm duration`), roots
-/// first; children of a process in start order.
-pub fn tree_lines(view: &ProcsView) -> Vec<String> {
-    use std::collections::HashMap;
-    let known: std::collections::HashSet<i32> = view.processes.iter().map(|p| p.pid).collect();
-    let mut children: HashMap<i32, Vec<&ProcView>> = HashMap::new();
-    let mut roots = Vec::new();
-    for p in &view.processes {
-        match p.ppid.filter(|pp| known.contains(pp) && *pp != p.pid) {
-            Some(pp) => children.entry(pp).or_default().push(p),
-            None => roots.push(p),
-        }
-    }
-    let mut lines = Vec::new();
-    let mut stack: Vec<(&ProcView, usize)> = roots.into_iter().rev().map(|p| (p, 0)).collect();
-    let mut seen = std::collections::HashSet::new();
-    while let Some((p, depth)) = stack.pop() {
-        if !seen.insert(p.pid) {
-            continue;
-        }
-        let duration = p
-            .duration_s
-            .map_or(String::new(), |d| format!(" ({:.3} s)", d));
-        lines.push(format!(
-            "{}{} {}{duration}",
-            "  ".repeat(depth),
-            p.pid,
-            p.comm
-        ));
-        if let Some(kids) = children.get(&p.pid) {
-            for k in kids.iter().rev() {
-                stack.push((k, depth + 1));
-            }
-        }
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,8 +109,5 @@ mod tests {
         assert_eq!(v.created, vec![1, 1, 0, 0]);
         assert_eq!(v.ended, vec![0, 1, 1, 0]);
         assert_eq!(v.slowest, vec![30, 31]);
-        let tree = tree_lines(&v);
-        assert!(tree.contains(&"10 app".to_string()), "{tree:?}");
-        assert!(tree.contains(&"  30 app (2.000 s)".to_string()), "{tree:?}");
     }
 }

@@ -13,124 +13,22 @@
 mod events;
 pub mod tables;
 
-use serde::Serialize;
 use slowlab_model::bundle::CapturedPath;
-use slowlab_model::critical_path::{Breakdown, CriticalPath, PathPart, PathRoot, SegmentState};
+use slowlab_model::critical_path::{CriticalPath, SegmentState};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{ProcIdx, ThreadIdx, Trace};
 
-pub use events::{
-    FaultColumns, SampleColumns, SpanColumns, SyscallColumns, WaitNames, FAULT_BUCKET_US,
-    MAX_FAULT_ROWS,
+pub use events::{FAULT_BUCKET_US, MAX_FAULT_ROWS};
+pub use slowlab_model::views::report_data::{
+    FaultColumns, FindingData, FuncColumns, Meta, PathData, ProcessColumns, ReportData,
+    SampleColumns, SpanColumns, StackColumns, SyscallColumns, ThreadColumns, WaitNames,
+    FORMAT_VERSION,
 };
-pub use tables::{FuncColumns, StackColumns};
 
 use crate::select::Selection;
 use crate::states::{ThreadStates, TidIndex};
 use events::Scope;
 use tables::Tables;
-
-/// The format of [`ReportData`]; the page refuses data of another.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// What the page says about the trace and how the report was made.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Meta {
-    pub title: String,
-    /// The command diagnosed, when there is one.
-    pub command: Vec<String>,
-    pub hostname: Option<String>,
-    pub os_release: Option<String>,
-    pub nr_cpus: Option<u32>,
-    /// The whole trace, and the range the report covers (`analyze --from
-    /// --to`), µs after the trace start.
-    pub duration_us: i64,
-    pub from_us: i64,
-    pub to_us: i64,
-    pub sample_event: Option<String>,
-    /// Mean CPU time one sample stands for (µs).
-    pub sample_us: f64,
-    /// The filters the report was made with (`process=make`, …).
-    pub filters: Vec<String>,
-    pub warnings: Vec<String>,
-    /// Whether the trace had scheduler events (else no spans, no path).
-    pub has_sched_events: bool,
-}
-
-/// Processes as columns (string indices for names; -1 for a time or parent
-/// not in the trace). `tree` is 1 for the diagnosed command's processes.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct ProcessColumns {
-    pub pid: Vec<i32>,
-    pub ppid: Vec<i32>,
-    pub comm: Vec<u32>,
-    pub start: Vec<i64>,
-    pub exec: Vec<i64>,
-    pub end: Vec<i64>,
-    pub tree: Vec<u8>,
-}
-
-/// Threads as columns; `process` indexes [`ProcessColumns`].
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct ThreadColumns {
-    pub tid: Vec<i32>,
-    pub process: Vec<u32>,
-    pub comm: Vec<u32>,
-    pub start: Vec<i64>,
-    pub end: Vec<i64>,
-}
-
-/// The critical path for the page: the model's summary and parts, and the
-/// segments as columns on the trace's clock (µs) with their threads.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct PathData {
-    pub summary: String,
-    pub wall_s: f64,
-    pub root: PathRoot,
-    pub breakdown: Breakdown,
-    pub parts: Vec<PathPart>,
-    pub unknown_s: f64,
-    pub from: Vec<i64>,
-    pub to: Vec<i64>,
-    /// Report thread index, -1 when the thread is not shown.
-    pub thread: Vec<i32>,
-    /// 0 cpu, 1 runnable, 2.. blocked as in [`SpanColumns`].
-    pub state: Vec<u8>,
-    /// The top function (CPU) or where it blocked, a string index or -1.
-    pub label: Vec<i32>,
-    pub depth: Vec<u32>,
-}
-
-/// A finding with what selecting it selects.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct FindingData {
-    #[serde(flatten)]
-    pub finding: Finding,
-    /// Report thread indices: the culprit's threads (or the diagnosed
-    /// command's, when the finding names no process).
-    pub threads: Vec<u32>,
-    pub from_us: i64,
-    pub to_us: i64,
-}
-
-/// The whole page's data.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ReportData {
-    pub version: u32,
-    pub meta: Meta,
-    pub strings: Vec<String>,
-    pub funcs: FuncColumns,
-    pub stacks: StackColumns,
-    pub processes: ProcessColumns,
-    pub threads: ThreadColumns,
-    pub samples: SampleColumns,
-    pub spans: SpanColumns,
-    pub wait_names: WaitNames,
-    pub faults: FaultColumns,
-    pub syscalls: SyscallColumns,
-    pub critical_path: Option<PathData>,
-    pub findings: Vec<FindingData>,
-}
 
 /// What the report is made from besides the trace.
 pub struct Inputs<'a> {

@@ -31,6 +31,7 @@
 use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
+use slowlab_model::views::blocked::BlockedStretch;
 
 use crate::select::BuildFx;
 
@@ -396,6 +397,53 @@ impl ThreadStates {
         let mut out: Vec<(ThreadIdx, u64)> = by.into_iter().collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         out
+    }
+
+    /// The blocked spans of the threads `mask` keeps, cut to `[from, to)`,
+    /// that last at least `min_ns` there: the `max` longest of them, each
+    /// classified ([`span_kind`](crate::critical_path::classify::span_kind)),
+    /// by thread, then time.
+    pub fn blocked_stretches(
+        &self,
+        trace: &Trace,
+        mask: &[bool],
+        (from, to): (u64, u64),
+        min_ns: u64,
+        max: usize,
+    ) -> Vec<BlockedStretch> {
+        let mut spans = Vec::new();
+        for (i, thread_spans) in self.spans.iter().enumerate() {
+            if !mask.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            for span in thread_spans {
+                let SpanState::Blocked(b) = span.state else {
+                    continue;
+                };
+                let (start, end) = (span.start_ns.max(from), span.end_ns.min(to));
+                if end > start && end - start >= min_ns {
+                    spans.push((end - start, ThreadIdx(i as u32), start, end, b));
+                }
+            }
+        }
+        if spans.len() > max {
+            spans.select_nth_unstable_by(max, |a, b| b.0.cmp(&a.0));
+            spans.truncate(max);
+        }
+        spans.sort_by_key(|s| (s.1, s.2));
+        spans
+            .into_iter()
+            .map(|(_, thread, start_ns, end_ns, b)| BlockedStretch {
+                thread,
+                start_ns,
+                end_ns,
+                kind: crate::critical_path::classify::span_kind(trace, &b),
+                task_state: b.task_state,
+                woken: b.woken,
+                waker: b.waker,
+                stack: b.stack,
+            })
+            .collect()
     }
 }
 

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
 use slowlab_model::trace::{EventKind, StackIdx, StrIdx, ThreadIdx, Trace};
 
 use crate::faults::StackCount;
@@ -22,6 +21,7 @@ use crate::waits::stack_names;
 pub use slowlab_model::bundle::CapturedPath;
 /// Which syscalls check a path exists or take one: `slowlab_model::syscalls`' table.
 pub use slowlab_model::syscalls::{is_existence_check, takes_path};
+pub use slowlab_model::views::syscalls::{PathPattern, ProcSyscalls, SyscallStat, SyscallsView};
 
 /// One syscall of one thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,50 +215,6 @@ pub fn errno_name(errno: i64) -> String {
         _ if errno == 110 => "ETIMEDOUT".into(),
         _ => format!("E{errno}"),
     }
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct SyscallStat {
-    pub name: String,
-    pub count: u64,
-    /// Summed entry-to-exit time of the calls with both.
-    pub time_s: f64,
-    pub errors: BTreeMap<String, u64>,
-    /// Where it was called from, most frequent first.
-    pub sites: Vec<StackCount>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct PathPattern {
-    pub pattern: String,
-    pub count: u64,
-    /// Calls that succeeded ("found") and failed ("missing" for ENOENT).
-    pub found: u64,
-    pub failed: u64,
-    pub errors: BTreeMap<String, u64>,
-    /// The first and last path of the pattern, in call order.
-    pub first: String,
-    pub last: String,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ProcSyscalls {
-    pub pid: i32,
-    pub comm: String,
-    pub syscalls: Vec<SyscallStat>,
-    pub paths: Vec<PathPattern>,
-}
-
-/// The `--syscalls` view.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct SyscallsView {
-    pub processes: Vec<ProcSyscalls>,
-    /// Calls whose path string was captured and matched.
-    pub paths_matched: u64,
-    /// Calls of path-taking syscalls without a matched path.
-    pub paths_missing: u64,
-    /// Why paths are missing, when they are.
-    pub paths_note: Option<String>,
 }
 
 /// Builds the view. `captured` is the path capture, if there is one.

@@ -4,37 +4,11 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use slowlab_model::trace::{EventKind, ProcIdx, Trace};
 
 use crate::select::{BuildFx, Selection};
 use crate::waits::schedule;
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ProcessCpu {
-    pub pid: i32,
-    pub comm: String,
-    pub cpu_s: f64,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Bucket {
-    pub start_s: f64,
-    /// The busiest processes of the bucket, busiest first.
-    pub cpu: Vec<ProcessCpu>,
-    pub cpu_s: f64,
-    pub faults: u64,
-    pub blocked_s: f64,
-    pub starts: u64,
-    pub exits: u64,
-}
-
-/// The `--timeline` view.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TimelineView {
-    pub bucket_s: f64,
-    pub buckets: Vec<Bucket>,
-}
+pub use slowlab_model::views::timeline::{Bucket, ProcessCpu, TimelineView};
 
 /// Buckets of `bucket_s` seconds; `top` processes per bucket.
 pub fn timeline_view(trace: &Trace, sel: &Selection, bucket_s: f64, top: usize) -> TimelineView {

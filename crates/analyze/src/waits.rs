@@ -20,11 +20,13 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
 
 use crate::select::{BuildFx, Selection};
 use crate::states::{is_runnable_state, TidIndex};
+pub use slowlab_model::views::waits::{
+    is_plumbing, summarize_stack, ThreadView, WaitView, WaitsView, WakerView,
+};
 
 /// A blocked interval ended by a wake-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -145,49 +147,6 @@ pub fn schedule(trace: &Trace) -> Schedule {
     out
 }
 
-/// A waker of one kind of wait, aggregated.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct WakerView {
-    pub pid: Option<i32>,
-    pub tid: Option<i32>,
-    pub comm: String,
-    pub wait_s: f64,
-    pub count: u64,
-    /// The waker's stack at the wake-up, innermost first.
-    pub stack: Vec<String>,
-}
-
-/// One blocking stack of a thread, with its wakers.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct WaitView {
-    /// Where the thread blocked, innermost first.
-    pub stack: Vec<String>,
-    pub wait_s: f64,
-    pub count: u64,
-    /// Longest single wait.
-    pub max_s: f64,
-    pub wakers: Vec<WakerView>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ThreadView {
-    pub pid: i32,
-    pub tid: i32,
-    pub comm: String,
-    pub running_s: f64,
-    pub blocked_s: f64,
-    pub runnable_s: f64,
-    pub waits: Vec<WaitView>,
-}
-
-/// The `--waits` view: `{"threads":[…]}`, threads by blocked time.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct WaitsView {
-    pub threads: Vec<ThreadView>,
-    /// Whether the trace had scheduler events at all.
-    pub has_sched_events: bool,
-}
-
 /// Builds the waits view for the threads the selection keeps, `top` waits
 /// per thread (all when `None`).
 pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsView {
@@ -303,42 +262,6 @@ pub fn stack_names(trace: &Trace, stack: Option<StackIdx>) -> Vec<String> {
 
 pub fn ns_to_s(ns: u64) -> f64 {
     ns as f64 / 1e9
-}
-
-/// Scheduler and wake-up plumbing that says nothing about *why* a thread
-/// waited: skipped when a wait is summarized in one line.
-pub(crate) fn is_plumbing(name: &str) -> bool {
-    const PREFIXES: [&str; 12] = [
-        "schedule",
-        "__schedule",
-        "io_schedule",
-        "preempt_schedule",
-        "try_to_wake_up",
-        "ttwu",
-        "wake_up",
-        "__wake_up",
-        "autoremove_wake_function",
-        "default_wake_function",
-        "finish_task_switch",
-        "__traceiter",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "[unknown]"
-}
-
-/// The first `count` frames of a stack that are not scheduler plumbing,
-/// joined innermost first with " ← ".
-pub fn summarize_stack(names: &[String], count: usize) -> String {
-    let kept: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| !is_plumbing(n))
-        .take(count)
-        .collect();
-    if kept.is_empty() {
-        "[no stack]".to_string()
-    } else {
-        kept.join(" ← ")
-    }
 }
 
 /// Folded off-CPU stacks weighted by microseconds blocked (process;outer;…;inner µs).

@@ -2,8 +2,9 @@
 //! (`results`), the recorded-trace model (`trace`) and the files recorded
 //! beside it (`bundle`), the detectors' conclusions (`findings`) and the
 //! critical path of a slow command (`critical_path`), the one syscall table
-//! (`syscalls`), how durations are written for people (`units`) and
-//! little-endian integers read at an offset (`le`).
+//! (`syscalls`), what each view of a trace computes (`views`), how
+//! durations are written for people (`units`) and little-endian integers
+//! read at an offset (`le`).
 //!
 //! This crate does no I/O and no computation beyond small accessors; it is the
 //! contract between the measuring crates (`sweep`, `lab`, `perf`) and the
@@ -19,3 +20,4 @@ pub mod results;
 pub mod syscalls;
 pub mod trace;
 pub mod units;
+pub mod views;

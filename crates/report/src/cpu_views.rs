@@ -6,8 +6,8 @@
 // Writing to a `String` cannot fail: the `fmt::Result`s are dropped.
 use std::fmt::Write;
 
-use slowlab_analyze::butterfly::{BNode, Butterfly};
-use slowlab_analyze::cpu::{pct, CpuTree, Key, Node, Summary};
+use slowlab_model::views::butterfly::{BNode, Butterfly};
+use slowlab_model::views::cpu::{pct, CpuTree, Key, Node, Summary};
 
 /// The default view: the busiest processes and the hottest functions.
 pub fn summary_text(s: &Summary, top: usize) -> String {

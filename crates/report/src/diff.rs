@@ -6,8 +6,8 @@
 
 use std::fmt::Write;
 
-use slowlab_analyze::cpu::Key;
-use slowlab_analyze::diff::{DiffView, Metric, Normalize};
+use slowlab_model::views::cpu::Key;
+use slowlab_model::views::diff::{DiffView, Metric, Normalize};
 
 use crate::table::{Align, Table};
 
@@ -82,7 +82,7 @@ pub fn diff_text(v: &DiffView, a_name: &str, b_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_analyze::diff::{DiffRow, Side};
+    use slowlab_model::views::diff::{DiffRow, Side};
 
     #[test]
     fn rows_show_both_costs_the_change_and_the_status() {

@@ -2,34 +2,27 @@
 //! reports: folded stacks as text, flame graph SVGs drawn by inferno, and
 //! gzipped pprof profiles — as bytes, which the caller writes with
 //! [`crate::write_atomically`] so that no half-written export looks
-//! complete. The data comes from `slowlab_analyze::export`.
+//! complete. The data (folded-stack lines, the encoded profile) comes from
+//! `slowlab_analyze::export`; nothing is computed from a trace here.
 
 use std::io::Write;
-
-use slowlab_analyze::export::{collapsed_lines, pprof_bytes};
-use slowlab_analyze::select::Selection;
-use slowlab_model::trace::Trace;
 
 use crate::html::escape;
 use crate::ReportError;
 
-/// Folded stacks of the selected samples, one line each.
-pub fn collapsed_text(trace: &Trace, sel: &Selection) -> String {
-    let mut out = String::new();
-    for l in collapsed_lines(trace, sel) {
-        out.push_str(&l);
+/// Folded-stack lines as a file's text, one line each.
+pub fn collapsed_text(lines: &[String]) -> String {
+    let mut out = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for l in lines {
+        out.push_str(l);
         out.push('\n');
     }
     out
 }
 
-/// A flame graph SVG of the selected samples.
-pub fn cpu_flamegraph_svg(
-    trace: &Trace,
-    sel: &Selection,
-    title: &str,
-) -> Result<Vec<u8>, ReportError> {
-    flamegraph_svg(&collapsed_lines(trace, sel), title, "samples")
+/// A flame graph SVG of sampled-CPU folded stacks.
+pub fn cpu_flamegraph_svg(lines: &[String], title: &str) -> Result<Vec<u8>, ReportError> {
+    flamegraph_svg(lines, title, "samples")
 }
 
 /// A flame graph SVG of folded-stack lines whose counts are in
@@ -59,15 +52,14 @@ pub fn flamegraph_svg(
     Ok(out)
 }
 
-/// A gzipped pprof profile (`.pb.gz`) of the selected samples.
-pub fn pprof_gz(trace: &Trace, sel: &Selection) -> Result<Vec<u8>, ReportError> {
-    let bytes = pprof_bytes(trace, sel);
+/// A pprof profile (`profile.proto` bytes) gzipped, as `.pb.gz` files are.
+pub fn pprof_gz(bytes: &[u8]) -> Result<Vec<u8>, ReportError> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let compress = |e: std::io::Error| ReportError::Serialize {
         what: "the pprof profile".into(),
         message: e.to_string(),
     };
-    gz.write_all(&bytes).map_err(compress)?;
+    gz.write_all(bytes).map_err(compress)?;
     gz.finish().map_err(compress)
 }
 
@@ -95,9 +87,19 @@ mod tests {
     }
 
     #[test]
-    fn pprof_is_gzip() {
-        let t = Trace::default();
-        let out = pprof_gz(&t, &Selection::default()).unwrap();
+    fn pprof_is_gzip_of_the_bytes() {
+        let out = pprof_gz(b"profile").unwrap();
         assert_eq!(&out[..2], &[0x1f, 0x8b]);
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&out[..]), &mut back).unwrap();
+        assert_eq!(back, b"profile");
+    }
+
+    #[test]
+    fn collapsed_text_is_one_line_each() {
+        assert_eq!(
+            collapsed_text(&lines()),
+            "app;main;work;memset_[k] 3\napp;main;work 2\n"
+        );
     }
 }

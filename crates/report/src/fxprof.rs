@@ -26,29 +26,31 @@ use fxprof_processed_profile::{
     StaticSchemaMarkerField, StringHandle, Symbol, SymbolTable, ThreadHandle, Timestamp,
 };
 use rustc_hash::FxHashMap;
-use slowlab_analyze::critical_path::classify::span_kind;
-use slowlab_analyze::select::Selection;
-use slowlab_analyze::states::{SpanState, ThreadStates};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{ModuleIdx, ModuleKind, ProcIdx, StackIdx, ThreadIdx, Trace};
+use slowlab_model::views::blocked::BlockedStretch;
 
 use crate::ReportError;
 
-/// Blocked stretches shorter than this get no marker: a busy trace has
-/// millions of sub-10 µs waits, which would swamp the marker chart without
-/// adding anything a reader would look at.
+/// Blocked stretches shorter than this should get no marker: a busy trace
+/// has millions of sub-10 µs waits, which would swamp the marker chart
+/// without adding anything a reader would look at. (The caller picks the
+/// stretches: `ThreadStates::blocked_stretches` takes these two limits.)
 pub const MIN_BLOCKED_MARKER_NS: u64 = 10_000;
 
-/// At most this many blocked markers (the longest are kept), so that the
-/// profile of a long system-wide trace still opens quickly.
+/// At most this many blocked markers (the longest), so that the profile of
+/// a long system-wide trace still opens quickly.
 pub const MAX_BLOCKED_MARKERS: usize = 200_000;
 
 /// What the profile holds beyond the samples.
 pub struct FxprofInput<'a> {
     pub trace: &'a Trace,
-    pub sel: &'a Selection,
-    /// The replayed thread states, for the blocked-time markers.
-    pub states: Option<&'a ThreadStates>,
+    /// For every thread of the trace, whether the profile shows it.
+    pub threads: &'a [bool],
+    /// The time range shown, absolute nanoseconds `[from, to)`.
+    pub range_ns: (u64, u64),
+    /// The blocked stretches to mark (see [`MIN_BLOCKED_MARKER_NS`]).
+    pub blocked: &'a [BlockedStretch],
     pub findings: &'a [Finding],
 }
 
@@ -110,8 +112,8 @@ pub fn build_profile(input: &FxprofInput<'_>) -> Profile {
     let blocked = b.profile.add_category("Blocked", CategoryColor::Blue);
     let finding_category = b.profile.add_category("Finding", CategoryColor::Red);
 
-    let mask = input.sel.thread_mask(trace);
-    let (from, to) = input.sel.time_range_ns(trace);
+    let mask = input.threads;
+    let (from, to) = input.range_ns;
     let s = &trace.samples;
     for i in 0..s.len() {
         let (th, t) = (s.thread[i], s.time_ns[i]);
@@ -124,10 +126,8 @@ pub fn build_profile(input: &FxprofInput<'_>) -> Profile {
         b.profile
             .add_sample(thread, at, stack, CpuDelta::from_nanos(s.period[i]), 1);
     }
-    if let Some(states) = input.states {
-        b.blocked_markers(states, &mask, (from, to), blocked);
-    }
-    b.finding_markers(input.findings, &mask, finding_category);
+    b.blocked_markers(input.blocked, blocked);
+    b.finding_markers(input.findings, mask, finding_category);
     b.profile
 }
 
@@ -284,38 +284,11 @@ impl Builder<'_> {
         Some((h, base))
     }
 
-    /// One interval marker per blocked stretch of a selected thread that
-    /// overlaps the time range, the longest [`MAX_BLOCKED_MARKERS`] of them.
-    fn blocked_markers(
-        &mut self,
-        states: &ThreadStates,
-        mask: &[bool],
-        (from, to): (u64, u64),
-        category: CategoryHandle,
-    ) {
-        let mut spans = Vec::new();
-        for (i, thread_spans) in states.spans.iter().enumerate() {
-            if !mask.get(i).copied().unwrap_or(false) {
-                continue;
-            }
-            for span in thread_spans {
-                let SpanState::Blocked(b) = span.state else {
-                    continue;
-                };
-                let (start, end) = (span.start_ns.max(from), span.end_ns.min(to));
-                if end > start && end - start >= MIN_BLOCKED_MARKER_NS {
-                    spans.push((end - start, ThreadIdx(i as u32), start, end, b));
-                }
-            }
-        }
-        if spans.len() > MAX_BLOCKED_MARKERS {
-            spans.select_nth_unstable_by(MAX_BLOCKED_MARKERS, |a, b| b.0.cmp(&a.0));
-            spans.truncate(MAX_BLOCKED_MARKERS);
-        }
-        spans.sort_by_key(|s| (s.1, s.2));
+    /// One interval marker per blocked stretch.
+    fn blocked_markers(&mut self, stretches: &[BlockedStretch], category: CategoryHandle) {
         let trace = self.trace;
-        for (_, th, start, end, b) in spans {
-            let thread = self.thread(th);
+        for b in stretches {
+            let thread = self.thread(b.thread);
             let waker = match (b.woken, b.waker) {
                 (true, Some(w)) => {
                     let w = &trace.threads[w.ix()];
@@ -325,12 +298,12 @@ impl Builder<'_> {
                 (false, _) => "not recorded".to_owned(),
             };
             let marker = BlockedMarker {
-                kind: self.profile.intern_string(span_kind(trace, &b).as_str()),
+                kind: self.profile.intern_string(b.kind.as_str()),
                 state: self.profile.intern_string(task_state_name(b.task_state)),
                 waker: self.profile.intern_string(&waker),
                 category,
             };
-            let timing = MarkerTiming::Interval(self.time(start), self.time(end));
+            let timing = MarkerTiming::Interval(self.time(b.start_ns), self.time(b.end_ns));
             let handle = self.profile.add_marker(thread, timing, marker);
             let stack = self.stack(thread, b.stack);
             self.profile.set_marker_stack(thread, handle, stack);

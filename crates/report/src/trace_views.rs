@@ -3,12 +3,12 @@
 //! paths, the timeline — and of the detectors' findings. Each function takes
 //! a view from the `analyze` crate and returns text; nothing here computes.
 
-use slowlab_analyze::faults::FaultsView;
-use slowlab_analyze::procs::{tree_lines, ProcsView};
-use slowlab_analyze::syscalls::SyscallsView;
-use slowlab_analyze::timeline::TimelineView;
-use slowlab_analyze::waits::{summarize_stack, WaitsView};
 use slowlab_model::findings::Finding;
+use slowlab_model::views::faults::FaultsView;
+use slowlab_model::views::procs::{ProcView, ProcsView};
+use slowlab_model::views::syscalls::SyscallsView;
+use slowlab_model::views::timeline::TimelineView;
+use slowlab_model::views::waits::{summarize_stack, WaitsView};
 
 use crate::format;
 use crate::table::{Align, Table};
@@ -335,10 +335,85 @@ fn compact(v: &serde_json::Value) -> String {
     }
 }
 
+/// The parent/child tree as indented lines (`pid comm duration`), roots
+/// first; children of a process in start order.
+pub fn tree_lines(view: &ProcsView) -> Vec<String> {
+    use std::collections::HashMap;
+    let known: std::collections::HashSet<i32> = view.processes.iter().map(|p| p.pid).collect();
+    let mut children: HashMap<i32, Vec<&ProcView>> = HashMap::new();
+    let mut roots = Vec::new();
+    for p in &view.processes {
+        match p.ppid.filter(|pp| known.contains(pp) && *pp != p.pid) {
+            Some(pp) => children.entry(pp).or_default().push(p),
+            None => roots.push(p),
+        }
+    }
+    let mut lines = Vec::new();
+    let mut stack: Vec<(&ProcView, usize)> = roots.into_iter().rev().map(|p| (p, 0)).collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some((p, depth)) = stack.pop() {
+        if !seen.insert(p.pid) {
+            continue;
+        }
+        let duration = p
+            .duration_s
+            .map_or(String::new(), |d| format!(" ({:.3} s)", d));
+        lines.push(format!(
+            "{}{} {}{duration}",
+            "  ".repeat(depth),
+            p.pid,
+            p.comm
+        ));
+        if let Some(kids) = children.get(&p.pid) {
+            for k in kids.iter().rev() {
+                stack.push((k, depth + 1));
+            }
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use slowlab_model::findings::{Culprit, Severity};
+
+    #[test]
+    fn the_process_tree_nests_children_under_their_parent_in_start_order() {
+        let proc = |pid, ppid, comm: &str, duration_s| ProcView {
+            pid,
+            ppid,
+            comm: comm.into(),
+            start_s: None,
+            exec_s: None,
+            end_s: None,
+            duration_s,
+            threads: 1,
+        };
+        let view = ProcsView {
+            processes: vec![
+                proc(10, Some(1), "make", None),
+                proc(30, Some(10), "cc", Some(2.0)),
+                proc(31, Some(10), "ld", Some(0.5)),
+                proc(40, Some(30), "as", None),
+                proc(50, None, "cron", None),
+            ],
+            bucket_s: 1.0,
+            created: vec![],
+            ended: vec![],
+            slowest: vec![],
+        };
+        assert_eq!(
+            tree_lines(&view),
+            [
+                "10 make",
+                "  30 cc (2.000 s)",
+                "    40 as",
+                "  31 ld (0.500 s)",
+                "50 cron"
+            ]
+        );
+    }
 
     #[test]
     fn findings_show_rank_severity_evidence_and_fix() {
@@ -377,7 +452,7 @@ mod tests {
 
     #[test]
     fn timeline_buckets_shorter_than_a_second_keep_their_start_apart() {
-        let bucket = |start_s: f64| slowlab_analyze::timeline::Bucket {
+        let bucket = |start_s: f64| slowlab_model::views::timeline::Bucket {
             start_s,
             cpu: Vec::new(),
             cpu_s: 0.0,

@@ -9,10 +9,12 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use slowlab_model::bundle::CapturedPath;
 use slowlab_model::critical_path::WaitKind;
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
+use slowlab_model::views::report_data::{
+    FaultColumns, SampleColumns, SpanColumns, SyscallColumns, WaitNames,
+};
 
 use super::tables::Tables;
 use crate::critical_path::classify::{blocked_in, span_kind, EndedBy};
@@ -24,68 +26,6 @@ use crate::syscalls::{attach_paths, errno_name, fold_numbers, pair_calls};
 /// before the buckets grow (a build faults ~40,000 times a second).
 pub const FAULT_BUCKET_US: [i64; 4] = [1_000, 10_000, 100_000, 1_000_000];
 pub const MAX_FAULT_ROWS: usize = 100_000;
-
-/// CPU samples in time order: `t` is the delta to the previous sample's
-/// time (µs), `thread` an index into the report's threads, `stack` a node.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct SampleColumns {
-    pub t: Vec<i64>,
-    pub thread: Vec<u32>,
-    pub stack: Vec<u32>,
-}
-
-/// Thread states, grouped by thread (`offset[i]..offset[i+1]` are thread
-/// i's spans, in time order). `gap` is the start minus the previous span's
-/// end (the first: its start), `dur` the length (µs); `state` 0 running,
-/// 1 runnable, 2.. blocked by [`WaitKind`] in `WaitKind::ALL` order
-/// (2 lock, 3 io, 4 sleep, 5 ipc, 6 fault, 7 other); `stack` the blocking
-/// stack (-1 when none); `waker` the thread that ended the wait (-1: not
-/// woken or not known, -2: an interrupt, -3: a timer, -4: a device).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct SpanColumns {
-    pub offset: Vec<u32>,
-    pub gap: Vec<i64>,
-    pub dur: Vec<i64>,
-    pub state: Vec<u8>,
-    pub stack: Vec<i32>,
-    pub waker: Vec<i32>,
-}
-
-/// For each blocking stack: the innermost function that is not scheduler
-/// plumbing (a string index), to name a wait.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct WaitNames {
-    pub stack: Vec<u32>,
-    pub name: Vec<u32>,
-}
-
-/// Page faults counted per (bucket, thread, stack, major): `t` the bucket's
-/// start (µs, delta-encoded), `count`, `major` 1 for the major-fault event.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct FaultColumns {
-    pub bucket_us: i64,
-    pub t: Vec<i64>,
-    pub thread: Vec<u32>,
-    pub stack: Vec<u32>,
-    pub count: Vec<u32>,
-    pub major: Vec<u8>,
-}
-
-/// Syscalls in time order of entry: `t` delta µs, `name` and `error`
-/// (errno name, -1 when it succeeded or did not return) string indices,
-/// `dur` µs (-1 unknown), `path` the captured path with its numbers folded
-/// (`/tmp/log.N`), -1 when none.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct SyscallColumns {
-    pub t: Vec<i64>,
-    pub thread: Vec<u32>,
-    pub name: Vec<u32>,
-    pub dur: Vec<i64>,
-    pub error: Vec<i32>,
-    pub path: Vec<i32>,
-    /// Calls whose path was not captured although the call takes one.
-    pub uncaptured_paths: u64,
-}
 
 /// What the converters share: the trace, its start, the time range kept
 /// and the report's thread numbering (`None`: the thread is not shown).

@@ -10,30 +10,13 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
 use slowlab_model::trace::{FuncIdx, StackIdx, StrIdx, Trace};
+use slowlab_model::views::report_data::{FuncColumns, StackColumns};
 
 use crate::select::BuildFx;
 
 /// The name the symbolizer gives a frame it could not name.
 const UNKNOWN: &str = "[unknown]";
-
-/// Functions as columns: name and module (string indices) and kind
-/// (0 user code, 1 kernel, 2 a process: the root of a stack).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct FuncColumns {
-    pub name: Vec<u32>,
-    pub module: Vec<u32>,
-    pub kind: Vec<u8>,
-}
-
-/// Stack nodes as columns: the caller's node (-1 for a root) and the
-/// function (index into [`FuncColumns`]).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct StackColumns {
-    pub parent: Vec<i32>,
-    pub func: Vec<u32>,
-}
 
 /// Builds the three tables while the events are converted.
 pub struct Tables<'t> {

@@ -10,8 +10,7 @@
 //! comparison: `slowlab_analyze::diff` and `diff_tree` do.
 
 use serde::Serialize;
-use slowlab_analyze::diff::DiffView;
-use slowlab_analyze::diff_tree::DiffTree;
+use slowlab_model::views::diff::{DiffTree, DiffView};
 
 use crate::html::escape;
 use crate::interactive::{fill_template, script_safe_json, PageError};
@@ -54,10 +53,10 @@ pub fn diff_page(data: &DiffPageData) -> Result<String, PageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_analyze::cpu::Key;
     use slowlab_analyze::diff::{diff_view, DiffOptions, Metric, Normalize};
     use slowlab_analyze::select::Selection;
     use slowlab_model::trace::Trace;
+    use slowlab_model::views::cpu::Key;
 
     #[test]
     fn the_page_embeds_the_data_once_and_no_string_can_close_the_script() {

@@ -1,5 +1,5 @@
 //! The interactive `report.html`: one self-contained page that draws the
-//! report's data ([`slowlab_analyze::report_data::ReportData`], embedded
+//! report's data ([`slowlab_model::views::report_data::ReportData`], embedded
 //! once as JSON) with the hand-written scripts beside this file (canvas for
 //! the timeline and the flame graphs; no library). The page may make no
 //! request at all (its Content-Security-Policy forbids every one), inserts
@@ -10,7 +10,7 @@
 //! It does not compute anything: selections, tables and flame graphs are
 //! the page's scripts' work on the embedded data.
 
-use slowlab_analyze::report_data::ReportData;
+use slowlab_model::views::report_data::ReportData;
 
 use crate::html::escape;
 

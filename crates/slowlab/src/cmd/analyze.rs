@@ -258,20 +258,23 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         eprintln!("slowlab: wrote {what} {}", path.display());
         Ok(())
     };
-    if let Some(p) = &args.flamegraph {
-        let title = format!("CPU: {}", args.file.display());
-        write_file(
-            p,
-            "flame graph",
-            &export::cpu_flamegraph_svg(&trace, &sel, &title)?,
-        )?;
-    }
-    if let Some(p) = &args.collapsed {
-        write_file(
-            p,
-            "folded stacks",
-            export::collapsed_text(&trace, &sel).as_bytes(),
-        )?;
+    if args.flamegraph.is_some() || args.collapsed.is_some() {
+        let lines = slowlab_analyze::export::collapsed_lines(&trace, &sel);
+        if let Some(p) = &args.flamegraph {
+            let title = format!("CPU: {}", args.file.display());
+            write_file(
+                p,
+                "flame graph",
+                &export::cpu_flamegraph_svg(&lines, &title)?,
+            )?;
+        }
+        if let Some(p) = &args.collapsed {
+            write_file(
+                p,
+                "folded stacks",
+                export::collapsed_text(&lines).as_bytes(),
+            )?;
+        }
     }
     if let Some(p) = &args.offcpu_flamegraph {
         let title = format!("Off-CPU (time blocked): {}", args.file.display());
@@ -286,7 +289,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         )?;
     }
     if let Some(p) = &args.pprof {
-        write_file(p, "pprof profile", &export::pprof_gz(&trace, &sel)?)?;
+        let profile = slowlab_analyze::export::pprof_bytes(&trace, &sel);
+        write_file(p, "pprof profile", &export::pprof_gz(&profile)?)?;
     }
     if let Some(p) = &args.html {
         let title = format!("slowlab report: {}", args.file.display());
@@ -313,7 +317,6 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         write_file(p, "interactive report", page.as_bytes())?;
     }
     if let Some(p) = &args.fxprof {
-        let states = slowlab_analyze::states::ThreadStates::build(&trace);
         let root = root_path(&trace, args.root)?.ok();
         let findings = slowlab_analyze::detect::run_all(
             &trace,
@@ -321,18 +324,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             cgroups.as_ref(),
             root.as_ref(),
         );
-        let input = slowlab_report::fxprof::FxprofInput {
-            trace: &trace,
-            sel: &sel,
-            states: Some(&states),
-            findings: &findings,
-        };
-        let gzip = slowlab_report::fxprof::wants_gzip(p);
-        write_file(
-            p,
-            "Firefox Profiler profile",
-            &slowlab_report::fxprof::fxprof_bytes(&input, gzip)?,
-        )?;
+        let bytes = super::fxprof::profile_bytes(&trace, &sel, &findings, p)?;
+        write_file(p, "Firefox Profiler profile", &bytes)?;
     }
 
     let stdout = std::io::stdout();

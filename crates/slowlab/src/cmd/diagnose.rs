@@ -11,7 +11,6 @@ use clap::Args;
 use slowlab_analyze::diagnose::diagnose;
 use slowlab_analyze::select::Selection;
 use slowlab_report::critical_path::critical_path_text;
-use slowlab_report::fxprof::{fxprof_bytes, wants_gzip, FxprofInput};
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::write_atomically;
 
@@ -163,14 +162,13 @@ pub fn analyze_into(
     warnings.extend(bundle.warnings.iter().cloned());
     let analysis = diagnose(&bundle, command);
     if let Some(path) = fxprof {
-        let states = slowlab_analyze::states::ThreadStates::build(&bundle.trace);
-        let input = FxprofInput {
-            trace: &bundle.trace,
-            sel: &Selection::default(),
-            states: Some(&states),
-            findings: &analysis.findings,
-        };
-        write_atomically(path, &fxprof_bytes(&input, wants_gzip(path))?)?;
+        let bytes = super::fxprof::profile_bytes(
+            &bundle.trace,
+            &Selection::default(),
+            &analysis.findings,
+            path,
+        )?;
+        write_atomically(path, &bytes)?;
     }
     if let Some(why) = &analysis.no_path {
         warnings.push(format!("no critical path: {why}"));

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use slowlab_analyze::cpu::Key;
 use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
 use slowlab_analyze::diff_tree::diff_tree;
 use slowlab_analyze::select::Selection;
@@ -89,7 +88,7 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: DiffArgs) -> Result<i32> {
-    let key: Key = args.by.parse()?;
+    let key = slowlab_analyze::cpu::parse_key(&args.by)?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
     let a = args.symbols.read(&args.a)?;

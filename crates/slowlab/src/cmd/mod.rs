@@ -8,6 +8,7 @@ pub mod diff;
 pub mod doctor;
 pub mod export;
 pub mod fleet;
+pub mod fxprof;
 pub mod import;
 pub mod lab;
 pub mod lab_profile;
