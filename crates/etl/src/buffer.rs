@@ -10,7 +10,7 @@
 //! a truncated or corrupt buffer ends with a warning, never a panic. This
 //! module does not name events or decode payloads.
 
-use crate::header::{self, EventHeader, HeaderProblem};
+use crate::header::{self, EventHeader, HeaderProblem, Source};
 use crate::lz77;
 use slowlab_model::le::{u16_at, u32_at};
 
@@ -63,6 +63,10 @@ pub fn read_buffers(file: &[u8]) -> Buffers {
     // Decompressed bytes are bounded by the file's size times this (ETW's
     // buffers compress about 5:1), so a corrupt file cannot exhaust memory.
     let mut budget = file.len().saturating_mul(64).max(64 << 20);
+    // The size of the trace's buffers, from its header event (in the
+    // first buffer, which is never compressed): no compressed buffer
+    // expands to more.
+    let mut buffer_size: Option<usize> = None;
     let mut at = 0usize;
     while at < file.len() {
         let rest = &file[at..];
@@ -101,7 +105,16 @@ pub fn read_buffers(file: &[u8]) -> Buffers {
         }
         let data = if flags & FLAG_COMPRESSED != 0 {
             out.stats.compressed_buffers += 1;
-            let max = filled.min(MAX_BUFFER_LEN).saturating_sub(BUFFER_HEADER_LEN);
+            let limit = buffer_size.unwrap_or(MAX_BUFFER_LEN);
+            if filled > limit {
+                out.stats.unreadable_bytes += present as u64;
+                out.stats.warnings.push(format!(
+                    "a compressed buffer at offset {at} claims {filled} bytes, more than the trace's {limit}-byte buffers; its events are skipped"
+                ));
+                at += size;
+                continue;
+            }
+            let max = filled.saturating_sub(BUFFER_HEADER_LEN);
             if max > budget {
                 out.stats.warnings.push(format!(
                     "compressed buffers expand to more than {} MiB; the rest of the file is not read",
@@ -130,7 +143,11 @@ pub fn read_buffers(file: &[u8]) -> Buffers {
         };
         out.stats.buffers += 1;
         let index = out.data.len() as u32;
+        let first_event = out.events.len();
         split_events(&data, index, cpu, &mut out);
+        if buffer_size.is_none() {
+            buffer_size = header_buffer_size(&data, &out.events[first_event..]);
+        }
         out.data.push(data);
         at += size;
     }
@@ -138,6 +155,20 @@ pub fn read_buffers(file: &[u8]) -> Buffers {
     // events with equal times in file order.
     out.events.sort_by_key(|e| e.header.time);
     out
+}
+
+/// The `BufferSize` of the trace's header event (`EventTrace` header,
+/// hook 0x0000: its payload starts with it) among `events` of buffer
+/// `buf`, when it is there and sane.
+fn header_buffer_size(buf: &[u8], events: &[Event]) -> Option<usize> {
+    let e = events
+        .iter()
+        .find(|e| e.header.source == Source::Kernel { group: 0 } && e.header.opcode == 0)?;
+    let payload = buf.get(e.offset as usize + e.header.header_len..)?;
+    let size = u32_at(payload.get(..4)?, 0) as usize;
+    (BUFFER_HEADER_LEN..=MAX_BUFFER_LEN)
+        .contains(&size)
+        .then_some(size)
 }
 
 /// Appends the events of one buffer to `out.events`.

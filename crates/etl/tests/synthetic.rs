@@ -167,3 +167,37 @@ fn truncated_and_corrupted_traces_never_panic() {
         }
     }
 }
+
+/// A compressed buffer claiming to hold more than the trace's buffer size
+/// (the header event says 64 KiB) is corrupt: it is skipped with a warning
+/// before anything is decompressed, and the other buffers still read. Its
+/// honest twin reads.
+#[test]
+fn a_compressed_buffer_larger_than_the_traces_buffers_is_skipped() {
+    let header = buffer(
+        0,
+        &[system_event(1, 0x0000, 2, 0, 0, T0, &logfile_header(1, 0))],
+        false,
+    );
+    let thread_event = system_event(1, 0x0503, 3, 101, 100, T0 + 10, &thread(100, 101, "worker"));
+    let compressed = buffer(0, &[thread_event.clone(), thread_event], true);
+    let with_filled = |filled: u32| {
+        let mut c = compressed.clone();
+        c[0x30..0x34].copy_from_slice(&filled.to_le_bytes());
+        [header.clone(), c].concat()
+    };
+    let honest = read_bytes(&[header.clone(), compressed.clone()].concat()).unwrap();
+    assert_eq!(honest.events().len(), 3);
+    assert!(honest.warnings().is_empty(), "{:?}", honest.warnings());
+
+    let claims = 0x10000 + 8;
+    let etl = read_bytes(&with_filled(claims)).unwrap();
+    assert_eq!(etl.events().len(), 1, "only the header event is read");
+    let warnings = etl.warnings();
+    assert!(
+        warnings.iter().any(|w| w.contains(&format!(
+            "claims {claims} bytes, more than the trace's 65536-byte buffers"
+        ))),
+        "{warnings:?}"
+    );
+}
