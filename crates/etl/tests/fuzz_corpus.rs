@@ -29,9 +29,12 @@ fn every_corpus_input_reads_without_a_panic() {
         read += slowlab_etl::read_bytes(&data).is_ok() as usize;
     }
     assert!(panicked.is_empty(), "panicked: {}", panicked.join(", "));
-    // The seeds are real traces: most of the corpus must read.
+    // The corpus grew from real traces; minimized (`fuzz/run.sh cmin etl`)
+    // it keeps the inputs of every path the fuzzer found, rejections
+    // included, and 115 of its 257 read (2026-11-25). A third at least
+    // must, or the replay would no longer exercise the reader.
     assert!(
-        read * 2 >= inputs.len(),
+        read * 3 >= inputs.len(),
         "only {read} of {} inputs read",
         inputs.len()
     );
