@@ -202,7 +202,7 @@ mod tests {
     /// start. The last one ends the main thread's wait by exiting (a join)
     /// or, with `main_locks`, by releasing a lock the main thread waits on.
     fn queue(workers: i32, main_locks: bool) -> slowlab_model::trace::Trace {
-        queue_holding(workers, main_locks, Holding::Sleeping)
+        queue_holding(workers, main_locks, Holding::Sleeping, 0)
     }
 
     /// What each worker does while it holds the mutex.
@@ -214,14 +214,30 @@ mod tests {
         Preempted,
     }
 
+    /// The queue; after it, the main thread computes for `tail_ns` more
+    /// before it ends (which dilutes the lock's share of its wall time).
     fn queue_holding(
         workers: i32,
         main_locks: bool,
         holding: Holding,
+        tail_ns: u64,
+    ) -> slowlab_model::trace::Trace {
+        queue_beside(workers, main_locks, holding, tail_ns, 0)
+    }
+
+    /// The queue, and beside it (on CPU 2) thread 20 of `app`, which waits
+    /// `side_ns` on the lock at 2 ms, off the main thread's path, until the
+    /// first worker releases it (no waiter when 0).
+    fn queue_beside(
+        workers: i32,
+        main_locks: bool,
+        holding: Holding,
+        tail_ns: u64,
+        side_ns: u64,
     ) -> slowlab_model::trace::Trace {
         let mut b = TraceBuilder::default();
         let main = b.process(10, "app");
-        let end = ms(2 + 41 * workers as u64);
+        let end = ms(2 + 41 * workers as u64) + tail_ns;
         b.lifetime(main, None, 0, Some(end));
         let join = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
         let lock = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
@@ -232,6 +248,14 @@ mod tests {
         let threads: Vec<_> = (0..workers)
             .map(|i| b.thread(main, 11 + i, "app"))
             .collect();
+        if side_ns > 0 {
+            b.thread(main, 20, "app");
+            b.switch(ms(1) + 500, 2, 0, 0, 20, None);
+            b.switch(ms(2), 2, 20, 1, 0, lock);
+            b.waking(ms(2) + side_ns, 2, threads[0], 20, release);
+            b.switch(ms(2) + side_ns + 10, 2, 0, 0, 20, None);
+            b.switch(ms(2) + side_ns + 20, 2, 20, 16, 0, None);
+        }
         b.switch(0, 0, 0, 0, 10, None);
         b.switch(ms(1), 0, 10, 1, 11, join); // main joins; worker 11 runs
         for i in 1..workers {
@@ -291,7 +315,7 @@ mod tests {
     fn holders_waiting_for_a_cpu_are_not_lock_contention() {
         // The same queue, but each holder is preempted rather than asleep:
         // the waits are as long, and a CPU, not the lock, is what is short.
-        let t = queue_holding(3, false, Holding::Preempted);
+        let t = queue_holding(3, false, Holding::Preempted, 0);
         let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
         assert!(
             rp.path.breakdown.runnable > 0.05,
@@ -347,5 +371,60 @@ mod tests {
             rp.path.breakdown
         );
         assert!(findings(&t).is_empty());
+    }
+
+    #[test]
+    fn min_waiters_is_the_edge() {
+        // With `main_locks`, every worker but the first and the main thread
+        // wait on the lock: `workers` threads queue.
+        let too_few = queue(MIN_WAITERS as i32 - 1, true);
+        assert!(findings(&too_few).is_empty(), "{:?}", findings(&too_few));
+        let f = findings(&queue(MIN_WAITERS as i32, true));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].title
+                .starts_with(&format!("{MIN_WAITERS} threads of app queue")),
+            "{}",
+            f[0].title
+        );
+    }
+
+    #[test]
+    fn min_path_share_is_the_edge() {
+        // The lock's path time does not change with the main thread's
+        // computing afterwards; its share of the wall time does.
+        let queue_with_tail = |tail_ns| queue_holding(2, true, Holding::Sleeping, tail_ns);
+        let f = findings(&queue_with_tail(0));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let path_s = f[0].evidence["path_s"].as_f64().unwrap();
+        let wall_s = path_s / f[0].evidence["share_of_wall"].as_f64().unwrap();
+        // The tail that puts the share exactly at the threshold.
+        let edge_tail_s = path_s / MIN_PATH_SHARE - wall_s;
+        let tail = |factor: f64| (edge_tail_s * factor * 1e9) as u64;
+        let f = findings(&queue_with_tail(tail(1.02)));
+        assert!(f.is_empty(), "{f:?}");
+        let f = findings(&queue_with_tail(tail(0.98)));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let share = f[0].evidence["share_of_wall"].as_f64().unwrap();
+        assert!(
+            (MIN_PATH_SHARE..MIN_PATH_SHARE * 1.03).contains(&share),
+            "{share}"
+        );
+    }
+
+    #[test]
+    fn min_waiter_share_is_the_edge() {
+        // One worker queues on the path (too few alone); a second thread of
+        // `app` waits on the lock off the path, and queues too once its
+        // wait is MIN_WAITER_SHARE of the main thread's wall time.
+        let wall_ns = ms(2 + 41);
+        let side = |factor: f64| (wall_ns as f64 * MIN_WAITER_SHARE * factor) as u64;
+        let t = queue_beside(1, true, Holding::Sleeping, 0, side(0.95));
+        assert!(findings(&t).is_empty(), "{:?}", findings(&t));
+        let t = queue_beside(1, true, Holding::Sleeping, 0, side(1.05));
+        let f = findings(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let waiters = f[0].evidence["waiters"].as_array().unwrap();
+        assert!(waiters.iter().any(|w| w["tid"] == 20), "{waiters:?}");
     }
 }

@@ -237,6 +237,61 @@ mod tests {
         assert!(cat_findings(32 << 20, 4000).is_empty());
     }
 
+    /// Faults that reclaim in the cgroup: every sample is page-in time.
+    fn reclaiming_fault() -> Vec<&'static str> {
+        [FAULT, &["try_charge_memcg", "try_to_free_mem_cgroup_pages"]].concat()
+    }
+
+    /// Samples (1 ms each in `stacks_trace`) just below and just above a
+    /// threshold, as the count that sits at `edge` minus and plus one.
+    fn below_and_above(edge: f64) -> (usize, usize) {
+        let at = edge.round() as usize;
+        (at - 1, at + 1)
+    }
+
+    #[test]
+    fn min_cost_s_is_the_edge() {
+        let reclaim = reclaiming_fault();
+        let (below, above) = below_and_above(MIN_COST_S * 1000.0);
+        let f = findings(&[(&reclaim, below), (&["user_work"], 10)]);
+        assert!(f.is_empty(), "{f:?}");
+        let f = findings(&[(&reclaim, above), (&["user_work"], 10)]);
+        assert_eq!(f.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn min_page_in_share_is_the_edge() {
+        // 200 page-in samples out of 200 + user: the share is 200/(200+u).
+        let reclaim = reclaiming_fault();
+        let user_at_edge = 200.0 * (1.0 / MIN_PAGE_IN_SHARE - 1.0);
+        let (fewer, more) = below_and_above(user_at_edge);
+        let f = findings(&[(&reclaim, 200), (&["user_work"], more)]);
+        assert!(f.is_empty(), "{f:?}");
+        let f = findings(&[(&reclaim, 200), (&["user_work"], fewer)]);
+        assert_eq!(f.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn min_reclaim_share_is_the_edge() {
+        // 1,000 fault samples, some of them in cgroup reclaim.
+        let reclaim = reclaiming_fault();
+        let (below, above) = below_and_above(MIN_RECLAIM_SHARE * 1000.0);
+        let f = findings(&[(FAULT, 1000 - below), (&reclaim, below)]);
+        assert!(f.is_empty(), "{f:?}");
+        let f = findings(&[(FAULT, 1000 - above), (&reclaim, above)]);
+        assert_eq!(f.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn min_refaulted_limits_is_the_edge() {
+        // A 32 MiB limit is 8,192 pages; `CAT` spends too little CPU in
+        // reclaim to count, so the refaults decide.
+        let limit = 32u64 << 20;
+        let (below, above) = below_and_above(MIN_REFAULTED_LIMITS * (limit / PAGE_BYTES) as f64);
+        assert!(cat_findings(limit, below as u64).is_empty());
+        assert_eq!(cat_findings(limit, above as u64).len(), 1);
+    }
+
     #[test]
     fn reading_a_cached_file_without_a_limit_is_not_thrashing() {
         let read: &[&str] = &["ksys_read", "vfs_read", "filemap_read", "copy_page_to_iter"];

@@ -356,6 +356,54 @@ mod tests {
         assert!(detect(&Context::new(&trace, None, None)).is_empty());
     }
 
+    /// Stalls of `lens` milliseconds each (a monitor spinning while the
+    /// teardown runs), 5 ms apart: more than `JOIN_GAP_NS`, so each is its
+    /// own stall.
+    fn stalls_trace(lens: &[u64]) -> slowlab_model::trace::Trace {
+        let mut b = TraceBuilder::default();
+        let monitor = b.process(100, "rtnl-monitor");
+        let kworker = b.process(32, "kworker/u8:1");
+        let spin = b.stack(SPIN);
+        let work = b.stack(TEARDOWN);
+        let mut at = 1;
+        for &len in lens {
+            for ms in at..at + len {
+                b.sample(ms * 1_000_000, monitor, 0, spin);
+                b.sample(ms * 1_000_000 + 10_000, kworker, 1, work);
+            }
+            at += len + 5;
+        }
+        b.build()
+    }
+
+    fn stalls_found(lens: &[u64]) -> usize {
+        detect(&Context::new(&stalls_trace(lens), None, None)).len()
+    }
+
+    /// Whole milliseconds just below and just above `edge_s`.
+    fn ms_around(edge_s: f64) -> (u64, u64) {
+        let ms = (edge_s * 1000.0).round() as u64;
+        (ms - 1, ms + 1)
+    }
+
+    #[test]
+    fn min_total_s_is_the_edge() {
+        // One stall: its length is both the total and the longest.
+        let (below, above) = ms_around(MIN_TOTAL_S);
+        assert!(below as f64 / 1000.0 >= MIN_MAX_S);
+        assert_eq!(stalls_found(&[below]), 0);
+        assert_eq!(stalls_found(&[above]), 1);
+    }
+
+    #[test]
+    fn min_max_s_is_the_edge() {
+        // Three stalls: together well above the total's threshold.
+        let (below, above) = ms_around(MIN_MAX_S);
+        assert!(3.0 * below as f64 / 1000.0 >= MIN_TOTAL_S);
+        assert_eq!(stalls_found(&[below; 3]), 0);
+        assert_eq!(stalls_found(&[below, above, below]), 1);
+    }
+
     #[test]
     fn a_short_spin_is_below_the_thresholds() {
         let trace = spinning_trace(5, TEARDOWN);
