@@ -102,6 +102,11 @@ mod tests {
     /// python.exe: `zeroing` of 100 samples zeroing buffers, the rest in
     /// its own code; `faults` demand-zero faults under the report.
     fn trace(zeroing: usize, faults: usize) -> slowlab_model::trace::Trace {
+        trace_of(100, zeroing, faults)
+    }
+
+    /// The same with `samples` samples in all.
+    fn trace_of(samples: u64, zeroing: usize, faults: usize) -> slowlab_model::trace::Trace {
         let mut b = TraceBuilder::default();
         let py = b.process(40, "python.exe");
         let zero = b.mixed_stack(&["main"], ZEROING);
@@ -114,7 +119,7 @@ mod tests {
                 "KiPageFault",
             ],
         );
-        for i in 0..100u64 {
+        for i in 0..samples {
             let s = if (i as usize) < zeroing { zero } else { own };
             b.sample(i * 1_000_000, py, 0, s);
         }
@@ -153,5 +158,17 @@ mod tests {
         }
         let t = b.build();
         assert!(detect(&Context::new(&t, None, None)).is_empty());
+    }
+
+    #[test]
+    fn min_process_share_is_the_edge() {
+        // 1,000 samples: enough zeroing samples either way; the share of
+        // the process's CPU decides.
+        let at_edge = (1000.0 * MIN_PROCESS_SHARE) as usize;
+        assert!(at_edge as u64 > MIN_ZEROING_SAMPLES);
+        let t = trace_of(1000, at_edge - 1, 30);
+        assert!(detect(&Context::new(&t, None, None)).is_empty());
+        let t = trace_of(1000, at_edge + 1, 30);
+        assert_eq!(detect(&Context::new(&t, None, None)).len(), 1);
     }
 }

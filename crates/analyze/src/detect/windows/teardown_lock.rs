@@ -198,4 +198,18 @@ mod tests {
             1
         );
     }
+
+    #[test]
+    fn min_exiting_is_the_edge() {
+        // Waits long enough in all and each: only the number of exiting
+        // processes that ended them differs. (`MIN_TOTAL_S` has no edge of
+        // its own: it equals MIN_EXITING waits of MIN_MAX_S.)
+        let n = MIN_EXITING as u64;
+        let ms = (MIN_TOTAL_S * 1000.0) as u64 + 5;
+        assert!(detect(&Context::new(&trace(n - 1, ms, true), None, None)).is_empty());
+        assert_eq!(
+            detect(&Context::new(&trace(n, ms, true), None, None)).len(),
+            1
+        );
+    }
 }

@@ -106,6 +106,18 @@ mod tests {
     /// scan.exe: 200 samples, `in_faults` of them in the fault handler;
     /// `transition` transition faults and `hard` hard faults.
     fn trace(in_faults: u64, transition: u64, hard: u64) -> slowlab_model::trace::Trace {
+        trace_of(200, in_faults, transition, 0, hard)
+    }
+
+    /// scan.exe with `samples` samples, and `soft` other soft faults
+    /// (demand-zero) besides the transition and hard ones.
+    fn trace_of(
+        samples: u64,
+        in_faults: u64,
+        transition: u64,
+        soft: u64,
+        hard: u64,
+    ) -> slowlab_model::trace::Trace {
         let mut b = TraceBuilder::default();
         let p = b.process(50, "scan.exe");
         let fault = b.mixed_stack(
@@ -113,11 +125,19 @@ mod tests {
             &["ntoskrnl.exe!KiPageFault", "ntoskrnl.exe!MmAccessFault"],
         );
         let own = b.mixed_stack(&["main", "scan"], &[]);
-        for i in 0..200 {
+        for i in 0..samples {
             b.sample(i * 1_000_000, p, 0, if i < in_faults { fault } else { own });
         }
         for i in 0..transition {
             b.windows_fault(i * 100, p, TRANSITION_FAULT as u8, None);
+        }
+        for i in 0..soft {
+            b.windows_fault(
+                i * 100 + 25,
+                p,
+                crate::detect::windows::DEMAND_ZERO_FAULT as u8,
+                None,
+            );
         }
         for i in 0..hard {
             b.major_fault(i * 100 + 50, p);
@@ -145,5 +165,32 @@ mod tests {
         // Hard faults mean pages come from disk: not a capped working set.
         assert!(!fires(&trace(150, 5000, 500)));
         assert!(fires(&trace(150, 5000, 499)));
+    }
+
+    #[test]
+    fn min_samples_is_the_edge() {
+        // Every sample in the fault handler: only the count can fail.
+        let fires =
+            |n: u64| !detect(&Context::new(&trace_of(n, n, 5000, 0, 0), None, None)).is_empty();
+        assert!(!fires(MIN_SAMPLES - 1));
+        assert!(fires(MIN_SAMPLES));
+    }
+
+    #[test]
+    fn min_transition_share_is_the_edge() {
+        // 5,000 transition faults among 10,000 and a few more or fewer
+        // other soft faults.
+        let transition = 5000;
+        let other_at_edge = (transition as f64 / MIN_TRANSITION_SHARE) as u64 - transition;
+        let fires = |soft: u64| {
+            !detect(&Context::new(
+                &trace_of(200, 150, transition, soft, 0),
+                None,
+                None,
+            ))
+            .is_empty()
+        };
+        assert!(!fires(other_at_edge + 10));
+        assert!(fires(other_at_edge - 10));
     }
 }
