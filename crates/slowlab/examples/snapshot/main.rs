@@ -1,5 +1,6 @@
 //! Makes a *model snapshot* of a recording for the golden tests
-//! (`crates/slowlab/tests/golden.rs`): reads a perf.data trace with what
+//! (`crates/slowlab/tests/golden.rs`): reads a perf.data trace (or a
+//! Windows ETL trace, which has no side files) with what
 //! `slowlab record` wrote beside it (the path capture `FILE.paths`, the
 //! cgroup notes `FILE.cgroups.json`), symbolizes it while the binaries are
 //! still on disk, optionally keeps only a time window of it, and writes the
@@ -30,7 +31,8 @@ use slowlab_model::bundle::{CapturedPath, CgroupInfo, TraceBundle};
 /// Write a trace and its side files as a model snapshot (bundle.json.gz).
 #[derive(Parser, Debug)]
 struct Args {
-    /// The trace (perf.data), with FILE.paths and FILE.cgroups.json beside it.
+    /// The trace (perf.data, with FILE.paths and FILE.cgroups.json beside
+    /// it; or a Windows .etl / .etl.zip).
     trace: PathBuf,
     /// The snapshot's directory (created if missing).
     out_dir: PathBuf,
@@ -98,8 +100,21 @@ fn main() -> Result<()> {
 }
 
 /// The trace, symbolized, with its path capture and cgroup notes, as
-/// `slowlab analyze` reads them.
+/// `slowlab analyze` reads them. A Windows ETW trace (`.etl`, `.etl.zip`)
+/// has no side files: the paths of its file operations come from the
+/// trace, and its frames stay `module+0xoffset` (no PDB is given).
 fn read_bundle(file: &Path) -> Result<TraceBundle> {
+    if slowlab_etl::is_etl_file(file) {
+        let (trace, paths) = slowlab_etl::read_trace_and_paths(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let warnings = trace.stats.warnings.clone();
+        return Ok(TraceBundle {
+            trace,
+            paths: (!paths.is_empty()).then_some(paths),
+            cgroups: None,
+            warnings,
+        });
+    }
     let opts = slowlab_perf::ReadOptions::default();
     let trace = slowlab_perf::read_file(file, &opts, &|_, _, _| {})
         .with_context(|| format!("cannot read {}", file.display()))?;
