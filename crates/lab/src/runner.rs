@@ -107,16 +107,17 @@ pub fn run_lab(scenarios: &[&dyn Scenario], ctx: &mut LabContext) -> Vec<Scenari
     results
 }
 
+/// What a [`Tracer`] fails with: the recorder's or the analyzer's own
+/// error (the binary implements the trait with both, and this crate
+/// depends on neither). Its text goes into the trace check as it is.
+pub type TracerError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Records the whole system around one traced run and analyzes it.
-///
-/// Its errors are plain text: the binary implements it (with the recorder
-/// and the analyzer, which have error types of their own), and the text
-/// goes into the trace check as is.
 pub trait Tracer {
     /// Starts recording; `label` names the trace (`topdown-alloc-pathological`).
-    fn start(&mut self, label: &str) -> Result<(), String>;
+    fn start(&mut self, label: &str) -> Result<(), TracerError>;
     /// Stops recording and runs the detectors on the trace.
-    fn stop(&mut self) -> Result<TracedRun, String>;
+    fn stop(&mut self) -> Result<TracedRun, TracerError>;
 }
 
 /// `lab --trace`: for each scenario, records one run of its pathological
@@ -170,7 +171,7 @@ pub fn trace_lab(
                     trace: String::new(),
                     findings: Vec::new(),
                     titles: Vec::new(),
-                    error: Some(e),
+                    error: Some(e.to_string()),
                 },
                 Ok(()) => {
                     let outcome = scenario.run_for_trace(ctx, role);
@@ -179,7 +180,7 @@ pub fn trace_lab(
                         trace: String::new(),
                         findings: Vec::new(),
                         titles: Vec::new(),
-                        error: Some(e),
+                        error: Some(e.to_string()),
                     });
                     if let Err(e) = outcome {
                         run.error = Some(e.to_string());

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use slowlab_lab::runner::Tracer;
+use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
 use slowlab_record::Recording;
 
@@ -31,7 +31,7 @@ impl LabTracer {
 }
 
 impl Tracer for LabTracer {
-    fn start(&mut self, label: &str) -> Result<(), String> {
+    fn start(&mut self, label: &str) -> Result<(), TracerError> {
         let run_dir = self.dir.join(label);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
@@ -44,19 +44,20 @@ impl Tracer for LabTracer {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             capture_paths: true,
         };
-        let recording = Recording::start(&cfg).map_err(|e| e.to_string())?;
+        let recording = Recording::start(&cfg)?;
         self.running = Some((recording, run_dir));
         Ok(())
     }
 
-    fn stop(&mut self) -> Result<TracedRun, String> {
+    fn stop(&mut self) -> Result<TracedRun, TracerError> {
         let (recording, run_dir) = self.running.take().ok_or("no recording is running")?;
-        let outcome = recording.stop().map_err(|e| e.to_string())?;
+        let outcome = recording.stop()?;
         let mut warnings = outcome.warnings;
         let label = run_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // The whole chain of causes, as the binary prints errors.
         let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], None, &mut warnings)
             .map_err(|e| format!("{e:#}"))?;
         Ok(TracedRun {
