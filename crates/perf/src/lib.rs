@@ -171,18 +171,16 @@ pub fn read_file(
             }
         });
     }
-    let mut early = symbolize::Early::default();
+    // The frames are named after the record pass, not in rounds during
+    // it: naming early held the binaries' pages and symbol indexes beside
+    // the interning tables (+45 MB of peak on a 96 MB trace) and bought no
+    // time on two cores, warm or cold (bench/analyze/README.md).
     let read = reader::read_bytes_with(
         &map,
         progress,
         &mut |path, id| {
             if preload_threads > 0 {
                 let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
-            }
-        },
-        &mut |trace| {
-            if !one_thread {
-                early.round(trace, preload.clone())
             }
         },
         &mut |from, to| release(&map, from, to),
@@ -201,14 +199,7 @@ pub fn read_file(
             table
         }
     };
-    symbolize::symbolize_with(
-        &mut trace,
-        kernel,
-        &preload,
-        Some(early),
-        opts.threads,
-        progress,
-    );
+    symbolize::symbolize_with(&mut trace, kernel, &preload, opts.threads, progress);
     Ok(trace)
 }
 

@@ -12,10 +12,9 @@
 //! `/proc/kallsyms`), else from `/proc/kallsyms`, shifted by the KASLR
 //! offset between the recording and now.
 //!
-//! To overlap the record pass: binaries are opened ([`Preload`]) as their
-//! first frame is read, and [`Early`] rounds name the user frames read so
-//! far while the rest of the records are read; [`symbolize_with`] then
-//! names only what is left.
+//! To overlap the record pass, binaries are opened ([`Preload`]: mapped,
+//! their symbol tables read ahead and indexed) as their first frame is
+//! read; [`symbolize_with`] names the frames after the pass.
 //!
 //! The parts: `jobs` plans and runs the per-binary jobs and names one
 //! binary's frames; `binaries` opens each binary once (the per-binary
@@ -36,7 +35,6 @@ use slowlab_model::trace::{
 
 pub(crate) use binaries::hex;
 pub use binaries::Preload;
-pub use jobs::Early;
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;
 use kernel::symbolize_kernel;
@@ -164,7 +162,6 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
         trace,
         move |_| load_kallsyms(&path),
         &Preload::default(),
-        None,
         opts.threads,
         progress,
     );
@@ -174,13 +171,12 @@ pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
 /// table for a kernel whose `_text` was at the given address when the trace
 /// was recorded (e.g. by joining the thread that loads it) and is called
 /// only if there are kernel frames; `preload` has the binaries opened so far;
-/// `early` names the user frames it was started with; `threads` caps the
+/// `threads` caps the
 /// threads naming frames at once (0: no cap, 1: all on this thread).
 pub fn symbolize_with(
     trace: &mut Trace,
     kernel: impl FnOnce(Option<u64>) -> Result<Kallsyms, PerfError> + Send,
     preload: &Preload,
-    early: Option<Early>,
     threads: usize,
     progress: ProgressFn,
 ) {
@@ -189,9 +185,7 @@ pub fn symbolize_with(
         leave_unsymbolized(trace);
         return;
     }
-    let from = early.as_ref().map_or(0, |e| e.until);
-    let early_rounds = early.map(|e| e.rounds).unwrap_or_default();
-    let jobs = user_jobs(trace, from, trace.frames.len());
+    let jobs = user_jobs(trace, 0, trace.frames.len());
     let kernel_frames: Vec<(u64, FrameIdx)> = trace
         .frames
         .iter()
@@ -216,47 +210,21 @@ pub fn symbolize_with(
     let mut func_of = vec![crate::reader::NO_FUNC; trace.frames.len()];
     let mut it = interner(trace);
     let user = || run_user_jobs(&jobs, preload, Some(progress), threads);
-    std::thread::scope(|s| {
-        // The last round and the kernel's frames (owned data, no borrow of
-        // the trace) while the early rounds' results are interned here.
-        // (On one thread: now, in turn; there are no early rounds then.)
-        let (done, last) = if threads == 1 {
-            (Some((kern(), user())), None)
-        } else {
-            (None, Some(s.spawn(|| rayon::join(kern, user))))
-        };
-        // Early results first: frames in the order they were read.
-        let mut failed = false;
-        for round in early_rounds {
-            match round.join() {
-                Ok(results) => {
-                    for r in results {
-                        intern_result(&mut it, &mut func_of, &mut warnings, r);
-                    }
-                }
-                Err(_) => failed = true,
-            }
-        }
-        if failed {
-            // An early round failed (a bug): name those frames again, now.
-            for r in run_user_jobs(&user_jobs(it.trace, 0, from), preload, None, threads) {
-                intern_result(&mut it, &mut func_of, &mut warnings, r);
-            }
-        }
-        // (A panicked kernel job is a bug: those frames stay `[unknown]`.)
-        let (kernel_result, later) = match (done, last) {
-            (Some(done), _) => done,
-            (None, Some(last)) => last.join().unwrap_or_default(),
-            (None, None) => Default::default(),
-        };
-        for r in later {
-            intern_result(&mut it, &mut func_of, &mut warnings, r);
-        }
-        if let Some((r, w)) = kernel_result {
-            intern_result(&mut it, &mut func_of, &mut warnings, r);
-            warnings.extend(w);
-        }
-    });
+    // The kernel's frames beside the user frames (owned data, no borrow of
+    // the trace); on one thread, in turn. (A panicked kernel job is a bug:
+    // those frames stay `[unknown]`.)
+    let (kernel_result, user_results) = if threads == 1 {
+        (kern(), user())
+    } else {
+        rayon::join(kern, user)
+    };
+    for r in user_results {
+        intern_result(&mut it, &mut func_of, &mut warnings, r);
+    }
+    if let Some((r, w)) = kernel_result {
+        intern_result(&mut it, &mut func_of, &mut warnings, r);
+        warnings.extend(w);
+    }
     preload.clear();
     drop(jobs);
     // Frames of modules that were not symbolized (anonymous memory, vdso,

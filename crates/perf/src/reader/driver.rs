@@ -4,8 +4,7 @@
 //! in time order (indexed in place by `crate::records`, for pipe-mode
 //! files too: `linux-perf-data`'s iterator would allocate whatever a
 //! damaged record's size claims), telling the
-//! caller of progress, of each new binary and of checkpoints along the
-//! way; and ends with the warnings the counts call for.
+//! caller of progress and of each new binary along the way; and ends with the warnings the counts call for.
 //! Also finds the kernel's build id from the header alone
 //! ([`kernel_build_id`]), before the pass, to pick its kallsyms early.
 //!
@@ -24,7 +23,7 @@ use crate::{guard, PerfError, ProgressFn};
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, PerfError> {
-    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_| {}, &mut |_, _| {})
+    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_, _| {})
 }
 
 /// The build id of the kernel a perf.data file was recorded on, from its
@@ -44,16 +43,13 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 
 /// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
 /// each user binary when its first frame is read (so its symbols can be
-/// fetched meanwhile), and `checkpoint(trace so far)` when half and when
-/// four fifths of the records are read (so the frames so far can be named
-/// meanwhile), and `release(from, to)` for each stretch of `data` that will
+/// fetched meanwhile), and `release(from, to)` for each stretch of `data` that will
 /// not be read again (so that a mapped file's pages can be given back: the
 /// memory then stays flat however big the file; see [`release_marks`]).
 pub(crate) fn read_bytes_with(
     data: &[u8],
     progress: ProgressFn,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
-    checkpoint: &mut dyn FnMut(&Trace),
     release: &mut dyn FnMut(usize, usize),
 ) -> Result<Trace, PerfError> {
     let (patched, repair) = file::open(data)?;
@@ -139,7 +135,6 @@ pub(crate) fn read_bytes_with(
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
     b.reserve(recs.entries.len(), end.saturating_sub(start));
-    let checkpoints = [recs.entries.len() / 2, recs.entries.len() * 4 / 5];
     let marks = release_marks(&recs.entries, end);
     let mut released = start;
     for (i, &entry) in recs.entries.iter().enumerate() {
@@ -150,10 +145,6 @@ pub(crate) fn read_bytes_with(
                 release(released, low);
                 released = low;
             }
-        }
-        if checkpoints.contains(&i) {
-            b.flush();
-            checkpoint(&b.t);
         }
         if let Some(rec) = recs.get(entry) {
             b.on_record(&ctx, entry.attr(), rec);

@@ -33,18 +33,15 @@ enum Slot {
 
 /// A binary as opened for symbolization: its map (or why not), the map of
 /// its separate debug file when it is stripped, for a big symbol table an
-/// address-sorted index of it, and the names demangled so far (a binary is
-/// named in rounds, [`Early`](super::Early) and
-/// [`symbolize_with`](super::symbolize_with)).
+/// address-sorted index of it.
 pub(super) struct Opened {
     pub(super) map: Result<memmap2::Mmap, PerfError>,
     pub(super) debug: Option<memmap2::Mmap>,
     pub(super) index: Option<SortedSymbols>,
-    pub(super) demangled: Mutex<FxMap<u32, String>>,
 }
 
 /// Symbol tables at least this big get a sorted index when opened, rather
-/// than being scanned in each round (librustc_driver: 350,000 symbols).
+/// than being scanned (librustc_driver: 350,000 symbols).
 const BIG_TABLE: usize = 50_000;
 
 impl Preload {
@@ -148,12 +145,7 @@ fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
             }
         }
     }
-    Opened {
-        map,
-        debug,
-        index,
-        demangled: Mutex::default(),
-    }
+    Opened { map, debug, index }
 }
 
 /// Asks the kernel to start reading `range` of a mapped file.

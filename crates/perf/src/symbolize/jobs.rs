@@ -1,15 +1,13 @@
 //! The per-binary jobs: the user frames of a trace (or of the part read
 //! so far) grouped into one job per binary, the biggest first; the jobs run
 //! on a pool wider than the cores (with a cold page cache they mostly wait
-//! for the disk), in [`Early`] rounds while the records are still read or
-//! at the end; and what one job does: resolve its binary's addresses in
+//! for the disk) once the records are read; and what one job does: resolve its binary's addresses in
 //! one pass (or through the binary's index) and demangle each symbol hit
 //! once.
 //!
 //! It opens no file itself: `binaries` hands it each binary, opened.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use rayon::prelude::*;
 use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
@@ -95,27 +93,6 @@ pub(super) fn run_user_jobs(
     }
 }
 
-/// User frames being named while the rest of the records are read, in
-/// rounds (each round the frames that came since the one before).
-#[derive(Default)]
-pub struct Early {
-    /// Frames before this index were handed over.
-    pub(super) until: usize,
-    pub(super) rounds: Vec<std::thread::JoinHandle<Vec<ModuleResult>>>,
-}
-
-impl Early {
-    /// Starts naming the user frames `trace` got since the last round, on
-    /// other threads.
-    pub fn round(&mut self, trace: &Trace, preload: Arc<Preload>) {
-        let jobs = user_jobs(trace, self.until, trace.frames.len());
-        self.until = trace.frames.len();
-        self.rounds.push(std::thread::spawn(move || {
-            run_user_jobs(&jobs, &preload, None, 0)
-        }));
-    }
-}
-
 fn symbolize_user_module(
     idx: ModuleIdx,
     opened: &Opened,
@@ -179,25 +156,11 @@ fn symbolize_user_module(
     }
     // Demangling long Rust and C++ names is most of the work here: each
     // once per binary, in parallel.
-    let mut names: Vec<Option<String>> = match opened.demangled.lock() {
-        Ok(d) => unique.iter().map(|o| d.get(o).cloned()).collect(),
-        Err(_) => vec![None; unique.len()],
-    };
-    let missing: Vec<usize> = (0..unique.len()).filter(|&i| names[i].is_none()).collect();
-    let fresh: Vec<String> = missing
+    let names: Vec<String> = unique
         .par_iter()
         .with_min_len(256)
-        .map(|&i| demangle(&String::from_utf8_lossy(symbols.name(unique[i]))))
+        .map(|&o| demangle(&String::from_utf8_lossy(symbols.name(o))))
         .collect();
-    if let Ok(mut d) = opened.demangled.lock() {
-        for (&i, name) in missing.iter().zip(&fresh) {
-            d.insert(unique[i], name.clone());
-        }
-    }
-    for (i, name) in missing.into_iter().zip(fresh) {
-        names[i] = Some(name);
-    }
-    let names: Vec<String> = names.into_iter().map(Option::unwrap_or_default).collect();
     let kmods = vec![None; names.len()];
     ModuleResult {
         module: idx,
