@@ -211,12 +211,16 @@ pub fn symbolize_with(
     let mut it = interner(trace);
     let user = || run_user_jobs(&jobs, preload, Some(progress), threads);
     // The kernel's frames beside the user frames (owned data, no borrow of
-    // the trace); on one thread, in turn. (A panicked kernel job is a bug:
-    // those frames stay `[unknown]`.)
+    // the trace); on one thread, in turn. (A panicked job is a bug: its
+    // frames stay `[unknown]`.)
     let (kernel_result, user_results) = if threads == 1 {
         (kern(), user())
     } else {
-        rayon::join(kern, user)
+        std::thread::scope(|s| {
+            s.spawn(|| rayon::join(kern, user))
+                .join()
+                .unwrap_or_default()
+        })
     };
     for r in user_results {
         intern_result(&mut it, &mut func_of, &mut warnings, r);
