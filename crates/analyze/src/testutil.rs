@@ -46,12 +46,9 @@ pub fn small_trace() -> Trace {
         });
     }
     // stacks: 0 main, 1 main>work, 2 main>work>memset, 3 idle
-    for (parent, frame, depth) in [(None, 0, 0), (Some(0), 1, 1), (Some(1), 2, 2), (None, 3, 0)] {
-        t.stacks.push(StackNode {
-            parent: parent.map(StackIdx),
-            frame: FrameIdx(frame),
-            depth,
-        });
+    for (parent, frame) in [(None, 0), (Some(0), 1), (Some(1), 2), (None, 3)] {
+        t.stacks
+            .push(StackNode::new(parent.map(StackIdx), FrameIdx(frame)));
     }
     t.processes.push(Process {
         pid: 10,
@@ -218,12 +215,8 @@ impl TraceBuilder {
             }
         }
         let mut parent = None;
-        for (depth, frame) in frames.into_iter().enumerate() {
-            self.t.stacks.push(StackNode {
-                parent,
-                frame,
-                depth: depth as u32,
-            });
+        for frame in frames {
+            self.t.stacks.push(StackNode::new(parent, frame));
             parent = Some(StackIdx(self.t.stacks.len() as u32 - 1));
         }
         parent

@@ -210,12 +210,7 @@ impl StackBuilder {
                 Some(&s) => s,
                 None => {
                     let s = StackIdx(t.stacks.len() as u32);
-                    let depth = parent.map_or(0, |p| t.stacks[p.ix()].depth + 1);
-                    t.stacks.push(StackNode {
-                        parent,
-                        frame,
-                        depth,
-                    });
+                    t.stacks.push(StackNode::new(parent, frame));
                     self.nodes.insert((parent, frame), s);
                     s
                 }

@@ -74,7 +74,7 @@ fn first_stack_names(t: &Trace) -> Vec<String> {
     while let Some(s) = at {
         let node = &t.stacks[s.ix()];
         names.push(t.function_name(t.frame_function(node.frame)).to_string());
-        at = node.parent;
+        at = node.parent();
     }
     names
 }

@@ -45,6 +45,8 @@ impl CodeTables {
             .collect();
         let n = trace.stacks.len();
         let mut ids: Vec<Option<i64>> = vec![None; n];
+        // Frames from the root, carried down as `ids` are.
+        let mut depths: Vec<u32> = vec![0; n];
         let mut pending = Vec::new();
         for start in 0..n {
             // Walk up to the first node with an id (parents usually come
@@ -52,7 +54,7 @@ impl CodeTables {
             let mut cur = start;
             while ids[cur].is_none() && pending.len() <= n {
                 pending.push(cur);
-                match trace.stacks[cur].parent {
+                match trace.stacks[cur].parent() {
                     Some(p) if p.ix() < n => cur = p.ix(),
                     _ => break,
                 }
@@ -62,7 +64,12 @@ impl CodeTables {
                     continue;
                 }
                 let node = &trace.stacks[i];
-                let parent = node.parent.and_then(|p| ids.get(p.ix()).copied().flatten());
+                let parent_ix = node
+                    .parent()
+                    .filter(|p| ids.get(p.ix()).is_some_and(Option::is_some));
+                let parent = parent_ix.and_then(|p| ids[p.ix()]);
+                let depth = parent_ix.map_or(0, |p| depths[p.ix()].saturating_add(1));
+                depths[i] = depth;
                 let frame = frame_ids
                     .get(node.frame.ix())
                     .copied()
@@ -73,8 +80,7 @@ impl CodeTables {
                     self.stack_id.push(id);
                     self.parent_id.push(parent);
                     self.stack_frame.push(frame);
-                    self.depth
-                        .push(i32::try_from(node.depth).unwrap_or(i32::MAX));
+                    self.depth.push(i32::try_from(depth).unwrap_or(i32::MAX));
                 }
             }
         }

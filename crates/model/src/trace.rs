@@ -246,14 +246,69 @@ pub struct Frame {
     pub kernel: bool,
 }
 
-/// A node of the stack prefix tree.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+/// A node of the stack prefix tree: a frame under its caller's node.
+///
+/// A big trace has millions of nodes, so a node takes 8 bytes: the caller
+/// is stored as a plain `u32` with `u32::MAX` for none (an
+/// `Option<StackIdx>` would take 8 bytes alone), read with
+/// [`StackNode::parent`]. In JSON it is `{"parent": n or null, "frame": n}`.
+/// A node's depth is not stored: walk its parents, or carry it down from
+/// the root as the views do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StackNodeFields", into = "StackNodeFields")]
 pub struct StackNode {
-    /// The caller's node; `None` for an outermost frame.
-    pub parent: Option<StackIdx>,
+    parent: u32,
     pub frame: FrameIdx,
-    /// Number of frames from the root (the outermost frame has depth 0).
-    pub depth: u32,
+}
+
+/// The stored value of a node without a parent.
+const NO_PARENT: u32 = u32::MAX;
+
+impl StackNode {
+    /// The node of `frame` under `parent` (`None`: an outermost frame).
+    /// Stack indices stop below `u32::MAX`.
+    pub fn new(parent: Option<StackIdx>, frame: FrameIdx) -> Self {
+        debug_assert!(!matches!(parent, Some(p) if p.0 == NO_PARENT));
+        StackNode {
+            parent: parent.map_or(NO_PARENT, |p| p.0),
+            frame,
+        }
+    }
+
+    /// The caller's node; `None` for an outermost frame.
+    #[inline]
+    pub fn parent(&self) -> Option<StackIdx> {
+        (self.parent != NO_PARENT).then_some(StackIdx(self.parent))
+    }
+
+    /// Moves the node under another caller.
+    pub fn set_parent(&mut self, parent: Option<StackIdx>) {
+        *self = StackNode::new(parent, self.frame);
+    }
+}
+
+/// [`StackNode`] as it reads and writes in JSON. Older files also hold a
+/// `depth`, ignored when read.
+#[derive(Serialize, Deserialize)]
+struct StackNodeFields {
+    parent: Option<StackIdx>,
+    frame: FrameIdx,
+}
+
+impl From<StackNodeFields> for StackNode {
+    fn from(f: StackNodeFields) -> Self {
+        // A damaged file's `u32::MAX` parent reads as none.
+        StackNode::new(f.parent.filter(|p| p.0 != NO_PARENT), f.frame)
+    }
+}
+
+impl From<StackNode> for StackNodeFields {
+    fn from(n: StackNode) -> Self {
+        StackNodeFields {
+            parent: n.parent(),
+            frame: n.frame,
+        }
+    }
 }
 
 /// The samples of the sampling event, as parallel columns in time order.
@@ -401,7 +456,7 @@ impl Iterator for StackWalk<'_> {
 
     fn next(&mut self) -> Option<FrameIdx> {
         let node = self.trace.stacks.get(self.next?.ix())?;
-        self.next = node.parent;
+        self.next = node.parent();
         Some(node.frame)
     }
 }
@@ -413,18 +468,31 @@ mod tests {
     #[test]
     fn stack_walk_goes_innermost_first() {
         let mut t = Trace::default();
-        t.stacks.push(StackNode {
-            parent: None,
-            frame: FrameIdx(7),
-            depth: 0,
-        });
-        t.stacks.push(StackNode {
-            parent: Some(StackIdx(0)),
-            frame: FrameIdx(9),
-            depth: 1,
-        });
+        t.stacks.push(StackNode::new(None, FrameIdx(7)));
+        t.stacks
+            .push(StackNode::new(Some(StackIdx(0)), FrameIdx(9)));
         let frames: Vec<_> = t.stack_frames(Some(StackIdx(1))).collect();
         assert_eq!(frames, vec![FrameIdx(9), FrameIdx(7)]);
         assert_eq!(t.stack_frames(None).count(), 0);
+    }
+
+    #[test]
+    fn a_stack_node_takes_8_bytes_and_reads_and_writes_as_before() {
+        assert_eq!(std::mem::size_of::<StackNode>(), 8);
+        let root = StackNode::new(None, FrameIdx(7));
+        let child = StackNode::new(Some(StackIdx(0)), FrameIdx(9));
+        assert_eq!((root.parent(), child.parent()), (None, Some(StackIdx(0))));
+        let json = serde_json::to_string(&[root, child]).unwrap();
+        assert_eq!(
+            json,
+            r#"[{"parent":null,"frame":7},{"parent":0,"frame":9}]"#
+        );
+        // Files written before nodes lost their depth still read.
+        let old = r#"[{"parent":null,"frame":7,"depth":0},{"parent":0,"frame":9,"depth":1}]"#;
+        let read: Vec<StackNode> = serde_json::from_str(old).unwrap();
+        assert_eq!(read, vec![root, child]);
+        // The stored "none" is not a parent a damaged file can name.
+        let odd: StackNode = serde_json::from_str(r#"{"parent":4294967295,"frame":1}"#).unwrap();
+        assert_eq!(odd.parent(), None);
     }
 }

@@ -55,6 +55,44 @@ pub(crate) fn huge_pages<T>(v: &Vec<T>) {
     }
 }
 
+/// A growable set of small integers, one bit each: which stack nodes have
+/// a child not yet indexed (millions of nodes on a big trace, so a bit
+/// rather than a word each). Hand-written: it needs only `set` and a
+/// test-and-clear, about what a bitset crate's setup would take.
+#[derive(Default)]
+pub struct Bits {
+    words: Vec<u64>,
+}
+
+impl Bits {
+    /// Room for `n` members without growing.
+    pub fn reserve(&mut self, n: usize) {
+        self.words.reserve(n.div_ceil(64));
+    }
+
+    /// Adds `i`.
+    #[inline]
+    pub fn set(&mut self, i: usize) {
+        let w = i / 64;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << (i % 64);
+    }
+
+    /// Removes `i`; `true` when it was a member.
+    #[inline]
+    pub fn take(&mut self, i: usize) -> bool {
+        let Some(w) = self.words.get_mut(i / 64) else {
+            return false;
+        };
+        let bit = 1 << (i % 64);
+        let was = *w & bit != 0;
+        *w &= !bit;
+        was
+    }
+}
+
 /// A key of an [`IdTable`]: plain old data with a good-enough hash.
 pub trait TableKey: Copy + Eq + Default {
     fn hash(&self) -> u64;
@@ -210,6 +248,20 @@ mod tests {
         assert_eq!(s.intern(&mut table, "a"), a);
         assert_ne!(a, b);
         assert_eq!(table, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn bits_hold_what_was_set_until_taken() {
+        let mut b = Bits::default();
+        assert!(!b.take(5));
+        for i in [0, 63, 64, 1000] {
+            b.set(i);
+        }
+        assert!(!b.take(1) && !b.take(65) && !b.take(100_000));
+        for i in [0, 63, 64, 1000] {
+            assert!(b.take(i), "{i}");
+            assert!(!b.take(i), "{i} twice");
+        }
     }
 
     #[test]

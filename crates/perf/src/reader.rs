@@ -34,7 +34,7 @@ pub use driver::{kernel_build_id, read_bytes};
 use procs::Map;
 use stacks::{Chain, FrameKey, Pending, BATCH};
 
-use crate::intern::{FxMap, IdTable, Strings};
+use crate::intern::{Bits, FxMap, IdTable, Strings};
 
 /// Placeholder until symbolization.
 pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
@@ -50,13 +50,13 @@ struct Builder {
     kernel_maps: Vec<Map>,
     module_by_path: FxMap<StrIdx, ModuleIdx>,
     /// (module, address) → frame.
-    frame_map: IdTable<(u64, u64)>,
+    frame_map: IdTable<FrameKey>,
     /// caller node << 32 | frame → node. A chain of new nodes enters it
     /// lazily, see `pending_child`.
     stack_map: IdTable<u64>,
-    /// Per node: its one child not yet in `stack_map` (created in a chain
-    /// of new nodes), or `NO_CHILD`.
-    pending_child: Vec<u32>,
+    /// The nodes whose one child (the node after them, created in the same
+    /// chain of new nodes) is not yet in `stack_map`.
+    pending_child: Bits,
     /// The frames of the sample being interned, innermost first.
     scratch: Vec<FrameKey>,
     /// The frames of a chain being interned.
@@ -97,7 +97,7 @@ impl Builder {
             module_by_path: FxMap::default(),
             frame_map: IdTable::default(),
             stack_map: IdTable::default(),
-            pending_child: Vec::new(),
+            pending_child: Bits::default(),
             scratch: Vec::new(),
             scratch_frames: Vec::new(),
             batch: Vec::with_capacity(BATCH),

@@ -200,7 +200,7 @@ impl Builder<'_> {
             return Some(h);
         }
         let node = self.trace.stacks[stack.ix()];
-        let parent = match node.parent {
+        let parent = match node.parent() {
             Some(p) => self.stack(thread, Some(p)),
             None => None,
         };

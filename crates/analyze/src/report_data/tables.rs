@@ -129,7 +129,7 @@ impl<'t> Tables<'t> {
             Some((_, node)) => {
                 // Recursion depth is the stack's depth; perf caps it (127 by
                 // default), so this cannot run away.
-                let parent = self.stack_under(comm, node.parent);
+                let parent = self.stack_under(comm, node.parent());
                 let f = self.function(self.trace.frame_function(node.frame));
                 // A run of frames without a name (code without symbols, or
                 // a broken frame-pointer chain) tells nothing frame by

@@ -56,7 +56,7 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
     let mut leaves = Vec::new();
     for (names, count) in stacks {
         let mut parent = None;
-        for (depth, name) in names.iter().enumerate() {
+        for name in names.iter() {
             let idx = s(&mut t, name);
             t.functions.push(Function {
                 name: idx,
@@ -70,11 +70,8 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
                 function: FuncIdx(t.functions.len() as u32 - 1),
                 kernel: false,
             });
-            t.stacks.push(StackNode {
-                parent,
-                frame: FrameIdx(t.frames.len() as u32 - 1),
-                depth: depth as u32,
-            });
+            t.stacks
+                .push(StackNode::new(parent, FrameIdx(t.frames.len() as u32 - 1)));
             parent = Some(StackIdx(t.stacks.len() as u32 - 1));
         }
         leaves.push((parent, *count));

@@ -20,11 +20,8 @@ use slowlab_model::trace::{
 
 use super::procs::{find_map, Map};
 use super::{Builder, NO_FUNC};
-use crate::intern::{huge_pages, IdTable};
+use crate::intern::{huge_pages, IdTable, TableKey};
 use crate::records::{self, Endian};
-
-/// No pending child (see `Builder::pending_child`).
-const NO_CHILD: u32 = u32::MAX;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
@@ -61,11 +58,21 @@ fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
 }
 
 /// A frame before interning: its module (high bit: a kernel frame) and
-/// module-relative address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// module-relative address. Packed to 12 bytes: it is the frame table's
+/// key (a slot of 16 bytes with the id, instead of 20 with padding; the
+/// table has millions of slots on a big trace) and fills the batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(C, packed(4))]
 pub(super) struct FrameKey {
     rel: u64,
     tag: u32,
+}
+
+impl TableKey for FrameKey {
+    #[inline]
+    fn hash(&self) -> u64 {
+        (self.tag as u64, self.rel).hash()
+    }
 }
 
 const KERNEL_TAG: u32 = 1 << 31;
@@ -120,13 +127,11 @@ impl Builder {
     fn intern_frame(&mut self, key: FrameKey) -> FrameIdx {
         let next = FrameIdx(self.t.frames.len() as u32);
         let (module, kernel) = (key.module(), key.kernel());
-        let (f, new) = self
-            .frame_map
-            .get_or_insert_with((key.tag as u64, key.rel), || next.0);
+        let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
         if new {
             self.t.frames.push(Frame {
                 module,
-                address: key.rel,
+                address: { key.rel },
                 function: NO_FUNC,
                 kernel,
             });
@@ -169,8 +174,7 @@ impl Builder {
             None => None,
             Some((&leaf, callers)) => {
                 let parent = self.callers(callers, chain_hashes(callers));
-                let depth = callers.len() as u32;
-                Some(self.intern_chain(parent, depth, &[leaf]))
+                Some(self.intern_chain(parent, &[leaf]))
             }
         };
         self.scratch = keys;
@@ -238,9 +242,9 @@ impl Builder {
                 return Some(c.node);
             }
             // A different chain with the same key: intern without caching.
-            return Some(self.intern_chain(None, 0, callers));
+            return Some(self.intern_chain(None, callers));
         }
-        let node = self.intern_chain(None, 0, callers);
+        let node = self.intern_chain(None, callers);
         self.chains.push(Chain {
             check,
             len: callers.len() as u32,
@@ -249,8 +253,8 @@ impl Builder {
         Some(node)
     }
 
-    /// Interns `keys` (innermost first) under `parent`, whose depth is
-    /// `depth - 1`; returns the innermost node. `keys` must not be empty.
+    /// Interns `keys` (innermost first) under `parent`; returns the
+    /// innermost node. `keys` must not be empty.
     ///
     /// Memory latency is the cost here (tables of megabytes, probed at
     /// random), so the frame table's slots for all the keys are touched
@@ -260,15 +264,10 @@ impl Builder {
     /// not looked up at all, nor entered in `stack_map` until something
     /// under their parent is looked up (`pending_child`): most chains are
     /// never walked again.
-    fn intern_chain(
-        &mut self,
-        mut parent: Option<StackIdx>,
-        mut depth: u32,
-        keys: &[FrameKey],
-    ) -> StackIdx {
+    fn intern_chain(&mut self, mut parent: Option<StackIdx>, keys: &[FrameKey]) -> StackIdx {
         let mut touched = 0u32;
         for k in keys {
-            touched ^= self.frame_map.touch(&(k.tag as u64, k.rel));
+            touched ^= self.frame_map.touch(k);
         }
         std::hint::black_box(touched);
         let mut frames = std::mem::take(&mut self.scratch_frames);
@@ -278,33 +277,32 @@ impl Builder {
         }
         let mut fresh = false;
         for (&f, &k) in frames.iter().zip(keys.iter().rev()) {
-            let node = self.node(parent, depth, f, k, &mut fresh);
+            let node = self.node(parent, f, k, &mut fresh);
             parent = Some(node);
-            depth += 1;
         }
         self.scratch_frames = frames;
         // `keys` is not empty, so the loop set `parent`.
         parent.unwrap_or(StackIdx(0))
     }
 
-    /// The node of frame `f` (key `k`) under `parent` at `depth`, created
-    /// if new. `fresh`: `parent` was created by this chain just before (so
-    /// this node is new too, and not looked up); set when the node is new.
+    /// The node of frame `f` (key `k`) under `parent`, created if new.
+    /// `fresh`: `parent` was created by this chain just before (so this
+    /// node is new too, and not looked up); set when the node is new.
     #[inline]
     fn node(
         &mut self,
         parent: Option<StackIdx>,
-        depth: u32,
         f: FrameIdx,
         k: FrameKey,
         fresh: &mut bool,
     ) -> StackIdx {
         let new = StackIdx(self.t.stacks.len() as u32);
         let node = match parent {
-            // Under a new node: new too, and left out of `stack_map`.
+            // Under a new node (created just before, so at `new - 1`): new
+            // too, and left out of `stack_map`.
             Some(p) if *fresh => {
-                self.pending_child.resize(new.ix() + 1, NO_CHILD);
-                self.pending_child[p.ix()] = new.0;
+                debug_assert_eq!(p.0 + 1, new.0);
+                self.pending_child.set(p.ix());
                 new
             }
             _ => {
@@ -322,11 +320,7 @@ impl Builder {
             if k.module() == self.unknown_module {
                 self.t.stats.unmapped_frames += 1;
             }
-            self.t.stacks.push(StackNode {
-                parent,
-                frame: f,
-                depth,
-            });
+            self.t.stacks.push(StackNode::new(parent, f));
         }
         node
     }
@@ -377,7 +371,7 @@ impl Builder {
         for ((parent, p), &h) in parents.iter_mut().zip(&batch).zip(&hashes) {
             if let Some((leaf, callers)) = sample_keys(p).split_first() {
                 *parent = self.callers(callers, h);
-                touched ^= self.frame_map.touch(&(leaf.tag as u64, leaf.rel));
+                touched ^= self.frame_map.touch(leaf);
             }
         }
         let mut leaves = [FrameIdx(0); BATCH];
@@ -391,7 +385,7 @@ impl Builder {
         for ((p, parent), f) in batch.iter().zip(parents).zip(leaves) {
             let stack = sample_keys(p).first().map(|&leaf| {
                 let mut fresh = false;
-                self.node(parent, p.len - 1, f, leaf, &mut fresh)
+                self.node(parent, f, leaf, &mut fresh)
             });
             if stack.is_none() {
                 self.t.stats.samples_without_stack += 1;
@@ -410,14 +404,12 @@ impl Builder {
     }
 
     /// Puts the child of `node` that a new chain left out of `stack_map`
-    /// into it, before anything under `node` is looked up there.
+    /// (the node just after it) into it, before anything under `node` is
+    /// looked up there.
     #[inline]
     fn index_pending_child(&mut self, node: StackIdx) {
-        let Some(c) = self.pending_child.get_mut(node.ix()) else {
-            return;
-        };
-        if *c != NO_CHILD {
-            let child = std::mem::replace(c, NO_CHILD);
+        if self.pending_child.take(node.ix()) {
+            let child = node.0 + 1;
             let f = self.t.stacks[child as usize].frame;
             self.stack_map
                 .insert_new((node.0 as u64) << 32 | f.0 as u64, child);
@@ -434,6 +426,10 @@ impl Builder {
     /// 15 on 90 MB, per 27 on 1.1 GB), so the frame table gets room for one
     /// per 28 words and grows (once, by copying) on a small trace rather
     /// than holding hundreds of megabytes of empty slots on a big one.
+    /// `stack_map` holds only the nodes that something was looked up under
+    /// (725,012 of 3.8 M on a 96 MB build trace, about one per 16 words);
+    /// room for one per 14 words made its table twice as big there (2 M
+    /// slots, 24 MB, instead of 1 M).
     pub(super) fn reserve(&mut self, samples: usize, bytes: usize) {
         let words = bytes / 8;
         self.t.stacks.reserve(words / 2);
@@ -441,12 +437,11 @@ impl Builder {
         self.t.frames.reserve(words / 8);
         // Read at random while interning (parents, frames): huge pages.
         huge_pages(&self.t.stacks);
-        huge_pages(&self.pending_child);
         huge_pages(&self.t.frames);
         self.chains.reserve(samples / 3);
         self.chain_cache = IdTable::with_capacity(samples / 3);
         self.frame_map = IdTable::with_capacity(words / 28);
-        self.stack_map = IdTable::with_capacity(words / 14);
+        self.stack_map = IdTable::with_capacity(words / 16);
         self.t.samples = reserve_samples(samples);
     }
 }
@@ -526,13 +521,14 @@ mod tests {
         assert_ne!(deep, fork_mid);
         let t = &b.t;
         // Depths are positions from the root.
-        assert_eq!(t.stacks[deep.ix()].depth, 5);
-        assert_eq!(t.stacks[fork_mid.ix()].depth, 4);
-        assert_eq!(t.stacks[fork_top.ix()].depth, 1);
-        assert_eq!(t.stacks[leaf_only.ix()].depth, 0);
+        let depth = |n: StackIdx| t.stack_frames(Some(n)).count() - 1;
+        assert_eq!(depth(deep), 5);
+        assert_eq!(depth(fork_mid), 4);
+        assert_eq!(depth(fork_top), 1);
+        assert_eq!(depth(leaf_only), 0);
         // Shared callers share nodes: fork_mid's parent is deep's
         // grandparent (the node of 0x1300's call site).
-        let parent = |n: StackIdx| t.stacks[n.ix()].parent.unwrap();
+        let parent = |n: StackIdx| t.stacks[n.ix()].parent().unwrap();
         assert_eq!(parent(fork_mid), parent(parent(deep)));
         assert_eq!(
             parent(fork_top),
@@ -541,7 +537,7 @@ mod tests {
         // No (parent, frame) pair twice: 6 + 1 + 1 + 1 nodes.
         let mut seen = std::collections::HashSet::new();
         for n in &t.stacks {
-            assert!(seen.insert((n.parent, n.frame)), "duplicate node");
+            assert!(seen.insert((n.parent(), n.frame)), "duplicate node");
         }
         assert_eq!(t.stacks.len(), 9);
     }

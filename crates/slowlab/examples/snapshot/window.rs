@@ -134,7 +134,7 @@ fn compact_stacks(t: &mut Trace) {
                 break;
             }
             keep[ix.ix()] = true;
-            s = t.stacks[ix.ix()].parent;
+            s = t.stacks[ix.ix()].parent();
         }
     }
     let stack_map = renumbering(&keep);
@@ -151,7 +151,7 @@ fn compact_stacks(t: &mut Trace) {
     let stack = |s: StackIdx| StackIdx(stack_map[s.ix()].expect("a used stack is kept"));
     t.stacks = retain_by(std::mem::take(&mut t.stacks), &keep)
         .map(|mut n| {
-            n.parent = n.parent.map(stack);
+            n.set_parent(n.parent().map(stack));
             n.frame = FrameIdx(frame_map[n.frame.ix()].expect("a kept stack's frame is kept"));
             n
         })
