@@ -160,12 +160,14 @@ pub(crate) fn read_bytes_with(
     if end > released {
         release(released, end);
     }
-    if let Some(why) = recs.stopped {
+    if let Some(why) = &recs.stopped {
         b.t.stats.warnings.push(format!(
             "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
             recs.walked
         ));
     }
+    // The index (16 bytes a record) goes before the frames are made.
+    drop(recs);
     Ok(finish(b))
 }
 
@@ -237,8 +239,13 @@ fn finish(mut b: Builder) -> Trace {
             m.symbol_error = Some("recorded on another architecture".into());
         }
     }
+    // The stack tables go before the frames are made from theirs (peak
+    // memory: tens of megabytes on a big trace, hundreds on a huge one).
+    drop(std::mem::take(&mut b.stack_map));
+    drop(std::mem::take(&mut b.chain_cache));
+    drop(std::mem::take(&mut b.chains));
+    b.frames_from_table();
     let t = std::mem::take(&mut b.t);
-    // The interning tables: tens of megabytes on a big trace.
     crate::drop_later(b);
     t
 }

@@ -122,19 +122,17 @@ impl Builder {
         }
     }
 
-    /// The frame of a key, created on first use.
+    /// The frame of a key, created on first use. During the record pass
+    /// a frame is only its entry in `frame_map` (its key holds all a frame
+    /// is before symbolization); [`Builder::frames_from_table`] makes the
+    /// trace's frames from it at the end, so that they are not held twice
+    /// while the pass's memory peaks.
     #[inline]
     fn intern_frame(&mut self, key: FrameKey) -> FrameIdx {
-        let next = FrameIdx(self.t.frames.len() as u32);
-        let (module, kernel) = (key.module(), key.kernel());
+        let next = FrameIdx(self.frame_map.len() as u32);
+        let module = key.module();
         let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
         if new {
-            self.t.frames.push(Frame {
-                module,
-                address: { key.rel },
-                function: NO_FUNC,
-                kernel,
-            });
             // The first frame in a binary: its symbols are needed.
             if self.requested.len() <= module.ix() {
                 self.requested.resize(module.ix() + 1, false);
@@ -434,15 +432,39 @@ impl Builder {
         let words = bytes / 8;
         self.t.stacks.reserve(words / 2);
         self.pending_child.reserve(words / 2);
-        self.t.frames.reserve(words / 8);
-        // Read at random while interning (parents, frames): huge pages.
+        // Read at random while interning (parents): huge pages.
         huge_pages(&self.t.stacks);
-        huge_pages(&self.t.frames);
         self.chains.reserve(samples / 3);
         self.chain_cache = IdTable::with_capacity(samples / 3);
         self.frame_map = IdTable::with_capacity(words / 28);
         self.stack_map = IdTable::with_capacity(words / 16);
         self.t.samples = reserve_samples(samples);
+    }
+}
+
+impl Builder {
+    /// Puts the frames interned in `frame_map` into the trace, unnamed,
+    /// and empties the table (call once, after the last record).
+    pub(super) fn frames_from_table(&mut self) {
+        let table = std::mem::take(&mut self.frame_map);
+        let mut frames = vec![
+            Frame {
+                module: ModuleIdx(0),
+                address: 0,
+                function: NO_FUNC,
+                kernel: false,
+            };
+            table.len()
+        ];
+        for (key, id) in table.entries() {
+            frames[id as usize] = Frame {
+                module: key.module(),
+                address: key.rel,
+                function: NO_FUNC,
+                kernel: key.kernel(),
+            };
+        }
+        self.t.frames = frames;
     }
 }
 
