@@ -56,6 +56,11 @@ pub enum PerfError {
     /// The thread reading kallsyms panicked (a bug).
     #[error("reading kallsyms failed")]
     KallsymsFailed,
+    /// The thread interning stacks panicked (a bug).
+    #[error(
+        "interning the stacks failed (a bug); SLOWLAB_THREADS=1 interns them on the reading thread"
+    )]
+    Interning,
     #[error("cannot open ({0})")]
     BinaryOpen(std::io::Error),
     #[error("the file changed since the recording (build id differs); analyze on the machine and build that recorded it")]
@@ -178,6 +183,7 @@ pub fn read_file(
     let read = reader::read_bytes_with(
         &map,
         progress,
+        opts.threads,
         &mut |path, id| {
             if preload_threads > 0 {
                 let _ = tx.send((path.to_owned(), id.map(str::to_owned)));

@@ -15,8 +15,10 @@
 //!   tracepoint fields lie;
 //! - [`decode`]: one record into the model;
 //! - [`procs`]: process and thread lifetimes, memory maps, modules;
-//! - [`stacks`]: frames and stacks, interned; most of the work on a big
-//!   trace, and bound by cache misses rather than instructions.
+//! - [`stacks`]: callchains into frame keys, queued for interning;
+//! - [`interner`]: frames and stacks, interned (on a thread of its own
+//!   when there are two cores); most of the work on a big trace, and bound
+//!   by cache misses rather than instructions.
 //!
 //! It does not name functions: frames come out pointing at a placeholder
 //! function, and `symbolize` fills them in.
@@ -24,17 +26,18 @@
 mod attrs;
 mod decode;
 mod driver;
+mod interner;
 mod procs;
 mod stacks;
 
-use slowlab_model::trace::{FrameIdx, FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace};
 
 pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
+use interner::{Interner, Sink, Work};
 use procs::Map;
-use stacks::{Chain, FrameKey, Pending, BATCH};
 
-use crate::intern::{Bits, FxMap, IdTable, Strings};
+use crate::intern::{FxMap, Strings};
 
 /// Placeholder until symbolization.
 pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
@@ -49,24 +52,10 @@ struct Builder {
     maps: FxMap<i32, Vec<Map>>,
     kernel_maps: Vec<Map>,
     module_by_path: FxMap<StrIdx, ModuleIdx>,
-    /// (module, address) → frame.
-    frame_map: IdTable<FrameKey>,
-    /// caller node << 32 | frame → node. A chain of new nodes enters it
-    /// lazily, see `pending_child`.
-    stack_map: IdTable<u64>,
-    /// The nodes whose one child (the node after them, created in the same
-    /// chain of new nodes) is not yet in `stack_map`.
-    pending_child: Bits,
-    /// The frames of the sample being interned, innermost first.
-    scratch: Vec<FrameKey>,
-    /// The frames of a chain being interned.
-    scratch_frames: Vec<FrameIdx>,
-    /// CPU samples decoded but not yet interned, and their frame keys.
-    batch: Vec<Pending>,
-    batch_keys: Vec<FrameKey>,
-    /// Hash of a caller chain's frame keys → index into `chains`.
-    chain_cache: IdTable<u64>,
-    chains: Vec<Chain>,
+    /// Stacks waiting to be sent to the interner.
+    work: Work,
+    /// The interner (inline, or on its thread).
+    sink: Sink,
     kernel_module: ModuleIdx,
     unknown_module: ModuleIdx,
     first_ns: u64,
@@ -81,8 +70,6 @@ struct Builder {
     /// User binaries whose first frame was seen since the caller last
     /// looked (so their symbols can be fetched while records are read).
     new_binaries: Vec<ModuleIdx>,
-    /// Per module: already reported in `new_binaries`.
-    requested: Vec<bool>,
 }
 
 impl Builder {
@@ -95,15 +82,8 @@ impl Builder {
             maps: FxMap::default(),
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),
-            frame_map: IdTable::default(),
-            stack_map: IdTable::default(),
-            pending_child: Bits::default(),
-            scratch: Vec::new(),
-            scratch_frames: Vec::new(),
-            batch: Vec::with_capacity(BATCH),
-            batch_keys: Vec::new(),
-            chain_cache: IdTable::default(),
-            chains: Vec::new(),
+            work: Work::default(),
+            sink: Sink::Inline(Box::new(Interner::new(ModuleIdx(0)))),
             kernel_module: ModuleIdx(0),
             unknown_module: ModuleIdx(0),
             first_ns: u64::MAX,
@@ -112,10 +92,10 @@ impl Builder {
             build_ids: FxMap::default(),
             foreign: false,
             new_binaries: Vec::new(),
-            requested: Vec::new(),
         };
         b.kernel_module = b.module("[kernel.kallsyms]");
         b.unknown_module = b.module("[unknown]");
+        b.sink = Sink::Inline(Box::new(Interner::new(b.unknown_module)));
         b
     }
 

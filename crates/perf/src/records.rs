@@ -19,7 +19,7 @@
 
 mod layout;
 
-pub(crate) use layout::{parse_sample, AttrOf, Layout, Sample};
+pub(crate) use layout::{parse_sample, AttrOf, Layout};
 
 /// Record types (`enum perf_event_type` and perf's user records).
 pub(crate) mod rtype {

@@ -48,10 +48,8 @@ const MISC_KERNEL: u16 = 1;
 impl Builder {
     /// Turns one record into the model.
     pub(super) fn on_record(&mut self, ctx: &Ctx, attr: usize, rec: Record<'_>) {
-        if rec.ty != rtype::SAMPLE {
-            // Bookkeeping changes maps and threads: batched samples first.
-            self.flush();
-        }
+        // Queued stacks need no flushing before bookkeeping changes maps:
+        // their frame keys were taken when they were queued.
         match rec.ty {
             rtype::SAMPLE => self.on_sample(ctx, attr, rec),
             rtype::LOST_SAMPLES => {
@@ -140,21 +138,11 @@ impl Builder {
         let thread = self.thread(pid, tid);
         let cpu = s.cpu.unwrap_or(0);
         let kernel = rec.misc & MISC_CPUMODE_MASK == MISC_KERNEL;
+        let p = Pending::sample(time, s.period.unwrap_or(1), thread, cpu);
         if let AttrKind::Cpu = kind {
-            let p = Pending {
-                time,
-                period: s.period.unwrap_or(1),
-                thread,
-                cpu,
-                start: 0,
-                len: 0,
-            };
-            self.batch_sample(ctx.e, pid, &s, kernel, p);
+            self.queue_stack(ctx.e, pid, s.callchain, s.ip, kernel, p);
             return;
         }
-        // Events keep their place among the samples.
-        self.flush();
-        let stack = self.stack(ctx.e, pid, s.callchain, s.ip, kernel);
         let raw = s.raw.unwrap_or(&[]);
         let be = ctx.e.big;
         let get = |f: &Option<Field>| f.and_then(|f| f.read(raw, be));
@@ -217,11 +205,15 @@ impl Builder {
             },
             AttrKind::Other(name) => EventKind::Other { name: *name },
         };
+        // An event's stack is interned in its place among the samples and
+        // given to it at the end (`finish_interning`): one per event.
+        let p = Pending { event: true, ..p };
+        self.queue_stack(ctx.e, pid, s.callchain, s.ip, kernel, p);
         self.t.events.push(Event {
             time_ns: time,
             cpu,
             thread,
-            stack,
+            stack: None,
             kind,
         });
     }

@@ -23,7 +23,7 @@ use crate::{guard, PerfError, ProgressFn};
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, PerfError> {
-    read_bytes_with(data, progress, &mut |_, _| {}, &mut |_, _| {})
+    read_bytes_with(data, progress, 1, &mut |_, _| {}, &mut |_, _| {})
 }
 
 /// The build id of the kernel a perf.data file was recorded on, from its
@@ -41,7 +41,8 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
         .map(|info| crate::symbolize::hex(&info.build_id))
 }
 
-/// Like [`read_bytes`], calling `on_binary(path, recorded build id)` for
+/// Like [`read_bytes`], interning stacks on a thread of its own unless
+/// `threads` is 1, and calling `on_binary(path, recorded build id)` for
 /// each user binary when its first frame is read (so its symbols can be
 /// fetched meanwhile), and `release(from, to)` for each stretch of `data` that will
 /// not be read again (so that a mapped file's pages can be given back: the
@@ -49,6 +50,7 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 pub(crate) fn read_bytes_with(
     data: &[u8],
     progress: ProgressFn,
+    threads: usize,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     release: &mut dyn FnMut(usize, usize),
 ) -> Result<Trace, PerfError> {
@@ -134,7 +136,7 @@ pub(crate) fn read_bytes_with(
     let recs = Records::index(data, start, end, e, &ctx.attrs, release);
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
-    b.reserve(recs.entries.len(), end.saturating_sub(start));
+    b.intern_on_thread(recs.entries.len(), end.saturating_sub(start), threads != 1);
     let marks = release_marks(&recs.entries, end);
     let mut released = start;
     for (i, &entry) in recs.entries.iter().enumerate() {
@@ -168,6 +170,13 @@ pub(crate) fn read_bytes_with(
     }
     // The index (16 bytes a record) goes before the frames are made.
     drop(recs);
+    if !b.finish_interning() {
+        return Err(PerfError::Interning);
+    }
+    for m in b.new_binaries.drain(..) {
+        let m = &b.t.modules[m.ix()];
+        on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
+    }
     Ok(finish(b))
 }
 
@@ -215,7 +224,6 @@ fn string_list(data: &[u8], e: Endian) -> Vec<String> {
 
 /// Warnings from the counts, the time range, build ids.
 fn finish(mut b: Builder) -> Trace {
-    b.flush();
     if b.t.stats.lost_events > 0 {
         b.t.stats.warnings.push(format!(
             "the kernel dropped {} events because perf could not keep up; record with a lower --freq or a bigger buffer (perf record -m)",
@@ -239,12 +247,6 @@ fn finish(mut b: Builder) -> Trace {
             m.symbol_error = Some("recorded on another architecture".into());
         }
     }
-    // The stack tables go before the frames are made from theirs (peak
-    // memory: tens of megabytes on a big trace, hundreds on a huge one).
-    drop(std::mem::take(&mut b.stack_map));
-    drop(std::mem::take(&mut b.chain_cache));
-    drop(std::mem::take(&mut b.chains));
-    b.frames_from_table();
     let t = std::mem::take(&mut b.t);
     crate::drop_later(b);
     t

@@ -1,43 +1,26 @@
-//! Frames and stacks: a sample's callchain becomes frame keys (module and
-//! module-relative address, from the process's maps), then frames and
-//! stack nodes, each unique address and each unique (caller, frame) pair
-//! stored once; CPU samples are interned in batches and appended to the
-//! sample columns here.
+//! Frames keys: a sample's or event's callchain becomes frame keys
+//! (module and module-relative address, from the process's maps, as they
+//! are at that record) and the hashes of its callers, gathered into
+//! [`Work`] for the [`interner`](super::interner), which makes frames and
+//! stack nodes of them, on another thread when there are two cores.
 //!
-//! Interning the stacks is most of the work on a big trace (a build yields
-//! hundreds of thousands of distinct stack prefixes, many from frame-pointer
-//! walks through code without frame pointers), and it is bound by cache
-//! misses in tables of megabytes, not by instructions: see [`Builder::stack`]
-//! (frame keys and a cache of whole caller chains), `intern_chain` (new
-//! nodes looked up only when needed) and `flush` (CPU samples in batches, so
-//! that their table probes wait for memory together).
-//!
-//! It does not name frames (`symbolize` does) nor decode records.
+//! It does not intern (`interner` does), name frames (`symbolize` does)
+//! nor decode records.
 
-use slowlab_model::trace::{
-    Frame, FrameIdx, ModuleIdx, ModuleKind, StackIdx, StackNode, ThreadIdx,
-};
+use slowlab_model::trace::{ModuleIdx, ModuleKind, ThreadIdx};
 
+use super::interner::{Sink, WORK_ITEMS};
 use super::procs::{find_map, Map};
-use super::{Builder, NO_FUNC};
-use crate::intern::{huge_pages, IdTable, TableKey};
-use crate::records::{self, Endian};
+use super::Builder;
+use crate::intern::TableKey;
+use crate::records::Endian;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 
-/// A caller chain seen before: a second, independent hash of its frame
-/// keys and its length (to tell it from another chain with the same cache
-/// key), and its node.
-pub(super) struct Chain {
-    check: u64,
-    len: u32,
-    node: StackIdx,
-}
-
-/// A CPU sample waiting in the batch; its frame keys are
-/// `batch_keys[start..start + len]`.
+/// A CPU sample or an event's stack waiting to be interned; its frame
+/// keys are `Work::keys[start..start + len]`.
 #[derive(Clone, Copy)]
 pub(super) struct Pending {
     pub(super) time: u64,
@@ -46,15 +29,31 @@ pub(super) struct Pending {
     pub(super) cpu: u32,
     pub(super) start: u32,
     pub(super) len: u32,
+    /// [`chain_hashes`] of the callers (all keys but the first).
+    pub(super) hashes: (u64, u64),
+    /// An event's stack (only the stack is wanted), not a CPU sample.
+    pub(super) event: bool,
 }
 
-/// CPU samples interned together.
-pub(super) const BATCH: usize = 16;
+impl Pending {
+    /// A CPU sample (its keys and hashes filled in later).
+    pub(super) fn sample(time: u64, period: u64, thread: ThreadIdx, cpu: u32) -> Self {
+        Pending {
+            time,
+            period,
+            thread,
+            cpu,
+            start: 0,
+            len: 0,
+            hashes: (0, 0),
+            event: false,
+        }
+    }
 
-/// `stack_map`'s key of the node of `frame` under `parent`.
-#[inline]
-fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
-    (parent.map_or(u32::MAX, |p| p.0) as u64) << 32 | frame.0 as u64
+    /// Where its frame keys are in `Work::keys`.
+    pub(super) fn keys(&self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
 }
 
 /// A frame before interning: its module (high bit: a kernel frame) and
@@ -64,7 +63,7 @@ fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[repr(C, packed(4))]
 pub(super) struct FrameKey {
-    rel: u64,
+    pub(super) rel: u64,
     tag: u32,
 }
 
@@ -78,10 +77,10 @@ impl TableKey for FrameKey {
 const KERNEL_TAG: u32 = 1 << 31;
 
 impl FrameKey {
-    fn module(self) -> ModuleIdx {
+    pub(super) fn module(self) -> ModuleIdx {
         ModuleIdx(self.tag & !KERNEL_TAG)
     }
-    fn kernel(self) -> bool {
+    pub(super) fn kernel(self) -> bool {
         self.tag & KERNEL_TAG != 0
     }
 }
@@ -122,61 +121,100 @@ impl Builder {
         }
     }
 
-    /// The frame of a key, created on first use. During the record pass
-    /// a frame is only its entry in `frame_map` (its key holds all a frame
-    /// is before symbolization); [`Builder::frames_from_table`] makes the
-    /// trace's frames from it at the end, so that they are not held twice
-    /// while the pass's memory peaks.
-    #[inline]
-    fn intern_frame(&mut self, key: FrameKey) -> FrameIdx {
-        let next = FrameIdx(self.frame_map.len() as u32);
-        let module = key.module();
-        let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
-        if new {
-            // The first frame in a binary: its symbols are needed.
-            if self.requested.len() <= module.ix() {
-                self.requested.resize(module.ix() + 1, false);
-            }
-            if !self.requested[module.ix()] {
-                self.requested[module.ix()] = true;
-                if self.t.modules[module.ix()].kind == ModuleKind::User && !self.foreign {
-                    self.new_binaries.push(module);
-                }
-            }
-        }
-        FrameIdx(f)
-    }
-
-    /// Interns a sample's callchain (`chain`: raw `u64` addresses in the
-    /// file's byte order) and returns its innermost node.
+    /// Queues a sample's callchain (`chain`: raw `u64` addresses in the
+    /// file's byte order; or its `ip` when it has none) for interning, as
+    /// a CPU sample (`p`) or as an event's stack (`p.event`; the interner
+    /// gives event stacks back in order, see `finish_interning`).
     ///
-    /// Each address is first turned into its frame key (module and offset,
-    /// from the process's maps: a search in a short sorted list). The
-    /// callers (every frame but the innermost) are then looked up as a whole
-    /// by the hash of their keys: a build has tens of thousands of distinct
-    /// caller chains for over a hundred thousand samples, and the same code
-    /// in another process (another load address) has the same keys. Only a
-    /// chain not seen before is interned frame by frame.
-    pub(super) fn stack(
+    /// Each address becomes its frame key here (module and offset, from
+    /// the process's maps as they are now: a search in a short sorted
+    /// list), and the callers (every frame but the innermost) their hashes,
+    /// by which the interner finds a chain it has seen as a whole.
+    pub(super) fn queue_stack(
         &mut self,
         e: Endian,
         pid: i32,
         chain: Option<&[u8]>,
         ip: Option<u64>,
-        kernel_mode: bool,
-    ) -> Option<StackIdx> {
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        self.frame_keys(e, pid, chain, ip, kernel_mode, &mut keys);
-        let leaf = match keys.split_first() {
-            None => None,
-            Some((&leaf, callers)) => {
-                let parent = self.callers(callers, chain_hashes(callers));
-                Some(self.intern_chain(parent, &[leaf]))
+        kernel: bool,
+        p: Pending,
+    ) {
+        let mut work = std::mem::take(&mut self.work);
+        let start = work.keys.len();
+        self.frame_keys(e, pid, chain, ip, kernel, &mut work.keys);
+        let keys = &work.keys[start..];
+        let hashes = keys.split_first().map_or((0, 0), |(_, c)| chain_hashes(c));
+        work.items.push(Pending {
+            start: start as u32,
+            len: keys.len() as u32,
+            hashes,
+            ..p
+        });
+        if work.items.len() >= WORK_ITEMS {
+            self.work = self.sink.send(work);
+            self.see_new_modules();
+        } else {
+            self.work = work;
+        }
+    }
+
+    /// Takes note of the modules whose first frame was interned since the
+    /// last look (see [`Builder::announce`]).
+    fn see_new_modules(&mut self) {
+        let mut modules = Vec::new();
+        self.sink.new_modules(&mut modules);
+        self.announce(&mut modules);
+    }
+
+    /// Announces each user binary among `modules` in `new_binaries` (so
+    /// that its symbols can be fetched while records are read).
+    fn announce(&mut self, modules: &mut Vec<ModuleIdx>) {
+        for m in modules.drain(..) {
+            if self.t.modules[m.ix()].kind == ModuleKind::User && !self.foreign {
+                self.new_binaries.push(m);
             }
+        }
+    }
+
+    /// Moves interning to a thread of its own, with its tables sized for
+    /// `samples` samples in `bytes` of records (call before the first
+    /// record).
+    pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
+        let Sink::Inline(interner) = std::mem::replace(&mut self.sink, Sink::Gone) else {
+            return;
         };
-        self.scratch = keys;
-        leaf
+        let mut interner = *interner;
+        interner.reserve(samples, bytes);
+        self.sink = if thread {
+            Sink::spawn(interner)
+        } else {
+            Sink::Inline(Box::new(interner))
+        };
+    }
+
+    /// Interns what is queued and puts the interner's results into the
+    /// trace: the stack nodes, the frames (unnamed), the sample columns,
+    /// and each event's stack. `false` when the interner's thread
+    /// panicked (the trace then has no stacks nor samples).
+    pub(super) fn finish_interning(&mut self) -> bool {
+        let work = std::mem::take(&mut self.work);
+        let _ = self.sink.send(work);
+        let sink = std::mem::replace(&mut self.sink, Sink::Gone);
+        let Some(mut interner) = sink.finish() else {
+            return false;
+        };
+        self.announce(&mut interner.new_modules);
+        interner.free_stack_tables();
+        self.t.frames = interner.frames();
+        let t = &mut self.t;
+        t.stacks = std::mem::take(&mut interner.stacks);
+        t.samples = std::mem::take(&mut interner.samples);
+        t.stats.unmapped_frames += interner.unmapped_frames;
+        t.stats.samples_without_stack += interner.samples_without_stack;
+        for (event, stack) in t.events.iter_mut().zip(interner.event_stacks.drain(..)) {
+            event.stack = stack;
+        }
+        true
     }
 
     /// Appends the frame keys of a sample's callchain (or of its `ip`
@@ -225,247 +263,6 @@ impl Builder {
             }
         }
     }
-
-    /// The node of a sample's callers (innermost first), from the chain
-    /// cache or by interning them.
-    fn callers(&mut self, callers: &[FrameKey], (key, check): (u64, u64)) -> Option<StackIdx> {
-        if callers.is_empty() {
-            return None;
-        }
-        let next = self.chains.len() as u32;
-        let (id, new) = self.chain_cache.get_or_insert_with(key, || next);
-        if !new {
-            let c = &self.chains[id as usize];
-            if c.check == check && c.len as usize == callers.len() {
-                return Some(c.node);
-            }
-            // A different chain with the same key: intern without caching.
-            return Some(self.intern_chain(None, callers));
-        }
-        let node = self.intern_chain(None, callers);
-        self.chains.push(Chain {
-            check,
-            len: callers.len() as u32,
-            node,
-        });
-        Some(node)
-    }
-
-    /// Interns `keys` (innermost first) under `parent`; returns the
-    /// innermost node. `keys` must not be empty.
-    ///
-    /// Memory latency is the cost here (tables of megabytes, probed at
-    /// random), so the frame table's slots for all the keys are touched
-    /// first, together, and the probes that follow find them in cache. The
-    /// node lookups depend on each other (a node's key holds its parent);
-    /// but once a node is new, every node under it is new, and those are
-    /// not looked up at all, nor entered in `stack_map` until something
-    /// under their parent is looked up (`pending_child`): most chains are
-    /// never walked again.
-    fn intern_chain(&mut self, mut parent: Option<StackIdx>, keys: &[FrameKey]) -> StackIdx {
-        let mut touched = 0u32;
-        for k in keys {
-            touched ^= self.frame_map.touch(k);
-        }
-        std::hint::black_box(touched);
-        let mut frames = std::mem::take(&mut self.scratch_frames);
-        frames.clear();
-        for &k in keys.iter().rev() {
-            frames.push(self.intern_frame(k));
-        }
-        let mut fresh = false;
-        for (&f, &k) in frames.iter().zip(keys.iter().rev()) {
-            let node = self.node(parent, f, k, &mut fresh);
-            parent = Some(node);
-        }
-        self.scratch_frames = frames;
-        // `keys` is not empty, so the loop set `parent`.
-        parent.unwrap_or(StackIdx(0))
-    }
-
-    /// The node of frame `f` (key `k`) under `parent`, created if new.
-    /// `fresh`: `parent` was created by this chain just before (so this
-    /// node is new too, and not looked up); set when the node is new.
-    #[inline]
-    fn node(
-        &mut self,
-        parent: Option<StackIdx>,
-        f: FrameIdx,
-        k: FrameKey,
-        fresh: &mut bool,
-    ) -> StackIdx {
-        let new = StackIdx(self.t.stacks.len() as u32);
-        let node = match parent {
-            // Under a new node (created just before, so at `new - 1`): new
-            // too, and left out of `stack_map`.
-            Some(p) if *fresh => {
-                debug_assert_eq!(p.0 + 1, new.0);
-                self.pending_child.set(p.ix());
-                new
-            }
-            _ => {
-                if let Some(p) = parent {
-                    self.index_pending_child(p);
-                }
-                let (node, inserted) = self
-                    .stack_map
-                    .get_or_insert_with(node_key(parent, f), || new.0);
-                *fresh = inserted;
-                StackIdx(node)
-            }
-        };
-        if node == new {
-            if k.module() == self.unknown_module {
-                self.t.stats.unmapped_frames += 1;
-            }
-            self.t.stacks.push(StackNode::new(parent, f));
-        }
-        node
-    }
-
-    /// Takes in a CPU sample; it is interned with the next few (see
-    /// `flush`).
-    pub(super) fn batch_sample(
-        &mut self,
-        e: Endian,
-        pid: i32,
-        s: &records::Sample<'_>,
-        kernel: bool,
-        p: Pending,
-    ) {
-        let mut keys = std::mem::take(&mut self.batch_keys);
-        let start = keys.len() as u32;
-        self.frame_keys(e, pid, s.callchain, s.ip, kernel, &mut keys);
-        let len = keys.len() as u32 - start;
-        self.batch_keys = keys;
-        self.batch.push(Pending { start, len, ..p });
-        if self.batch.len() == BATCH {
-            self.flush();
-        }
-    }
-
-    /// Interns the batched CPU samples and appends them to the sample
-    /// columns, in order. The table probes of one sample depend on each
-    /// other (callers, then the innermost frame, then its node) and each
-    /// misses the cache; across the batch they do not, so each step is
-    /// first taken for all samples, touching the table slots the next step
-    /// needs, and the misses of a batch are waited for together.
-    pub(super) fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.batch);
-        let keys = std::mem::take(&mut self.batch_keys);
-        let sample_keys = |p: &Pending| &keys[p.start as usize..(p.start + p.len) as usize];
-        let mut touched = 0u32;
-        let mut hashes = [(0u64, 0u64); BATCH];
-        for (h, p) in hashes.iter_mut().zip(&batch) {
-            if let Some((_, callers)) = sample_keys(p).split_first() {
-                *h = chain_hashes(callers);
-                touched ^= self.chain_cache.touch(&h.0);
-            }
-        }
-        let mut parents = [None; BATCH];
-        for ((parent, p), &h) in parents.iter_mut().zip(&batch).zip(&hashes) {
-            if let Some((leaf, callers)) = sample_keys(p).split_first() {
-                *parent = self.callers(callers, h);
-                touched ^= self.frame_map.touch(leaf);
-            }
-        }
-        let mut leaves = [FrameIdx(0); BATCH];
-        for ((f, p), &parent) in leaves.iter_mut().zip(&batch).zip(&parents) {
-            if let Some(&leaf) = sample_keys(p).first() {
-                *f = self.intern_frame(leaf);
-                touched ^= self.stack_map.touch(&node_key(parent, *f));
-            }
-        }
-        std::hint::black_box(touched);
-        for ((p, parent), f) in batch.iter().zip(parents).zip(leaves) {
-            let stack = sample_keys(p).first().map(|&leaf| {
-                let mut fresh = false;
-                self.node(parent, f, leaf, &mut fresh)
-            });
-            if stack.is_none() {
-                self.t.stats.samples_without_stack += 1;
-            }
-            let smp = &mut self.t.samples;
-            smp.time_ns.push(p.time);
-            smp.thread.push(p.thread);
-            smp.cpu.push(p.cpu);
-            smp.stack.push(stack);
-            smp.period.push(p.period);
-        }
-        self.batch = batch;
-        self.batch.clear();
-        self.batch_keys = keys;
-        self.batch_keys.clear();
-    }
-
-    /// Puts the child of `node` that a new chain left out of `stack_map`
-    /// (the node just after it) into it, before anything under `node` is
-    /// looked up there.
-    #[inline]
-    fn index_pending_child(&mut self, node: StackIdx) {
-        if self.pending_child.take(node.ix()) {
-            let child = node.0 + 1;
-            let f = self.t.stacks[child as usize].frame;
-            self.stack_map
-                .insert_new((node.0 as u64) << 32 | f.0 as u64, child);
-        }
-    }
-
-    /// Sizes the interning tables for `samples` samples in `bytes` of
-    /// records. The ratios are those of system-wide traces of builds
-    /// (frame-pointer stacks, many of them deep), rounded up: growing a
-    /// table later copies it. Vectors get room to spare (untouched memory
-    /// costs nothing); the hash tables, whose every slot is written when
-    /// made, do not. Distinct frames grow slower than the trace (the code
-    /// that runs is finite: one frame per 10 words on 13 MB of a build, per
-    /// 15 on 90 MB, per 27 on 1.1 GB), so the frame table gets room for one
-    /// per 28 words and grows (once, by copying) on a small trace rather
-    /// than holding hundreds of megabytes of empty slots on a big one.
-    /// `stack_map` holds only the nodes that something was looked up under
-    /// (725,012 of 3.8 M on a 96 MB build trace, about one per 16 words);
-    /// room for one per 14 words made its table twice as big there (2 M
-    /// slots, 24 MB, instead of 1 M).
-    pub(super) fn reserve(&mut self, samples: usize, bytes: usize) {
-        let words = bytes / 8;
-        self.t.stacks.reserve(words / 2);
-        self.pending_child.reserve(words / 2);
-        // Read at random while interning (parents): huge pages.
-        huge_pages(&self.t.stacks);
-        self.chains.reserve(samples / 3);
-        self.chain_cache = IdTable::with_capacity(samples / 3);
-        self.frame_map = IdTable::with_capacity(words / 28);
-        self.stack_map = IdTable::with_capacity(words / 16);
-        self.t.samples = reserve_samples(samples);
-    }
-}
-
-impl Builder {
-    /// Puts the frames interned in `frame_map` into the trace, unnamed,
-    /// and empties the table (call once, after the last record).
-    pub(super) fn frames_from_table(&mut self) {
-        let table = std::mem::take(&mut self.frame_map);
-        let mut frames = vec![
-            Frame {
-                module: ModuleIdx(0),
-                address: 0,
-                function: NO_FUNC,
-                kernel: false,
-            };
-            table.len()
-        ];
-        for (key, id) in table.entries() {
-            frames[id as usize] = Frame {
-                module: key.module(),
-                address: key.rel,
-                function: NO_FUNC,
-                kernel: key.kernel(),
-            };
-        }
-        self.t.frames = frames;
-    }
 }
 
 /// Two independent 64-bit hashes of a chain of frame keys: the chain
@@ -495,20 +292,11 @@ fn fmix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// Sample columns with room for about `records` samples.
-fn reserve_samples(records: usize) -> slowlab_model::trace::Samples {
-    slowlab_model::trace::Samples {
-        time_ns: Vec::with_capacity(records),
-        thread: Vec::with_capacity(records),
-        cpu: Vec::with_capacity(records),
-        stack: Vec::with_capacity(records),
-        period: Vec::with_capacity(records),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::interner::Interner;
     use super::*;
+    use slowlab_model::trace::StackIdx;
 
     /// Callchain bytes (little-endian) for user addresses, innermost first.
     fn chain(addrs: &[u64]) -> Vec<u8> {
@@ -525,8 +313,12 @@ mod tests {
         b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
         b.on_mmap(8, 0x5000, 0x10000, 0, "/bin/app", false);
         let e = Endian::default();
-        let stack = |b: &mut Builder, pid, addrs: &[u64]| {
-            b.stack(e, pid, Some(&chain(addrs)), None, false).unwrap()
+        let mut interner = Interner::new(b.unknown_module);
+        let mut stack = |b: &mut Builder, pid, addrs: &[u64]| {
+            let mut keys = Vec::new();
+            b.frame_keys(e, pid, Some(&chain(addrs)), None, false, &mut keys);
+            let hashes = chain_hashes(&keys[1..]);
+            interner.stack(&keys, hashes).unwrap()
         };
         // A deep new chain, then chains that share its outer part and leave
         // it at different depths (pending children become indexed), the
@@ -541,6 +333,8 @@ mod tests {
         assert_eq!(deep, again);
         assert_eq!(deep, moved);
         assert_ne!(deep, fork_mid);
+        let t = &mut b.t;
+        t.stacks = std::mem::take(&mut interner.stacks);
         let t = &b.t;
         // Depths are positions from the root.
         let depth = |n: StackIdx| t.stack_frames(Some(n)).count() - 1;
@@ -562,5 +356,54 @@ mod tests {
             assert!(seen.insert((n.parent(), n.frame)), "duplicate node");
         }
         assert_eq!(t.stacks.len(), 9);
+    }
+
+    /// The trace of `stacks` queued as CPU samples of pid 7, with interning
+    /// on a thread or not.
+    fn interned(stacks: &[Vec<u64>], thread: bool) -> slowlab_model::trace::Trace {
+        let mut b = Builder::new();
+        b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
+        b.intern_on_thread(stacks.len(), 1 << 20, thread);
+        let e = Endian::default();
+        for (i, addrs) in stacks.iter().enumerate() {
+            let p = Pending::sample(i as u64, 1, ThreadIdx(0), 0);
+            b.queue_stack(e, 7, Some(&chain(addrs)), None, false, p);
+        }
+        assert!(b.finish_interning());
+        std::mem::take(&mut b.t)
+    }
+
+    #[test]
+    fn interning_on_a_thread_gives_the_same_trace() {
+        // More than a batch of work, with chains that share callers.
+        let stacks: Vec<Vec<u64>> = (0..3 * WORK_ITEMS as u64)
+            .map(|i| {
+                (0..(i % 7) + 1)
+                    .map(|d| 0x1010 + (i * 31 + d) % 97 * 16)
+                    .collect()
+            })
+            .collect();
+        let (inline, thread) = (interned(&stacks, false), interned(&stacks, true));
+        assert_eq!(inline.stacks, thread.stacks);
+        assert_eq!(inline.samples.stack, thread.samples.stack);
+        assert_eq!(inline.samples.time_ns, thread.samples.time_ns);
+        let addresses = |t: &slowlab_model::trace::Trace| {
+            t.frames.iter().map(|f| f.address).collect::<Vec<_>>()
+        };
+        assert_eq!(addresses(&inline), addresses(&thread));
+        assert_eq!(inline.samples.len(), stacks.len());
+        // Each sample's frames are its addresses (less one for callers).
+        for (i, addrs) in stacks.iter().enumerate() {
+            let got: Vec<u64> = thread
+                .stack_frames(thread.samples.stack[i])
+                .map(|f| thread.frames[f.ix()].address)
+                .collect();
+            let want: Vec<u64> = addrs
+                .iter()
+                .enumerate()
+                .map(|(d, a)| if d == 0 { a - 0x1000 } else { a - 0x1000 - 1 })
+                .collect();
+            assert_eq!(got, want, "sample {i}");
+        }
     }
 }
