@@ -15,9 +15,10 @@
 //!   tracepoint fields lie;
 //! - [`decode`]: one record into the model;
 //! - [`procs`]: process and thread lifetimes, memory maps, modules;
-//! - [`stacks`]: callchains into frame keys, queued for interning;
-//! - [`interner`]: frames and stacks, interned (on a thread of its own
-//!   when there are two cores); most of the work on a big trace, and bound
+//! - [`stacks`]: callchains into frames and caller chains, interned, and
+//!   queued for the interner;
+//! - [`interner`]: stack nodes (on a thread of its own when there are two
+//!   cores). With the frames, most of the work on a big trace, and bound
 //!   by cache misses rather than instructions.
 //!
 //! It does not name functions: frames come out pointing at a placeholder
@@ -36,6 +37,7 @@ pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
 use interner::{Interner, Sink, Work};
 use procs::Map;
+use stacks::{FrameKey, FrameTable};
 
 use crate::intern::{FxMap, Strings};
 
@@ -52,6 +54,10 @@ struct Builder {
     maps: FxMap<i32, Vec<Map>>,
     kernel_maps: Vec<Map>,
     module_by_path: FxMap<StrIdx, ModuleIdx>,
+    /// Frames and caller chains, interned as the records are read.
+    frame_table: FrameTable,
+    /// The frame keys of the stack being queued.
+    scratch: Vec<FrameKey>,
     /// Stacks waiting to be sent to the interner.
     work: Work,
     /// The interner (inline, or on its thread).
@@ -82,8 +88,10 @@ impl Builder {
             maps: FxMap::default(),
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),
+            frame_table: FrameTable::default(),
+            scratch: Vec::new(),
             work: Work::default(),
-            sink: Sink::Inline(Box::new(Interner::new(ModuleIdx(0)))),
+            sink: Sink::Inline(Box::new(Interner::new())),
             kernel_module: ModuleIdx(0),
             unknown_module: ModuleIdx(0),
             first_ns: u64::MAX,
@@ -95,7 +103,6 @@ impl Builder {
         };
         b.kernel_module = b.module("[kernel.kallsyms]");
         b.unknown_module = b.module("[unknown]");
-        b.sink = Sink::Inline(Box::new(Interner::new(b.unknown_module)));
         b
     }
 

@@ -1,28 +1,25 @@
-//! Stack interning, apart from the decoding: the frame keys of each CPU
-//! sample's and event's callchain (computed by the `Builder` as it decodes
-//! the records) become frames and stack nodes, each unique address and each
-//! unique (caller, frame) pair stored once, and CPU samples become rows of
-//! the sample columns, in record order.
+//! Stack nodes, apart from the decoding: each CPU sample's and event's
+//! stack, as frames already interned by the `Builder` (see `stacks`),
+//! becomes stack nodes, each unique (caller, frame) pair stored once, and
+//! CPU samples become rows of the sample columns, in record order.
 //!
 //! The work comes in [`Work`] batches, and the [`Interner`] can take them on
 //! a thread of its own ([`Sink::Thread`]): interning is most of a big
-//! trace's record pass, so it then runs beside the decoding instead of
+//! trace's record pass, so it then runs beside the decoding (which also
+//! interns the frames and finds caller chains seen before) instead of
 //! after it, on a second core. Run inline ([`Sink::Inline`]) or on its
 //! thread, it does the same steps in the same order, so the trace is the
 //! same (`SLOWLAB_THREADS=1` must give identical results).
 //!
 //! Interning is bound by cache misses in tables of megabytes, not by
-//! instructions: see `callers` (a cache of whole caller chains),
-//! `intern_chain` (new nodes looked up only when needed) and `samples`
-//! (CPU samples in groups, so that their table probes wait for memory
-//! together). It does not decode records nor name frames.
+//! instructions: see `intern_chain` (new nodes looked up only when needed)
+//! and `samples` (CPU samples in groups, so that their table probes wait
+//! for memory together). It does not decode records nor name frames.
 
 use std::sync::mpsc;
 
-use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx, Samples, StackIdx, StackNode};
+use slowlab_model::trace::{FrameIdx, Samples, StackIdx, StackNode, ThreadIdx};
 
-use super::stacks::{FrameKey, Pending};
-use super::NO_FUNC;
 use crate::intern::{huge_pages, Bits, IdTable};
 
 /// CPU samples whose table probes are issued together.
@@ -35,51 +32,98 @@ pub(super) const WORK_ITEMS: usize = 512;
 /// they take when the interner falls behind.
 const WORK_IN_FLIGHT: usize = 8;
 
-/// Samples and events to intern, in record order; the frame keys of item
-/// `i` are `keys[items[i].start..][..items[i].len]`, innermost first.
+/// A frame as the interner gets it: its index, with the top bit set for a
+/// frame outside every mapping (counted when a node is made for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct WorkFrame(u32);
+
+const UNMAPPED: u32 = 1 << 31;
+
+impl WorkFrame {
+    /// Frame indices stay below 2^31 (a frame table of 2^31 frames would
+    /// take 32 GB).
+    pub(super) fn new(frame: FrameIdx, unmapped: bool) -> Self {
+        debug_assert!(frame.0 < UNMAPPED);
+        WorkFrame(frame.0 | if unmapped { UNMAPPED } else { 0 })
+    }
+
+    fn frame(self) -> FrameIdx {
+        FrameIdx(self.0 & !UNMAPPED)
+    }
+
+    fn unmapped(self) -> bool {
+        self.0 & UNMAPPED != 0
+    }
+}
+
+/// Where a stack's callers (all its frames but the innermost) come from.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Callers {
+    /// None: the innermost frame is the only one (or there is none).
+    None,
+    /// A caller chain interned before, by its number.
+    Known(u32),
+    /// A chain seen for the first time: `Work::frames[start..][..len]`,
+    /// outermost first; its node becomes the next chain number.
+    New { start: u32, len: u32 },
+    /// A chain whose hash is a known chain's: interned, not remembered.
+    Uncached { start: u32, len: u32 },
+}
+
+/// A CPU sample, or an event's stack, waiting to be interned.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pending {
+    pub(super) time: u64,
+    pub(super) period: u64,
+    pub(super) thread: ThreadIdx,
+    pub(super) cpu: u32,
+    /// An event's stack (only the stack is wanted), not a CPU sample.
+    pub(super) event: bool,
+    /// The innermost frame; `None` for no stack at all.
+    pub(super) leaf: Option<WorkFrame>,
+    pub(super) callers: Callers,
+}
+
+impl Pending {
+    /// A CPU sample (its stack filled in when queued).
+    pub(super) fn sample(time: u64, period: u64, thread: ThreadIdx, cpu: u32) -> Self {
+        Pending {
+            time,
+            period,
+            thread,
+            cpu,
+            event: false,
+            leaf: None,
+            callers: Callers::None,
+        }
+    }
+}
+
+/// Samples and events to intern, in record order, and the frames of the
+/// caller chains they bring.
 #[derive(Default)]
 pub(super) struct Work {
     pub(super) items: Vec<Pending>,
-    pub(super) keys: Vec<FrameKey>,
+    pub(super) frames: Vec<WorkFrame>,
 }
 
 impl Work {
     fn clear(&mut self) {
         self.items.clear();
-        self.keys.clear();
+        self.frames.clear();
     }
 }
 
-/// A caller chain seen before: a second, independent hash of its frame
-/// keys and its length (to tell it from another chain with the same cache
-/// key), and its node.
-struct Chain {
-    check: u64,
-    len: u32,
-    node: StackIdx,
-}
-
-/// The interning tables and what they produce.
+/// The node tables and what they produce.
 pub(super) struct Interner {
-    /// (module, address) → frame. During the pass a frame is only its
-    /// entry here (the key is all a frame is before symbolization);
-    /// [`Interner::frames`] makes the trace's frames from it at the end.
-    frame_map: IdTable<FrameKey>,
     /// caller node << 32 | frame → node. A chain of new nodes enters it
     /// lazily, see `pending_child`.
     stack_map: IdTable<u64>,
     /// The nodes whose one child (the node after them, created in the same
     /// chain of new nodes) is not yet in `stack_map`.
     pending_child: Bits,
-    /// Hash of a caller chain's frame keys → index into `chains`.
-    chain_cache: IdTable<u64>,
-    chains: Vec<Chain>,
-    scratch_frames: Vec<FrameIdx>,
-    unknown_module: ModuleIdx,
-    /// Per module: a frame in it was seen.
-    seen_module: Vec<bool>,
-    /// Modules whose first frame was seen since the owner last looked.
-    pub(super) new_modules: Vec<ModuleIdx>,
+    /// Per caller chain number: its node.
+    chain_nodes: Vec<StackIdx>,
     /// The stack nodes, the CPU samples, and each event's stack, in the
     /// order the events came.
     pub(super) stacks: Vec<StackNode>,
@@ -96,18 +140,11 @@ fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
 }
 
 impl Interner {
-    /// Empty tables for frames of `unknown_module` counted as unmapped.
-    pub(super) fn new(unknown_module: ModuleIdx) -> Self {
+    pub(super) fn new() -> Self {
         Interner {
-            frame_map: IdTable::default(),
             stack_map: IdTable::default(),
             pending_child: Bits::default(),
-            chain_cache: IdTable::default(),
-            chains: Vec::new(),
-            scratch_frames: Vec::new(),
-            unknown_module,
-            seen_module: Vec::new(),
-            new_modules: Vec::new(),
+            chain_nodes: Vec::new(),
             stacks: Vec::new(),
             samples: Samples::default(),
             event_stacks: Vec::new(),
@@ -116,27 +153,20 @@ impl Interner {
         }
     }
 
-    /// Sizes the tables for `samples` samples in `bytes` of records. The
-    /// ratios are those of system-wide traces of builds (frame-pointer
-    /// stacks, many of them deep), rounded up: growing a table later copies
-    /// it. Vectors get room to spare (untouched memory costs nothing); the
-    /// hash tables, whose every slot is written when made, do not. Distinct
-    /// frames grow slower than the trace (the code that runs is finite: one
-    /// frame per 12 words on 96 MB of a build, per 21 on 1.17 GB), so the
-    /// frame table gets room for one per 16 words and grows (by copying) on
-    /// a small trace rather than holding hundreds of megabytes of empty
-    /// slots on a big one. `stack_map` holds only the nodes that something
-    /// was looked up under (725,012 of 3.8 M on the 96 MB trace, about one
-    /// per 16 words).
+    /// Sizes the tables for `samples` samples in `bytes` of records (the
+    /// ratios of system-wide traces of builds, rounded up: growing a table
+    /// later copies it). Vectors get room to spare (untouched memory costs
+    /// nothing); the hash table, whose every slot is written when made,
+    /// does not: `stack_map` holds only the nodes that something was looked
+    /// up under (725,012 of 3.8 M on a 96 MB build trace, about one per 16
+    /// words).
     pub(super) fn reserve(&mut self, samples: usize, bytes: usize) {
         let words = bytes / 8;
         self.stacks.reserve(words / 2);
         self.pending_child.reserve(words / 2);
         // Read at random while interning (parents): huge pages.
         huge_pages(&self.stacks);
-        self.chains.reserve(samples / 3);
-        self.chain_cache = IdTable::with_capacity(samples / 3);
-        self.frame_map = IdTable::with_capacity(words / 16);
+        self.chain_nodes.reserve(samples / 3);
         self.stack_map = IdTable::with_capacity(words / 16);
         self.samples = Samples {
             time_ns: Vec::with_capacity(samples),
@@ -153,8 +183,7 @@ impl Interner {
         let mut run = 0;
         while run < work.items.len() {
             if work.items[run].event {
-                let p = &work.items[run];
-                let stack = self.stack(&work.keys[p.keys()], p.hashes);
+                let stack = self.stack(&work.items[run], &work.frames);
                 self.event_stacks.push(stack);
                 run += 1;
                 continue;
@@ -164,142 +193,65 @@ impl Interner {
                 .take(GROUP)
                 .position(|p| p.event)
                 .map_or((run + GROUP).min(work.items.len()), |n| run + n);
-            self.samples(&work.items[run..end], &work.keys);
+            self.samples(&work.items[run..end], &work.frames);
             run = end;
         }
     }
 
-    /// The trace's frames, unnamed, made from the frame table, which is
-    /// emptied (call once, after the last batch).
-    pub(super) fn frames(&mut self) -> Vec<Frame> {
-        let table = std::mem::take(&mut self.frame_map);
-        let mut frames = vec![
-            Frame {
-                module: ModuleIdx(0),
-                address: 0,
-                function: NO_FUNC,
-                kernel: false,
-            };
-            table.len()
-        ];
-        for (key, id) in table.entries() {
-            frames[id as usize] = Frame {
-                module: key.module(),
-                address: key.rel,
-                function: NO_FUNC,
-                kernel: key.kernel(),
-            };
-        }
-        frames
-    }
-
-    /// Frees the stack tables (before the frames are made from theirs:
-    /// the pass's memory peaks there).
-    pub(super) fn free_stack_tables(&mut self) {
+    /// Frees the tables (before the trace's frames are made: the pass's
+    /// memory peaks there).
+    pub(super) fn free_tables(&mut self) {
         drop(std::mem::take(&mut self.stack_map));
-        drop(std::mem::take(&mut self.chain_cache));
-        drop(std::mem::take(&mut self.chains));
+        drop(std::mem::take(&mut self.chain_nodes));
         drop(std::mem::take(&mut self.pending_child));
     }
 
-    /// The frame of a key, created on first use.
-    #[inline]
-    fn intern_frame(&mut self, key: FrameKey) -> FrameIdx {
-        let next = FrameIdx(self.frame_map.len() as u32);
-        let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
-        if new {
-            // The first frame in a module: its symbols are needed.
-            let module = key.module();
-            if self.seen_module.len() <= module.ix() {
-                self.seen_module.resize(module.ix() + 1, false);
-            }
-            if !self.seen_module[module.ix()] {
-                self.seen_module[module.ix()] = true;
-                self.new_modules.push(module);
-            }
-        }
-        FrameIdx(f)
-    }
-
-    /// The innermost node of a stack (`keys` innermost first, `hashes`
-    /// those of its callers), or `None` for no frames.
-    pub(super) fn stack(&mut self, keys: &[FrameKey], hashes: (u64, u64)) -> Option<StackIdx> {
-        let (&leaf, callers) = keys.split_first()?;
-        let parent = self.callers(callers, hashes);
+    /// The innermost node of a stack, or `None` for no frames.
+    fn stack(&mut self, p: &Pending, frames: &[WorkFrame]) -> Option<StackIdx> {
+        let leaf = p.leaf?;
+        let parent = self.callers(p.callers, frames);
         Some(self.intern_chain(parent, &[leaf]))
     }
 
-    /// The node of a sample's callers (innermost first), from the chain
-    /// cache or by interning them: a build has tens of thousands of
-    /// distinct caller chains for over a hundred thousand samples, and the
-    /// same code in another process (another load address) has the same
-    /// keys. Only a chain not seen before is interned frame by frame.
-    fn callers(&mut self, callers: &[FrameKey], (key, check): (u64, u64)) -> Option<StackIdx> {
-        if callers.is_empty() {
-            return None;
-        }
-        let next = self.chains.len() as u32;
-        let (id, new) = self.chain_cache.get_or_insert_with(key, || next);
-        if !new {
-            let c = &self.chains[id as usize];
-            if c.check == check && c.len as usize == callers.len() {
-                return Some(c.node);
+    /// The node of a stack's callers.
+    fn callers(&mut self, callers: Callers, frames: &[WorkFrame]) -> Option<StackIdx> {
+        let chain = |start: u32, len: u32| start as usize..(start + len) as usize;
+        match callers {
+            Callers::None => None,
+            Callers::Known(n) => self.chain_nodes.get(n as usize).copied(),
+            Callers::New { start, len } => {
+                let node = self.intern_chain(None, &frames[chain(start, len)]);
+                self.chain_nodes.push(node);
+                Some(node)
             }
-            // A different chain with the same key: intern without caching.
-            return Some(self.intern_chain(None, callers));
+            Callers::Uncached { start, len } => {
+                Some(self.intern_chain(None, &frames[chain(start, len)]))
+            }
         }
-        let node = self.intern_chain(None, callers);
-        self.chains.push(Chain {
-            check,
-            len: callers.len() as u32,
-            node,
-        });
-        Some(node)
     }
 
-    /// Interns `keys` (innermost first) under `parent`; returns the
-    /// innermost node. `keys` must not be empty.
+    /// Interns `frames` (outermost first) under `parent`; returns the
+    /// innermost node. `frames` must not be empty.
     ///
-    /// Memory latency is the cost here (tables of megabytes, probed at
-    /// random), so the frame table's slots for all the keys are touched
-    /// first, together, and the probes that follow find them in cache. The
-    /// node lookups depend on each other (a node's key holds its parent);
-    /// but once a node is new, every node under it is new, and those are
-    /// not looked up at all, nor entered in `stack_map` until something
-    /// under their parent is looked up (`pending_child`): most chains are
-    /// never walked again.
-    fn intern_chain(&mut self, mut parent: Option<StackIdx>, keys: &[FrameKey]) -> StackIdx {
-        let mut touched = 0u32;
-        for k in keys {
-            touched ^= self.frame_map.touch(k);
-        }
-        std::hint::black_box(touched);
-        let mut frames = std::mem::take(&mut self.scratch_frames);
-        frames.clear();
-        for &k in keys.iter().rev() {
-            frames.push(self.intern_frame(k));
-        }
+    /// The node lookups depend on each other (a node's key holds its
+    /// parent); but once a node is new, every node under it is new, and
+    /// those are not looked up at all, nor entered in `stack_map` until
+    /// something under their parent is looked up (`pending_child`): most
+    /// chains are never walked again.
+    fn intern_chain(&mut self, mut parent: Option<StackIdx>, frames: &[WorkFrame]) -> StackIdx {
         let mut fresh = false;
-        for (&f, &k) in frames.iter().zip(keys.iter().rev()) {
-            let node = self.node(parent, f, k, &mut fresh);
-            parent = Some(node);
+        for &f in frames {
+            parent = Some(self.node(parent, f, &mut fresh));
         }
-        self.scratch_frames = frames;
-        // `keys` is not empty, so the loop set `parent`.
+        // `frames` is not empty, so the loop set `parent`.
         parent.unwrap_or(StackIdx(0))
     }
 
-    /// The node of frame `f` (key `k`) under `parent`, created if new.
-    /// `fresh`: `parent` was created by this chain just before (so this
-    /// node is new too, and not looked up); set when the node is new.
+    /// The node of frame `f` under `parent`, created if new. `fresh`:
+    /// `parent` was created by this chain just before (so this node is new
+    /// too, and not looked up); set when the node is new.
     #[inline]
-    fn node(
-        &mut self,
-        parent: Option<StackIdx>,
-        f: FrameIdx,
-        k: FrameKey,
-        fresh: &mut bool,
-    ) -> StackIdx {
+    fn node(&mut self, parent: Option<StackIdx>, f: WorkFrame, fresh: &mut bool) -> StackIdx {
         let new = StackIdx(self.stacks.len() as u32);
         let node = match parent {
             // Under a new node (created just before, so at `new - 1`): new
@@ -315,54 +267,41 @@ impl Interner {
                 }
                 let (node, inserted) = self
                     .stack_map
-                    .get_or_insert_with(node_key(parent, f), || new.0);
+                    .get_or_insert_with(node_key(parent, f.frame()), || new.0);
                 *fresh = inserted;
                 StackIdx(node)
             }
         };
         if node == new {
-            if k.module() == self.unknown_module {
+            if f.unmapped() {
                 self.unmapped_frames += 1;
             }
-            self.stacks.push(StackNode::new(parent, f));
+            self.stacks.push(StackNode::new(parent, f.frame()));
         }
         node
     }
 
     /// Interns a group of CPU samples (at most [`GROUP`]) and appends them
-    /// to the sample columns, in order. The table probes of one sample
-    /// depend on each other (callers, then the innermost frame, then its
-    /// node) and each misses the cache; across the group they do not, so
-    /// each step is first taken for all samples, touching the table slots
-    /// the next step needs, and the misses of a group are waited for
-    /// together.
-    fn samples(&mut self, group: &[Pending], keys: &[FrameKey]) {
+    /// to the sample columns, in order. A sample's node lookup depends on
+    /// its callers' node and misses the cache; across the group the
+    /// lookups do not depend on each other, so the callers are found for
+    /// all samples first, touching the table slots the lookups need, and
+    /// the misses of a group are waited for together.
+    fn samples(&mut self, group: &[Pending], frames: &[WorkFrame]) {
         debug_assert!(group.len() <= GROUP);
         let mut touched = 0u32;
-        for p in group {
-            if p.len > 1 {
-                touched ^= self.chain_cache.touch(&p.hashes.0);
-            }
-        }
         let mut parents = [None; GROUP];
         for (parent, p) in parents.iter_mut().zip(group) {
-            if let Some((leaf, callers)) = keys[p.keys()].split_first() {
-                *parent = self.callers(callers, p.hashes);
-                touched ^= self.frame_map.touch(leaf);
-            }
-        }
-        let mut leaves = [FrameIdx(0); GROUP];
-        for ((f, p), &parent) in leaves.iter_mut().zip(group).zip(&parents) {
-            if let Some(&leaf) = keys[p.keys()].first() {
-                *f = self.intern_frame(leaf);
-                touched ^= self.stack_map.touch(&node_key(parent, *f));
+            if let Some(leaf) = p.leaf {
+                *parent = self.callers(p.callers, frames);
+                touched ^= self.stack_map.touch(&node_key(*parent, leaf.frame()));
             }
         }
         std::hint::black_box(touched);
-        for ((p, parent), f) in group.iter().zip(parents).zip(leaves) {
-            let stack = keys[p.keys()].first().map(|&leaf| {
+        for (p, parent) in group.iter().zip(parents) {
+            let stack = p.leaf.map(|leaf| {
                 let mut fresh = false;
-                self.node(parent, f, leaf, &mut fresh)
+                self.node(parent, leaf, &mut fresh)
             });
             if stack.is_none() {
                 self.samples_without_stack += 1;
@@ -400,8 +339,6 @@ pub(super) enum Sink {
         /// (a new batch's buffers would be fresh pages from the kernel,
         /// zeroed: hundreds of megabytes over a big trace).
         spare: mpsc::Receiver<Work>,
-        /// Modules whose first frame the interner saw.
-        modules: mpsc::Receiver<ModuleIdx>,
         done: std::thread::JoinHandle<Interner>,
     },
     /// Between `Builder::finish_interning` and the end.
@@ -413,13 +350,9 @@ impl Sink {
     pub(super) fn spawn(mut interner: Interner) -> Sink {
         let (work_tx, work_rx) = mpsc::sync_channel::<Work>(WORK_IN_FLIGHT);
         let (spare_tx, spare_rx) = mpsc::channel();
-        let (module_tx, module_rx) = mpsc::channel();
         let done = std::thread::spawn(move || {
             for mut work in work_rx {
                 interner.take(&work);
-                for m in interner.new_modules.drain(..) {
-                    let _ = module_tx.send(m);
-                }
                 work.clear();
                 let _ = spare_tx.send(work);
             }
@@ -428,7 +361,6 @@ impl Sink {
         Sink::Thread {
             work: work_tx,
             spare: spare_rx,
-            modules: module_rx,
             done,
         }
     }
@@ -454,31 +386,14 @@ impl Sink {
         }
     }
 
-    /// Modules whose first frame was interned since the last call.
-    pub(super) fn new_modules(&mut self, out: &mut Vec<ModuleIdx>) {
-        match self {
-            Sink::Inline(i) => out.append(&mut i.new_modules),
-            Sink::Thread { modules, .. } => out.extend(modules.try_iter()),
-            Sink::Gone => {}
-        }
-    }
-
-    /// The interner, after all its work (waits for its thread), with the
-    /// modules whose first frame it saw since the last look; `None` when
+    /// The interner, after all its work (waits for its thread); `None` when
     /// that thread panicked.
     pub(super) fn finish(self) -> Option<Interner> {
         match self {
             Sink::Inline(i) => Some(*i),
-            Sink::Thread {
-                work,
-                done,
-                modules,
-                ..
-            } => {
+            Sink::Thread { work, done, .. } => {
                 drop(work);
-                let mut interner = done.join().ok()?;
-                interner.new_modules.extend(modules.try_iter());
-                Some(interner)
+                done.join().ok()
             }
             Sink::Gone => None,
         }

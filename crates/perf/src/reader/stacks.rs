@@ -1,58 +1,160 @@
-//! Frames keys: a sample's or event's callchain becomes frame keys
-//! (module and module-relative address, from the process's maps, as they
-//! are at that record) and the hashes of its callers, gathered into
-//! [`Work`] for the [`interner`](super::interner), which makes frames and
-//! stack nodes of them, on another thread when there are two cores.
+//! Frames and caller chains: a sample's or event's callchain becomes frame
+//! keys (module and module-relative address, from the process's maps as
+//! they are at that record), each key a frame (each unique address stored
+//! once), and its callers a caller chain, found as a whole by the hash of
+//! their keys when seen before. What is left, the stack nodes, is queued
+//! as work for the [`interner`](super::interner), on another thread
+//! when there are two cores.
 //!
-//! It does not intern (`interner` does), name frames (`symbolize` does)
-//! nor decode records.
+//! Like interning the nodes, this is bound by cache misses in tables of
+//! megabytes: see [`FrameTable::chain`] (the frames of a new chain looked
+//! up together). It does not make nodes (`interner` does), name frames
+//! (`symbolize` does) nor decode records.
 
-use slowlab_model::trace::{ModuleIdx, ModuleKind, ThreadIdx};
+use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx, ModuleKind};
 
-use super::interner::{Sink, WORK_ITEMS};
+use super::interner::{Callers, Pending, Sink, WorkFrame, WORK_ITEMS};
 use super::procs::{find_map, Map};
-use super::Builder;
-use crate::intern::TableKey;
+use super::{Builder, NO_FUNC};
+use crate::intern::{IdTable, TableKey};
 use crate::records::Endian;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 
-/// A CPU sample or an event's stack waiting to be interned; its frame
-/// keys are `Work::keys[start..start + len]`.
-#[derive(Clone, Copy)]
-pub(super) struct Pending {
-    pub(super) time: u64,
-    pub(super) period: u64,
-    pub(super) thread: ThreadIdx,
-    pub(super) cpu: u32,
-    pub(super) start: u32,
-    pub(super) len: u32,
-    /// [`chain_hashes`] of the callers (all keys but the first).
-    pub(super) hashes: (u64, u64),
-    /// An event's stack (only the stack is wanted), not a CPU sample.
-    pub(super) event: bool,
+/// A caller chain seen before: a second, independent hash of its frame
+/// keys and its length (to tell it from another chain with the same cache
+/// key). Its number is its place in `FrameTable::chains`.
+struct Chain {
+    check: u64,
+    len: u32,
 }
 
-impl Pending {
-    /// A CPU sample (its keys and hashes filled in later).
-    pub(super) fn sample(time: u64, period: u64, thread: ThreadIdx, cpu: u32) -> Self {
-        Pending {
-            time,
-            period,
-            thread,
-            cpu,
-            start: 0,
-            len: 0,
-            hashes: (0, 0),
-            event: false,
+/// The frames, and the caller chains seen so far.
+#[derive(Default)]
+pub(super) struct FrameTable {
+    /// (module, address) → frame. During the pass a frame is only its
+    /// entry here (the key is all a frame is before symbolization);
+    /// [`FrameTable::frames`] makes the trace's frames from it at the end.
+    frame_map: IdTable<FrameKey>,
+    /// Hash of a caller chain's frame keys → its number.
+    chain_cache: IdTable<u64>,
+    chains: Vec<Chain>,
+    /// Per module: a frame in it was seen.
+    seen_module: Vec<bool>,
+    /// Modules whose first frame was seen since the `Builder` last looked.
+    new_modules: Vec<ModuleIdx>,
+}
+
+impl FrameTable {
+    /// Sizes the tables for `samples` samples in `bytes` of records (the
+    /// ratios of system-wide traces of builds, rounded up: growing a table
+    /// copies it). Distinct frames grow slower than the trace (the code
+    /// that runs is finite: one frame per 12 words on 96 MB of a build, per
+    /// 21 on 1.17 GB), so the frame table gets room for one per 16 words
+    /// and grows (by copying) on a small trace rather than holding hundreds
+    /// of megabytes of empty slots on a big one.
+    pub(super) fn reserve(&mut self, samples: usize, bytes: usize) {
+        let words = bytes / 8;
+        self.frame_map = IdTable::with_capacity(words / 16);
+        self.chain_cache = IdTable::with_capacity(samples / 3);
+        self.chains.reserve(samples / 3);
+    }
+
+    /// The frame of a key, created on first use.
+    #[inline]
+    fn frame(&mut self, key: FrameKey, unknown: ModuleIdx) -> WorkFrame {
+        let next = FrameIdx(self.frame_map.len() as u32);
+        let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
+        let module = key.module();
+        if new {
+            // The first frame in a module: its symbols are needed.
+            if self.seen_module.len() <= module.ix() {
+                self.seen_module.resize(module.ix() + 1, false);
+            }
+            if !self.seen_module[module.ix()] {
+                self.seen_module[module.ix()] = true;
+                self.new_modules.push(module);
+            }
+        }
+        WorkFrame::new(FrameIdx(f), module == unknown)
+    }
+
+    /// The callers of a stack (`keys`, innermost first): a chain seen
+    /// before, by number; or, new, its frames appended to `frames`
+    /// (outermost first). A build has tens of thousands of distinct caller
+    /// chains for over a hundred thousand samples, and the same code in
+    /// another process (another load address) has the same keys: only a
+    /// chain not seen before goes frame by frame. The frame table's slots
+    /// for all its keys are touched first, together, so that the probes
+    /// that follow find them in cache.
+    fn chain(
+        &mut self,
+        keys: &[FrameKey],
+        unknown: ModuleIdx,
+        frames: &mut Vec<WorkFrame>,
+    ) -> Callers {
+        if keys.is_empty() {
+            return Callers::None;
+        }
+        let (key, check) = chain_hashes(keys);
+        let next = self.chains.len() as u32;
+        let (n, new) = self.chain_cache.get_or_insert_with(key, || next);
+        if !new {
+            let c = &self.chains[n as usize];
+            if c.check == check && c.len as usize == keys.len() {
+                return Callers::Known(n);
+            }
+        } else {
+            self.chains.push(Chain {
+                check,
+                len: keys.len() as u32,
+            });
+        }
+        let mut touched = 0u32;
+        for k in keys {
+            touched ^= self.frame_map.touch(k);
+        }
+        std::hint::black_box(touched);
+        let start = frames.len() as u32;
+        for &k in keys.iter().rev() {
+            let f = self.frame(k, unknown);
+            frames.push(f);
+        }
+        let len = keys.len() as u32;
+        if new {
+            Callers::New { start, len }
+        } else {
+            // A different chain with the same key: interned, not cached.
+            Callers::Uncached { start, len }
         }
     }
 
-    /// Where its frame keys are in `Work::keys`.
-    pub(super) fn keys(&self) -> std::ops::Range<usize> {
-        self.start as usize..(self.start + self.len) as usize
+    /// The trace's frames, unnamed, made from the frame table, which is
+    /// emptied along with the chain tables (call once, at the end).
+    pub(super) fn frames(&mut self) -> Vec<Frame> {
+        drop(std::mem::take(&mut self.chain_cache));
+        drop(std::mem::take(&mut self.chains));
+        let table = std::mem::take(&mut self.frame_map);
+        let mut frames = vec![
+            Frame {
+                module: ModuleIdx(0),
+                address: 0,
+                function: NO_FUNC,
+                kernel: false,
+            };
+            table.len()
+        ];
+        for (key, id) in table.entries() {
+            frames[id as usize] = Frame {
+                module: key.module(),
+                address: key.rel,
+                function: NO_FUNC,
+                kernel: key.kernel(),
+            };
+        }
+        frames
     }
 }
 
@@ -63,7 +165,7 @@ impl Pending {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[repr(C, packed(4))]
 pub(super) struct FrameKey {
-    pub(super) rel: u64,
+    rel: u64,
     tag: u32,
 }
 
@@ -77,10 +179,10 @@ impl TableKey for FrameKey {
 const KERNEL_TAG: u32 = 1 << 31;
 
 impl FrameKey {
-    pub(super) fn module(self) -> ModuleIdx {
+    fn module(self) -> ModuleIdx {
         ModuleIdx(self.tag & !KERNEL_TAG)
     }
-    pub(super) fn kernel(self) -> bool {
+    fn kernel(self) -> bool {
         self.tag & KERNEL_TAG != 0
     }
 }
@@ -128,8 +230,8 @@ impl Builder {
     ///
     /// Each address becomes its frame key here (module and offset, from
     /// the process's maps as they are now: a search in a short sorted
-    /// list), and the callers (every frame but the innermost) their hashes,
-    /// by which the interner finds a chain it has seen as a whole.
+    /// list); the innermost becomes a frame, and the others a caller chain
+    /// (see [`FrameTable::chain`]).
     pub(super) fn queue_stack(
         &mut self,
         e: Endian,
@@ -139,47 +241,48 @@ impl Builder {
         kernel: bool,
         p: Pending,
     ) {
-        let mut work = std::mem::take(&mut self.work);
-        let start = work.keys.len();
-        self.frame_keys(e, pid, chain, ip, kernel, &mut work.keys);
-        let keys = &work.keys[start..];
-        let hashes = keys.split_first().map_or((0, 0), |(_, c)| chain_hashes(c));
-        work.items.push(Pending {
-            start: start as u32,
-            len: keys.len() as u32,
-            hashes,
-            ..p
-        });
-        if work.items.len() >= WORK_ITEMS {
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.frame_keys(e, pid, chain, ip, kernel, &mut keys);
+        let (leaf, callers) = match keys.split_first() {
+            None => (None, Callers::None),
+            Some((&leaf, callers)) => {
+                let callers =
+                    self.frame_table
+                        .chain(callers, self.unknown_module, &mut self.work.frames);
+                (
+                    Some(self.frame_table.frame(leaf, self.unknown_module)),
+                    callers,
+                )
+            }
+        };
+        self.scratch = keys;
+        self.work.items.push(Pending { leaf, callers, ..p });
+        if self.work.items.len() >= WORK_ITEMS {
+            let work = std::mem::take(&mut self.work);
             self.work = self.sink.send(work);
-            self.see_new_modules();
-        } else {
-            self.work = work;
+        }
+        if !self.frame_table.new_modules.is_empty() {
+            self.announce();
         }
     }
 
-    /// Takes note of the modules whose first frame was interned since the
-    /// last look (see [`Builder::announce`]).
-    fn see_new_modules(&mut self) {
-        let mut modules = Vec::new();
-        self.sink.new_modules(&mut modules);
-        self.announce(&mut modules);
-    }
-
-    /// Announces each user binary among `modules` in `new_binaries` (so
-    /// that its symbols can be fetched while records are read).
-    fn announce(&mut self, modules: &mut Vec<ModuleIdx>) {
-        for m in modules.drain(..) {
+    /// Announces each user binary among the modules whose first frame was
+    /// seen in `new_binaries` (so that its symbols can be fetched while
+    /// records are read).
+    fn announce(&mut self) {
+        for m in self.frame_table.new_modules.drain(..) {
             if self.t.modules[m.ix()].kind == ModuleKind::User && !self.foreign {
                 self.new_binaries.push(m);
             }
         }
     }
 
-    /// Moves interning to a thread of its own, with its tables sized for
-    /// `samples` samples in `bytes` of records (call before the first
-    /// record).
+    /// Sizes the tables for `samples` samples in `bytes` of records and
+    /// moves the interner to a thread of its own if `thread` (call before
+    /// the first record).
     pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
+        self.frame_table.reserve(samples, bytes);
         let Sink::Inline(interner) = std::mem::replace(&mut self.sink, Sink::Gone) else {
             return;
         };
@@ -192,10 +295,10 @@ impl Builder {
         };
     }
 
-    /// Interns what is queued and puts the interner's results into the
-    /// trace: the stack nodes, the frames (unnamed), the sample columns,
-    /// and each event's stack. `false` when the interner's thread
-    /// panicked (the trace then has no stacks nor samples).
+    /// Interns what is queued and puts the results into the trace: the
+    /// stack nodes, the frames (unnamed), the sample columns, and each
+    /// event's stack. `false` when the interner's thread panicked (the
+    /// trace then has no stacks nor samples).
     pub(super) fn finish_interning(&mut self) -> bool {
         let work = std::mem::take(&mut self.work);
         let _ = self.sink.send(work);
@@ -203,9 +306,8 @@ impl Builder {
         let Some(mut interner) = sink.finish() else {
             return false;
         };
-        self.announce(&mut interner.new_modules);
-        interner.free_stack_tables();
-        self.t.frames = interner.frames();
+        interner.free_tables();
+        self.t.frames = self.frame_table.frames();
         let t = &mut self.t;
         t.stacks = std::mem::take(&mut interner.stacks);
         t.samples = std::mem::take(&mut interner.samples);
@@ -294,9 +396,9 @@ fn fmix(mut h: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::interner::Interner;
     use super::*;
     use slowlab_model::trace::StackIdx;
+    use slowlab_model::trace::{Event, EventKind, StrIdx, ThreadIdx};
 
     /// Callchain bytes (little-endian) for user addresses, innermost first.
     fn chain(addrs: &[u64]) -> Vec<u8> {
@@ -313,28 +415,41 @@ mod tests {
         b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
         b.on_mmap(8, 0x5000, 0x10000, 0, "/bin/app", false);
         let e = Endian::default();
-        let mut interner = Interner::new(b.unknown_module);
-        let mut stack = |b: &mut Builder, pid, addrs: &[u64]| {
-            let mut keys = Vec::new();
-            b.frame_keys(e, pid, Some(&chain(addrs)), None, false, &mut keys);
-            let hashes = chain_hashes(&keys[1..]);
-            interner.stack(&keys, hashes).unwrap()
-        };
-        // A deep new chain, then chains that share its outer part and leave
-        // it at different depths (pending children become indexed), the
-        // same chain again (chain cache), and the same code in another
-        // process at another load address (same frames, same nodes).
-        let deep = stack(&mut b, 7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]);
-        let fork_mid = stack(&mut b, 7, &[0x1900, 0x1300, 0x1400, 0x1500, 0x1600]);
-        let fork_top = stack(&mut b, 7, &[0x1800, 0x1600]);
-        let again = stack(&mut b, 7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]);
-        let moved = stack(&mut b, 8, &[0x5100, 0x5200, 0x5300, 0x5400, 0x5500, 0x5600]);
-        let leaf_only = stack(&mut b, 7, &[0x1700]);
+        // Each stack queued as an event's: its node comes back in order.
+        let stacks: [(i32, &[u64]); 6] = [
+            // A deep new chain, then chains that share its outer part and
+            // leave it at different depths (pending children become
+            // indexed), the same chain again (chain cache), and the same
+            // code in another process at another load address (same
+            // frames, same nodes).
+            (7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]),
+            (7, &[0x1900, 0x1300, 0x1400, 0x1500, 0x1600]),
+            (7, &[0x1800, 0x1600]),
+            (7, &[0x1100, 0x1200, 0x1300, 0x1400, 0x1500, 0x1600]),
+            (8, &[0x5100, 0x5200, 0x5300, 0x5400, 0x5500, 0x5600]),
+            (7, &[0x1700]),
+        ];
+        for (pid, addrs) in stacks {
+            let p = Pending {
+                event: true,
+                ..Pending::sample(0, 1, ThreadIdx(0), 0)
+            };
+            b.queue_stack(e, pid, Some(&chain(addrs)), None, false, p);
+            b.t.events.push(Event {
+                time_ns: 0,
+                cpu: 0,
+                thread: ThreadIdx(0),
+                stack: None,
+                kind: EventKind::Other { name: StrIdx(0) },
+            });
+        }
+        assert!(b.finish_interning());
+        let node = |i: usize| b.t.events[i].stack.unwrap();
+        let (deep, fork_mid, fork_top, again, moved, leaf_only) =
+            (node(0), node(1), node(2), node(3), node(4), node(5));
         assert_eq!(deep, again);
         assert_eq!(deep, moved);
         assert_ne!(deep, fork_mid);
-        let t = &mut b.t;
-        t.stacks = std::mem::take(&mut interner.stacks);
         let t = &b.t;
         // Depths are positions from the root.
         let depth = |n: StackIdx| t.stack_frames(Some(n)).count() - 1;
