@@ -35,7 +35,7 @@ use slowlab_model::trace::{FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace
 
 pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
-use interner::{Interner, Sink, Work};
+use interner::{Interner, Pending, Sink, Work};
 use procs::Map;
 use stacks::{FrameKey, FrameTable};
 
@@ -56,8 +56,10 @@ struct Builder {
     module_by_path: FxMap<StrIdx, ModuleIdx>,
     /// Frames and caller chains, interned as the records are read.
     frame_table: FrameTable,
-    /// The frame keys of the stack being queued.
-    scratch: Vec<FrameKey>,
+    /// Stacks queued, with where their frame keys are in `batch_keys`
+    /// (turned into frames in groups: see `flush`).
+    batch: Vec<(Pending, std::ops::Range<usize>)>,
+    batch_keys: Vec<FrameKey>,
     /// Stacks waiting to be sent to the interner.
     work: Work,
     /// The interner (inline, or on its thread).
@@ -89,7 +91,8 @@ impl Builder {
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),
             frame_table: FrameTable::default(),
-            scratch: Vec::new(),
+            batch: Vec::new(),
+            batch_keys: Vec::new(),
             work: Work::default(),
             sink: Sink::Inline(Box::new(Interner::new())),
             kernel_module: ModuleIdx(0),

@@ -22,8 +22,8 @@ use slowlab_model::trace::{FrameIdx, Samples, StackIdx, StackNode, ThreadIdx};
 
 use crate::intern::{huge_pages, Bits, IdTable};
 
-/// CPU samples whose table probes are issued together.
-const GROUP: usize = 16;
+/// Stacks whose table probes are issued together (here and in `stacks`).
+pub(super) const GROUP: usize = 16;
 
 /// Samples and events sent to the interner's thread at a time.
 pub(super) const WORK_ITEMS: usize = 512;

@@ -13,7 +13,7 @@
 
 use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx, ModuleKind};
 
-use super::interner::{Callers, Pending, Sink, WorkFrame, WORK_ITEMS};
+use super::interner::{Callers, Pending, Sink, WorkFrame, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
 use super::{Builder, NO_FUNC};
 use crate::intern::{IdTable, TableKey};
@@ -92,13 +92,13 @@ impl FrameTable {
     fn chain(
         &mut self,
         keys: &[FrameKey],
+        (key, check): (u64, u64),
         unknown: ModuleIdx,
         frames: &mut Vec<WorkFrame>,
     ) -> Callers {
         if keys.is_empty() {
             return Callers::None;
         }
-        let (key, check) = chain_hashes(keys);
         let next = self.chains.len() as u32;
         let (n, new) = self.chain_cache.get_or_insert_with(key, || next);
         if !new {
@@ -241,23 +241,56 @@ impl Builder {
         kernel: bool,
         p: Pending,
     ) {
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
+        let mut keys = std::mem::take(&mut self.batch_keys);
+        let start = keys.len();
         self.frame_keys(e, pid, chain, ip, kernel, &mut keys);
-        let (leaf, callers) = match keys.split_first() {
-            None => (None, Callers::None),
-            Some((&leaf, callers)) => {
-                let callers =
-                    self.frame_table
-                        .chain(callers, self.unknown_module, &mut self.work.frames);
-                (
-                    Some(self.frame_table.frame(leaf, self.unknown_module)),
-                    callers,
-                )
+        self.batch.push((p, start..keys.len()));
+        self.batch_keys = keys;
+        if self.batch.len() == GROUP {
+            self.flush();
+        }
+    }
+
+    /// Turns the stacks queued in `batch` into frames and caller chains,
+    /// and their items into work for the interner. A stack's lookups depend
+    /// on each other (its callers, then its innermost frame) and each
+    /// misses the cache; across the batch they do not, so each step is
+    /// first taken for every stack, touching the table slots the next step
+    /// needs, and the misses of a batch are waited for together.
+    pub(super) fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        let keys = std::mem::take(&mut self.batch_keys);
+        let table = &mut self.frame_table;
+        let mut touched = 0u32;
+        let mut hashes = [(0u64, 0u64); GROUP];
+        for (h, (_, range)) in hashes.iter_mut().zip(&batch) {
+            if let Some((_, callers)) = keys[range.clone()].split_first() {
+                *h = chain_hashes(callers);
+                touched ^= table.chain_cache.touch(&h.0);
             }
-        };
-        self.scratch = keys;
-        self.work.items.push(Pending { leaf, callers, ..p });
+        }
+        let mut callers = [Callers::None; GROUP];
+        for ((c, (_, range)), &h) in callers.iter_mut().zip(&batch).zip(&hashes) {
+            if let Some((leaf, rest)) = keys[range.clone()].split_first() {
+                *c = table.chain(rest, h, self.unknown_module, &mut self.work.frames);
+                touched ^= table.frame_map.touch(leaf);
+            }
+        }
+        std::hint::black_box(touched);
+        for ((p, range), callers) in batch.iter().zip(callers) {
+            let leaf = keys[range.clone()]
+                .first()
+                .map(|&leaf| table.frame(leaf, self.unknown_module));
+            self.work.items.push(Pending {
+                leaf,
+                callers,
+                ..*p
+            });
+        }
+        self.batch = batch;
+        self.batch.clear();
+        self.batch_keys = keys;
+        self.batch_keys.clear();
         if self.work.items.len() >= WORK_ITEMS {
             let work = std::mem::take(&mut self.work);
             self.work = self.sink.send(work);
@@ -300,6 +333,7 @@ impl Builder {
     /// event's stack. `false` when the interner's thread panicked (the
     /// trace then has no stacks nor samples).
     pub(super) fn finish_interning(&mut self) -> bool {
+        self.flush();
         let work = std::mem::take(&mut self.work);
         let _ = self.sink.send(work);
         let sink = std::mem::replace(&mut self.sink, Sink::Gone);
