@@ -257,7 +257,7 @@ impl Builder {
     /// misses the cache; across the batch they do not, so each step is
     /// first taken for every stack, touching the table slots the next step
     /// needs, and the misses of a batch are waited for together.
-    pub(super) fn flush(&mut self) {
+    fn flush(&mut self) {
         let batch = std::mem::take(&mut self.batch);
         let keys = std::mem::take(&mut self.batch_keys);
         let table = &mut self.frame_table;
