@@ -71,7 +71,20 @@ impl Tree {
     }
     fn finish(&self, trace: &Trace, n: usize, total: u64) -> Vec<BNode> {
         let mut kids: Vec<usize> = self.nodes[n].2.values().copied().collect();
-        kids.sort_by(|&a, &b| self.nodes[b].1.cmp(&self.nodes[a].1).then(a.cmp(&b)));
+        // Most samples first; ties by name and module, not by the order
+        // the nodes were made in (it follows a hash map's iteration, which
+        // differs from run to run).
+        let key = |c: usize| {
+            let f = self.nodes[c].0;
+            (trace.function_name(f), trace.function_module(f))
+        };
+        kids.sort_by(|&a, &b| {
+            self.nodes[b]
+                .1
+                .cmp(&self.nodes[a].1)
+                .then_with(|| key(a).cmp(&key(b)))
+                .then(a.cmp(&b))
+        });
         kids.into_iter()
             .map(|c| {
                 let (f, samples, _) = &self.nodes[c];
@@ -159,6 +172,25 @@ mod tests {
         assert_eq!(b.callers[0].samples, 5);
         assert_eq!(b.callees[0].name, "memset");
         assert_eq!(b.callees[0].samples, 3);
+    }
+
+    #[test]
+    fn callees_tied_in_samples_come_in_name_order() {
+        // Eight callees of `main` with one sample each, one with two: the
+        // order the tree meets them follows a hash map (random per run).
+        let names = [
+            "zeta", "eta", "alpha", "theta", "beta", "iota", "delta", "gamma",
+        ];
+        let stacks: Vec<[&str; 2]> = names.iter().map(|&n| ["main", n]).collect();
+        let mut spec: Vec<(&[&str], usize)> = stacks.iter().map(|s| (&s[..], 1)).collect();
+        spec.push((&["main", "kappa"], 2));
+        let t = crate::testutil::stacks_trace(&spec);
+        let b = butterfly(&t, "main", &Selection::default(), 8).unwrap();
+        let got: Vec<&str> = b.callees.iter().map(|c| c.name.as_str()).collect();
+        let mut tied = names.to_vec();
+        tied.sort_unstable();
+        let want: Vec<&str> = std::iter::once("kappa").chain(tied).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
