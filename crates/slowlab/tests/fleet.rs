@@ -161,6 +161,29 @@ fn fleet_errors_are_one_line() {
     assert!(text.contains("alpha") && text.contains("r1"), "{text}");
 }
 
+#[test]
+fn only_the_query_binary_loads_duckdb_and_fleet_says_when_it_is_missing() {
+    // `slowlab` itself does not link libduckdb.so (11 ms and 9 MB for
+    // every command); `slowlab-fleet-query` beside it does.
+    let needed = |bin: &str| {
+        let out = Command::new("ldd").arg(bin).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("libduckdb")
+    };
+    assert!(!needed(env!("CARGO_BIN_EXE_slowlab")));
+    assert!(needed(env!("CARGO_BIN_EXE_slowlab-fleet-query")));
+    // A `slowlab` copied alone says what is missing, in one line.
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("slowlab");
+    std::fs::copy(env!("CARGO_BIN_EXE_slowlab"), &alone).unwrap();
+    let out = Command::new(&alone)
+        .args(["fleet", "query"])
+        .arg(dir.path())
+        .arg("SELECT 1")
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "slowlab-fleet-query is missing");
+}
+
 /// Records `mutex_sleep` with `diagnose --parquet`, checks its findings
 /// are in the export, and returns the trace (lock contention in it).
 fn diagnosed_culprit(dir: &Path) -> PathBuf {

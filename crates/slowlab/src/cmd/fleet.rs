@@ -1,5 +1,6 @@
 //! `slowlab fleet`: SQL over the Parquet tables of `slowlab export`, run
-//! in-process by DuckDB (`slowlab_fleet::query`), and the named queries
+//! by DuckDB (`slowlab_fleet::query`) in the `slowlab-fleet-query` binary
+//! beside this one, and the named queries
 //! (`top-findings`, `regressions`). Prints a table or JSON rows. Without
 //! the `duckdb` feature it says in one line how to get it. Glue only.
 
@@ -82,20 +83,27 @@ pub fn run(args: FleetArgs) -> anyhow::Result<i32> {
     query(&dir, &sql, json)
 }
 
+/// Runs the query in `slowlab-fleet-query`, beside this binary: only that
+/// one loads DuckDB (see its doc). Its rows and its one-line error go
+/// straight to this process's output; its exit code is this one's.
 #[cfg(feature = "duckdb")]
 fn query(dir: &std::path::Path, sql: &str, json: bool) -> anyhow::Result<i32> {
-    use std::io::Write;
-    let fleet = slowlab_fleet::query::Fleet::open(dir)?;
-    let answer = fleet.query(sql)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if json {
-        serde_json::to_writer_pretty(&mut out, &answer.json_rows()?)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{}", answer.table_text()?)?;
+    let helper = std::env::current_exe()?.with_file_name("slowlab-fleet-query");
+    if !helper.is_file() {
+        anyhow::bail!(
+            "{} is missing (slowlab fleet runs its queries there): build both with `cargo build --release -p slowlab` and keep them in one directory",
+            helper.display()
+        );
     }
-    out.flush()?;
-    Ok(0)
+    let mut cmd = std::process::Command::new(&helper);
+    cmd.arg(dir).arg(sql);
+    if json {
+        cmd.arg("--json");
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", helper.display()))?;
+    Ok(status.code().unwrap_or(2))
 }
 
 #[cfg(not(feature = "duckdb"))]
