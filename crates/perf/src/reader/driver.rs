@@ -150,12 +150,7 @@ pub(crate) fn read_bytes_with(
         }
         if let Some(rec) = recs.get(entry) {
             b.on_record(&ctx, entry.attr(), rec);
-            if !b.new_binaries.is_empty() {
-                for m in b.new_binaries.drain(..) {
-                    let m = &b.t.modules[m.ix()];
-                    on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
-                }
-            }
+            announce_binaries(&mut b, on_binary);
         }
     }
     progress("read", n, n);
@@ -173,11 +168,17 @@ pub(crate) fn read_bytes_with(
     if !b.finish_interning() {
         return Err(PerfError::Interning);
     }
+    announce_binaries(&mut b, on_binary);
+    Ok(finish(b))
+}
+
+/// Calls `on_binary(path, recorded build id)` for each user binary whose
+/// first frame was seen since the last call.
+fn announce_binaries(b: &mut Builder, on_binary: &mut dyn FnMut(&str, Option<&str>)) {
     for m in b.new_binaries.drain(..) {
         let m = &b.t.modules[m.ix()];
         on_binary(&b.t.strings[m.path.ix()], m.build_id.as_deref());
     }
-    Ok(finish(b))
 }
 
 /// Records read between two looks at what can be released.

@@ -323,8 +323,7 @@ impl Interner {
         if self.pending_child.take(node.ix()) {
             let child = node.0 + 1;
             let f = self.stacks[child as usize].frame;
-            self.stack_map
-                .insert_new((node.0 as u64) << 32 | f.0 as u64, child);
+            self.stack_map.insert_new(node_key(Some(node), f), child);
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx, ModuleKind};
 
-use super::interner::{Callers, Pending, Sink, WorkFrame, GROUP, WORK_ITEMS};
+use super::interner::{Callers, Interner, Pending, Sink, WorkFrame, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
 use super::{Builder, NO_FUNC};
 use crate::intern::{IdTable, TableKey};
@@ -316,16 +316,12 @@ impl Builder {
     /// the first record).
     pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
         self.frame_table.reserve(samples, bytes);
-        let Sink::Inline(interner) = std::mem::replace(&mut self.sink, Sink::Gone) else {
-            return;
-        };
-        let mut interner = *interner;
-        interner.reserve(samples, bytes);
-        self.sink = if thread {
-            Sink::spawn(interner)
-        } else {
-            Sink::Inline(Box::new(interner))
-        };
+        if let Sink::Inline(interner) = &mut self.sink {
+            interner.reserve(samples, bytes);
+            if thread {
+                self.sink = Sink::spawn(std::mem::replace(interner, Interner::new()));
+            }
+        }
     }
 
     /// Interns what is queued and puts the results into the trace: the
