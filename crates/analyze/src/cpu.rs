@@ -57,14 +57,13 @@ pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>
     // Stamps to count each function/module once per stack.
     let mut fstamp = vec![u32::MAX; nfunc];
     let mut mstamp = vec![u32::MAX; nmod];
-    for (gi, &((thread, stack), count)) in agg.groups.iter().enumerate() {
+    for &((thread, stack), count) in &agg.groups {
         let leaf = leaf_func(trace, stack);
-        path.clear();
-        path.push(0usize);
         let mut cur = 0usize;
+        nodes[0].samples += count;
         for &k in keys {
             let id = key_id(trace, k, thread, leaf);
-            let next = match nodes[cur].children.get(&id) {
+            cur = match nodes[cur].children.get(&id) {
                 Some(&n) => n,
                 None => {
                     let n = nodes.len();
@@ -76,17 +75,26 @@ pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>
                     n
                 }
             };
-            cur = next;
-            path.push(cur);
+            nodes[cur].samples += count;
         }
-        for &n in &path {
-            nodes[n].samples += count;
-        }
-        // Inclusive counts for module/function levels.
-        if keys
-            .iter()
-            .any(|k| matches!(k, Key::Module | Key::Function))
-        {
+    }
+    // Inclusive counts for module/function levels, once every row exists:
+    // a group adds to the row of each function (module) on its stack under
+    // its parent row, including rows that only later groups made.
+    if keys
+        .iter()
+        .any(|k| matches!(k, Key::Module | Key::Function))
+    {
+        for (gi, &((thread, stack), count)) in agg.groups.iter().enumerate() {
+            let leaf = leaf_func(trace, stack);
+            path.clear();
+            path.push(0usize);
+            for &k in keys {
+                let id = key_id(trace, k, thread, leaf);
+                let cur = path[path.len() - 1];
+                // Made by the loop above for this very group.
+                path.push(nodes[cur].children[&id]);
+            }
             let stamp = gi as u32;
             let mut funcs = Vec::new();
             let mut mods = Vec::new();
@@ -433,6 +441,31 @@ mod tests {
         let work = p.children.iter().find(|n| n.label == "work").unwrap();
         assert_eq!(work.samples, 2);
         assert_eq!(work.inclusive, Some(5));
+    }
+
+    #[test]
+    fn inclusive_counts_stacks_seen_before_the_function_was_sampled() {
+        // `helper` is a caller in the first stack sampled, and the leaf
+        // only of a later one: its row is made by the later stack, and the
+        // earlier stack's samples count in its inclusive all the same.
+        let t = crate::testutil::stacks_trace(&[
+            (&["main", "helper", "leaf"], 3),
+            (&["main", "helper"], 2),
+        ]);
+        let tree = cpu_tree(
+            &t,
+            &[Key::Process, Key::Function],
+            &Selection::default(),
+            None,
+        );
+        let row = |name: &str| {
+            let r = tree.rows[0].children.iter().find(|n| n.label == name);
+            r.map(|r| (r.samples, r.inclusive)).unwrap()
+        };
+        assert_eq!(row("leaf"), (3, Some(3)));
+        assert_eq!(row("helper"), (2, Some(5)));
+        let by_module = cpu_tree(&t, &[Key::Module], &Selection::default(), None);
+        assert_eq!(by_module.rows[0].inclusive, Some(5));
     }
 
     #[test]
