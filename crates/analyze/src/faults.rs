@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, ProcIdx, StackIdx, Trace};
 
+use crate::function_stacks::FunctionStacks;
 use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
 pub use slowlab_model::views::faults::{FaultsView, ProcessFaults, StackCount};
@@ -40,6 +41,7 @@ pub fn faults_view(
     let buckets = (trace.meta.end_ns.saturating_sub(start) / bucket_ns + 1) as usize;
     let mut per: HashMap<ProcIdx, Counts, BuildFx> = HashMap::default();
     let mut has_fault_events = false;
+    let mut shown = FunctionStacks::new(trace);
     for ev in &trace.events {
         let (is_fault, is_major, user) = match ev.kind {
             EventKind::PageFault { user, .. } => (true, false, Some(user)),
@@ -73,7 +75,7 @@ pub fn faults_view(
             if let Some(slot) = c.rate.get_mut(b.min(buckets - 1)) {
                 *slot += 1;
             }
-            *c.stacks.entry(ev.stack).or_default() += 1;
+            *c.stacks.entry(shown.of(ev.stack)).or_default() += 1;
         }
     }
     let mut processes: Vec<ProcessFaults> = per

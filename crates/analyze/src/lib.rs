@@ -19,6 +19,7 @@ pub mod diff;
 pub mod diff_tree;
 pub mod export;
 pub mod faults;
+pub mod function_stacks;
 pub mod procs;
 pub mod report_data;
 pub mod select;

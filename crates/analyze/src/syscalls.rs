@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use slowlab_model::trace::{EventKind, StackIdx, StrIdx, ThreadIdx, Trace};
 
 use crate::faults::StackCount;
+use crate::function_stacks::FunctionStacks;
 use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
 
@@ -243,6 +244,7 @@ pub fn syscalls_view(
     }
     let mut per: BTreeMap<usize, Proc> = BTreeMap::new();
     let mut missing = 0u64;
+    let mut shown = FunctionStacks::new(trace);
     for call in &calls {
         let t = call.enter_ns.or(call.exit_ns).unwrap_or(0);
         if !keep.get(call.thread.ix()).copied().unwrap_or(false) || t < from || t >= to {
@@ -259,7 +261,7 @@ pub fn syscalls_view(
         if let Some(e) = &errno {
             *stat.errors.entry(e.clone()).or_default() += 1;
         }
-        *stat.sites.entry(call.stack).or_default() += 1;
+        *stat.sites.entry(shown.of(call.stack)).or_default() += 1;
         match (call.path, captured) {
             (Some(i), Some(cap)) => {
                 let path = &cap[i].path;

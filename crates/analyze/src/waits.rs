@@ -22,6 +22,7 @@ use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
 
+use crate::function_stacks::FunctionStacks;
 use crate::select::{BuildFx, Selection};
 use crate::states::{is_runnable_state, TidIndex};
 pub use slowlab_model::views::waits::{
@@ -167,16 +168,20 @@ pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsVi
         wakers: HashMap<WakerKey, (u64, u64), BuildFx>,
     }
     let mut per: HashMap<(ThreadIdx, Option<StackIdx>), Agg, BuildFx> = HashMap::default();
+    let mut shown = FunctionStacks::new(trace);
     for w in &sched.waits {
         if !keep[w.thread.ix()] {
             continue;
         }
         let len = w.end_ns - w.start_ns;
-        let a = per.entry((w.thread, w.stack)).or_default();
+        let a = per.entry((w.thread, shown.of(w.stack))).or_default();
         a.total += len;
         a.count += 1;
         a.max = a.max.max(len);
-        let wk = a.wakers.entry((w.waker, w.waker_stack)).or_default();
+        let wk = a
+            .wakers
+            .entry((w.waker, shown.of(w.waker_stack)))
+            .or_default();
         wk.0 += len;
         wk.1 += 1;
     }
@@ -207,7 +212,12 @@ pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsVi
                 }
             })
             .collect();
-        wakers.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s));
+        // Ties in the order of what is printed, not of the hash map.
+        wakers.sort_by(|a, b| {
+            (b.wait_s.total_cmp(&a.wait_s))
+                .then(b.count.cmp(&a.count))
+                .then_with(|| (a.tid, &a.comm, &a.stack).cmp(&(b.tid, &b.comm, &b.stack)))
+        });
         by_thread.entry(thread).or_default().push(WaitView {
             stack: stack_names(trace, stack),
             wait_s: ns_to_s(a.total),
@@ -225,7 +235,11 @@ pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsVi
             let idx = ThreadIdx(i as u32);
             let th = &trace.threads[i];
             let mut waits = by_thread.remove(&idx).unwrap_or_default();
-            waits.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s));
+            waits.sort_by(|a, b| {
+                (b.wait_s.total_cmp(&a.wait_s))
+                    .then(b.count.cmp(&a.count))
+                    .then_with(|| a.stack.cmp(&b.stack))
+            });
             if let Some(top) = top {
                 waits.truncate(top);
             }
@@ -269,9 +283,10 @@ pub fn offcpu_collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
     let sched = schedule(trace);
     let keep = sel.thread_mask(trace);
     let mut weights: HashMap<(u32, Option<StackIdx>), u64, BuildFx> = HashMap::default();
+    let mut shown = FunctionStacks::new(trace);
     for w in sched.waits.iter().filter(|w| keep[w.thread.ix()]) {
         let comm = trace.thread_process(w.thread).comm.0;
-        *weights.entry((comm, w.stack)).or_default() += (w.end_ns - w.start_ns) / 1000;
+        *weights.entry((comm, shown.of(w.stack))).or_default() += (w.end_ns - w.start_ns) / 1000;
     }
     let mut lines: Vec<String> = weights
         .into_iter()
