@@ -320,7 +320,105 @@ pub struct Samples {
     /// Innermost frame of the sample's stack; `None` when there was none.
     pub stack: Vec<Option<StackIdx>>,
     /// The sample's period (ns of CPU time for `cpu-clock`).
-    pub period: Vec<u64>,
+    pub period: Periods,
+}
+
+/// The sample periods: a column of `u64` that is usually one value for the
+/// whole trace (sampling by frequency on a software clock), stored then as
+/// that value and a count instead of 8 bytes a sample (119 MB on a 2.3 GB
+/// trace of 14.9 million samples). Indexes like a `Vec<u64>`; reads and
+/// writes in JSON as a plain array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Periods(PeriodsRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PeriodsRepr {
+    Same { value: u64, len: usize },
+    Each(Vec<u64>),
+}
+
+impl Default for Periods {
+    fn default() -> Self {
+        Periods(PeriodsRepr::Same { value: 0, len: 0 })
+    }
+}
+
+impl Periods {
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            PeriodsRepr::Same { len, .. } => *len,
+            PeriodsRepr::Each(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends a period; a column of one value becomes one of each value
+    /// when another comes.
+    #[inline]
+    pub fn push(&mut self, period: u64) {
+        match &mut self.0 {
+            PeriodsRepr::Same {
+                len: len @ 0,
+                value,
+            } => (*value, *len) = (period, 1),
+            PeriodsRepr::Same { value, len } if *value == period => *len += 1,
+            PeriodsRepr::Same { value, len } => {
+                let mut each = vec![*value; *len];
+                each.push(period);
+                self.0 = PeriodsRepr::Each(each);
+            }
+            PeriodsRepr::Each(v) => v.push(period),
+        }
+    }
+
+    /// The periods in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let (same, each) = match &self.0 {
+            PeriodsRepr::Same { value, len } => (Some(std::iter::repeat_n(*value, *len)), None),
+            PeriodsRepr::Each(v) => (None, Some(v.iter().copied())),
+        };
+        same.into_iter().flatten().chain(each.into_iter().flatten())
+    }
+}
+
+impl std::ops::Index<usize> for Periods {
+    type Output = u64;
+
+    #[inline]
+    fn index(&self, i: usize) -> &u64 {
+        match &self.0 {
+            PeriodsRepr::Same { value, len } => {
+                assert!(i < *len, "period {i} of {len}");
+                value
+            }
+            PeriodsRepr::Each(v) => &v[i],
+        }
+    }
+}
+
+impl FromIterator<u64> for Periods {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
+        let mut p = Periods::default();
+        for x in iter {
+            p.push(x);
+        }
+        p
+    }
+}
+
+impl Serialize for Periods {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Periods {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Vec::<u64>::deserialize(d)?.into_iter().collect())
+    }
 }
 
 impl Samples {
@@ -474,6 +572,43 @@ mod tests {
         let frames: Vec<_> = t.stack_frames(Some(StackIdx(1))).collect();
         assert_eq!(frames, vec![FrameIdx(9), FrameIdx(7)]);
         assert_eq!(t.stack_frames(None).count(), 0);
+    }
+
+    #[test]
+    fn periods_of_one_value_take_no_room_and_read_as_a_vector() {
+        let mut p = Periods::default();
+        assert!(p.is_empty());
+        for _ in 0..1000 {
+            p.push(250_000);
+        }
+        assert!(matches!(p.0, PeriodsRepr::Same { len: 1000, .. }));
+        assert_eq!((p.len(), p[0], p[999]), (1000, 250_000, 250_000));
+        assert_eq!(serde_json::to_string(&p).unwrap().len(), 1 + 7 * 1000);
+        // Another value: each sample's own from there on, earlier ones kept.
+        p.push(7);
+        p.push(250_000);
+        assert!(matches!(p.0, PeriodsRepr::Each(_)));
+        assert_eq!(
+            (p.len(), p[999], p[1000], p[1001]),
+            (1002, 250_000, 7, 250_000)
+        );
+        assert_eq!(p.iter().sum::<u64>(), 1001 * 250_000 + 7);
+        let json = serde_json::to_string(&p).unwrap();
+        let back: Periods = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back.iter().collect::<Vec<_>>(),
+            p.iter().collect::<Vec<_>>()
+        );
+        let same: Periods = serde_json::from_str("[3,3,3]").unwrap();
+        assert!(matches!(same.0, PeriodsRepr::Same { value: 3, len: 3 }));
+        assert_eq!(serde_json::to_string(&same).unwrap(), "[3,3,3]");
+    }
+
+    #[test]
+    #[should_panic(expected = "period 3 of 3")]
+    fn a_period_past_the_end_is_out_of_range() {
+        let p: Periods = [5, 5, 5].into_iter().collect();
+        let _ = p[3];
     }
 
     #[test]

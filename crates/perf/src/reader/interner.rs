@@ -173,7 +173,7 @@ impl Interner {
             thread: Vec::with_capacity(samples),
             cpu: Vec::with_capacity(samples),
             stack: Vec::with_capacity(samples),
-            period: Vec::with_capacity(samples),
+            period: Default::default(),
         };
     }
 
