@@ -81,19 +81,28 @@ impl Endian {
 /// Bytes of records walked between two calls of the index's `release`.
 pub(crate) const RELEASE_STEP: usize = 8 << 20;
 
-/// One record of the index. Sorting by `(time, loc)` gives time order, and
-/// file order among records with the same time.
+/// One record of the time-ordered index: where it lies, and its event
+/// (attribute). 8 bytes: a big trace has tens of millions of records, and
+/// the index lives through the whole record pass (the times it was sorted
+/// by are dropped once it is sorted, see [`Timed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Entry {
-    pub time: u64,
     /// `position << 17 | in_unzipped << 16 | attribute`.
     loc: u64,
 }
 
+/// An index entry with its record's time, while the index is sorted:
+/// sorting by `(time, entry)` gives time order, and file order among
+/// records with the same time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Timed {
+    time: u64,
+    entry: Entry,
+}
+
 impl Entry {
-    pub(crate) fn new(time: u64, pos: usize, unzipped: bool, attr: usize) -> Entry {
+    pub(crate) fn new(pos: usize, unzipped: bool, attr: usize) -> Entry {
         Entry {
-            time,
             loc: (pos as u64) << 17 | (unzipped as u64) << 16 | (attr as u64 & 0xffff),
         }
     }
@@ -177,6 +186,10 @@ impl<'a> Records<'a> {
         // Made of sorted runs (perf writes rounds of per-CPU buffers, each in
         // time order): the stable sort merges runs in near-linear time.
         entries.sort();
+        // The times are not needed any more: half the index's memory. (Made
+        // in place; the shrink gives the second half of the buffer back.)
+        let mut entries: Vec<Entry> = entries.into_iter().map(|t| t.entry).collect();
+        entries.shrink_to_fit();
         Records {
             data,
             e,
@@ -222,7 +235,7 @@ impl Walk<'_> {
         buf: &[u8],
         start: usize,
         end: usize,
-        out: &mut Vec<Entry>,
+        out: &mut Vec<Timed>,
         unzip: &mut Unzip,
         release: &mut dyn FnMut(usize, usize),
     ) -> Option<String> {
@@ -283,7 +296,7 @@ impl Walk<'_> {
 
     /// Indexes decompressed records (nothing in them is compressed again);
     /// returns where the last whole record ended.
-    fn walk_unzipped(&mut self, buf: &[u8], out: &mut Vec<Entry>) -> usize {
+    fn walk_unzipped(&mut self, buf: &[u8], out: &mut Vec<Timed>) -> usize {
         let mut pos = 0;
         while pos + 8 <= buf.len() {
             let size = self.e.u16(buf, pos + 6).map_or(0, usize::from);
@@ -301,7 +314,7 @@ impl Walk<'_> {
     }
 
     #[inline]
-    fn push(&mut self, ty: u32, body: &[u8], pos: usize, unzipped: bool, out: &mut Vec<Entry>) {
+    fn push(&mut self, ty: u32, body: &[u8], pos: usize, unzipped: bool, out: &mut Vec<Timed>) {
         let attr = self.attrs.attr(self.e, ty, body);
         let time = self
             .attrs
@@ -314,7 +327,10 @@ impl Walk<'_> {
             }
             None => self.last_time,
         };
-        out.push(Entry::new(time, pos, unzipped, attr));
+        out.push(Timed {
+            time,
+            entry: Entry::new(pos, unzipped, attr),
+        });
     }
 }
 
@@ -452,8 +468,13 @@ mod tests {
         // The walk gives back every byte it walked, once.
         assert_eq!(released, vec![(0, data.len())]);
         assert_eq!(r.walked, 4);
-        let times: Vec<u64> = r.entries.iter().map(|x| x.time).collect();
-        assert_eq!(times, vec![100, 200, 300]);
+        let time = |x: &Entry| {
+            parse_sample(e, &layout, r.get(*x).unwrap().body)
+                .unwrap()
+                .time
+        };
+        let times: Vec<_> = r.entries.iter().map(time).collect();
+        assert_eq!(times, vec![Some(100), Some(200), Some(300)]);
         let first = r.get(r.entries[0]).unwrap();
         let s = parse_sample(e, &layout, first.body).unwrap();
         assert_eq!(

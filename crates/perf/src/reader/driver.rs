@@ -264,9 +264,9 @@ mod tests {
         // read last) and one from decompressed data (not in the file).
         let n = RELEASE_EVERY * 3;
         let mut entries: Vec<Entry> = (0..n)
-            .map(|i| Entry::new(i as u64, 1000 + i * 100, i == 5, 0))
+            .map(|i| Entry::new(1000 + i * 100, i == 5, 0))
             .collect();
-        entries[n - 1] = Entry::new(n as u64, 10, false, 0);
+        entries[n - 1] = Entry::new(10, false, 0);
         let end = 1000 + n * 100;
         let marks = release_marks(&entries, end);
         assert_eq!(marks.len(), 3);
@@ -280,7 +280,7 @@ mod tests {
         }
         assert_eq!(marks[2], 10);
         // Without the straggler the marks follow the reading.
-        entries[n - 1] = Entry::new(n as u64, 1000 + (n - 1) * 100, false, 0);
+        entries[n - 1] = Entry::new(1000 + (n - 1) * 100, false, 0);
         let marks = release_marks(&entries, end);
         assert_eq!(marks[1], 1000 + RELEASE_EVERY * 100);
     }
