@@ -200,7 +200,7 @@ impl<K: TableKey> IdTable<K> {
     }
 
     /// The id of `key`, if present.
-    #[cfg(test)]
+    #[inline]
     pub fn get(&self, key: K) -> Option<u32> {
         let mut i = self.start(&key);
         loop {

@@ -22,7 +22,9 @@
 //!   by cache misses rather than instructions.
 //!
 //! It does not name functions: frames come out pointing at a placeholder
-//! function, and `symbolize` fills them in.
+//! function, and `symbolize` fills them in. A trace too big for the memory
+//! budget is read twice ([`FramePass`]): first its frames alone, to be
+//! named, then its stacks with every frame of a function as one.
 
 mod attrs;
 mod decode;
@@ -37,9 +39,25 @@ pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
 use interner::{Interner, Pending, Sink, Work};
 use procs::Map;
+pub(crate) use stacks::FrameMap;
 use stacks::{FrameKey, FrameTable};
 
 use crate::intern::{FxMap, Strings};
+
+/// What a pass over the records makes of their stacks.
+pub(crate) enum FramePass {
+    /// Every unique address is a frame; stacks and samples are made (one
+    /// pass, the usual way).
+    Addresses,
+    /// The first of two passes: the frames only, no stack nodes nor
+    /// samples; the frame table is handed back, for the frames to be named
+    /// and grouped by function.
+    FramesOnly,
+    /// The second: stacks and samples, with the first pass's frame table,
+    /// whose every key's id is already the one frame of its function (see
+    /// [`FrameMap::by_function`]); the trace comes out without frames.
+    Functions(FrameMap),
+}
 
 /// Placeholder until symbolization.
 pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
@@ -56,6 +74,8 @@ struct Builder {
     module_by_path: FxMap<StrIdx, ModuleIdx>,
     /// Frames and caller chains, interned as the records are read.
     frame_table: FrameTable,
+    /// The first pass of two: frames only (see [`FramePass::FramesOnly`]).
+    frames_only: bool,
     /// Stacks queued, with where their frame keys are in `batch_keys`
     /// (turned into frames in groups: see `flush`).
     batch: Vec<(Pending, std::ops::Range<usize>)>,
@@ -91,6 +111,7 @@ impl Builder {
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),
             frame_table: FrameTable::default(),
+            frames_only: false,
             batch: Vec::new(),
             batch_keys: Vec::new(),
             work: Work::default(),

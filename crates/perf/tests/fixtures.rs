@@ -218,3 +218,71 @@ fn big_endian_magic_on_little_endian_data_does_not_panic() {
     b[..8].copy_from_slice(b"2ELIFREP");
     assert!(read_bytes(&b, &|_, _, _| {}).is_err());
 }
+
+/// Each sample's and event's stack as function names (modules here: the
+/// fixtures are read unsymbolized, so a module's frames are one function).
+fn named_stacks(t: &Trace) -> Vec<Vec<String>> {
+    let names = |s| {
+        t.stack_frames(s)
+            .map(|f| {
+                let func = t.frame_function(f);
+                format!("{}@{}", t.function_name(func), t.function_module(func))
+            })
+            .collect()
+    };
+    let samples = t.samples.stack.iter().map(|&s| names(s));
+    samples
+        .chain(t.events.iter().map(|e| names(e.stack)))
+        .collect()
+}
+
+#[test]
+fn a_trace_over_the_memory_budget_is_read_by_function_with_the_same_stacks() {
+    for name in [
+        "hot-fp.perfdata",
+        "hot-zstd.perfdata",
+        "hot-pipe.perfdata",
+        "sched.perfdata",
+        "killed.perfdata",
+    ] {
+        let read_with = |memory_budget| {
+            let opts = ReadOptions {
+                symbolize: false,
+                memory_budget,
+                ..Default::default()
+            };
+            read_file(&fixture(name), &opts, &|_, _, _| {}).expect(name)
+        };
+        let (whole, by_function) = (read_with(None), read_with(Some(1)));
+        assert!(whole.samples.len() + whole.events.len() > 20, "{name}");
+        assert_eq!(whole.samples.time_ns, by_function.samples.time_ns, "{name}");
+        assert_eq!(whole.samples.thread, by_function.samples.thread, "{name}");
+        assert_eq!(whole.events.len(), by_function.events.len(), "{name}");
+        assert_eq!(named_stacks(&whole), named_stacks(&by_function), "{name}");
+        // One frame per function, and no more stack nodes than before.
+        assert_eq!(
+            by_function.frames.len(),
+            by_function.functions.len(),
+            "{name}"
+        );
+        assert!(by_function.frames.len() < whole.frames.len(), "{name}");
+        assert!(by_function.stacks.len() < whole.stacks.len(), "{name}");
+        // The trace says how it was read, once; the rest is as before.
+        let (said, rest): (Vec<_>, Vec<_>) = by_function
+            .stats
+            .warnings
+            .iter()
+            .partition(|w| w.contains("read in two passes"));
+        assert_eq!(said.len(), 1, "{name}: {:?}", by_function.stats.warnings);
+        assert!(said[0].contains("SLOWLAB_MEMORY="), "{}", said[0]);
+        assert_eq!(
+            rest,
+            whole.stats.warnings.iter().collect::<Vec<_>>(),
+            "{name}"
+        );
+        // Under the budget, one pass.
+        let small = std::fs::metadata(fixture(name)).unwrap().len();
+        let within = read_with(Some(small));
+        assert_eq!(within.stacks.len(), whole.stacks.len(), "{name}");
+    }
+}

@@ -209,6 +209,16 @@ fn record_then_analyze_end_to_end() {
         &trace,
         &[&["--json", "--waits"], &["--json", "--critical-path"]],
     );
+    same_by_function(
+        &trace,
+        &[
+            &["--json", "--waits"],
+            &["--json", "--critical-path"],
+            &["--json", "--syscalls"],
+            &["--json", "--faults"],
+            &["--json", "--timeline"],
+        ],
+    );
     let funcs = v["functions"].as_array().unwrap();
     let spin = funcs
         .iter()
@@ -348,6 +358,61 @@ fn agrees_with_perf_report_on_the_20_hottest_symbols() {
             &["--json", "--callees", "main"],
         ],
     );
+    same_by_function(
+        &trace,
+        &[
+            &["--json"],
+            &["--json", "--by", "process,thread,function", "--top", "1000"],
+            &["--json", "--by", "module,function", "--top", "1000"],
+            &["--json", "--callees", "main"],
+            &["--json", "--callers", "spin"],
+        ],
+    );
+}
+
+/// Read in two passes with the frames of each function merged (as a trace
+/// over the memory budget is: `SLOWLAB_MEMORY` below its size),
+/// the trace gives the very same `views`; only its warnings say so. A
+/// budget that is not a size is a one-line error.
+fn same_by_function(trace: &Path, views: &[&[&str]]) {
+    for &view in views {
+        let run = |memory: Option<&str>| {
+            let mut cmd = slowlab();
+            cmd.arg("analyze").args(view).arg(trace);
+            match memory {
+                Some(mb) => cmd.env("SLOWLAB_MEMORY", mb),
+                None => cmd.env_remove("SLOWLAB_MEMORY"),
+            };
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            let mut v = json(&out);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("warnings");
+            }
+            (v, err)
+        };
+        let ((whole, err), (by_function, said)) = (run(None), run(Some("1K")));
+        assert!(!err.contains("two passes"), "{err}");
+        assert!(said.contains("read in two passes"), "{view:?}: {said}");
+        assert!(
+            whole == by_function,
+            "{view:?} differs read by function:\n{whole}\n{by_function}"
+        );
+    }
+    for bad in ["0", "lots", "-5", "1.5G"] {
+        let out = slowlab()
+            .arg("analyze")
+            .arg(trace)
+            .env("SLOWLAB_MEMORY", bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("SLOWLAB_MEMORY") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
 }
 
 /// Read and symbolized on one thread, the trace gives the very same

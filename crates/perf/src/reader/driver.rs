@@ -15,7 +15,7 @@ use linux_perf_data::{Endianness, Feature, PerfFileReader};
 use slowlab_model::trace::Trace;
 
 use super::attrs::event_kinds;
-use super::Builder;
+use super::{Builder, FrameMap, FramePass};
 use crate::file;
 use crate::records::{Endian, Records};
 use crate::{guard, PerfError, ProgressFn};
@@ -23,7 +23,8 @@ use crate::{guard, PerfError, ProgressFn};
 /// Reads a whole perf.data image (already in memory) into a trace whose
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, PerfError> {
-    read_bytes_with(data, progress, 1, &mut |_, _| {}, &mut |_, _| {})
+    let pass = FramePass::Addresses;
+    read_bytes_with(data, progress, 1, pass, &mut |_, _| {}, &mut |_, _| {}).map(|(t, _)| t)
 }
 
 /// The build id of the kernel a perf.data file was recorded on, from its
@@ -47,13 +48,16 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// fetched meanwhile), and `release(from, to)` for each stretch of `data` that will
 /// not be read again (so that a mapped file's pages can be given back: the
 /// memory then stays flat however big the file; see [`release_marks`]).
+/// `pass` says what to make of the stacks; after a
+/// [`FramePass::FramesOnly`] pass, the frame table comes back too.
 pub(crate) fn read_bytes_with(
     data: &[u8],
     progress: ProgressFn,
     threads: usize,
+    pass: FramePass,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     release: &mut dyn FnMut(usize, usize),
-) -> Result<Trace, PerfError> {
+) -> Result<(Trace, Option<FrameMap>), PerfError> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
         if repair.pipe {
@@ -69,6 +73,7 @@ pub(crate) fn read_bytes_with(
     let PerfFileReader { perf_file, .. } = parsed.map_err(|e| PerfError::Header(e.to_string()))?;
 
     let mut b = Builder::new();
+    b.set_pass(pass);
     let endian = perf_file.endian();
     let e = Endian {
         big: matches!(endian, Endianness::BigEndian),
@@ -169,7 +174,8 @@ pub(crate) fn read_bytes_with(
         return Err(PerfError::Interning);
     }
     announce_binaries(&mut b, on_binary);
-    Ok(finish(b))
+    let frame_map = b.take_frame_map();
+    Ok((finish(b), frame_map))
 }
 
 /// Calls `on_binary(path, recorded build id)` for each user binary whose

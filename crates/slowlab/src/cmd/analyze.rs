@@ -73,7 +73,12 @@ JSON of the default view:
 Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).
 
 Environment: SLOWLAB_THREADS=N caps the threads reading and symbolizing a
-perf.data trace (1: everything on one thread; the results are the same).")]
+perf.data trace (1: everything on one thread; the results are the same).
+SLOWLAB_MEMORY=SIZE (MB, or 512M, 2G; 1024 by default): a perf.data file
+bigger than this is read in two passes, with the frames of each function
+merged, in about 0.45 bytes of memory per byte of trace instead of one.
+Every view is the same; exports (--pprof, --fxprof) show one address per
+function.")]
 pub struct AnalyzeArgs {
     /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
     pub file: PathBuf,

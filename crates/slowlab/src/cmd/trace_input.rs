@@ -153,6 +153,7 @@ pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model:
     let opts = slowlab_perf::ReadOptions {
         symbolize,
         threads: threads_from_env()?,
+        memory_budget: Some(memory_budget_from_env()?),
         ..slowlab_perf::ReadOptions::default()
     };
     let trace = slowlab_perf::read_file(file, &opts, &|stage, done, total| {
@@ -180,6 +181,35 @@ fn threads_from_env() -> anyhow::Result<usize> {
     }
 }
 
+/// The memory a trace's model may take, in bytes: `SLOWLAB_MEMORY` (MB, or
+/// a number with K, M or G), else 1 GiB. A perf.data file bigger than that
+/// is read in two passes, with the frames of each function merged
+/// (`slowlab_perf::read_file`).
+fn memory_budget_from_env() -> anyhow::Result<u64> {
+    match std::env::var("SLOWLAB_MEMORY") {
+        Err(_) => Ok(slowlab_perf::DEFAULT_MEMORY_BUDGET),
+        Ok(v) => parse_size(&v).ok_or_else(|| {
+            anyhow::anyhow!(
+                "SLOWLAB_MEMORY={v:?} is not a size: give MB as a whole number from 1 up (1024 by default), or a number with K, M or G (512M, 2G), or unset it"
+            )
+        }),
+    }
+}
+
+/// `"512"` (MB), `"300K"`, `"512M"`, `"2G"` (case-insensitive, powers of
+/// 1024) in bytes; `None` for anything else, and for 0.
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (digits, shift) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 10),
+        (i, 'm' | 'M') => (&v[..i], 20),
+        (i, 'g' | 'G') => (&v[..i], 30),
+        _ => (v, 20),
+    };
+    let n = digits.parse::<u64>().ok().filter(|&n| n > 0)?;
+    n.checked_mul(1 << shift)
+}
+
 /// Reads a trace and its side files; what could not be read beside it is
 /// in the bundle's warnings, with the trace's own warnings first.
 pub fn read_bundle(file: &Path, symbolize: bool) -> anyhow::Result<TraceBundle> {
@@ -193,4 +223,20 @@ pub fn read_bundle(file: &Path, symbolize: bool) -> anyhow::Result<TraceBundle> 
         cgroups,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn memory_sizes_are_mb_or_carry_their_unit() {
+        assert_eq!(parse_size("512"), Some(512 << 20));
+        assert_eq!(parse_size(" 300k "), Some(300 << 10));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        for bad in ["", "0", "0K", "-5", "lots", "1.5G", "K", "99999999999999G"] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
 }
