@@ -249,11 +249,44 @@ impl<K: TableKey> IdTable<K> {
     /// Half again as many slots (half full after): doubling would leave a
     /// big table up to three-quarters empty at the end.
     fn grow(&mut self) {
-        let bigger = Self::with_capacity(self.len + self.len / 2);
-        let old = std::mem::replace(self, bigger);
-        for s in old.slots {
-            if { s.id } != 0 {
-                self.insert_new(s.key, s.id - 1);
+        self.resize(self.len + self.len / 2);
+    }
+
+    /// Makes the table again with room for `n` keys (at least its own):
+    /// `n` = `len()` gives it the smallest size it can have.
+    pub fn resize(&mut self, n: usize) {
+        let old = std::mem::replace(self, Self::with_capacity(n.max(self.len)));
+        // Into a table of megabytes each insertion misses the cache: the
+        // slots of a group of keys are touched first, so that their misses
+        // are waited for together (a 13.6 M-key frame table: 1.2 s -> 0.5 s).
+        const GROUP: usize = 16;
+        let mut group = [(K::default(), 0u32); GROUP];
+        let mut n = 0;
+        let mut touched = 0u32;
+        for s in old.slots.iter().filter(|s| { s.id } != 0) {
+            let key = s.key;
+            group[n] = (key, s.id - 1);
+            touched ^= self.touch(&key);
+            n += 1;
+            if n == GROUP {
+                for &(key, id) in &group {
+                    self.insert_new(key, id);
+                }
+                n = 0;
+            }
+        }
+        std::hint::black_box(touched);
+        for &(key, id) in &group[..n] {
+            self.insert_new(key, id);
+        }
+    }
+
+    /// Replaces every key's id by `new(id)` (below `u32::MAX`), in place.
+    pub fn remap_ids(&mut self, mut new: impl FnMut(u32) -> u32) {
+        for s in &mut self.slots {
+            let id = s.id;
+            if id != 0 {
+                s.id = new(id - 1) + 1;
             }
         }
     }
@@ -314,6 +347,14 @@ mod tests {
             .entries()
             .all(|(k, id)| k == (id as u64 % 97, id as u64 * 31)));
         assert!(!t.slots.len().is_power_of_two() && t.len() * 4 <= t.slots.len() * 3);
+        // Made again at its smallest, then with other ids: the same keys.
+        t.resize(0);
+        assert_eq!(t.slots.len(), 10_000 * 4 / 3 + 1);
+        t.remap_ids(|id| id * 2);
+        for i in 0..10_000u64 {
+            assert_eq!(t.get((i % 97, i * 31)), Some(2 * i as u32));
+        }
+        assert_eq!(t.len(), 10_000);
         let mut u: IdTable<u64> = IdTable::default();
         u.insert_new(0, 5);
         assert_eq!(u.get(0), Some(5));

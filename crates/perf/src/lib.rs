@@ -177,11 +177,11 @@ pub fn read_file(
         } else {
             FramePass::Addresses
         };
-        let (mut trace, frame_map) =
+        let (mut trace, first) =
             reader::read_bytes_with(&map, progress, opts.threads, pass, &mut |_, _| {}, release)?;
         symbolize::leave_unsymbolized(&mut trace);
-        if let Some(frame_map) = frame_map {
-            second_pass(&mut trace, frame_map, &map, opts, progress, release)?;
+        if let Some(first) = first {
+            second_pass(&mut trace, first, &map, opts, progress, release)?;
         }
         return Ok(trace);
     };
@@ -232,7 +232,7 @@ pub fn read_file(
         release,
     );
     drop(tx);
-    let (mut trace, frame_map) = read?;
+    let (mut trace, first) = read?;
     let kernel = move |text_then: Option<u64>| {
         let table = match loading {
             Some(handle) => handle.join().unwrap_or(Err(PerfError::KallsymsFailed)),
@@ -245,8 +245,8 @@ pub fn read_file(
         }
     };
     symbolize::symbolize_with(&mut trace, kernel, &preload, opts.threads, progress);
-    if let Some(frame_map) = frame_map {
-        second_pass(&mut trace, frame_map, &map, opts, progress, release)?;
+    if let Some(first) = first {
+        second_pass(&mut trace, first, &map, opts, progress, release)?;
     }
     drop_later(map);
     Ok(trace)
@@ -262,7 +262,7 @@ pub fn read_file(
 /// and the trace says so in a warning.
 fn second_pass(
     trace: &mut Trace,
-    mut frame_map: reader::FrameMap,
+    mut first: reader::FirstPass,
     data: &[u8],
     opts: &ReadOptions,
     progress: ProgressFn,
@@ -270,9 +270,9 @@ fn second_pass(
 ) -> Result<(), PerfError> {
     let threads = opts.threads;
     let function_frame = one_frame_per_function(trace);
-    frame_map.by_function(&function_frame);
+    first.frames.by_function(&function_frame);
     drop(function_frame);
-    let pass = FramePass::Functions(frame_map);
+    let pass = FramePass::Functions(first);
     let (second, _) =
         reader::read_bytes_with(data, progress, threads, pass, &mut |_, _| {}, release)?;
     if second.events.len() != trace.events.len() || second.threads.len() != trace.threads.len() {

@@ -40,23 +40,32 @@ pub use driver::{kernel_build_id, read_bytes};
 use interner::{Interner, Pending, Sink, Work};
 use procs::Map;
 pub(crate) use stacks::FrameMap;
+
+/// What the first pass of two hands to the second: its frame table, and
+/// its index of the records (sorted once: the second pass reads the same
+/// records in the same order).
+pub(crate) struct FirstPass<'a> {
+    pub(crate) frames: FrameMap,
+    records: crate::records::Records<'a>,
+}
 use stacks::{FrameKey, FrameTable};
 
 use crate::intern::{FxMap, Strings};
 
 /// What a pass over the records makes of their stacks.
-pub(crate) enum FramePass {
+pub(crate) enum FramePass<'a> {
     /// Every unique address is a frame; stacks and samples are made (one
     /// pass, the usual way).
     Addresses,
     /// The first of two passes: the frames only, no stack nodes nor
-    /// samples; the frame table is handed back, for the frames to be named
-    /// and grouped by function.
+    /// samples; the frame table and the record index are handed back
+    /// ([`FirstPass`]), for the frames to be named and grouped by function.
     FramesOnly,
     /// The second: stacks and samples, with the first pass's frame table,
     /// whose every key's id is already the one frame of its function (see
-    /// [`FrameMap::by_function`]); the trace comes out without frames.
-    Functions(FrameMap),
+    /// [`FrameMap::by_function`]), and its index; the trace comes out
+    /// without frames.
+    Functions(FirstPass<'a>),
 }
 
 /// Placeholder until symbolization.

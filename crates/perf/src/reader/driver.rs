@@ -15,7 +15,7 @@ use linux_perf_data::{Endianness, Feature, PerfFileReader};
 use slowlab_model::trace::Trace;
 
 use super::attrs::event_kinds;
-use super::{Builder, FrameMap, FramePass};
+use super::{Builder, FirstPass, FramePass};
 use crate::file;
 use crate::records::{Endian, Records};
 use crate::{guard, PerfError, ProgressFn};
@@ -49,15 +49,15 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// not be read again (so that a mapped file's pages can be given back: the
 /// memory then stays flat however big the file; see [`release_marks`]).
 /// `pass` says what to make of the stacks; after a
-/// [`FramePass::FramesOnly`] pass, the frame table comes back too.
-pub(crate) fn read_bytes_with(
-    data: &[u8],
+/// [`FramePass::FramesOnly`] pass, its frame table and index come back too.
+pub(crate) fn read_bytes_with<'a>(
+    data: &'a [u8],
     progress: ProgressFn,
     threads: usize,
-    pass: FramePass,
+    pass: FramePass<'a>,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     release: &mut dyn FnMut(usize, usize),
-) -> Result<(Trace, Option<FrameMap>), PerfError> {
+) -> Result<(Trace, Option<FirstPass<'a>>), PerfError> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
         if repair.pipe {
@@ -73,7 +73,18 @@ pub(crate) fn read_bytes_with(
     let PerfFileReader { perf_file, .. } = parsed.map_err(|e| PerfError::Header(e.to_string()))?;
 
     let mut b = Builder::new();
-    b.set_pass(pass);
+    let frames_only = matches!(pass, FramePass::FramesOnly);
+    let indexed = match pass {
+        FramePass::Addresses => None,
+        FramePass::FramesOnly => {
+            b.frames_only = true;
+            None
+        }
+        FramePass::Functions(FirstPass { frames, records }) => {
+            b.use_first_pass_frames(frames);
+            Some(records)
+        }
+    };
     let endian = perf_file.endian();
     let e = Endian {
         big: matches!(endian, Endianness::BigEndian),
@@ -138,7 +149,10 @@ pub(crate) fn read_bytes_with(
     let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
     let end =
         usize::try_from(repair.data_offset.saturating_add(repair.data_size)).unwrap_or(usize::MAX);
-    let recs = Records::index(data, start, end, e, &ctx.attrs, release);
+    let recs = match indexed {
+        Some(recs) => recs,
+        None => Records::index(data, start, end, e, &ctx.attrs, release),
+    };
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
     b.intern_on_thread(recs.entries.len(), end.saturating_sub(start), threads != 1);
@@ -168,14 +182,18 @@ pub(crate) fn read_bytes_with(
             recs.walked
         ));
     }
-    // The index (16 bytes a record) goes before the frames are made.
-    drop(recs);
+    // The index goes before the frames are made (unless the second pass
+    // is to read the same records again).
+    let keep = frames_only.then_some(recs);
     if !b.finish_interning() {
         return Err(PerfError::Interning);
     }
     announce_binaries(&mut b, on_binary);
-    let frame_map = b.take_frame_map();
-    Ok((finish(b), frame_map))
+    let first = keep.and_then(|records| {
+        b.take_frame_map()
+            .map(|frames| FirstPass { frames, records })
+    });
+    Ok((finish(b), first))
 }
 
 /// Calls `on_binary(path, recorded build id)` for each user binary whose

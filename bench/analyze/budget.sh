@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The memory budget on big traces: `slowlab analyze --json TRACE` as it
+# runs by default (a trace over SLOWLAB_MEMORY, 1 GiB, is read in two
+# passes by function), the same build forced to one pass
+# (SLOWLAB_MEMORY=100G), and an older build given as BASELINE, side by side
+# in one hyperfine run per trace (page cache warm, one warm-up, median of
+# RUNS), then the peak RSS of each (/usr/bin/time -v, one run). Prints a
+# Markdown table. Traces come from make-trace.sh (see README.md).
+#
+#   BASELINE=/path/to/old/slowlab RUNS=3 bench/analyze/budget.sh \
+#       /tmp/slowlab-bench/cargo-{1g,2g}.data
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+runs="${RUNS:-3}"
+out=/tmp/slowlab-bench
+mkdir -p "$out"
+[ "$#" -gt 0 ] || { echo "usage: [BASELINE=old-slowlab] budget.sh TRACE..." >&2; exit 2; }
+if [ -z "${SLOWLAB:-}" ]; then
+    (cd "$repo" && cargo build -q --release -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+fi
+
+peak_rss_mb() {  # command... -> peak RSS in MB
+    /usr/bin/time -v -o "$out/time-v.txt" "$@" > /dev/null 2>&1 || true
+    awk -F: '/Maximum resident/ {gsub(/ /,"",$2); printf "%.0f", $2/1024}' "$out/time-v.txt"
+}
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "| trace | two passes (default) | one pass | baseline |"
+echo "|---|---|---|---|"
+for trace in "$@"; do
+    if [ ! -f "$trace" ]; then
+        echo "missing $trace (record it with make-trace.sh, see README.md); skipped" >&2
+        continue
+    fi
+    mb=$(( $(stat -c %s "$trace") / 1000000 ))
+    cmds=("$SLOWLAB analyze --json $trace" "env SLOWLAB_MEMORY=100G $SLOWLAB analyze --json $trace")
+    [ -z "${BASELINE:-}" ] || cmds+=("$BASELINE analyze --json $trace")
+    hf=()
+    for c in "${cmds[@]}"; do hf+=("$c > /dev/null 2>&1"); done
+    hyperfine -w 1 -r "$runs" --export-json "$out/budget.json" "${hf[@]}" >&2
+    read -r -a medians < <(python3 -c 'import json,sys; print(" ".join("%.2f" % r["median"] for r in json.load(open(sys.argv[1]))["results"]))' "$out/budget.json")
+    row="| $mb MB"
+    for i in "${!cmds[@]}"; do
+        # shellcheck disable=SC2086
+        row+=" | ${medians[$i]} s, $(peak_rss_mb ${cmds[$i]}) MB"
+    done
+    [ -n "${BASELINE:-}" ] || row+=" | not run"
+    echo "$row |"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
