@@ -16,18 +16,11 @@ runs="${RUNS:-3}"
 out=/tmp/slowlab-bench
 mkdir -p "$out"
 [ "$#" -gt 0 ] || { echo "usage: [BASELINE=old-slowlab] budget.sh TRACE..." >&2; exit 2; }
-if [ -z "${SLOWLAB:-}" ]; then
-    (cd "$repo" && cargo build -q --release -p slowlab)
-    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
-fi
-
-peak_rss_mb() {  # command... -> peak RSS in MB
-    /usr/bin/time -v -o "$out/time-v.txt" "$@" > /dev/null 2>&1 || true
-    awk -F: '/Maximum resident/ {gsub(/ /,"",$2); printf "%.0f", $2/1024}' "$out/time-v.txt"
-}
+# shellcheck source=common.sh
+. "$here/common.sh"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| trace | two passes (default) | one pass | baseline |"
+echo "| trace | default (two passes over 1 GiB) | one pass | baseline |"
 echo "|---|---|---|---|"
 for trace in "$@"; do
     if [ ! -f "$trace" ]; then

@@ -12,6 +12,7 @@
 #   make-trace.sh /tmp/slowlab-bench/cargo.data                   # ~15 MB (22 s)
 #   make-trace.sh /tmp/slowlab-bench/cargo-90m.data 120           # ~90 MB
 #   make-trace.sh /tmp/slowlab-bench/cargo-1g.data 300 15000      # >= 1 GB
+#   make-trace.sh /tmp/slowlab-bench/cargo-2g.data 500 15000      # ~2.3 GB (budget.sh)
 # A build that ends before SECONDS is started again (in the same target dir,
 # after `cargo clean`), so the trace is of compilation to the end.
 set -euo pipefail

@@ -19,15 +19,8 @@ perf_max_mb="${PERF_MAX_MB:-200}"
 out=/tmp/slowlab-bench
 mkdir -p "$out"
 [ "$#" -gt 0 ] || set -- "$out/cargo-10m.data"
-if [ -z "${SLOWLAB:-}" ]; then
-    (cd "$repo" && cargo build -q --release -p slowlab)
-    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
-fi
-
-peak_rss_mb() {  # command... -> peak RSS in MB
-    /usr/bin/time -v -o "$out/time-v.txt" "$@" > /dev/null 2>&1 || true
-    awk -F: '/Maximum resident/ {gsub(/ /,"",$2); printf "%.0f", $2/1024}' "$out/time-v.txt"
-}
+# shellcheck source=common.sh
+. "$here/common.sh"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 rows=()

@@ -252,8 +252,7 @@ impl<K: TableKey> IdTable<K> {
         self.resize(self.len + self.len / 2);
     }
 
-    /// Makes the table again with room for `n` keys (at least its own):
-    /// `n` = `len()` gives it the smallest size it can have.
+    /// Makes the table again with room for `n` keys (at least its own).
     pub fn resize(&mut self, n: usize) {
         let old = std::mem::replace(self, Self::with_capacity(n.max(self.len)));
         // Into a table of megabytes each insertion misses the cache: the
@@ -279,6 +278,11 @@ impl<K: TableKey> IdTable<K> {
         for &(key, id) in &group[..n] {
             self.insert_new(key, id);
         }
+    }
+
+    /// Makes the table again at the smallest size that holds its keys.
+    pub fn shrink_to_fit(&mut self) {
+        self.resize(self.len);
     }
 
     /// Replaces every key's id by `new(id)` (below `u32::MAX`), in place.
@@ -348,7 +352,7 @@ mod tests {
             .all(|(k, id)| k == (id as u64 % 97, id as u64 * 31)));
         assert!(!t.slots.len().is_power_of_two() && t.len() * 4 <= t.slots.len() * 3);
         // Made again at its smallest, then with other ids: the same keys.
-        t.resize(0);
+        t.shrink_to_fit();
         assert_eq!(t.slots.len(), 10_000 * 4 / 3 + 1);
         t.remap_ids(|id| id * 2);
         for i in 0..10_000u64 {

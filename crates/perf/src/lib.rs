@@ -119,13 +119,16 @@ pub fn reads_by_function(file_bytes: u64, budget: Option<u64>) -> bool {
 }
 
 /// Progress of a long read: `(stage, done, total)`; stages are `"read"`
-/// (records) and `"symbolize"` (binaries).
+/// (records; `"read (pass 1 of 2)"` and `"read (pass 2 of 2)"` for a trace
+/// over the memory budget) and `"symbolize"` (binaries).
 pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
 /// Threads that open binaries while the records are read.
 const PRELOAD_THREADS: usize = 6;
 
-/// Reads and symbolizes the perf.data file at `path`.
+/// Reads and symbolizes the perf.data file at `path`: in one pass, or, when
+/// the file is bigger than `opts.memory_budget`, in two, with the frames of
+/// each function merged into one (see `second_pass`).
 pub fn read_file(
     path: &Path,
     opts: &ReadOptions,
@@ -169,16 +172,28 @@ pub fn read_file(
         });
         (path, loading, from_cache)
     });
+    // Over the budget, two passes (see `second_pass`), each showing its
+    // progress as such.
     let by_function = reads_by_function(len, opts.memory_budget);
+    let first_progress = |stage: &str, done, total| match stage {
+        "read" => progress("read (pass 1 of 2)", done, total),
+        _ => progress(stage, done, total),
+    };
+    let (pass, progress_1): (_, ProgressFn) = if by_function {
+        (FramePass::FramesOnly, &first_progress)
+    } else {
+        (FramePass::Addresses, progress)
+    };
     let Some((kallsyms_path, loading, from_cache)) = kallsyms else {
         let release = &mut |from, to| release(&map, from, to);
-        let pass = if by_function {
-            FramePass::FramesOnly
-        } else {
-            FramePass::Addresses
-        };
-        let (mut trace, first) =
-            reader::read_bytes_with(&map, progress, opts.threads, pass, &mut |_, _| {}, release)?;
+        let (mut trace, first) = reader::read_bytes_with(
+            &map,
+            progress_1,
+            opts.threads,
+            pass,
+            &mut |_, _| {},
+            release,
+        )?;
         symbolize::leave_unsymbolized(&mut trace);
         if let Some(first) = first {
             second_pass(&mut trace, first, &map, opts, progress, release)?;
@@ -214,14 +229,9 @@ pub fn read_file(
     // the interning tables (+45 MB of peak on a 96 MB trace) and bought no
     // time on two cores, warm or cold (bench/analyze/README.md).
     let release = &mut |from, to| release(&map, from, to);
-    let pass = if by_function {
-        FramePass::FramesOnly
-    } else {
-        FramePass::Addresses
-    };
     let read = reader::read_bytes_with(
         &map,
-        progress,
+        progress_1,
         opts.threads,
         pass,
         &mut |path, id| {
@@ -273,8 +283,12 @@ fn second_pass(
     first.frames.by_function(&function_frame);
     drop(function_frame);
     let pass = FramePass::Functions(first);
+    let progress_2 = |stage: &str, done, total| match stage {
+        "read" => progress("read (pass 2 of 2)", done, total),
+        _ => progress(stage, done, total),
+    };
     let (second, _) =
-        reader::read_bytes_with(data, progress, threads, pass, &mut |_, _| {}, release)?;
+        reader::read_bytes_with(data, &progress_2, threads, pass, &mut |_, _| {}, release)?;
     if second.events.len() != trace.events.len() || second.threads.len() != trace.threads.len() {
         return Err(PerfError::PassesDiffer);
     }

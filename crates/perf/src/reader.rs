@@ -40,6 +40,9 @@ pub use driver::{kernel_build_id, read_bytes};
 use interner::{Interner, Pending, Sink, Work};
 use procs::Map;
 pub(crate) use stacks::FrameMap;
+use stacks::{FrameKey, FrameTable};
+
+use crate::intern::{FxMap, Strings};
 
 /// What the first pass of two hands to the second: its frame table, and
 /// its index of the records (sorted once: the second pass reads the same
@@ -48,9 +51,6 @@ pub(crate) struct FirstPass<'a> {
     pub(crate) frames: FrameMap,
     records: crate::records::Records<'a>,
 }
-use stacks::{FrameKey, FrameTable};
-
-use crate::intern::{FxMap, Strings};
 
 /// What a pass over the records makes of their stacks.
 pub(crate) enum FramePass<'a> {

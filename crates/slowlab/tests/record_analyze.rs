@@ -370,20 +370,31 @@ fn agrees_with_perf_report_on_the_20_hottest_symbols() {
     );
 }
 
+/// `slowlab analyze VIEW TRACE` with the environment variable `var` set to
+/// `value`, or unset.
+fn analyze_with(
+    trace: &Path,
+    view: &[&str],
+    var: &str,
+    value: Option<&str>,
+) -> std::process::Output {
+    let mut cmd = slowlab();
+    cmd.arg("analyze").args(view).arg(trace);
+    match value {
+        Some(v) => cmd.env(var, v),
+        None => cmd.env_remove(var),
+    };
+    cmd.output().unwrap()
+}
+
 /// Read in two passes with the frames of each function merged (as a trace
 /// over the memory budget is: `SLOWLAB_MEMORY` below its size),
 /// the trace gives the very same `views`; only its warnings say so. A
 /// budget that is not a size is a one-line error.
 fn same_by_function(trace: &Path, views: &[&[&str]]) {
     for &view in views {
-        let run = |memory: Option<&str>| {
-            let mut cmd = slowlab();
-            cmd.arg("analyze").args(view).arg(trace);
-            match memory {
-                Some(mb) => cmd.env("SLOWLAB_MEMORY", mb),
-                None => cmd.env_remove("SLOWLAB_MEMORY"),
-            };
-            let out = cmd.output().unwrap();
+        let run = |memory| {
+            let out = analyze_with(trace, view, "SLOWLAB_MEMORY", memory);
             let err = String::from_utf8_lossy(&out.stderr).into_owned();
             let mut v = json(&out);
             if let Some(o) = v.as_object_mut() {
@@ -400,19 +411,17 @@ fn same_by_function(trace: &Path, views: &[&[&str]]) {
         );
     }
     for bad in ["0", "lots", "-5", "1.5G"] {
-        let out = slowlab()
-            .arg("analyze")
-            .arg(trace)
-            .env("SLOWLAB_MEMORY", bad)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("SLOWLAB_MEMORY") && err.lines().count() == 1,
-            "{err}"
-        );
+        refused(trace, "SLOWLAB_MEMORY", bad);
     }
+}
+
+/// `slowlab analyze TRACE` with `var=value` fails with a one-line error
+/// naming `var`, exit code 2.
+fn refused(trace: &Path, var: &str, value: &str) {
+    let out = analyze_with(trace, &[], var, Some(value));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(var) && err.lines().count() == 1, "{err}");
 }
 
 /// Read and symbolized on one thread, the trace gives the very same
@@ -421,31 +430,12 @@ fn same_by_function(trace: &Path, views: &[&[&str]]) {
 /// it).
 fn same_on_one_thread(trace: &Path, views: &[&[&str]]) {
     for &view in views {
-        let run = |threads: Option<&str>| {
-            let mut cmd = slowlab();
-            cmd.arg("analyze").args(view).arg(trace);
-            match threads {
-                Some(n) => cmd.env("SLOWLAB_THREADS", n),
-                None => cmd.env_remove("SLOWLAB_THREADS"),
-            };
-            json(&cmd.output().unwrap())
-        };
+        let run = |threads| json(&analyze_with(trace, view, "SLOWLAB_THREADS", threads));
         let (many, one) = (run(None), run(Some("1")));
         assert!(
             many == one,
             "{view:?} differs on one thread:\n{many}\n{one}"
         );
     }
-    let out = slowlab()
-        .arg("analyze")
-        .arg(trace)
-        .env("SLOWLAB_THREADS", "0")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("SLOWLAB_THREADS") && err.lines().count() == 1,
-        "{err}"
-    );
+    refused(trace, "SLOWLAB_THREADS", "0");
 }

@@ -413,7 +413,7 @@ impl Builder {
                 // Kept for the second pass: at the size it needs (it was
                 // sized before the frames were known: 291 MB instead of
                 // 380 on a 2.3 GB trace), made before the frames are.
-                self.frame_table.frame_map.resize(0);
+                self.frame_table.frame_map.shrink_to_fit();
             }
             self.t.frames = self.frame_table.frames();
             if !self.frames_only {

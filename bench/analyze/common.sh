@@ -1,0 +1,13 @@
+# Shared by scale.sh and budget.sh (sourced, not run): the slowlab binary
+# to measure, and peak RSS. Expects $repo and $out to be set.
+
+# SLOWLAB: the binary given, else a release build of this checkout.
+if [ -z "${SLOWLAB:-}" ]; then
+    (cd "$repo" && cargo build -q --release -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+fi
+
+peak_rss_mb() {  # command... -> peak RSS in MB (one run, /usr/bin/time -v)
+    /usr/bin/time -v -o "$out/time-v.txt" "$@" > /dev/null 2>&1 || true
+    awk -F: '/Maximum resident/ {gsub(/ /,"",$2); printf "%.0f", $2/1024}' "$out/time-v.txt"
+}
