@@ -160,7 +160,9 @@ pub struct ReadStats {
     /// i.e. `perf record` did not finish writing the file.
     pub unfinished_file: bool,
     /// Distinct stack positions (caller stack + address) whose address fell
-    /// into no known mapping.
+    /// into no known mapping. In a trace read by function (over the memory
+    /// budget), positions of functions: the unmapped addresses of a module
+    /// are one `[unknown]` function there.
     pub unmapped_frames: u64,
     /// Samples whose callchain was cut by the kernel's depth limit or empty.
     pub samples_without_stack: u64,
