@@ -175,10 +175,7 @@ pub fn read_file(
     // Over the budget, two passes (see `second_pass`), each showing its
     // progress as such.
     let by_function = reads_by_function(len, opts.memory_budget);
-    let first_progress = |stage: &str, done, total| match stage {
-        "read" => progress("read (pass 1 of 2)", done, total),
-        _ => progress(stage, done, total),
-    };
+    let first_progress = in_pass(progress, "read (pass 1 of 2)");
     let (pass, progress_1): (_, ProgressFn) = if by_function {
         (FramePass::FramesOnly, &first_progress)
     } else {
@@ -283,10 +280,7 @@ fn second_pass(
     first.frames.by_function(&function_frame);
     drop(function_frame);
     let pass = FramePass::Functions(first);
-    let progress_2 = |stage: &str, done, total| match stage {
-        "read" => progress("read (pass 2 of 2)", done, total),
-        _ => progress(stage, done, total),
-    };
+    let progress_2 = in_pass(progress, "read (pass 2 of 2)");
     let (second, _) =
         reader::read_bytes_with(data, &progress_2, threads, pass, &mut |_, _| {}, release)?;
     if second.events.len() != trace.events.len() || second.threads.len() != trace.threads.len() {
@@ -311,6 +305,17 @@ fn second_pass(
         data.len().div_ceil(1 << 20)
     ));
     Ok(())
+}
+
+/// `progress`, with its stage `"read"` named `read` instead (which pass).
+fn in_pass<'p>(
+    progress: ProgressFn<'p>,
+    read: &'static str,
+) -> impl Fn(&str, u64, u64) + Sync + 'p {
+    move |stage, done, total| match stage {
+        "read" => progress(read, done, total),
+        _ => progress(stage, done, total),
+    }
 }
 
 /// `bytes` as `N MB` (`N KB` below a megabyte).

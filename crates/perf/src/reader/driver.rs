@@ -73,7 +73,6 @@ pub(crate) fn read_bytes_with<'a>(
     let PerfFileReader { perf_file, .. } = parsed.map_err(|e| PerfError::Header(e.to_string()))?;
 
     let mut b = Builder::new();
-    let frames_only = matches!(pass, FramePass::FramesOnly);
     let indexed = match pass {
         FramePass::Addresses => None,
         FramePass::FramesOnly => {
@@ -184,7 +183,7 @@ pub(crate) fn read_bytes_with<'a>(
     }
     // The index goes before the frames are made (unless the second pass
     // is to read the same records again).
-    let keep = frames_only.then_some(recs);
+    let keep = b.frames_only.then_some(recs);
     if !b.finish_interning() {
         return Err(PerfError::Interning);
     }
