@@ -51,7 +51,17 @@ struct Build {
 pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>) -> CpuTree {
     let agg = sel.aggregate(trace);
     let mut nodes: Vec<Build> = vec![Build::default()];
-    let mut path = Vec::with_capacity(keys.len() + 1);
+    let inclusive = keys
+        .iter()
+        .any(|k| matches!(k, Key::Module | Key::Function));
+    // Each group's row at every level (the root first), for the inclusive
+    // counts below.
+    let width = keys.len() + 1;
+    let mut paths = Vec::with_capacity(if inclusive {
+        agg.groups.len() * width
+    } else {
+        0
+    });
     let nfunc = trace.functions.len();
     let nmod = trace.modules.len();
     // Stamps to count each function/module once per stack.
@@ -61,6 +71,9 @@ pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>
         let leaf = leaf_func(trace, stack);
         let mut cur = 0usize;
         nodes[0].samples += count;
+        if inclusive {
+            paths.push(cur);
+        }
         for &k in keys {
             let id = key_id(trace, k, thread, leaf);
             cur = match nodes[cur].children.get(&id) {
@@ -76,25 +89,17 @@ pub fn cpu_tree(trace: &Trace, keys: &[Key], sel: &Selection, top: Option<usize>
                 }
             };
             nodes[cur].samples += count;
+            if inclusive {
+                paths.push(cur);
+            }
         }
     }
     // Inclusive counts for module/function levels, once every row exists:
     // a group adds to the row of each function (module) on its stack under
     // its parent row, including rows that only later groups made.
-    if keys
-        .iter()
-        .any(|k| matches!(k, Key::Module | Key::Function))
-    {
-        for (gi, &((thread, stack), count)) in agg.groups.iter().enumerate() {
-            let leaf = leaf_func(trace, stack);
-            path.clear();
-            path.push(0usize);
-            for &k in keys {
-                let id = key_id(trace, k, thread, leaf);
-                let cur = path[path.len() - 1];
-                // Made by the loop above for this very group.
-                path.push(nodes[cur].children[&id]);
-            }
+    if inclusive {
+        for (gi, &((_, stack), count)) in agg.groups.iter().enumerate() {
+            let path = &paths[gi * width..][..width];
             let stamp = gi as u32;
             let mut funcs = Vec::new();
             let mut mods = Vec::new();
