@@ -15,11 +15,11 @@
 //!   tracepoint fields lie;
 //! - [`decode`]: one record into the model;
 //! - [`procs`]: process and thread lifetimes, memory maps, modules;
-//! - [`stacks`]: callchains into frames and caller chains, interned, and
-//!   queued for the interner;
-//! - [`interner`]: stack nodes (on a thread of its own when there are two
-//!   cores). With the frames, most of the work on a big trace, and bound
-//!   by cache misses rather than instructions.
+//! - [`stacks`]: callchains into frame keys and caller chains, and queued
+//!   for the interner;
+//! - [`interner`]: frames ([`frames`]) and stack nodes, on a thread of
+//!   its own when there are two cores. Most of the work on a big trace,
+//!   and bound by cache misses rather than instructions.
 //!
 //! It does not name functions: frames come out pointing at a placeholder
 //! function, and `symbolize` fills them in. A trace too big for the memory
@@ -29,6 +29,7 @@
 mod attrs;
 mod decode;
 mod driver;
+mod frames;
 mod interner;
 mod procs;
 mod stacks;
@@ -37,10 +38,11 @@ use slowlab_model::trace::{FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace
 
 pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
+use frames::FrameKey;
+pub(crate) use frames::FrameMap;
 use interner::{Interner, Pending, Sink, Work};
 use procs::Map;
-pub(crate) use stacks::FrameMap;
-use stacks::{FrameKey, FrameTable};
+use stacks::FrameTable;
 
 use crate::intern::{FxMap, Strings};
 
@@ -124,7 +126,7 @@ impl Builder {
             batch: Vec::new(),
             batch_keys: Vec::new(),
             work: Work::default(),
-            sink: Sink::Inline(Box::new(Interner::new())),
+            sink: Sink::Gone,
             kernel_module: ModuleIdx(0),
             unknown_module: ModuleIdx(0),
             first_ns: u64::MAX,
@@ -136,6 +138,7 @@ impl Builder {
         };
         b.kernel_module = b.module("[kernel.kallsyms]");
         b.unknown_module = b.module("[unknown]");
+        b.sink = Sink::Inline(Box::new(Interner::new(b.unknown_module)));
         b
     }
 

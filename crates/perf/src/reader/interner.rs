@@ -1,7 +1,8 @@
-//! Stack nodes, apart from the decoding: each CPU sample's and event's
-//! stack, as frames already interned by the `Builder` (see `stacks`),
-//! becomes stack nodes, each unique (caller, frame) pair stored once, and
-//! CPU samples become rows of the sample columns, in record order.
+//! Frames and stack nodes, apart from the decoding: each CPU sample's and
+//! event's stack, as frame keys and caller chains found by the `Builder`
+//! (see `stacks`), becomes frames (see `frames`) and stack nodes, each
+//! unique (caller, frame) pair stored once, and CPU samples become rows of
+//! the sample columns, in record order.
 //!
 //! The work comes in [`Work`] batches, and the [`Interner`] can take them on
 //! a thread of its own ([`Sink::Thread`]): interning is most of a big
@@ -12,14 +13,16 @@
 //! same (`SLOWLAB_THREADS=1` must give identical results).
 //!
 //! Interning is bound by cache misses in tables of megabytes, not by
-//! instructions: see `intern_chain` (new nodes looked up only when needed)
-//! and `samples` (CPU samples in groups, so that their table probes wait
-//! for memory together). It does not decode records nor name frames.
+//! instructions: see `frames` (a group's keys looked up together),
+//! `intern_chain` (new nodes looked up only when needed) and `samples`
+//! (CPU samples in groups, so that their table probes wait for memory
+//! together). It does not decode records nor name frames.
 
 use std::sync::mpsc;
 
-use slowlab_model::trace::{FrameIdx, Samples, StackIdx, StackNode, ThreadIdx};
+use slowlab_model::trace::{FrameIdx, ModuleIdx, Samples, StackIdx, StackNode, ThreadIdx};
 
+use super::frames::{FrameIds, FrameKey};
 use crate::intern::{huge_pages, Bits, IdTable};
 
 /// Stacks whose table probes are issued together (here and in `stacks`).
@@ -63,7 +66,7 @@ pub(super) enum Callers {
     None,
     /// A caller chain interned before, by its number.
     Known(u32),
-    /// A chain seen for the first time: `Work::frames[start..][..len]`,
+    /// A chain seen for the first time: `Work::keys[start..][..len]`,
     /// outermost first; its node becomes the next chain number.
     New { start: u32, len: u32 },
     /// A chain whose hash is a known chain's: interned, not remembered.
@@ -79,7 +82,8 @@ pub(super) struct Pending {
     pub(super) cpu: u32,
     /// An event's stack (only the stack is wanted), not a CPU sample.
     pub(super) event: bool,
-    /// The innermost frame; `None` for no stack at all.
+    /// The innermost frame; `None` for no stack at all. Made by the
+    /// interner from `Work::leaves`.
     pub(super) leaf: Option<WorkFrame>,
     pub(super) callers: Callers,
 }
@@ -99,23 +103,33 @@ impl Pending {
     }
 }
 
-/// Samples and events to intern, in record order, and the frames of the
-/// caller chains they bring.
+/// Samples and events to intern, in record order, with the key of each
+/// one's innermost frame and the keys of the new caller chains they bring
+/// (in a first pass of two: keys alone).
 #[derive(Default)]
 pub(super) struct Work {
     pub(super) items: Vec<Pending>,
-    pub(super) frames: Vec<WorkFrame>,
+    /// Per item: the key of its innermost frame.
+    pub(super) leaves: Vec<Option<FrameKey>>,
+    pub(super) keys: Vec<FrameKey>,
+    /// `keys` as frames (made by the interner).
+    frames: Vec<WorkFrame>,
 }
 
 impl Work {
     fn clear(&mut self) {
         self.items.clear();
+        self.leaves.clear();
+        self.keys.clear();
         self.frames.clear();
     }
 }
 
-/// The node tables and what they produce.
+/// The frame and node tables and what they produce.
 pub(super) struct Interner {
+    pub(super) frames: FrameIds,
+    /// The first pass of two: frames only, no nodes nor samples.
+    frames_only: bool,
     /// caller node << 32 | frame → node. A chain of new nodes enters it
     /// lazily, see `pending_child`.
     stack_map: IdTable<u64>,
@@ -140,8 +154,11 @@ fn node_key(parent: Option<StackIdx>, frame: FrameIdx) -> u64 {
 }
 
 impl Interner {
-    pub(super) fn new() -> Self {
+    /// An interner whose frames outside every mapping are in `unknown`.
+    pub(super) fn new(unknown: ModuleIdx) -> Self {
         Interner {
+            frames: FrameIds::new(unknown),
+            frames_only: false,
             stack_map: IdTable::default(),
             pending_child: Bits::default(),
             chain_nodes: Vec::new(),
@@ -155,17 +172,24 @@ impl Interner {
 
     /// Sizes the tables for `samples` samples in `bytes` of records (the
     /// ratios of system-wide traces of builds, rounded up: growing a table
-    /// later copies it). Vectors get room to spare (untouched memory costs
-    /// nothing); the hash table, whose every slot is written when made,
-    /// does not: `stack_map` holds only the nodes that something was looked
+    /// later copies it); in a first pass of two (`frames_only`), the frame
+    /// table alone. Vectors get room to spare (untouched memory costs
+    /// nothing); the hash tables, whose every slot is written when made,
+    /// do not: `stack_map` holds only the nodes that something was looked
     /// up under (725,012 of 3.8 M on a 96 MB build trace, about one per 16
     /// words).
     ///
-    /// Stacks made of one frame per function (`by_function`, the second
-    /// pass of a big trace) have about 150 times fewer nodes (313 thousand
-    /// instead of 47.5 million on a 1.2 GB build trace): their tables start
-    /// small and grow.
-    pub(super) fn reserve(&mut self, samples: usize, bytes: usize, by_function: bool) {
+    /// Stacks made of one frame per function (the second pass of a big
+    /// trace) have about 150 times fewer nodes (313 thousand instead of
+    /// 47.5 million on a 1.2 GB build trace): their tables start small and
+    /// grow.
+    pub(super) fn reserve(&mut self, samples: usize, bytes: usize, frames_only: bool) {
+        self.frames.reserve(bytes);
+        self.frames_only = frames_only;
+        if frames_only {
+            return;
+        }
+        let by_function = self.frames.fixed();
         let words = if by_function { bytes / 1024 } else { bytes / 8 };
         self.stacks.reserve(words / 2);
         self.pending_child.reserve(words / 2);
@@ -182,9 +206,66 @@ impl Interner {
         };
     }
 
-    /// Interns a batch, in order: runs of CPU samples in groups, each
-    /// event's stack where it comes.
-    pub(super) fn take(&mut self, work: &Work) {
+    /// Makes frames of a batch's keys, in the order the one-threaded
+    /// reader always made them (per group of [`GROUP`] items, as the
+    /// `Builder` sends them: the new chains' keys, then the innermost
+    /// frames), so that frames are numbered the same however the work is
+    /// split. A key's lookup misses the cache; across a group the lookups
+    /// do not depend on each other, so the group's slots are touched
+    /// first, and its misses waited for together.
+    fn frames(&mut self, work: &mut Work) {
+        let Work {
+            items,
+            leaves,
+            keys,
+            frames,
+        } = work;
+        if self.frames_only {
+            // Keys alone, in groups of as many as a group of stacks has.
+            for group in keys.chunks(GROUP * 16) {
+                let touched = group.iter().fold(0, |t, k| t ^ self.frames.touch(k));
+                std::hint::black_box(touched);
+                for &k in group {
+                    self.frames.frame(k);
+                }
+            }
+            return;
+        }
+        let chain_keys = |p: &Pending| match p.callers {
+            Callers::New { start, len } | Callers::Uncached { start, len } => {
+                start as usize..(start + len) as usize
+            }
+            Callers::None | Callers::Known(_) => 0..0,
+        };
+        for (group, group_leaves) in items.chunks_mut(GROUP).zip(leaves.chunks(GROUP)) {
+            let mut touched = 0u32;
+            for (p, leaf) in group.iter().zip(group_leaves) {
+                for k in &keys[chain_keys(p)] {
+                    touched ^= self.frames.touch(k);
+                }
+                if let Some(k) = leaf {
+                    touched ^= self.frames.touch(k);
+                }
+            }
+            std::hint::black_box(touched);
+            for p in group.iter() {
+                let range = chain_keys(p);
+                debug_assert!(range.is_empty() || range.start == frames.len());
+                frames.extend(keys[range].iter().map(|&k| self.frames.frame(k)));
+            }
+            for (p, leaf) in group.iter_mut().zip(group_leaves) {
+                p.leaf = leaf.map(|k| self.frames.frame(k));
+            }
+        }
+    }
+
+    /// Interns a batch, in order: its frames, then runs of CPU samples in
+    /// groups, each event's stack where it comes.
+    pub(super) fn take(&mut self, work: &mut Work) {
+        self.frames(work);
+        if self.frames_only {
+            return;
+        }
         let mut run = 0;
         while run < work.items.len() {
             if work.items[run].event {
@@ -356,7 +437,7 @@ impl Sink {
         let (spare_tx, spare_rx) = mpsc::channel();
         let done = std::thread::spawn(move || {
             for mut work in work_rx {
-                interner.take(&work);
+                interner.take(&mut work);
                 work.clear();
                 let _ = spare_tx.send(work);
             }
@@ -374,7 +455,7 @@ impl Sink {
     pub(super) fn send(&mut self, mut work: Work) -> Work {
         match self {
             Sink::Inline(i) => {
-                i.take(&work);
+                i.take(&mut work);
                 work.clear();
                 work
             }

@@ -1,27 +1,31 @@
-//! Frames and caller chains: a sample's or event's callchain becomes frame
-//! keys (module and module-relative address, from the process's maps as
-//! they are at that record), each key a frame (each unique address stored
-//! once), and its callers a caller chain, found as a whole by the hash of
-//! their keys when seen before. What is left, the stack nodes, is queued
-//! as work for the [`interner`](super::interner), on another thread
-//! when there are two cores.
+//! Caller chains: a sample's or event's callchain becomes frame keys
+//! (module and module-relative address, from the process's maps as they
+//! are at that record), and its callers a caller chain, found as a whole
+//! by the hash of their keys when seen before. What is left (the keys of
+//! new chains and of the innermost frames, and the stacks) is queued as
+//! work for the [`interner`](super::interner), on another thread when
+//! there are two cores, which makes the keys frames (see `frames`) and
+//! the stacks nodes.
 //!
-//! Like interning the nodes, this is bound by cache misses in tables of
-//! megabytes: see [`FrameTable::chain`] (the frames of a new chain looked
-//! up together). It does not make nodes (`interner` does), name frames
-//! (`symbolize` does) nor decode records.
+//! It does not number frames (`frames` does), make nodes (`interner`
+//! does), name frames (`symbolize` does) nor decode records.
 
-use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx, ModuleKind};
+use slowlab_model::trace::{ModuleIdx, ModuleKind};
 
-use super::interner::{Callers, Interner, Pending, Sink, WorkFrame, GROUP, WORK_ITEMS};
+use super::frames::{FrameIds, FrameKey, FrameMap};
+use super::interner::{Callers, Interner, Pending, Sink, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
-use super::{Builder, NO_FUNC};
-use crate::intern::{IdTable, TableKey};
+use super::Builder;
+use crate::intern::IdTable;
 use crate::records::Endian;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+
+/// Frame keys sent to the interner at a time in a first pass of two
+/// (which sends no stacks: see `flush_frames_only`).
+const WORK_KEYS: usize = WORK_ITEMS * 16;
 
 /// A caller chain seen before: a second, independent hash of its frame
 /// keys and its length (to tell it from another chain with the same cache
@@ -31,54 +35,28 @@ struct Chain {
     len: u32,
 }
 
-/// The frames, and the caller chains seen so far.
+/// The caller chains seen so far, and the modules frames were seen in.
 #[derive(Default)]
 pub(super) struct FrameTable {
-    /// (module, address) → frame. During the pass a frame is only its
-    /// entry here (the key is all a frame is before symbolization);
-    /// [`FrameTable::frames`] makes the trace's frames from it at the end.
-    frame_map: IdTable<FrameKey>,
     /// Hash of a caller chain's frame keys → its number.
     chain_cache: IdTable<u64>,
     chains: Vec<Chain>,
-    /// Per module: a frame in it was seen.
+    /// Per module: a frame key in it was sent to the interner.
     seen_module: Vec<bool>,
     /// Modules whose first frame was seen since the `Builder` last looked.
     new_modules: Vec<ModuleIdx>,
-    /// The second pass of a read by function: `frame_map` is the first
-    /// pass's and complete; nothing is added to it.
+    /// The second pass of a read by function: its modules were announced
+    /// by the first.
     fixed: bool,
-    /// Keys the second pass looked up that the first did not see (a bug:
-    /// both passes see the same records in the same order).
-    unseen: u64,
-}
-
-/// The frame table of a first pass ([`super::FramePass::FramesOnly`]):
-/// each key with its frame's index.
-pub(crate) struct FrameMap(IdTable<FrameKey>);
-
-impl FrameMap {
-    /// Makes each key's id `function_frame[id]`: the one frame that stands
-    /// for all of its function's frames in the second pass.
-    pub(crate) fn by_function(&mut self, function_frame: &[FrameIdx]) {
-        self.0
-            .remap_ids(|id| function_frame.get(id as usize).map_or(id, |f| f.0));
-    }
+    /// After a first pass of two: its frame table, for the second.
+    first_pass: Option<FrameMap>,
 }
 
 impl FrameTable {
-    /// Sizes the tables for `samples` samples in `bytes` of records (the
-    /// ratios of system-wide traces of builds, rounded up: growing a table
-    /// copies it). Distinct frames grow slower than the trace (the code
-    /// that runs is finite: one frame per 12 words on 96 MB of a build, per
-    /// 21 on 1.17 GB), so the frame table gets room for one per 16 words
-    /// and grows (by copying) on a small trace rather than holding hundreds
-    /// of megabytes of empty slots on a big one.
-    pub(super) fn reserve(&mut self, samples: usize, bytes: usize, frames_only: bool) {
-        let words = bytes / 8;
-        if !self.fixed {
-            self.frame_map = IdTable::with_capacity(words / 16);
-        }
+    /// Sizes the chain tables for `samples` samples (the ratio of
+    /// system-wide traces of builds, rounded up: growing a table copies
+    /// it).
+    pub(super) fn reserve(&mut self, samples: usize, frames_only: bool) {
         if frames_only {
             return;
         }
@@ -86,46 +64,35 @@ impl FrameTable {
         self.chains.reserve(samples / 3);
     }
 
-    /// The frame of a key, created on first use.
+    /// Notes the module of a key about to be sent to the interner: its
+    /// first is announced (its binary's symbols are needed).
     #[inline]
-    fn frame(&mut self, key: FrameKey, unknown: ModuleIdx) -> WorkFrame {
+    fn note(&mut self, key: FrameKey) {
         if self.fixed {
-            let f = self.frame_map.get(key).unwrap_or_else(|| {
-                self.unseen += 1;
-                0
-            });
-            return WorkFrame::new(FrameIdx(f), key.module() == unknown);
+            return;
         }
-        let next = FrameIdx(self.frame_map.len() as u32);
-        let (f, new) = self.frame_map.get_or_insert_with(key, || next.0);
         let module = key.module();
-        if new {
-            // The first frame in a module: its symbols are needed.
-            if self.seen_module.len() <= module.ix() {
-                self.seen_module.resize(module.ix() + 1, false);
-            }
-            if !self.seen_module[module.ix()] {
-                self.seen_module[module.ix()] = true;
-                self.new_modules.push(module);
-            }
+        if self.seen_module.len() <= module.ix() {
+            self.seen_module.resize(module.ix() + 1, false);
         }
-        WorkFrame::new(FrameIdx(f), module == unknown)
+        if !self.seen_module[module.ix()] {
+            self.seen_module[module.ix()] = true;
+            self.new_modules.push(module);
+        }
     }
 
     /// The callers of a stack (`keys`, innermost first): a chain seen
-    /// before, by number; or, new, its frames appended to `frames`
-    /// (outermost first). A build has tens of thousands of distinct caller
-    /// chains for over a hundred thousand samples, and the same code in
-    /// another process (another load address) has the same keys: only a
-    /// chain not seen before goes frame by frame. The frame table's slots
-    /// for all its keys are touched first, together, so that the probes
-    /// that follow find them in cache.
+    /// before, by number; or, new, its keys appended to `out` (outermost
+    /// first) for the interner to make frames and nodes of. A build has
+    /// tens of thousands of distinct caller chains for over a hundred
+    /// thousand samples, and the same code in another process (another
+    /// load address) has the same keys: only a chain not seen before goes
+    /// frame by frame.
     fn chain(
         &mut self,
         keys: &[FrameKey],
         (key, check): (u64, u64),
-        unknown: ModuleIdx,
-        frames: &mut Vec<WorkFrame>,
+        out: &mut Vec<FrameKey>,
     ) -> Callers {
         if keys.is_empty() {
             return Callers::None;
@@ -143,15 +110,10 @@ impl FrameTable {
                 len: keys.len() as u32,
             });
         }
-        let mut touched = 0u32;
-        for k in keys {
-            touched ^= self.frame_map.touch(k);
-        }
-        std::hint::black_box(touched);
-        let start = frames.len() as u32;
+        let start = out.len() as u32;
         for &k in keys.iter().rev() {
-            let f = self.frame(k, unknown);
-            frames.push(f);
+            self.note(k);
+            out.push(k);
         }
         let len = keys.len() as u32;
         if new {
@@ -162,63 +124,10 @@ impl FrameTable {
         }
     }
 
-    /// The trace's frames, unnamed, made from the frame table (call once,
-    /// at the end, after `free_chains`).
-    fn frames(&self) -> Vec<Frame> {
-        let table = &self.frame_map;
-        let mut frames = vec![
-            Frame {
-                module: ModuleIdx(0),
-                address: 0,
-                function: NO_FUNC,
-                kernel: false,
-            };
-            table.len()
-        ];
-        for (key, id) in table.entries() {
-            frames[id as usize] = Frame {
-                module: key.module(),
-                address: key.rel,
-                function: NO_FUNC,
-                kernel: key.kernel(),
-            };
-        }
-        frames
-    }
-
     /// Frees the caller-chain tables (at the end of the pass).
     fn free_chains(&mut self) {
         drop(std::mem::take(&mut self.chain_cache));
         drop(std::mem::take(&mut self.chains));
-    }
-}
-
-/// A frame before interning: its module (high bit: a kernel frame) and
-/// module-relative address. Packed to 12 bytes: it is the frame table's
-/// key (a slot of 16 bytes with the id, instead of 20 with padding; the
-/// table has millions of slots on a big trace) and fills the batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(C, packed(4))]
-pub(super) struct FrameKey {
-    rel: u64,
-    tag: u32,
-}
-
-impl TableKey for FrameKey {
-    #[inline]
-    fn hash(&self) -> u64 {
-        (self.tag as u64, self.rel).hash()
-    }
-}
-
-const KERNEL_TAG: u32 = 1 << 31;
-
-impl FrameKey {
-    fn module(self) -> ModuleIdx {
-        ModuleIdx(self.tag & !KERNEL_TAG)
-    }
-    fn kernel(self) -> bool {
-        self.tag & KERNEL_TAG != 0
     }
 }
 
@@ -232,29 +141,21 @@ impl Builder {
                 .map(|m| m.module)
                 .filter(|m| self.t.modules[m.ix()].kind == ModuleKind::KernelModule)
                 .unwrap_or(self.kernel_module);
-            return FrameKey {
-                rel: addr,
-                tag: module.0 | KERNEL_TAG,
-            };
+            return FrameKey::kernel(module, addr);
         }
         match find_map(maps, addr) {
             Some(m) => {
                 let user = self.t.modules[m.module.ix()].kind == ModuleKind::User;
-                FrameKey {
-                    // Wrapping: a damaged file's page offset may
-                    // overflow (a meaningless frame, not a panic).
-                    rel: if user {
-                        (addr - m.start).wrapping_add(m.pgoff)
-                    } else {
-                        addr
-                    },
-                    tag: m.module.0,
-                }
+                // Wrapping: a damaged file's page offset may overflow (a
+                // meaningless frame, not a panic).
+                let rel = if user {
+                    (addr - m.start).wrapping_add(m.pgoff)
+                } else {
+                    addr
+                };
+                FrameKey::user(m.module, rel)
             }
-            None => FrameKey {
-                rel: addr,
-                tag: self.unknown_module.0,
-            },
+            None => FrameKey::user(self.unknown_module, addr),
         }
     }
 
@@ -286,12 +187,11 @@ impl Builder {
         }
     }
 
-    /// Turns the stacks queued in `batch` into frames and caller chains,
-    /// and their items into work for the interner. A stack's lookups depend
-    /// on each other (its callers, then its innermost frame) and each
-    /// misses the cache; across the batch they do not, so each step is
-    /// first taken for every stack, touching the table slots the next step
-    /// needs, and the misses of a batch are waited for together.
+    /// Turns the stacks queued in `batch` into caller chains, and their
+    /// items into work for the interner. A chain's lookup misses the cache;
+    /// across the batch the lookups do not depend on each other, so the
+    /// table slots are touched for every stack first, and the misses of a
+    /// batch are waited for together.
     fn flush(&mut self) {
         if self.frames_only {
             self.flush_frames_only();
@@ -308,54 +208,52 @@ impl Builder {
                 touched ^= table.chain_cache.touch(&h.0);
             }
         }
-        let mut callers = [Callers::None; GROUP];
-        for ((c, (_, range)), &h) in callers.iter_mut().zip(&batch).zip(&hashes) {
-            if let Some((leaf, rest)) = keys[range.clone()].split_first() {
-                *c = table.chain(rest, h, self.unknown_module, &mut self.work.frames);
-                touched ^= table.frame_map.touch(leaf);
-            }
-        }
         std::hint::black_box(touched);
-        for ((p, range), callers) in batch.iter().zip(callers) {
-            let leaf = keys[range.clone()]
-                .first()
-                .map(|&leaf| table.frame(leaf, self.unknown_module));
-            self.work.items.push(Pending {
-                leaf,
-                callers,
-                ..*p
-            });
+        for ((p, range), h) in batch.iter().zip(hashes) {
+            let (leaf, callers) = match keys[range.clone()].split_first() {
+                Some((&leaf, rest)) => {
+                    table.note(leaf);
+                    let callers = table.chain(rest, h, &mut self.work.keys);
+                    (Some(leaf), callers)
+                }
+                None => (None, Callers::None),
+            };
+            self.work.items.push(Pending { callers, ..*p });
+            self.work.leaves.push(leaf);
         }
         self.batch = batch;
         self.batch.clear();
         self.batch_keys = keys;
         self.batch_keys.clear();
         if self.work.items.len() >= WORK_ITEMS {
-            let work = std::mem::take(&mut self.work);
-            self.work = self.sink.send(work);
+            self.send_work();
         }
         if !self.frame_table.new_modules.is_empty() {
             self.announce();
         }
     }
 
-    /// The first pass of two: the queued stacks' frames are interned, and
-    /// that is all (their slots touched together first, as in `flush`).
+    /// The first pass of two: the queued stacks' keys go to the interner to
+    /// become frames, and that is all.
     fn flush_frames_only(&mut self) {
-        let table = &mut self.frame_table;
-        let mut touched = 0u32;
-        for k in &self.batch_keys {
-            touched ^= table.frame_map.touch(k);
-        }
-        std::hint::black_box(touched);
         for &k in &self.batch_keys {
-            table.frame(k, self.unknown_module);
+            self.frame_table.note(k);
         }
+        self.work.keys.extend_from_slice(&self.batch_keys);
         self.batch.clear();
         self.batch_keys.clear();
+        if self.work.keys.len() >= WORK_KEYS {
+            self.send_work();
+        }
         if !self.frame_table.new_modules.is_empty() {
             self.announce();
         }
+    }
+
+    /// Sends the work queued to the interner.
+    fn send_work(&mut self) {
+        let work = std::mem::take(&mut self.work);
+        self.work = self.sink.send(work);
     }
 
     /// Announces each user binary among the modules whose first frame was
@@ -373,14 +271,12 @@ impl Builder {
     /// moves the interner to a thread of its own if `thread` (call before
     /// the first record).
     pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
-        self.frame_table.reserve(samples, bytes, self.frames_only);
-        if self.frames_only {
-            return;
-        }
+        self.frame_table.reserve(samples, self.frames_only);
         if let Sink::Inline(interner) = &mut self.sink {
-            interner.reserve(samples, bytes, self.frame_table.fixed);
+            interner.reserve(samples, bytes, self.frames_only);
             if thread {
-                self.sink = Sink::spawn(std::mem::replace(interner, Interner::new()));
+                let unknown = self.unknown_module;
+                self.sink = Sink::spawn(std::mem::replace(interner, Interner::new(unknown)));
             }
         }
     }
@@ -391,33 +287,32 @@ impl Builder {
     /// trace then has no stacks nor samples).
     pub(super) fn finish_interning(&mut self) -> bool {
         self.flush();
-        let work = std::mem::take(&mut self.work);
-        let _ = self.sink.send(work);
+        self.send_work();
         let sink = std::mem::replace(&mut self.sink, Sink::Gone);
         let Some(mut interner) = sink.finish() else {
             return false;
         };
         interner.free_tables();
         self.frame_table.free_chains();
-        if self.frame_table.fixed {
+        let unknown = self.unknown_module;
+        let mut frames = std::mem::replace(&mut interner.frames, FrameIds::new(unknown));
+        if frames.fixed() {
             // The frames are the first pass's.
-            drop(std::mem::take(&mut self.frame_table.frame_map));
-            if self.frame_table.unseen > 0 {
+            if frames.unseen > 0 {
                 self.t.stats.warnings.push(format!(
                     "{} frames were missing from the first of the two passes over the records and show as another function (a bug in slowlab; set SLOWLAB_MEMORY higher than the trace to read it in one pass)",
-                    self.frame_table.unseen
+                    frames.unseen
                 ));
             }
         } else {
             if self.frames_only {
-                // Kept for the second pass: at the size it needs (it was
-                // sized before the frames were known: 291 MB instead of
-                // 380 on a 2.3 GB trace), made before the frames are.
-                self.frame_table.frame_map.shrink_to_fit();
+                // Kept for the second pass, made smaller before the frames
+                // are made.
+                frames.shrink_to_fit();
             }
-            self.t.frames = self.frame_table.frames();
-            if !self.frames_only {
-                drop(std::mem::take(&mut self.frame_table.frame_map));
+            self.t.frames = frames.frames();
+            if self.frames_only {
+                self.frame_table.first_pass = Some(frames.into_first_pass());
             }
         }
         let t = &mut self.t;
@@ -433,16 +328,17 @@ impl Builder {
 
     /// Sets up the second pass of two, with the first's frame table (call
     /// before the first record).
-    pub(super) fn use_first_pass_frames(&mut self, FrameMap(map): FrameMap) {
-        self.frame_table.frame_map = map;
+    pub(super) fn use_first_pass_frames(&mut self, map: FrameMap) {
+        if let Sink::Inline(interner) = &mut self.sink {
+            interner.frames = FrameIds::from_first_pass(map, self.unknown_module);
+        }
         self.frame_table.fixed = true;
     }
 
     /// The frame table, after a first pass of two (`None` after any other
     /// pass).
     pub(super) fn take_frame_map(&mut self) -> Option<FrameMap> {
-        self.frames_only
-            .then(|| FrameMap(std::mem::take(&mut self.frame_table.frame_map)))
+        self.frame_table.first_pass.take()
     }
 
     /// Appends the frame keys of a sample's callchain (or of its `ip`
