@@ -78,6 +78,10 @@ impl Endian {
     }
 }
 
+/// Bytes a record takes, about (a sample with a short callchain): `n`
+/// bytes of records hold about `n / RECORD_BYTES` of them.
+pub(crate) const RECORD_BYTES: usize = 96;
+
 /// Bytes of records walked between two calls of the index's `release`.
 pub(crate) const RELEASE_STEP: usize = 8 << 20;
 
@@ -157,7 +161,7 @@ impl<'a> Records<'a> {
         release: &mut dyn FnMut(usize, usize),
     ) -> Self {
         let end = end.min(data.len());
-        let mut entries = Vec::with_capacity(end.saturating_sub(start) / 96);
+        let mut entries = Vec::with_capacity(end.saturating_sub(start) / RECORD_BYTES);
         let mut w = Walk {
             e,
             attrs,

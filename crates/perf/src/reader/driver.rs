@@ -17,7 +17,7 @@ use slowlab_model::trace::Trace;
 use super::attrs::event_kinds;
 use super::{Builder, FirstPass, FramePass};
 use crate::file;
-use crate::records::{Endian, Records};
+use crate::records::{Endian, Records, RECORD_BYTES};
 use crate::{guard, PerfError, ProgressFn};
 
 /// Reads a whole perf.data image (already in memory) into a trace whose
@@ -148,13 +148,18 @@ pub(crate) fn read_bytes_with<'a>(
     let start = usize::try_from(repair.data_offset).unwrap_or(usize::MAX);
     let end =
         usize::try_from(repair.data_offset.saturating_add(repair.data_size)).unwrap_or(usize::MAX);
+    let bytes = end.saturating_sub(start);
+    let expected = indexed
+        .as_ref()
+        .map_or(bytes / RECORD_BYTES, |r| r.entries.len());
+    b.intern_on_thread(expected, bytes, threads != 1);
     let recs = match indexed {
         Some(recs) => recs,
         None => Records::index(data, start, end, e, &ctx.attrs, release),
     };
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
-    b.intern_on_thread(recs.entries.len(), end.saturating_sub(start), threads != 1);
+    b.reserve_chains(recs.entries.len());
     let marks = release_marks(&recs.entries, end);
     let mut released = start;
     for (i, &entry) in recs.entries.iter().enumerate() {

@@ -431,11 +431,16 @@ pub(super) enum Sink {
 }
 
 impl Sink {
-    /// Moves `interner` to a thread of its own.
-    pub(super) fn spawn(mut interner: Interner) -> Sink {
+    /// Moves `interner` to a thread of its own, where `first` is done
+    /// before any work.
+    pub(super) fn spawn(
+        mut interner: Interner,
+        first: impl FnOnce(&mut Interner) + Send + 'static,
+    ) -> Sink {
         let (work_tx, work_rx) = mpsc::sync_channel::<Work>(WORK_IN_FLIGHT);
         let (spare_tx, spare_rx) = mpsc::channel();
         let done = std::thread::spawn(move || {
+            first(&mut interner);
             for mut work in work_rx {
                 interner.take(&mut work);
                 work.clear();

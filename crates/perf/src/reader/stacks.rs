@@ -269,16 +269,27 @@ impl Builder {
 
     /// Sizes the tables for `samples` samples in `bytes` of records and
     /// moves the interner to a thread of its own if `thread` (call before
-    /// the first record).
+    /// the first record). On its thread, the interner makes its tables
+    /// there (writing every slot of tens of megabytes): started before the
+    /// records are indexed, with `samples` a guess, that runs beside the
+    /// index instead of after it.
     pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
-        self.frame_table.reserve(samples, self.frames_only);
+        let frames_only = self.frames_only;
         if let Sink::Inline(interner) = &mut self.sink {
-            interner.reserve(samples, bytes, self.frames_only);
             if thread {
-                let unknown = self.unknown_module;
-                self.sink = Sink::spawn(std::mem::replace(interner, Interner::new(unknown)));
+                let interner =
+                    std::mem::replace(interner, Box::new(Interner::new(self.unknown_module)));
+                self.sink = Sink::spawn(*interner, move |i| i.reserve(samples, bytes, frames_only));
+            } else {
+                interner.reserve(samples, bytes, frames_only);
             }
         }
+    }
+
+    /// Sizes the caller-chain tables for `samples` samples (call before the
+    /// first record).
+    pub(super) fn reserve_chains(&mut self, samples: usize) {
+        self.frame_table.reserve(samples, self.frames_only);
     }
 
     /// Interns what is queued and puts the results into the trace: the
@@ -501,6 +512,7 @@ mod tests {
         let mut b = Builder::new();
         b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
         b.intern_on_thread(stacks.len(), 1 << 20, thread);
+        b.reserve_chains(stacks.len());
         let e = Endian::default();
         for (i, addrs) in stacks.iter().enumerate() {
             let p = Pending::sample(i as u64, 1, ThreadIdx(0), 0);
