@@ -243,6 +243,12 @@ fn label(trace: &Trace, key: Key, id: u32) -> Node {
     node
 }
 
+/// Threads that walk the stacks of [`function_counts_by_stack`], at most.
+const WALK_THREADS: usize = 4;
+
+/// Stack nodes below which a thread of its own does not pay.
+const NODES_PER_WALK_THREAD: usize = 1 << 18;
+
 /// Per-function self and inclusive counts of the selection, hottest self
 /// first (then inclusive).
 pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64)> {
@@ -260,29 +266,72 @@ pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64
 /// Each sampled stack is walked to its root once, in node order (callers
 /// were made before their callees, so neighbouring walks share them in
 /// cache); a function counts once per stack however often it recurses.
+///
+/// The walks are a chain of loads each waiting for the one before (4.5 M
+/// steps through 3.8 M nodes on a 96 MB trace): a big tree's nodes are
+/// split in ranges walked on up to [`WALK_THREADS`] threads, whose counts
+/// are added up (33 → 22 ms on two cores).
 pub fn function_counts_by_stack(trace: &Trace, per_stack: &[u64]) -> Vec<(FuncIdx, u64, u64)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(WALK_THREADS)
+        .min(per_stack.len() / NODES_PER_WALK_THREAD);
+    function_counts_walked(trace, per_stack, threads)
+}
+
+/// [`function_counts_by_stack`] on `threads` threads (at least one).
+fn function_counts_walked(
+    trace: &Trace,
+    per_stack: &[u64],
+    threads: usize,
+) -> Vec<(FuncIdx, u64, u64)> {
     let n = trace.functions.len();
-    let mut selfc = vec![0u64; n];
-    let mut incl = vec![0u64; n];
-    let mut stamp = vec![u32::MAX; n];
     // Each frame's function in a column of its own: the walks read it at
     // random, 4 bytes a frame instead of a 24-byte `Frame` (5 ms of 37 on
-    // a 96 MB trace's 4.5 M steps).
+    // a 96 MB trace).
     let function_of: Vec<u32> = trace.frames.iter().map(|f| f.function.0).collect();
-    let sampled = per_stack.iter().enumerate().filter(|&(_, &c)| c > 0);
-    for (walk, (node, &count)) in sampled.enumerate() {
-        let mut at = Some(StackIdx(node as u32));
-        if let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
-            selfc[function_of[n.frame.ix()] as usize] += count;
-        }
-        while let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
-            at = n.parent();
-            let f = function_of[n.frame.ix()] as usize;
-            if stamp[f] != walk as u32 {
-                stamp[f] = walk as u32;
-                incl[f] += count;
+    let walk = |nodes: std::ops::Range<usize>| {
+        let mut counts = (vec![0u64; n], vec![0u64; n]);
+        let (selfc, incl) = &mut counts;
+        let mut stamp = vec![u32::MAX; n];
+        let sampled = per_stack[nodes.clone()]
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0);
+        for (walk, (node, &count)) in sampled.enumerate() {
+            let mut at = Some(StackIdx((nodes.start + node) as u32));
+            if let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
+                selfc[function_of[n.frame.ix()] as usize] += count;
+            }
+            while let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
+                at = n.parent();
+                let f = function_of[n.frame.ix()] as usize;
+                if stamp[f] != walk as u32 {
+                    stamp[f] = walk as u32;
+                    incl[f] += count;
+                }
             }
         }
+        counts
+    };
+    let threads = threads.max(1);
+    let step = per_stack.len().div_ceil(threads);
+    let ranges = (0..threads).map(|i| i * step..((i + 1) * step).min(per_stack.len()));
+    let parts: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
+        let spawned: Vec<_> = ranges.skip(1).map(|r| s.spawn(|| walk(r))).collect();
+        let first = walk(0..step.min(per_stack.len()));
+        std::iter::once(first)
+            .chain(
+                spawned
+                    .into_iter()
+                    .map(|h| h.join().expect("a stack walk panicked")),
+            )
+            .collect()
+    });
+    let (mut selfc, mut incl) = (vec![0u64; n], vec![0u64; n]);
+    for (s, i) in parts {
+        selfc.iter_mut().zip(s).for_each(|(a, b)| *a += b);
+        incl.iter_mut().zip(i).for_each(|(a, b)| *a += b);
     }
     let mut rows: Vec<(FuncIdx, u64, u64)> = (0..n)
         .filter(|&i| incl[i] > 0)
@@ -406,6 +455,34 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
 mod tests {
     use super::*;
     use crate::testutil::small_trace;
+
+    #[test]
+    fn the_counts_are_the_same_on_any_number_of_threads() {
+        let mut b = crate::testutil::TraceBuilder::default();
+        let app = b.process(10, "app");
+        let names = ["main", "f", "g", "h", "k"];
+        // Stacks of every depth, with recursion, sampled unevenly.
+        for i in 0..200u64 {
+            let depth = 1 + (i % 7) as usize;
+            let stack: Vec<&str> = (0..depth)
+                .map(|d| names[((i / 3 + d as u64 * 7) % 5) as usize])
+                .collect();
+            let stack = b.stack(&stack);
+            for s in 0..(i % 4) {
+                b.sample((i * 10 + s) * 1_000_000, app, 0, stack);
+            }
+        }
+        let t = b.build();
+        let mut per_stack = vec![0u64; t.stacks.len()];
+        for s in t.samples.stack.iter().flatten() {
+            per_stack[s.ix()] += 1;
+        }
+        let one = function_counts_walked(&t, &per_stack, 1);
+        assert!(one.iter().any(|&(_, s, i)| i > s), "no caller counted");
+        for threads in [2, 3, 7] {
+            assert_eq!(function_counts_walked(&t, &per_stack, threads), one);
+        }
+    }
 
     #[test]
     fn a_recursive_function_counts_once_per_sample() {
