@@ -40,9 +40,10 @@ pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
 use frames::FrameKey;
 pub(crate) use frames::FrameMap;
-use interner::{Interner, Pending, Sink, Work};
+use interner::{Interner, Sink, Work};
 use procs::Map;
 use stacks::FrameTable;
+use stacks::Pending;
 
 use crate::intern::{FxMap, Strings};
 

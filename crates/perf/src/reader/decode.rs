@@ -14,7 +14,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use slowlab_model::trace::{Event, EventKind};
 
 use super::attrs::{AttrKind, Ctx};
-use super::interner::Pending;
+use super::stacks::Pending;
 use super::Builder;
 use crate::guard;
 use crate::records::{self, rtype, Record};

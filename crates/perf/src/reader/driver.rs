@@ -159,7 +159,7 @@ pub(crate) fn read_bytes_with<'a>(
     };
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
-    b.reserve_chains(recs.entries.len());
+    b.reserve_samples(recs.entries.len());
     let marks = release_marks(&recs.entries, end);
     let mut released = start;
     for (i, &entry) in recs.entries.iter().enumerate() {

@@ -20,7 +20,7 @@
 
 use std::sync::mpsc;
 
-use slowlab_model::trace::{FrameIdx, ModuleIdx, Samples, StackIdx, StackNode, ThreadIdx};
+use slowlab_model::trace::{FrameIdx, ModuleIdx, StackIdx, StackNode};
 
 use super::frames::{FrameIds, FrameKey};
 use crate::intern::{huge_pages, Bits, IdTable};
@@ -73,14 +73,11 @@ pub(super) enum Callers {
     Uncached { start: u32, len: u32 },
 }
 
-/// A CPU sample, or an event's stack, waiting to be interned.
+/// A CPU sample's or an event's stack, waiting to be interned. (A CPU
+/// sample's other columns are the `Builder`'s: see `stacks::Pending`.)
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Pending {
-    pub(super) time: u64,
-    pub(super) period: u64,
-    pub(super) thread: ThreadIdx,
-    pub(super) cpu: u32,
-    /// An event's stack (only the stack is wanted), not a CPU sample.
+pub(super) struct Item {
+    /// An event's stack (given back in order), not a CPU sample's.
     pub(super) event: bool,
     /// The innermost frame; `None` for no stack at all. Made by the
     /// interner from `Work::leaves`.
@@ -88,27 +85,12 @@ pub(super) struct Pending {
     pub(super) callers: Callers,
 }
 
-impl Pending {
-    /// A CPU sample (its stack filled in when queued).
-    pub(super) fn sample(time: u64, period: u64, thread: ThreadIdx, cpu: u32) -> Self {
-        Pending {
-            time,
-            period,
-            thread,
-            cpu,
-            event: false,
-            leaf: None,
-            callers: Callers::None,
-        }
-    }
-}
-
 /// Samples and events to intern, in record order, with the key of each
 /// one's innermost frame and the keys of the new caller chains they bring
 /// (in a first pass of two: keys alone).
 #[derive(Default)]
 pub(super) struct Work {
-    pub(super) items: Vec<Pending>,
+    pub(super) items: Vec<Item>,
     /// Per item: the key of its innermost frame.
     pub(super) leaves: Vec<Option<FrameKey>>,
     pub(super) keys: Vec<FrameKey>,
@@ -138,10 +120,10 @@ pub(super) struct Interner {
     pending_child: Bits,
     /// Per caller chain number: its node.
     chain_nodes: Vec<StackIdx>,
-    /// The stack nodes, the CPU samples, and each event's stack, in the
-    /// order the events came.
+    /// The stack nodes, each CPU sample's stack and each event's, in the
+    /// order they came.
     pub(super) stacks: Vec<StackNode>,
-    pub(super) samples: Samples,
+    pub(super) sample_stacks: Vec<Option<StackIdx>>,
     pub(super) event_stacks: Vec<Option<StackIdx>>,
     pub(super) unmapped_frames: u64,
     pub(super) samples_without_stack: u64,
@@ -163,7 +145,7 @@ impl Interner {
             pending_child: Bits::default(),
             chain_nodes: Vec::new(),
             stacks: Vec::new(),
-            samples: Samples::default(),
+            sample_stacks: Vec::new(),
             event_stacks: Vec::new(),
             unmapped_frames: 0,
             samples_without_stack: 0,
@@ -197,13 +179,7 @@ impl Interner {
         huge_pages(&self.stacks);
         self.chain_nodes.reserve(samples / 3);
         self.stack_map = IdTable::with_capacity(words / 16);
-        self.samples = Samples {
-            time_ns: Vec::with_capacity(samples),
-            thread: Vec::with_capacity(samples),
-            cpu: Vec::with_capacity(samples),
-            stack: Vec::with_capacity(samples),
-            period: Default::default(),
-        };
+        self.sample_stacks = Vec::with_capacity(samples);
     }
 
     /// Makes frames of a batch's keys, in the order the one-threaded
@@ -231,7 +207,7 @@ impl Interner {
             }
             return;
         }
-        let chain_keys = |p: &Pending| match p.callers {
+        let chain_keys = |p: &Item| match p.callers {
             Callers::New { start, len } | Callers::Uncached { start, len } => {
                 start as usize..(start + len) as usize
             }
@@ -293,7 +269,7 @@ impl Interner {
     }
 
     /// The innermost node of a stack, or `None` for no frames.
-    fn stack(&mut self, p: &Pending, frames: &[WorkFrame]) -> Option<StackIdx> {
+    fn stack(&mut self, p: &Item, frames: &[WorkFrame]) -> Option<StackIdx> {
         let leaf = p.leaf?;
         let parent = self.callers(p.callers, frames);
         Some(self.intern_chain(parent, &[leaf]))
@@ -367,13 +343,13 @@ impl Interner {
         node
     }
 
-    /// Interns a group of CPU samples (at most [`GROUP`]) and appends them
-    /// to the sample columns, in order. A sample's node lookup depends on
+    /// Interns a group of CPU samples' stacks (at most [`GROUP`]) and
+    /// appends them to `sample_stacks`, in order. A sample's node lookup depends on
     /// its callers' node and misses the cache; across the group the
     /// lookups do not depend on each other, so the callers are found for
     /// all samples first, touching the table slots the lookups need, and
     /// the misses of a group are waited for together.
-    fn samples(&mut self, group: &[Pending], frames: &[WorkFrame]) {
+    fn samples(&mut self, group: &[Item], frames: &[WorkFrame]) {
         debug_assert!(group.len() <= GROUP);
         let mut touched = 0u32;
         let mut parents = [None; GROUP];
@@ -392,12 +368,7 @@ impl Interner {
             if stack.is_none() {
                 self.samples_without_stack += 1;
             }
-            let smp = &mut self.samples;
-            smp.time_ns.push(p.time);
-            smp.thread.push(p.thread);
-            smp.cpu.push(p.cpu);
-            smp.stack.push(stack);
-            smp.period.push(p.period);
+            self.sample_stacks.push(stack);
         }
     }
 

@@ -10,10 +10,10 @@
 //! It does not number frames (`frames` does), make nodes (`interner`
 //! does), name frames (`symbolize` does) nor decode records.
 
-use slowlab_model::trace::{ModuleIdx, ModuleKind};
+use slowlab_model::trace::{ModuleIdx, ModuleKind, ThreadIdx};
 
 use super::frames::{FrameIds, FrameKey, FrameMap};
-use super::interner::{Callers, Interner, Pending, Sink, GROUP, WORK_ITEMS};
+use super::interner::{Callers, Interner, Item, Sink, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
 use super::Builder;
 use crate::intern::IdTable;
@@ -33,6 +33,30 @@ const WORK_KEYS: usize = WORK_ITEMS * 16;
 struct Chain {
     check: u64,
     len: u32,
+}
+
+/// A CPU sample, or an event's stack, queued (until its batch is flushed).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pending {
+    pub(super) time: u64,
+    pub(super) period: u64,
+    pub(super) thread: ThreadIdx,
+    pub(super) cpu: u32,
+    /// An event's stack (only the stack is wanted), not a CPU sample.
+    pub(super) event: bool,
+}
+
+impl Pending {
+    /// A CPU sample.
+    pub(super) fn sample(time: u64, period: u64, thread: ThreadIdx, cpu: u32) -> Self {
+        Pending {
+            time,
+            period,
+            thread,
+            cpu,
+            event: false,
+        }
+    }
 }
 
 /// The caller chains seen so far, and the modules frames were seen in.
@@ -218,8 +242,21 @@ impl Builder {
                 }
                 None => (None, Callers::None),
             };
-            self.work.items.push(Pending { callers, ..*p });
+            self.work.items.push(Item {
+                event: p.event,
+                leaf: None,
+                callers,
+            });
             self.work.leaves.push(leaf);
+            if !p.event {
+                // The sample's other columns, made here (its stack comes
+                // from the interner, in the same order).
+                let samples = &mut self.t.samples;
+                samples.time_ns.push(p.time);
+                samples.thread.push(p.thread);
+                samples.cpu.push(p.cpu);
+                samples.period.push(p.period);
+            }
         }
         self.batch = batch;
         self.batch.clear();
@@ -286,10 +323,16 @@ impl Builder {
         }
     }
 
-    /// Sizes the caller-chain tables for `samples` samples (call before the
-    /// first record).
-    pub(super) fn reserve_chains(&mut self, samples: usize) {
+    /// Sizes the caller-chain tables and the sample columns for `samples`
+    /// samples (call before the first record).
+    pub(super) fn reserve_samples(&mut self, samples: usize) {
         self.frame_table.reserve(samples, self.frames_only);
+        if !self.frames_only {
+            let columns = &mut self.t.samples;
+            columns.time_ns.reserve(samples);
+            columns.thread.reserve(samples);
+            columns.cpu.reserve(samples);
+        }
     }
 
     /// Interns what is queued and puts the results into the trace: the
@@ -328,7 +371,8 @@ impl Builder {
         }
         let t = &mut self.t;
         t.stacks = std::mem::take(&mut interner.stacks);
-        t.samples = std::mem::take(&mut interner.samples);
+        t.samples.stack = std::mem::take(&mut interner.sample_stacks);
+        debug_assert_eq!(t.samples.stack.len(), t.samples.time_ns.len());
         t.stats.unmapped_frames += interner.unmapped_frames;
         t.stats.samples_without_stack += interner.samples_without_stack;
         for (event, stack) in t.events.iter_mut().zip(interner.event_stacks.drain(..)) {
@@ -512,7 +556,7 @@ mod tests {
         let mut b = Builder::new();
         b.on_mmap(7, 0x1000, 0x10000, 0, "/bin/app", false);
         b.intern_on_thread(stacks.len(), 1 << 20, thread);
-        b.reserve_chains(stacks.len());
+        b.reserve_samples(stacks.len());
         let e = Endian::default();
         for (i, addrs) in stacks.iter().enumerate() {
             let p = Pending::sample(i as u64, 1, ThreadIdx(0), 0);
