@@ -155,7 +155,7 @@ pub(crate) fn read_bytes_with<'a>(
     b.intern_on_thread(expected, bytes, threads != 1);
     let recs = match indexed {
         Some(recs) => recs,
-        None => Records::index(data, start, end, e, &ctx.attrs, release),
+        None => Records::index(data, start, end, e, &ctx.attrs, threads != 1, release),
     };
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
