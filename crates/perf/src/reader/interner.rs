@@ -1,13 +1,13 @@
 //! Frames and stack nodes, apart from the decoding: each CPU sample's and
 //! event's stack, as frame keys and caller chains found by the `Builder`
 //! (see `stacks`), becomes frames (see `frames`) and stack nodes, each
-//! unique (caller, frame) pair stored once, and CPU samples become rows of
-//! the sample columns, in record order.
+//! unique (caller, frame) pair stored once; each CPU sample gets its stack
+//! in the sample columns, in record order (the `Builder` makes the others).
 //!
 //! The work comes in [`Work`] batches, and the [`Interner`] can take them on
 //! a thread of its own ([`Sink::Thread`]): interning is most of a big
 //! trace's record pass, so it then runs beside the decoding (which also
-//! interns the frames and finds caller chains seen before) instead of
+//! makes the frame keys and finds caller chains seen before) instead of
 //! after it, on a second core. Run inline ([`Sink::Inline`]) or on its
 //! thread, it does the same steps in the same order, so the trace is the
 //! same (`SLOWLAB_THREADS=1` must give identical results).
