@@ -197,7 +197,8 @@ impl Interner {
             frames,
         } = work;
         if self.frames_only {
-            // Keys alone, in groups of as many as a group of stacks has.
+            // Keys alone (in the order sent), their slots touched a group
+            // of 256 at a time.
             for group in keys.chunks(GROUP * 16) {
                 let touched = group.iter().fold(0, |t, k| t ^ self.frames.touch(k));
                 std::hint::black_box(touched);
