@@ -316,10 +316,11 @@ fn function_counts_walked(
     };
     let threads = threads.max(1);
     let step = per_stack.len().div_ceil(threads);
-    let ranges = (0..threads).map(|i| i * step..((i + 1) * step).min(per_stack.len()));
+    let len = per_stack.len();
+    let ranges = (0..threads).map(|i| (i * step).min(len)..((i + 1) * step).min(len));
     let parts: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
         let spawned: Vec<_> = ranges.skip(1).map(|r| s.spawn(|| walk(r))).collect();
-        let first = walk(0..step.min(per_stack.len()));
+        let first = walk(0..step.min(len));
         std::iter::once(first)
             .chain(
                 spawned
@@ -479,7 +480,8 @@ mod tests {
         }
         let one = function_counts_walked(&t, &per_stack, 1);
         assert!(one.iter().any(|&(_, s, i)| i > s), "no caller counted");
-        for threads in [2, 3, 7] {
+        // More threads than nodes too: ranges past the end are empty.
+        for threads in [2, 3, 7, t.stacks.len() + 5] {
             assert_eq!(function_counts_walked(&t, &per_stack, threads), one);
         }
     }
