@@ -73,6 +73,19 @@ pub(super) enum Callers {
     Uncached { start: u32, len: u32 },
 }
 
+impl Callers {
+    /// Where a new chain's keys are in `Work::keys` (and its frames in
+    /// `Work::frames`); empty for no new chain.
+    fn new_keys(self) -> std::ops::Range<usize> {
+        match self {
+            Callers::New { start, len } | Callers::Uncached { start, len } => {
+                start as usize..(start + len) as usize
+            }
+            Callers::None | Callers::Known(_) => 0..0,
+        }
+    }
+}
+
 /// A CPU sample's or an event's stack, waiting to be interned. (A CPU
 /// sample's other columns are the `Builder`'s: see `stacks::Pending`.)
 #[derive(Clone, Copy, Debug)]
@@ -208,16 +221,10 @@ impl Interner {
             }
             return;
         }
-        let chain_keys = |p: &Item| match p.callers {
-            Callers::New { start, len } | Callers::Uncached { start, len } => {
-                start as usize..(start + len) as usize
-            }
-            Callers::None | Callers::Known(_) => 0..0,
-        };
         for (group, group_leaves) in items.chunks_mut(GROUP).zip(leaves.chunks(GROUP)) {
             let mut touched = 0u32;
             for (p, leaf) in group.iter().zip(group_leaves) {
-                for k in &keys[chain_keys(p)] {
+                for k in &keys[p.callers.new_keys()] {
                     touched ^= self.frames.touch(k);
                 }
                 if let Some(k) = leaf {
@@ -226,7 +233,7 @@ impl Interner {
             }
             std::hint::black_box(touched);
             for p in group.iter() {
-                let range = chain_keys(p);
+                let range = p.callers.new_keys();
                 debug_assert!(range.is_empty() || range.start == frames.len());
                 frames.extend(keys[range].iter().map(|&k| self.frames.frame(k)));
             }
@@ -278,18 +285,15 @@ impl Interner {
 
     /// The node of a stack's callers.
     fn callers(&mut self, callers: Callers, frames: &[WorkFrame]) -> Option<StackIdx> {
-        let chain = |start: u32, len: u32| start as usize..(start + len) as usize;
         match callers {
             Callers::None => None,
             Callers::Known(n) => self.chain_nodes.get(n as usize).copied(),
-            Callers::New { start, len } => {
-                let node = self.intern_chain(None, &frames[chain(start, len)]);
+            Callers::New { .. } => {
+                let node = self.intern_chain(None, &frames[callers.new_keys()]);
                 self.chain_nodes.push(node);
                 Some(node)
             }
-            Callers::Uncached { start, len } => {
-                Some(self.intern_chain(None, &frames[chain(start, len)]))
-            }
+            Callers::Uncached { .. } => Some(self.intern_chain(None, &frames[callers.new_keys()])),
         }
     }
 

@@ -265,9 +265,7 @@ impl Builder {
         if self.work.items.len() >= WORK_ITEMS {
             self.send_work();
         }
-        if !self.frame_table.new_modules.is_empty() {
-            self.announce();
-        }
+        self.announce();
     }
 
     /// The first pass of two: the queued stacks' keys go to the interner to
@@ -282,9 +280,7 @@ impl Builder {
         if self.work.keys.len() >= WORK_KEYS {
             self.send_work();
         }
-        if !self.frame_table.new_modules.is_empty() {
-            self.announce();
-        }
+        self.announce();
     }
 
     /// Sends the work queued to the interner.
@@ -293,9 +289,9 @@ impl Builder {
         self.work = self.sink.send(work);
     }
 
-    /// Announces each user binary among the modules whose first frame was
-    /// seen in `new_binaries` (so that its symbols can be fetched while
-    /// records are read).
+    /// Puts in `new_binaries` each user binary among the modules whose
+    /// first frame was seen since the last call, if any (so that its
+    /// symbols can be fetched while records are read).
     fn announce(&mut self) {
         for m in self.frame_table.new_modules.drain(..) {
             if self.t.modules[m.ix()].kind == ModuleKind::User && !self.foreign {
