@@ -7,7 +7,8 @@
 //! maps and interning every frame and stack; then [`symbolize`] names each
 //! unique frame once, one binary per task in parallel, from ELF symbol
 //! tables ([`symbols`]) and the kernel's kallsyms (read on its own thread
-//! while the records are read).
+//! while the records are read), keeping its work on big tables between runs
+//! when asked to ([`SymbolCache`]).
 //!
 //! This crate never prints. Problems that still allow an analysis (lost
 //! events, a truncated file, a binary that cannot be read) become counts and
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 use reader::FramePass;
 pub use reader::{kernel_build_id, read_bytes};
 use slowlab_model::trace::Trace;
+pub use symbolize::SymbolCache;
 
 /// What went wrong, the crate's one error type. [`read_file`] and
 /// [`read_bytes`] fail only when the perf.data file cannot be read at all
@@ -93,6 +95,20 @@ pub struct ReadOptions {
     /// two passes, its frames merged by function (see [`read_file`]);
     /// `None`: no limit.
     pub memory_budget: Option<u64>,
+    /// Where work on symbols is kept between runs (sorted indexes of big
+    /// symbol tables, parsed kallsyms, demangled names: see
+    /// [`SymbolCache`]); `None`: nothing is kept.
+    pub symbol_cache: Option<PathBuf>,
+}
+
+impl ReadOptions {
+    /// The cache in [`ReadOptions::symbol_cache`].
+    pub fn symbol_cache(&self) -> SymbolCache {
+        match &self.symbol_cache {
+            Some(dir) => SymbolCache::in_dir(dir.clone()),
+            None => SymbolCache::off(),
+        }
+    }
 }
 
 /// The default [`ReadOptions::memory_budget`]: 1 GiB.
@@ -105,6 +121,7 @@ impl Default for ReadOptions {
             kallsyms: None,
             threads: 0,
             memory_budget: Some(DEFAULT_MEMORY_BUDGET),
+            symbol_cache: None,
         }
     }
 }
@@ -157,6 +174,7 @@ pub fn read_file(
     // file), else /proc/kallsyms (the kernel needs tens of milliseconds of
     // CPU to format it).
     let one_thread = opts.threads == 1;
+    let cache = opts.symbol_cache();
     let kallsyms = opts.symbolize.then(|| {
         let cached = match opts.kallsyms {
             Some(_) => None,
@@ -167,8 +185,8 @@ pub fn read_file(
         let from_cache = cached.is_some();
         let path = cached.unwrap_or_else(|| symbolize::kallsyms_path(opts));
         let loading = (!one_thread).then(|| {
-            let path = path.clone();
-            std::thread::spawn(move || symbolize::load_kallsyms(&path))
+            let (path, cache) = (path.clone(), cache.clone());
+            std::thread::spawn(move || symbolize::load_kallsyms(&path, &cache))
         });
         (path, loading, from_cache)
     });
@@ -200,7 +218,7 @@ pub fn read_file(
     // Binaries are opened as their first frame is read, by a few threads
     // that mostly wait for the disk; symbolization starts without waiting
     // for them to finish.
-    let preload = std::sync::Arc::new(symbolize::Preload::default());
+    let preload = std::sync::Arc::new(symbolize::Preload::new(cache.clone()));
     let (tx, rx) = std::sync::mpsc::channel::<(String, Option<String>)>();
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
     let preload_threads = match opts.threads {
@@ -243,10 +261,10 @@ pub fn read_file(
     let kernel = move |text_then: Option<u64>| {
         let table = match loading {
             Some(handle) => handle.join().unwrap_or(Err(PerfError::KallsymsFailed)),
-            None => symbolize::load_kallsyms(&kallsyms_path),
+            None => symbolize::load_kallsyms(&kallsyms_path, &cache),
         };
         if from_cache {
-            symbolize::same_boot_or_running(table, text_then)
+            symbolize::same_boot_or_running(table, text_then, &cache)
         } else {
             table
         }

@@ -26,6 +26,7 @@
 //! perf.data itself; the lookups are in `symbols`.
 
 mod binaries;
+mod cache;
 mod jobs;
 mod kernel;
 
@@ -35,6 +36,7 @@ use slowlab_model::trace::{
 
 pub(crate) use binaries::hex;
 pub use binaries::Preload;
+pub use cache::SymbolCache;
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;
 use kernel::symbolize_kernel;
@@ -158,10 +160,12 @@ pub fn leave_unsymbolized(trace: &mut Trace) {
 /// Symbolizes every frame of `trace` in place, reading kallsyms now.
 pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
     let path = kallsyms_path(opts);
+    let cache = opts.symbol_cache();
+    let preload = Preload::new(cache.clone());
     symbolize_with(
         trace,
-        move |_| load_kallsyms(&path),
-        &Preload::default(),
+        move |_| load_kallsyms(&path, &cache),
+        &preload,
         opts.threads,
         progress,
     );

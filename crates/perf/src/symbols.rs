@@ -27,12 +27,14 @@
 mod index;
 mod kallsyms;
 mod scan;
+mod stored;
 mod symtab;
 
 use object::elf;
 
 pub use index::SortedSymbols;
 pub use kallsyms::{Kallsyms, KernelSymbol};
+pub use stored::DemangledNames;
 pub use symtab::Elf;
 
 /// Symbol binding, for choosing among symbols at the same address.

@@ -368,6 +368,13 @@ fn agrees_with_perf_report_on_the_20_hottest_symbols() {
             &["--json", "--callers", "spin"],
         ],
     );
+    same_with_a_symbol_cache(
+        &trace,
+        &[
+            &["--json"],
+            &["--json", "--by", "module,function", "--top", "1000"],
+        ],
+    );
 }
 
 /// `slowlab analyze VIEW TRACE` with the environment variable `var` set to
@@ -412,6 +419,67 @@ fn same_by_function(trace: &Path, views: &[&[&str]]) {
     }
     for bad in ["0", "lots", "-5", "1.5G"] {
         refused(trace, "SLOWLAB_MEMORY", bad);
+    }
+}
+
+/// With no symbol cache, a new one (filled by the run), the same one
+/// (read by the run) and that one with every file damaged (each noticed,
+/// and written again), the trace gives the very same `views`. The trace
+/// has kernel frames, so at least the parsed kallsyms is kept.
+fn same_with_a_symbol_cache(trace: &Path, views: &[&[&str]]) {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = |cache: &Path| -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut todo = vec![cache.to_owned()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                match e.path() {
+                    p if p.is_dir() => todo.push(p),
+                    p => out.push(p),
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let var = "SLOWLAB_CACHE_DIR";
+    for (i, &view) in views.iter().enumerate() {
+        let cache = dir.path().join(format!("cache-{i}"));
+        let cache_str = cache.to_str().unwrap();
+        let without = json(&analyze_with(trace, view, var, Some("off")));
+        assert!(kept(&cache).is_empty());
+        let filling = json(&analyze_with(trace, view, var, Some(cache_str)));
+        let files = kept(&cache);
+        assert!(
+            files
+                .iter()
+                .any(|f| f.to_string_lossy().contains("kallsyms")),
+            "{files:?}"
+        );
+        let whole: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+        let reading = json(&analyze_with(trace, view, var, Some(cache_str)));
+        for (f, bytes) in files.iter().zip(&whole) {
+            let mut bad = bytes.clone();
+            let mid = bad.len() / 2;
+            bad[mid] ^= 0x55;
+            std::fs::write(f, bad).unwrap();
+        }
+        let damaged = json(&analyze_with(trace, view, var, Some(cache_str)));
+        for (f, bytes) in files.iter().zip(&whole) {
+            if f.to_string_lossy().contains("kallsyms") {
+                assert_eq!(&std::fs::read(f).unwrap(), bytes, "{f:?} not written again");
+            }
+        }
+        for (what, v) in [
+            ("filling", &filling),
+            ("reading", &reading),
+            ("damaged", &damaged),
+        ] {
+            assert!(
+                *v == without,
+                "{view:?} differs with the cache {what}:\n{without}\n{v}"
+            );
+        }
     }
 }
 

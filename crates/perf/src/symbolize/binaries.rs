@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::cache::SymbolCache;
 use crate::intern::FxMap;
 use crate::symbols::{Elf, SortedSymbols};
 use crate::PerfError;
@@ -24,6 +25,8 @@ use crate::PerfError;
 pub struct Preload {
     files: Mutex<FxMap<String, Slot>>,
     ready: Condvar,
+    /// Where sorted indexes and demangled names are kept between runs.
+    pub(super) cache: SymbolCache,
 }
 
 enum Slot {
@@ -33,11 +36,13 @@ enum Slot {
 
 /// A binary as opened for symbolization: its map (or why not), the map of
 /// its separate debug file when it is stripped, for a big symbol table an
-/// address-sorted index of it.
+/// address-sorted index of it, and the key of the table its names come
+/// from when the cache is on.
 pub(super) struct Opened {
     pub(super) map: Result<memmap2::Mmap, PerfError>,
     pub(super) debug: Option<memmap2::Mmap>,
     pub(super) index: Option<SortedSymbols>,
+    pub(super) table_key: Option<u128>,
 }
 
 /// Symbol tables at least this big get a sorted index when opened, rather
@@ -45,6 +50,14 @@ pub(super) struct Opened {
 const BIG_TABLE: usize = 50_000;
 
 impl Preload {
+    /// No binary opened yet; work on big symbol tables is kept in `cache`.
+    pub fn new(cache: SymbolCache) -> Preload {
+        Preload {
+            cache,
+            ..Preload::default()
+        }
+    }
+
     /// Opens `path` and requests its symbol table, unless that is done or
     /// under way (call from a background thread: it may wait for the disk).
     pub fn prepare(&self, path: &str, build_id: Option<&str>) {
@@ -57,7 +70,7 @@ impl Preload {
             }
             files.insert(path.to_owned(), Slot::Opening);
         }
-        let opened = Arc::new(open_binary(path, build_id));
+        let opened = Arc::new(open_binary(path, build_id, &self.cache));
         if let Ok(mut files) = self.files.lock() {
             files.insert(path.to_owned(), Slot::Open(opened));
         }
@@ -67,19 +80,19 @@ impl Preload {
     /// The binary at `path`: prepared, or opened now.
     pub(super) fn open(&self, path: &str, build_id: Option<&str>) -> Arc<Opened> {
         let Ok(mut files) = self.files.lock() else {
-            return Arc::new(open_binary(path, build_id));
+            return Arc::new(open_binary(path, build_id, &self.cache));
         };
         loop {
             match files.get(path) {
                 Some(Slot::Open(o)) => return o.clone(),
                 Some(Slot::Opening) => match self.ready.wait(files) {
                     Ok(f) => files = f,
-                    Err(_) => return Arc::new(open_binary(path, build_id)),
+                    Err(_) => return Arc::new(open_binary(path, build_id, &self.cache)),
                 },
                 None => {
                     files.insert(path.to_owned(), Slot::Opening);
                     drop(files);
-                    let opened = Arc::new(open_binary(path, build_id));
+                    let opened = Arc::new(open_binary(path, build_id, &self.cache));
                     if let Ok(mut files) = self.files.lock() {
                         files.insert(path.to_owned(), Slot::Open(opened.clone()));
                     }
@@ -101,7 +114,7 @@ impl Preload {
 
 /// Maps a binary and, if it has no `.symtab`, its debug file; asks the
 /// kernel to read their symbol tables ahead.
-fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
+fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opened {
     let map = map_binary(Path::new(path)).map_err(PerfError::BinaryOpen);
     // The file as it is now; perf's cached copy if it is gone or rebuilt.
     let now = map
@@ -117,6 +130,7 @@ fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
     };
     let mut debug = None;
     let mut index = None;
+    let mut table_key = None;
     if let Ok(m) = &map {
         if let Ok(elf) = Elf::parse(m) {
             will_need(m, elf.symtab);
@@ -140,12 +154,21 @@ fn open_binary(path: &str, build_id: Option<&str>) -> Opened {
             }
             let symbols = debug.as_ref().and_then(|d| Elf::parse(d).ok());
             let symbols = symbols.as_ref().unwrap_or(&elf);
+            table_key = (cache.is_on() && symbols.has_functions).then(|| symbols.table_key());
             if symbols.symbol_count() >= BIG_TABLE {
-                index = Some(symbols.sorted());
+                index = Some(match table_key {
+                    Some(key) => cache.sorted_index(symbols, key),
+                    None => symbols.sorted(),
+                });
             }
         }
     }
-    Opened { map, debug, index }
+    Opened {
+        map,
+        debug,
+        index,
+        table_key,
+    }
 }
 
 /// Asks the kernel to start reading `range` of a mapped file.

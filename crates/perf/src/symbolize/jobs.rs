@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 
 use super::binaries::{will_need_names, Opened, Preload};
+use super::cache::SymbolCache;
 use super::ModuleResult;
 use crate::symbols::{demangle, Elf};
 use crate::ProgressFn;
@@ -72,7 +73,7 @@ pub(super) fn run_user_jobs(
             .with_max_len(1)
             .map(|job| {
                 let opened = preload.open(&job.path, job.build_id.as_deref());
-                let mut r = symbolize_user_module(job.module, &opened, &job.frames);
+                let mut r = symbolize_user_module(job.module, &opened, &job.frames, &preload.cache);
                 if let Some(p) = progress {
                     p("symbolize", done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 }
@@ -97,6 +98,7 @@ fn symbolize_user_module(
     idx: ModuleIdx,
     opened: &Opened,
     frames: &[(u64, FrameIdx)],
+    cache: &SymbolCache,
 ) -> ModuleResult {
     let map = match &opened.map {
         Ok(m) => m,
@@ -154,13 +156,7 @@ fn symbolize_user_module(
         }
         out[i as usize].1 = Some(unique.len() as u32 - 1);
     }
-    // Demangling long Rust and C++ names is most of the work here: each
-    // once per binary, in parallel.
-    let names: Vec<String> = unique
-        .par_iter()
-        .with_min_len(256)
-        .map(|&o| demangle(&String::from_utf8_lossy(symbols.name(o))))
-        .collect();
+    let names = demangle_all(&unique, symbols, opened.table_key, cache);
     let kmods = vec![None; names.len()];
     ModuleResult {
         module: idx,
@@ -168,5 +164,107 @@ fn symbolize_user_module(
         kmods,
         frames: out,
         error: None,
+    }
+}
+
+/// Binaries with fewer names to demangle than this demangle them all
+/// again rather than read those kept in the cache.
+const KEPT_NAMES: usize = 256;
+
+/// The demangled names at the file offsets `unique` of `symbols`. Long
+/// Rust and C++ names are most of a binary's work: each is demangled once
+/// per binary, in parallel, and where the table's key is known and there
+/// are many, those demangled by an earlier run are taken from `cache` and
+/// the new ones added to it.
+fn demangle_all(
+    unique: &[u32],
+    symbols: &Elf<'_>,
+    table_key: Option<u128>,
+    cache: &SymbolCache,
+) -> Vec<String> {
+    let key = table_key.filter(|_| unique.len() >= KEPT_NAMES);
+    let mut kept = key.map(|k| cache.demangled(k)).unwrap_or_default();
+    let (names, new): (Vec<String>, Vec<bool>) = unique
+        .par_iter()
+        .with_min_len(256)
+        .map(|&o| {
+            let mangled = symbols.name(o);
+            match kept.get(mangled) {
+                Some(d) => (d.to_owned(), false),
+                None => (demangle(&String::from_utf8_lossy(mangled)), true),
+            }
+        })
+        .unzip();
+    if let Some(key) = key.filter(|_| new.contains(&true)) {
+        for ((&o, name), _) in unique.iter().zip(&names).zip(&new).filter(|(_, &n)| n) {
+            kept.insert(symbols.name(o), name);
+        }
+        cache.keep_demangled(key, &kept);
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbols::DemangledNames;
+
+    #[test]
+    fn names_demangled_before_are_taken_from_the_cache() {
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let bytes = std::fs::read(exe).unwrap();
+        let elf = Elf::parse(&bytes).unwrap();
+        // The names of the functions at every 64th byte of the file.
+        let addrs: Vec<u64> = (0..bytes.len() as u64)
+            .step_by(64)
+            .filter_map(|o| elf.offset_to_address(o))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut unique: Vec<u32> = elf
+            .resolve(&addrs, &mut |_| {})
+            .into_iter()
+            .flatten()
+            .collect();
+        unique.sort_unstable();
+        unique.dedup();
+        assert!(unique.len() >= KEPT_NAMES, "{} names", unique.len());
+        let plain: Vec<String> = unique
+            .iter()
+            .map(|&o| demangle(&String::from_utf8_lossy(elf.name(o))))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SymbolCache::in_dir(dir.path().to_owned());
+        let key = elf.table_key();
+        // No key, the cache off, or too few names: nothing kept.
+        assert_eq!(demangle_all(&unique, &elf, None, &cache), plain);
+        assert_eq!(
+            demangle_all(&unique, &elf, Some(key), &SymbolCache::off()),
+            plain
+        );
+        assert_eq!(
+            demangle_all(&unique[..10], &elf, Some(key), &cache),
+            plain[..10]
+        );
+        assert!(cache.demangled(key).is_empty());
+        // Kept by the first run, all of them.
+        assert_eq!(demangle_all(&unique, &elf, Some(key), &cache), plain);
+        assert_eq!(cache.demangled(key).len(), {
+            let mut m: Vec<&[u8]> = unique.iter().map(|&o| elf.name(o)).collect();
+            m.sort_unstable();
+            m.dedup();
+            m.len()
+        });
+        // Read by the next: a name kept with another text comes back so.
+        let mut marked = DemangledNames::default();
+        marked.insert(elf.name(unique[0]), "kept::by::an::earlier::run");
+        cache.keep_demangled(key, &marked);
+        let again = demangle_all(&unique, &elf, Some(key), &cache);
+        assert_eq!(again[0], "kept::by::an::earlier::run");
+        assert_eq!(again[1..], plain[1..]);
+        // And the ones it lacked are added.
+        assert!(cache.demangled(key).len() > 1);
     }
 }

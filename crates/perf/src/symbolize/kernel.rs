@@ -10,44 +10,28 @@ use std::path::{Path, PathBuf};
 use slowlab_model::trace::{FrameIdx, ModuleIdx};
 
 use super::binaries::perf_buildid_dir;
+use super::cache::{map_file, SymbolCache};
 use super::ModuleResult;
 use crate::intern::FxMap;
 use crate::symbols::Kallsyms;
 use crate::{PerfError, ReadOptions};
 
 /// Reads and parses kallsyms (run it on its own thread while records are
-/// read: reading `/proc/kallsyms` costs the kernel ~60 ms of formatting).
-pub fn load_kallsyms(path: &Path) -> Result<Kallsyms, PerfError> {
-    use std::io::Read;
-    let cannot = |source: std::io::Error| PerfError::KallsymsUnreadable {
-        path: path.to_owned(),
-        source,
+/// read: reading `/proc/kallsyms` costs the kernel ~60 ms of formatting),
+/// or takes the table `cache` kept for the same text.
+pub fn load_kallsyms(path: &Path, cache: &SymbolCache) -> Result<Kallsyms, PerfError> {
+    // Whole (5 MB): the cache's key is a hash of all of it. A file (perf's
+    // copy) is mapped; `/proc/kallsyms` cannot be, and is read.
+    let k = match map_file(path) {
+        Some(map) => cache.kallsyms(&map),
+        None => {
+            let text = std::fs::read(path).map_err(|source| PerfError::KallsymsUnreadable {
+                path: path.to_owned(),
+                source,
+            })?;
+            cache.kallsyms(&text)
+        }
     };
-    let mut f = std::fs::File::open(path).map_err(cannot)?;
-    let mut k = Kallsyms::default();
-    // Parse as it streams in: no copy of the whole text is kept.
-    let mut buf = vec![0u8; 1 << 18];
-    let mut have = 0;
-    loop {
-        if have == buf.len() {
-            // A line longer than the buffer: grow it.
-            buf.resize(buf.len() * 2, 0);
-        }
-        let n = match f.read(&mut buf[have..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(cannot(e)),
-        };
-        if n == 0 {
-            k.push_last(&buf[..have]);
-            break;
-        }
-        have += n;
-        let used = k.push_lines(&buf[..have]);
-        buf.copy_within(used..have, 0);
-        have -= used;
-    }
-    k.finish();
     if k.is_empty() {
         return Err(PerfError::KallsymsEmpty {
             path: path.to_owned(),
@@ -89,10 +73,11 @@ fn cached_kallsyms_in(dir: &Path, build_id: &str) -> Option<PathBuf> {
 pub(crate) fn same_boot_or_running(
     cached: Result<Kallsyms, PerfError>,
     text_then: Option<u64>,
+    cache: &SymbolCache,
 ) -> Result<Kallsyms, PerfError> {
     match cached {
         Ok(k) if text_then.is_some() && k.text == text_then => Ok(k),
-        _ => load_kallsyms(Path::new("/proc/kallsyms")),
+        _ => load_kallsyms(Path::new("/proc/kallsyms"), cache),
     }
 }
 
@@ -183,7 +168,8 @@ mod tests {
                 "ffffffff81000000 T _text\nffffffff81000100 T only_in_the_copy\n",
             ))
         };
-        let same = same_boot_or_running(cached(), Some(0xffff_ffff_8100_0000)).unwrap();
+        let same = same_boot_or_running(cached(), Some(0xffff_ffff_8100_0000), &SymbolCache::off())
+            .unwrap();
         assert_eq!(
             same.lookup(0xffff_ffff_8100_0180).map(|s| s.name),
             Some("only_in_the_copy")
@@ -191,7 +177,7 @@ mod tests {
         // Another `_text` (another boot), or none known: the running
         // kernel's table instead (or its error, where kallsyms is hidden).
         for text in [Some(0xffff_ffff_9a00_0000), None] {
-            if let Ok(running) = same_boot_or_running(cached(), text) {
+            if let Ok(running) = same_boot_or_running(cached(), text, &SymbolCache::off()) {
                 assert!(running
                     .lookup(0xffff_ffff_8100_0180)
                     .is_none_or(|s| s.name != "only_in_the_copy"));

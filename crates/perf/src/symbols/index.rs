@@ -17,32 +17,118 @@ use super::{better, binding, rank_key, Rank};
 /// address are all kept and chosen among at lookup, by perf's rule, with
 /// the first in file order winning a full tie (as [`Elf::resolve`] does).
 pub struct SortedSymbols {
-    syms: Vec<Sorted>,
+    pub(super) syms: Entries,
+}
+
+/// The entries of an index: made here, or read in place from a stored
+/// index's bytes (a mapped cache file: megabytes not copied).
+pub(super) enum Entries {
+    Made(Vec<Sorted>),
+    /// `count` entries of [`STORED_BYTES`] each, from `start` in `bytes`
+    /// (checked when kept: see `stored`).
+    Stored {
+        bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+        start: usize,
+        count: usize,
+    },
+}
+
+/// Bytes of one stored entry: address, order, name, size, rank.
+pub(super) const STORED_BYTES: usize = 21;
+
+impl Entries {
+    /// The entries as slices, to search (the stored bytes are found once,
+    /// not at each entry).
+    pub(super) fn view(&self) -> View<'_> {
+        match self {
+            Entries::Made(v) => View::Made(v),
+            Entries::Stored {
+                bytes,
+                start,
+                count,
+            } => {
+                let all: &[u8] = (**bytes).as_ref();
+                View::Stored(&all[*start..*start + count * STORED_BYTES])
+            }
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.view().len()
+    }
+
+    pub(super) fn get(&self, i: usize) -> Sorted {
+        self.view().get(i)
+    }
+}
+
+/// [`Entries`], borrowed.
+#[derive(Clone, Copy)]
+pub(super) enum View<'a> {
+    Made(&'a [Sorted]),
+    Stored(&'a [u8]),
+}
+
+impl View<'_> {
+    fn len(self) -> usize {
+        match self {
+            View::Made(v) => v.len(),
+            View::Stored(b) => b.len() / STORED_BYTES,
+        }
+    }
+
+    /// Entry `i` (below [`View::len`]).
+    #[inline]
+    fn get(self, i: usize) -> Sorted {
+        match self {
+            View::Made(v) => v[i],
+            View::Stored(b) => Sorted::read(&b[i * STORED_BYTES..(i + 1) * STORED_BYTES]),
+        }
+    }
+
+    #[inline]
+    fn addr(self, i: usize) -> u64 {
+        match self {
+            View::Made(v) => v[i].addr,
+            View::Stored(b) => {
+                let at = i * STORED_BYTES;
+                u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default())
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
-struct Sorted {
-    addr: u64,
+pub(super) struct Sorted {
+    pub(super) addr: u64,
     /// Position in the symbol table (ties go to the first).
-    order: u32,
-    name: u32,
-    size: u32,
-    rank: Rank,
+    pub(super) order: u32,
+    pub(super) name: u32,
+    pub(super) size: u32,
+    pub(super) rank: Rank,
 }
 
 impl SortedSymbols {
     /// The first symbol above `q`, searched from `from` on (every symbol
     /// before `from` is at or below `q`) by doubling steps, then halving.
-    fn first_above(&self, from: usize, q: u64) -> usize {
-        let syms = &self.syms;
+    fn first_above(syms: View<'_>, from: usize, q: u64) -> usize {
         let (mut lo, mut hi, mut step) = (from, from, 1);
-        while hi < syms.len() && syms[hi].addr <= q {
+        while hi < syms.len() && syms.addr(hi) <= q {
             lo = hi + 1;
             hi = lo + step;
             step <<= 1;
         }
-        let hi = hi.min(syms.len());
-        lo + syms[lo..hi].partition_point(|s| s.addr <= q)
+        // The first above `q` in `lo..hi`, by halving.
+        let mut hi = hi.min(syms.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if syms.addr(mid) <= q {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// For each of the ascending addresses `queries`, the file offset of
@@ -57,16 +143,17 @@ impl SortedSymbols {
         // ascend, so each search starts where the last one ended and
         // gallops from there: a few steps through memory just read, rather
         // than a binary search over the whole table per query.
+        let syms = self.syms.view();
         let mut from = 0;
         let groups: Vec<Option<(usize, usize)>> = queries
             .iter()
             .map(|&q| {
-                let end = self.first_above(from, q);
+                let end = Self::first_above(syms, from, q);
                 from = end;
                 let last = end.checked_sub(1)?;
-                let addr = self.syms[last].addr;
+                let addr = syms.addr(last);
                 let mut first = last;
-                while first > 0 && self.syms[first - 1].addr == addr {
+                while first > 0 && syms.addr(first - 1) == addr {
                     first -= 1;
                 }
                 Some((first, end))
@@ -74,10 +161,9 @@ impl SortedSymbols {
             .collect();
         // Names decide only among equal ranks at one address.
         let tied = |&(a, b): &(usize, usize)| {
-            let top = self.syms[a..b].iter().map(|s| rank_key(s.rank)).max();
-            self.syms[a..b]
-                .iter()
-                .filter(move |s| Some(rank_key(s.rank)) == top)
+            let group = move || (a..b).map(move |i| syms.get(i));
+            let top = group().map(|s| rank_key(s.rank)).max();
+            group().filter(move |s| Some(rank_key(s.rank)) == top)
         };
         let mut need: Vec<u32> = groups
             .iter()
@@ -97,7 +183,7 @@ impl SortedSymbols {
                 let g = g?;
                 // In file order: the first stays unless a later one is better.
                 let mut best: Option<Sorted> = None;
-                for &s in tied(&g) {
+                for s in tied(&g) {
                     best = match best {
                         Some(b) if !better(s.rank, elf.name(s.name), b.rank, elf.name(b.name)) => {
                             Some(b)
@@ -139,7 +225,9 @@ impl Elf<'_> {
         } else {
             syms.sort_unstable_by_key(|s| (s.addr, s.order));
         }
-        SortedSymbols { syms }
+        SortedSymbols {
+            syms: Entries::Made(syms),
+        }
     }
 }
 

@@ -10,27 +10,27 @@ use super::{better, Binding, Rank};
 
 /// One kallsyms text symbol.
 #[derive(Clone, Copy, Debug)]
-struct KSym {
-    addr: u64,
+pub(super) struct KSym {
+    pub(super) addr: u64,
     /// Name: offset and length in [`Kallsyms::names`].
-    name: u32,
-    name_len: u16,
+    pub(super) name: u32,
+    pub(super) name_len: u16,
     /// 1 + index into [`Kallsyms::modules`]; 0 for the kernel image.
-    module: u16,
-    rank: Rank,
+    pub(super) module: u16,
+    pub(super) rank: Rank,
 }
 
 /// The kernel's text symbols from `/proc/kallsyms`, sorted by address (one
 /// per address: the best by perf's rule). Names are kept in one buffer.
 #[derive(Debug, Default)]
 pub struct Kallsyms {
-    syms: Vec<KSym>,
-    names: Vec<u8>,
-    modules: Vec<String>,
+    pub(super) syms: Vec<KSym>,
+    pub(super) names: Vec<u8>,
+    pub(super) modules: Vec<String>,
     /// Address of `_text`, the kernel's relocation reference.
     pub text: Option<u64>,
     /// Lines that had an address of zero (kernel pointers hidden).
-    zero: usize,
+    pub(super) zero: usize,
 }
 
 /// A kernel function found for an address.
@@ -55,8 +55,15 @@ fn hex(b: &[u8]) -> Option<u64> {
 impl Kallsyms {
     /// Parses kallsyms text at once (see [`Kallsyms::push_lines`]).
     pub fn from_text(text: &str) -> Kallsyms {
+        Kallsyms::parse(text.as_bytes())
+    }
+
+    /// Parses a whole kallsyms file's bytes, its last line with or without
+    /// a newline.
+    pub fn parse(text: &[u8]) -> Kallsyms {
         let mut k = Kallsyms::default();
-        k.push_lines(text.as_bytes());
+        let used = k.push_lines(text);
+        k.push_last(&text[used..]);
         k.finish();
         k
     }

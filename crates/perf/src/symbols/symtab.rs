@@ -16,10 +16,10 @@ use crate::PerfError;
 
 /// An ELF file's symbols, read in place from its bytes.
 pub struct Elf<'a> {
-    bytes: &'a [u8],
+    pub(super) bytes: &'a [u8],
     /// (file offset, file size, virtual address) of each loadable segment,
     /// to turn a file offset into an address.
-    segments: Vec<(u64, u64, u64)>,
+    pub(super) segments: Vec<(u64, u64, u64)>,
     /// The file's GNU build id.
     pub build_id: Option<Vec<u8>>,
     /// The names come from `.dynsym` only (the file has no `.symtab`).

@@ -78,7 +78,12 @@ SLOWLAB_MEMORY=SIZE (MB, or 512M, 2G; 1024 by default): a perf.data file
 bigger than this is read in two passes, with the frames of each function
 merged, in about 0.45 bytes of memory per byte of trace instead of one.
 Every view is the same; exports (--pprof, --fxprof) show one address per
-function.")]
+function.
+SLOWLAB_CACHE_DIR=DIR: where work on symbols is kept between runs (the
+sorted index of each big symbol table, the parsed kallsyms, demangled
+names), each file named by a hash of what it was made from, so never
+stale; ~/.cache/slowlab (or $XDG_CACHE_HOME/slowlab) by default, `off` to
+keep nothing. Safe to delete; files unused for 30 days are removed.")]
 pub struct AnalyzeArgs {
     /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
     pub file: PathBuf,

@@ -154,6 +154,7 @@ pub fn read_trace(file: &Path, symbolize: bool) -> anyhow::Result<slowlab_model:
         symbolize,
         threads: threads_from_env()?,
         memory_budget: Some(memory_budget_from_env()?),
+        symbol_cache: symbol_cache_dir(),
         ..slowlab_perf::ReadOptions::default()
     };
     let trace = slowlab_perf::read_file(file, &opts, &|stage, done, total| {
@@ -179,6 +180,20 @@ fn threads_from_env() -> anyhow::Result<usize> {
             ),
         },
     }
+}
+
+/// Where work on symbols is kept between runs (`slowlab_perf::SymbolCache`):
+/// `SLOWLAB_CACHE_DIR` (empty or `off`: nothing is kept), else
+/// `$XDG_CACHE_HOME/slowlab`, else `~/.cache/slowlab`.
+fn symbol_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SLOWLAB_CACHE_DIR") {
+        return (!dir.is_empty() && dir != "off").then(|| PathBuf::from(dir));
+    }
+    let xdg = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute());
+    let base = xdg.or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache")))?;
+    Some(base.join("slowlab"))
 }
 
 /// The memory a trace's model may take, in bytes: `SLOWLAB_MEMORY` (MB, or

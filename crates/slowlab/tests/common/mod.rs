@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: the binary, whether we are
+//! Helpers shared by the integration tests: the binary (with its symbol
+//! cache in the build's scratch directory), whether we are
 //! root, whether perf can record here (and why not), one recording at a
 //! time, JSON from a successful run, and waiting for a `slowlab lab` child
 //! with a deadline and picking its scenario's result line; `browser`:
@@ -10,8 +11,16 @@ pub mod browser;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+/// The binary, keeping its symbol cache in the build's scratch directory
+/// (not the user's `~/.cache`): shared by the tests, so most of them read
+/// symbols from it, as users' second runs do.
 pub fn slowlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_slowlab"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowlab"));
+    cmd.env(
+        "SLOWLAB_CACHE_DIR",
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("symbol-cache"),
+    );
+    cmd
 }
 
 /// The JSON a successful run printed on stdout.

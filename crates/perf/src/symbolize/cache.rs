@@ -1,0 +1,399 @@
+//! The symbol cache: work done on symbols, kept on disk between runs so
+//! that the next analysis of a trace from the same machine skips it. It
+//! keeps three kinds of file, each named by a key that is a hash of
+//! everything the work read, so an entry is never stale:
+//!
+//! - `index/KEY`: a big symbol table's sorted index, keyed by
+//!   [`Elf::table_key`] (the table's bytes and where its names lie; build
+//!   ids are not enough: rustup's `librustc_driver` has none, and a binary
+//!   and its debug file share one);
+//! - `kallsyms/KEY`: the kernel's parsed symbols, keyed by a hash of the
+//!   kallsyms text;
+//! - `names/KEY`: the names of a binary demangled so far, keyed by its
+//!   table and by this build of slowlab (demangled text depends on the
+//!   demanglers' versions). Each name is looked up by its mangled form.
+//!
+//! Files live in `DIR/v1/` and are framed: kind, key, length and a
+//! checksum, written to a temporary file and renamed into place, so a
+//! reader sees a whole file or none; one that fails any check is ignored
+//! (and rewritten). Deleting the directory is always safe. Files unused
+//! for 30 days are removed when others are written. Failing to read or
+//! write the cache changes nothing but speed: it is never an error.
+//!
+//! It decides nothing about which work to keep (`binaries`, `jobs` and
+//! `kernel` do) and knows nothing of the formats inside (`symbols`).
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::symbols::{DemangledNames, Elf, Kallsyms, SortedSymbols};
+
+/// Where symbol work is kept between runs; [`SymbolCache::off`] keeps
+/// nothing.
+#[derive(Clone, Debug, Default)]
+pub struct SymbolCache {
+    dir: Option<PathBuf>,
+}
+
+/// What a cache file holds.
+#[derive(Clone, Copy)]
+enum Kind {
+    Index,
+    Kallsyms,
+    Names,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Index => "index",
+            Kind::Kallsyms => "kallsyms",
+            Kind::Names => "names",
+        }
+    }
+}
+
+/// The first bytes of every cache file.
+const MAGIC: &[u8; 8] = b"slowlab\x01";
+/// Magic, kind (8 bytes), key (16), payload length (8).
+const HEADER: usize = 40;
+/// The checksum after the payload.
+const TRAILER: usize = 8;
+/// Files untouched this long are removed.
+const UNUSED: Duration = Duration::from_secs(30 * 24 * 3600);
+
+impl SymbolCache {
+    /// A cache that keeps nothing.
+    pub fn off() -> SymbolCache {
+        SymbolCache { dir: None }
+    }
+
+    /// A cache in `dir` (made when first written).
+    pub fn in_dir(dir: PathBuf) -> SymbolCache {
+        SymbolCache { dir: Some(dir) }
+    }
+
+    /// Whether anything is kept.
+    pub(crate) fn is_on(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// The sorted index of `elf`'s table, whose [`Elf::table_key`] is
+    /// `key`: kept, or made (and kept).
+    pub(crate) fn sorted_index(&self, elf: &Elf<'_>, key: u128) -> SortedSymbols {
+        if let Some(index) = self.load(Kind::Index, key).and_then(|f| {
+            let payload = f.payload_range();
+            SortedSymbols::in_place(Box::new(f.bytes), payload)
+        }) {
+            return index;
+        }
+        let index = elf.sorted();
+        self.store(Kind::Index, key, &index.to_bytes());
+        index
+    }
+
+    /// The kernel's symbols parsed from kallsyms `text`: kept, or parsed
+    /// (and kept).
+    pub(crate) fn kallsyms(&self, text: &[u8]) -> Kallsyms {
+        if self.dir.is_none() {
+            return Kallsyms::parse(text);
+        }
+        let key = twox_hash::XxHash3_128::oneshot(text);
+        if let Some(k) = self
+            .load(Kind::Kallsyms, key)
+            .and_then(|f| Kallsyms::from_bytes(f.payload()))
+        {
+            return k;
+        }
+        let k = Kallsyms::parse(text);
+        self.store(Kind::Kallsyms, key, &k.to_bytes());
+        k
+    }
+
+    /// The names demangled so far for the binary whose table has key
+    /// `table` (empty when none are kept).
+    pub(crate) fn demangled(&self, table: u128) -> DemangledNames {
+        self.dir
+            .as_ref()
+            .and_then(|_| self.load(Kind::Names, names_key(table)))
+            .and_then(|f| DemangledNames::from_bytes(f.payload()))
+            .unwrap_or_default()
+    }
+
+    /// Keeps the names demangled for the binary whose table has key
+    /// `table` (all of them: those read by [`SymbolCache::demangled`] and
+    /// the new ones).
+    pub(crate) fn keep_demangled(&self, table: u128, names: &DemangledNames) {
+        if self.dir.is_some() {
+            self.store(Kind::Names, names_key(table), &names.to_bytes());
+        }
+    }
+
+    fn path(&self, kind: Kind, key: u128) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        Some(dir.join("v1").join(kind.name()).join(format!("{key:032x}")))
+    }
+
+    /// The file for `kind` and `key`, if it is there and whole.
+    fn load(&self, kind: Kind, key: u128) -> Option<Framed> {
+        let path = self.path(kind, key)?;
+        let framed = Framed::check(map_file(&path)?, kind, key)?;
+        // Used: not to be removed as unused for another 30 days (marked
+        // at most once a day).
+        if let Ok(f) = std::fs::File::options().append(true).open(&path) {
+            let old = f
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age > Duration::from_secs(24 * 3600));
+            if old {
+                let _ = f.set_modified(SystemTime::now());
+            }
+        }
+        Some(framed)
+    }
+
+    /// Writes the file for `kind` and `key` whole, or not at all.
+    fn store(&self, kind: Kind, key: u128, payload: &[u8]) {
+        let Some(path) = self.path(kind, key) else {
+            return;
+        };
+        let Some(dir) = path.parent() else {
+            return;
+        };
+        // Only the user may read it: kallsyms addresses would tell others
+        // where the kernel sits.
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+        if made.is_err() {
+            return;
+        }
+        let frame = Framed::frame(kind, key, payload);
+        // A name no other writer uses; renamed over the file only once it
+        // is all written, so readers never see part of one.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let tmp = dir.join(format!(".{key:032x}.{}.{nanos}.tmp", std::process::id()));
+        let written = std::fs::write(&tmp, &frame).and_then(|_| std::fs::rename(&tmp, &path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return;
+        }
+        remove_unused(dir);
+    }
+}
+
+/// The key of a binary's demangled names: its table's key and this build
+/// of slowlab (its executable's size and time), because the demangled text
+/// of a name depends on the demanglers built in.
+fn names_key(table: u128) -> u128 {
+    static BUILD: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let build = *BUILD.get_or_init(|| {
+        let exe = std::env::current_exe().and_then(std::fs::metadata);
+        let (len, time) = match exe {
+            Ok(m) => (
+                m.len(),
+                m.modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos()),
+            ),
+            Err(_) => (0, 0),
+        };
+        let mut id = Vec::with_capacity(40);
+        id.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
+        id.extend_from_slice(&len.to_le_bytes());
+        id.extend_from_slice(&time.to_le_bytes());
+        twox_hash::XxHash3_128::oneshot(&id)
+    });
+    let mut both = [0u8; 32];
+    both[..16].copy_from_slice(&table.to_le_bytes());
+    both[16..].copy_from_slice(&build.to_le_bytes());
+    twox_hash::XxHash3_128::oneshot(&both)
+}
+
+/// Removes the files of `dir` unused for [`UNUSED`], and temporary files
+/// left by writers that died (older than an hour).
+fn remove_unused(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let age = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or_default();
+        let tmp = e.file_name().to_string_lossy().ends_with(".tmp");
+        if age > UNUSED || (tmp && age > Duration::from_secs(3600)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// A file's bytes, mapped: read in place from the page cache, not copied
+/// (the files are megabytes); `None` for an empty file or one that cannot
+/// be read.
+pub(super) fn map_file(path: &Path) -> Option<memmap2::Mmap> {
+    let f = std::fs::File::open(path).ok()?;
+    if f.metadata().ok()?.len() == 0 {
+        return None;
+    }
+    // SAFETY: a read-only private map. A file replaced while mapped stays
+    // the old one (writers rename a new file into place); one truncated in
+    // place by someone else may raise SIGBUS, as for every mapped reader.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
+/// A cache file's bytes, checked: magic, kind, key, length, checksum.
+struct Framed {
+    bytes: memmap2::Mmap,
+}
+
+impl Framed {
+    fn frame(kind: Kind, key: u128, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + payload.len() + TRAILER);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&kind_tag(kind));
+        out.extend_from_slice(&key.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(payload);
+        let sum = twox_hash::XxHash3_64::oneshot(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    fn check(bytes: memmap2::Mmap, kind: Kind, key: u128) -> Option<Framed> {
+        let body = bytes.len().checked_sub(TRAILER)?;
+        let len = usize::try_from(u64::from_le_bytes(bytes.get(32..40)?.try_into().ok()?)).ok()?;
+        let whole = bytes.get(..8)? == MAGIC
+            && bytes.get(8..16)? == kind_tag(kind)
+            && bytes.get(16..32)? == key.to_le_bytes()
+            && HEADER.checked_add(len) == Some(body)
+            && bytes.get(body..)? == twox_hash::XxHash3_64::oneshot(&bytes[..body]).to_le_bytes();
+        whole.then_some(Framed { bytes })
+    }
+
+    fn payload_range(&self) -> std::ops::Range<usize> {
+        HEADER..self.bytes.len() - TRAILER
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.bytes[self.payload_range()]
+    }
+}
+
+fn kind_tag(kind: Kind) -> [u8; 8] {
+    let mut tag = [0u8; 8];
+    let name = kind.name().as_bytes();
+    tag[..name.len()].copy_from_slice(name);
+    tag
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &[u8] = b"ffffffff81000000 T _text\nffffffff81000100 t do_thing\n";
+
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut todo = vec![dir.to_owned()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    todo.push(e.path());
+                } else {
+                    out.push(e.path());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn kept_kallsyms_are_read_back_and_damaged_files_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SymbolCache::in_dir(dir.path().to_owned());
+        let parsed = cache.kallsyms(TEXT);
+        let kept = files(dir.path());
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let again = cache.kallsyms(TEXT);
+        assert_eq!(again.to_bytes(), parsed.to_bytes());
+        // Every single damaged byte, and the file cut short, is noticed:
+        // the table is parsed again (same result) and the file rewritten.
+        let good = std::fs::read(&kept[0]).unwrap();
+        for i in (0..good.len()).step_by(7).chain([good.len() - 1]) {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            std::fs::write(&kept[0], &bad).unwrap();
+            assert!(cache
+                .load(Kind::Kallsyms, twox_hash::XxHash3_128::oneshot(TEXT))
+                .is_none());
+            assert_eq!(cache.kallsyms(TEXT).to_bytes(), parsed.to_bytes());
+            assert_eq!(std::fs::read(&kept[0]).unwrap(), good, "byte {i}");
+        }
+        std::fs::write(&kept[0], &good[..good.len() / 2]).unwrap();
+        assert_eq!(cache.kallsyms(TEXT).to_bytes(), parsed.to_bytes());
+        assert_eq!(std::fs::read(&kept[0]).unwrap(), good);
+        // Other text, another file.
+        let other = cache.kallsyms(b"ffffffff81000000 T _text\nffffffff81000200 t other\n");
+        assert_eq!(other.lookup(0xffff_ffff_8100_0201).unwrap().name, "other");
+        assert_eq!(files(dir.path()).len(), 2);
+    }
+
+    #[test]
+    fn a_cache_that_cannot_be_written_changes_nothing_but_speed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the cache's directory would be.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, "").unwrap();
+        let cache = SymbolCache::in_dir(blocked.clone());
+        let k = cache.kallsyms(TEXT);
+        assert_eq!(k.lookup(0xffff_ffff_8100_0101).unwrap().name, "do_thing");
+        assert!(blocked.is_file());
+        let off = SymbolCache::off().kallsyms(TEXT);
+        assert_eq!(off.to_bytes(), k.to_bytes());
+    }
+
+    #[test]
+    fn kept_index_and_names_are_read_back() {
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let bytes = std::fs::read(exe).unwrap();
+        let elf = Elf::parse(&bytes).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SymbolCache::in_dir(dir.path().to_owned());
+        let key = elf.table_key();
+        let made = cache.sorted_index(&elf, key).to_bytes();
+        assert_eq!(made, elf.sorted().to_bytes());
+        assert_eq!(cache.sorted_index(&elf, key).to_bytes(), made);
+        assert!(cache.demangled(key).is_empty());
+        let mut names = DemangledNames::default();
+        names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "foo::bar");
+        cache.keep_demangled(key, &names);
+        assert_eq!(
+            cache.demangled(key).get(b"_ZN3foo3bar17h05af221e174051e9E"),
+            Some("foo::bar")
+        );
+        assert!(cache.demangled(key ^ 1).is_empty());
+        // Only the user may read it.
+        use std::os::unix::fs::PermissionsExt;
+        let v1 = dir.path().join("v1");
+        assert_eq!(
+            std::fs::metadata(&v1).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // No temporary file is left behind.
+        let left = files(dir.path());
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.iter().all(|p| !p.to_string_lossy().ends_with(".tmp")));
+    }
+}
