@@ -28,8 +28,8 @@ for trace in "$@"; do
         continue
     fi
     mb=$(( $(stat -c %s "$trace") / 1000000 ))
-    cmds=("$SLOWLAB analyze --json $trace" "env SLOWLAB_MEMORY=100G $SLOWLAB analyze --json $trace")
-    [ -z "${BASELINE:-}" ] || cmds+=("$BASELINE analyze --json $trace")
+    cmds=("$CACHED $SLOWLAB analyze --json $trace" "$CACHED SLOWLAB_MEMORY=100G $SLOWLAB analyze --json $trace")
+    [ -z "${BASELINE:-}" ] || cmds+=("$UNCACHED $BASELINE analyze --json $trace")
     hf=()
     for c in "${cmds[@]}"; do hf+=("$c > /dev/null 2>&1"); done
     hyperfine -w 1 -r "$runs" --export-json "$out/budget.json" "${hf[@]}" >&2

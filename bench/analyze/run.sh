@@ -26,14 +26,18 @@ samples=$(perf report -i "$trace" --stats 2>/dev/null | awk '/SAMPLE events/ {pr
 bytes=$(stat -c %s "$trace")
 echo "trace: $trace, $samples samples, $bytes bytes"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-slowlab_cmd="$SLOWLAB analyze --json $trace"
+# The symbol cache is filled once, then read from the disk like the rest.
+slowlab_cmd="env SLOWLAB_CACHE_DIR=$out/symbol-cache $SLOWLAB analyze --json $trace"
+uncached_cmd="env SLOWLAB_CACHE_DIR=off $SLOWLAB analyze --json $trace"
 perf_cmd="perf report -i $trace --stdio --no-children --sort comm,dso,sym"
+$slowlab_cmd > /dev/null 2>&1
 hyperfine --runs "$runs" --prepare 'sync; echo 3 > /proc/sys/vm/drop_caches' \
     --export-json "$out/hyperfine.json" \
     "$slowlab_cmd > /dev/null 2>&1" \
-    "$perf_cmd > /dev/null 2>&1"
+    "$perf_cmd > /dev/null 2>&1" \
+    "$uncached_cmd > /dev/null 2>&1"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-for cmd in "$slowlab_cmd" "$perf_cmd"; do
+for cmd in "$slowlab_cmd" "$uncached_cmd" "$perf_cmd"; do
     sync; echo 3 > /proc/sys/vm/drop_caches
     /usr/bin/time -v -o "$out/time-v.txt" $cmd > /dev/null 2>&1
     rss=$(awk -F: '/Maximum resident/ {gsub(/ /,"",$2); print $2}' "$out/time-v.txt")
@@ -43,10 +47,11 @@ python3 - "$out/hyperfine.json" "$samples" "$bytes" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
 samples, mb = int(sys.argv[2]), int(sys.argv[3]) / 1e6
-s, p = r[0], r[1]
+s, p, n = r[0], r[1], r[2]
 print(f"medians: slowlab {s['median']*1e3:.0f} ms (mean {s['mean']*1e3:.0f} ± {s['stddev']*1e3:.0f}), "
       f"perf report {p['median']*1e3:.0f} ms (mean {p['mean']*1e3:.0f} ± {p['stddev']*1e3:.0f})")
 print(f"ratio of medians: {p['median']/s['median']:.1f}x; of means: {p['mean']/s['mean']:.1f}x")
+print(f"without the symbol cache: slowlab {n['median']*1e3:.0f} ms, {p['median']/n['median']:.1f}x")
 print(f"slowlab: {samples/s['median']:,.0f} samples/s, {mb/s['median']:.0f} MB/s of perf.data "
       f"(perf report: {samples/p['median']:,.0f} samples/s, {mb/p['median']:.1f} MB/s)")
 EOF

@@ -2,7 +2,8 @@
 # slowlab against samply on the same perf.data: `slowlab analyze --json
 # TRACE` and `samply import --save-only --no-open -o OUT TRACE` (samply's
 # import into a Firefox Profiler profile), with and without
-# `--unstable-presymbolicate`, side by side in one hyperfine run per trace,
+# `--unstable-presymbolicate`, side by side (slowlab with its symbol
+# cache, filled by the warm-up run, and without one) in one hyperfine run per trace,
 # page cache warm (one warm-up run), RUNS runs each. samply names no
 # function at import (its server does, later); slowlab's time includes
 # symbolization. Traces come from make-trace.sh (see README.md).
@@ -38,7 +39,8 @@ for trace in "$@"; do
     fi
     echo "== $trace ($(du -h "$trace" | cut -f1))"
     hyperfine -N -w 1 -r "$runs" \
-        -n slowlab "$SLOWLAB analyze $trace --json" \
+        -n slowlab "env SLOWLAB_CACHE_DIR=$out/symbol-cache $SLOWLAB analyze $trace --json" \
+        -n "slowlab, no symbol cache" "env SLOWLAB_CACHE_DIR=off $SLOWLAB analyze $trace --json" \
         -n "samply import" "$samply import -s -n -o $profile/p.json.gz $trace" \
         -n "samply import --unstable-presymbolicate" \
         "$samply import -s -n --unstable-presymbolicate -o $profile/q.json.gz $trace"

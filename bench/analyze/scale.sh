@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Time and peak RSS against trace size: `slowlab analyze --json TRACE`
+# (with its symbol cache filled by the warm-up run, and without one)
 # against `perf report -i TRACE --stdio --no-children --sort comm,dso,sym`,
 # side by side in one run, printed as a Markdown table. Time: hyperfine,
 # page cache warm (one warm-up run), median of RUNS; peak RSS: one run under
@@ -32,11 +33,11 @@ for trace in "$@"; do
     bytes=$(stat -c %s "$trace")
     mb=$((bytes / 1000000))
     samples=$(perf report -i "$trace" --stats 2>/dev/null | awk '/SAMPLE events/ {print $3; exit}')
-    names=(slowlab)
-    cmds=("$SLOWLAB analyze --json $trace")
+    names=(slowlab nocache)
+    cmds=("$CACHED $SLOWLAB analyze --json $trace" "$UNCACHED $SLOWLAB analyze --json $trace")
     if [ -n "${BASELINE:-}" ]; then
         names+=(baseline)
-        cmds+=("$BASELINE analyze --json $trace")
+        cmds+=("$UNCACHED $BASELINE analyze --json $trace")
     fi
     if [ "$mb" -le "$perf_max_mb" ]; then
         names+=(perf)
@@ -53,13 +54,14 @@ for trace in "$@"; do
         rss[${names[$i]}]=$(peak_rss_mb ${cmds[$i]})
     done
     row=$(python3 - "$mb" "$samples" "${med[slowlab]}" "${rss[slowlab]}" \
+        "${med[nocache]}" "${rss[nocache]}" \
         "${med[baseline]:-}" "${rss[baseline]:-}" "${med[perf]:-}" "${rss[perf]:-}" <<'PY'
 import sys
-mb, samples, s, srss, b, brss, p, prss = sys.argv[1:]
-mb, s = float(mb), float(s)
-cell = lambda t, r: f"{float(t):.2f} s, {mb/float(t):.0f} MB/s, {r} MB" if t else "not run"
-cols = [f"{mb:.0f} MB, {int(samples):,} samples", cell(s, srss), cell(b, brss), cell(p, prss)]
-cols.append(f"{float(p)/s:.1f}x" if p else "-")
+mb, samples, s, srss, n, nrss, b, brss, p, prss = sys.argv[1:]
+mb, s, n = float(mb), float(s), float(n)
+cell = lambda t, r: f"{float(t):.3f} s, {mb/float(t):.0f} MB/s, {r} MB" if t else "not run"
+cols = [f"{mb:.0f} MB, {int(samples):,} samples", cell(s, srss), cell(n, nrss), cell(b, brss), cell(p, prss)]
+cols.append(f"{float(p)/s:.1f}x / {float(p)/n:.1f}x" if p else "-")
 cols.append(f"{int(srss)/int(prss):.2f}" if p else "-")
 print("| " + " | ".join(cols) + " |")
 PY
@@ -68,6 +70,6 @@ PY
     unset med rss
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| trace | slowlab (median, MB/s, peak RSS) | baseline | perf report | time ratio | RSS slowlab/perf |"
-echo "|---|---|---|---|---|---|"
+echo "| trace | slowlab (median, MB/s, peak RSS) | slowlab, no symbol cache | baseline (no symbol cache) | perf report | time ratio (cache / none) | RSS slowlab/perf |"
+echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
