@@ -19,7 +19,9 @@
 //! The parts: `jobs` plans and runs the per-binary jobs and names one
 //! binary's frames; `binaries` opens each binary once (the per-binary
 //! cache: maps, debug files, read-ahead, sorted indexes); `kernel` reads
-//! kallsyms and names the kernel's frames. Here: the driver, which gathers
+//! kallsyms and names the kernel's frames; `cache` keeps the work on big
+//! symbol tables, kallsyms and demangling between runs, when asked to
+//! ([`SymbolCache`]). Here: the driver, which gathers
 //! their results and puts the names into the trace.
 //!
 //! This is the only part of the crate that opens files other than the

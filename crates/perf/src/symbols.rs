@@ -16,7 +16,9 @@
 //!
 //! The parts: `symtab` reads an ELF file's headers and symbol table in
 //! place; `scan` and `index` are the two ways to search it; `kallsyms`
-//! is the kernel's table. What they share is here: perf's rule for choosing
+//! is the kernel's table; `stored` writes and reads back what the symbol
+//! cache keeps (an index, a kallsyms table, demangled names) and the key
+//! of a symbol table. What they share is here: perf's rule for choosing
 //! among symbols at one address, and demangling.
 //!
 //! Everything here works on bytes handed in by the caller and does no I/O,

@@ -3,7 +3,7 @@
 //! on a pool wider than the cores (with a cold page cache they mostly wait
 //! for the disk) once the records are read; and what one job does: resolve its binary's addresses in
 //! one pass (or through the binary's index) and demangle each symbol hit
-//! once.
+//! once (or take it from the symbol cache, which keeps the new ones).
 //!
 //! It opens no file itself: `binaries` hands it each binary, opened.
 

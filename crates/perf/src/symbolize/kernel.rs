@@ -1,7 +1,8 @@
 //! The kernel's symbols: which copy of kallsyms to read (perf's build-id
 //! cache copy for the trace's kernel when it is from the same boot, else
-//! `/proc/kallsyms`), reading and parsing it as it streams in, and naming
-//! the kernel's frames from it, corrected for KASLR.
+//! `/proc/kallsyms`), reading it whole and parsing it (or taking the table
+//! the symbol cache kept for the same text), and naming the kernel's
+//! frames from it, corrected for KASLR.
 //!
 //! The parsing and lookups themselves are `symbols`'.
 

@@ -1,5 +1,5 @@
-//! The kernel's text symbols, parsed from kallsyms text (as it streams in,
-//! without an allocation per line) into a compact table sorted by address,
+//! The kernel's text symbols, parsed from kallsyms text (in chunks or
+//! whole, without an allocation per line) into a compact table sorted by address,
 //! one symbol per address chosen by perf's rule, with the kernel module of
 //! each; and looked up by address.
 //!
