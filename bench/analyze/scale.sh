@@ -2,8 +2,8 @@
 # Time and peak RSS against trace size: `slowlab analyze --json TRACE`
 # (with its symbol cache filled by the warm-up run, and without one)
 # against `perf report -i TRACE --stdio --no-children --sort comm,dso,sym`,
-# side by side in one run, printed as a Markdown table. Time: hyperfine,
-# page cache warm (one warm-up run), median of RUNS; peak RSS: one run under
+# side by side in one run, printed as a Markdown table. Time: hyperfine
+# without a shell (-N), page cache warm (one warm-up run), median of RUNS; peak RSS: one run under
 # /usr/bin/time -v. Traces come from make-trace.sh (see README.md); a
 # missing one is skipped with a note.
 #
@@ -43,9 +43,9 @@ for trace in "$@"; do
         names+=(perf)
         cmds+=("perf report -i $trace --stdio --no-children --sort comm,dso,sym")
     fi
-    hf=()
-    for c in "${cmds[@]}"; do hf+=("$c > /dev/null 2>&1"); done
-    hyperfine -w 1 -r "$runs" --export-json "$out/scale.json" "${hf[@]}" >&2
+    # No shell between hyperfine and the commands (-N): its start-up is
+    # neither tool's; hyperfine sends their output to /dev/null.
+    hyperfine -N -w 1 -r "$runs" --export-json "$out/scale.json" "${cmds[@]}" >&2
     read -r -a medians < <(python3 -c 'import json,sys; print(" ".join("%.3f" % r["median"] for r in json.load(open(sys.argv[1]))["results"]))' "$out/scale.json")
     declare -A med=() rss=()
     for i in "${!names[@]}"; do

@@ -100,10 +100,10 @@ impl SymbolCache {
             return Kallsyms::parse(text);
         }
         let key = twox_hash::XxHash3_128::oneshot(text);
-        if let Some(k) = self
-            .load(Kind::Kallsyms, key)
-            .and_then(|f| Kallsyms::from_bytes(f.payload()))
-        {
+        if let Some(k) = self.load(Kind::Kallsyms, key).and_then(|f| {
+            let payload = f.payload_range();
+            Kallsyms::in_place(Box::new(f.bytes), payload)
+        }) {
             return k;
         }
         let k = Kallsyms::parse(text);

@@ -22,15 +22,41 @@ pub(super) struct KSym {
 
 /// The kernel's text symbols from `/proc/kallsyms`, sorted by address (one
 /// per address: the best by perf's rule). Names are kept in one buffer.
+/// A table read back from the symbol cache keeps its symbols and names in
+/// the cache file's bytes instead ([`InPlace`]).
 #[derive(Debug, Default)]
 pub struct Kallsyms {
     pub(super) syms: Vec<KSym>,
     pub(super) names: Vec<u8>,
+    pub(super) in_place: Option<InPlace>,
     pub(super) modules: Vec<String>,
     /// Address of `_text`, the kernel's relocation reference.
     pub text: Option<u64>,
     /// Lines that had an address of zero (kernel pointers hidden).
     pub(super) zero: usize,
+}
+
+/// The symbols and names of a table read in place from stored bytes
+/// (checked when read: see `stored`), not copied.
+pub(super) struct InPlace {
+    pub(super) bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+    /// Where the symbols ([`KSYM_BYTES`] each) and the names lie.
+    pub(super) syms: std::ops::Range<usize>,
+    pub(super) names: std::ops::Range<usize>,
+}
+
+/// Bytes of one stored symbol: address, name, name length, module, rank.
+pub(super) const KSYM_BYTES: usize = 17;
+
+impl std::fmt::Debug for InPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "InPlace({} symbols, {} bytes of names)",
+            self.syms.len() / KSYM_BYTES,
+            self.names.len()
+        )
+    }
 }
 
 /// A kernel function found for an address.
@@ -207,26 +233,68 @@ impl Kallsyms {
         self.syms.truncate(out);
     }
 
+    /// How many symbols the table has.
+    pub(super) fn len(&self) -> usize {
+        match &self.in_place {
+            Some(p) => p.syms.len() / KSYM_BYTES,
+            None => self.syms.len(),
+        }
+    }
+
+    /// Symbol `i`, if there is one.
+    pub(super) fn ksym(&self, i: usize) -> Option<KSym> {
+        match &self.in_place {
+            Some(p) => {
+                let at = p.syms.start + i.checked_mul(KSYM_BYTES)?;
+                let b = (*p.bytes).as_ref().get(at..at + KSYM_BYTES)?;
+                (at < p.syms.end).then(|| KSym::read(b))
+            }
+            None => self.syms.get(i).copied(),
+        }
+    }
+
+    /// The buffer the symbols' names lie in.
+    pub(super) fn name_bytes(&self) -> &[u8] {
+        match &self.in_place {
+            Some(p) => (*p.bytes).as_ref().get(p.names.clone()).unwrap_or(&[]),
+            None => &self.names,
+        }
+    }
+
     /// Whether no symbol was read (e.g. kernel pointers are hidden).
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.len() == 0
     }
 
     /// Whether addresses were hidden (all zero) by `kptr_restrict`.
     pub fn hidden(&self) -> bool {
-        self.syms.is_empty() && self.zero > 0
+        self.is_empty() && self.zero > 0
     }
 
     /// Index of the symbol containing `addr` (the nearest at or below it).
     pub fn lookup_index(&self, addr: u64) -> Option<usize> {
-        self.syms.partition_point(|s| s.addr <= addr).checked_sub(1)
+        let (mut lo, mut hi) = (0, self.len());
+        if self.in_place.is_none() {
+            lo = self.syms.partition_point(|s| s.addr <= addr);
+        } else {
+            // The first symbol above `addr`, by halving.
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if self.ksym(mid).is_some_and(|s| s.addr <= addr) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+        }
+        lo.checked_sub(1)
     }
 
     /// The symbol at an index from [`Kallsyms::lookup_index`].
     pub fn symbol(&self, i: usize) -> Option<KernelSymbol<'_>> {
-        let s = self.syms.get(i)?;
+        let s = self.ksym(i)?;
         let name = self
-            .names
+            .name_bytes()
             .get(s.name as usize..s.name as usize + s.name_len as usize)?;
         Some(KernelSymbol {
             name: std::str::from_utf8(name).unwrap_or("[invalid name]"),

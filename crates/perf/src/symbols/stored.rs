@@ -11,7 +11,7 @@
 //! `symbolize::cache`).
 
 use super::index::{Entries, Sorted, STORED_BYTES};
-use super::kallsyms::KSym;
+use super::kallsyms::{InPlace, KSym, KSYM_BYTES};
 use super::symtab::{Elf, ElfKind};
 use object::Endian as _;
 
@@ -217,24 +217,53 @@ impl Elf<'_> {
     }
 }
 
-/// Bytes of one stored kallsyms symbol.
-const KSYM_BYTES: usize = 17;
+impl KSym {
+    fn write(&self, w: &mut Writer) {
+        w.u64(self.addr);
+        w.u32(self.name);
+        w.u16(self.name_len);
+        w.u16(self.module);
+        w.u8(rank_byte(self.rank));
+    }
+
+    /// A symbol from its [`KSYM_BYTES`] bytes; `None` for a bad rank.
+    fn checked(b: &[u8]) -> Option<KSym> {
+        let mut r = Reader(b);
+        Some(KSym {
+            addr: r.u64()?,
+            name: r.u32()?,
+            name_len: r.u16()?,
+            module: r.u16()?,
+            rank: rank_from(r.u8()?)?,
+        })
+    }
+
+    /// A symbol from bytes [`Kallsyms::in_place`] checked.
+    pub(super) fn read(b: &[u8]) -> KSym {
+        KSym::checked(b).unwrap_or(KSym {
+            addr: 0,
+            name: 0,
+            name_len: 0,
+            module: 0,
+            rank: Rank {
+                sized: false,
+                binding: Binding::Local,
+            },
+        })
+    }
+}
 
 impl Kallsyms {
-    /// The parsed table as bytes, for [`Kallsyms::from_bytes`].
+    /// The parsed table as bytes, for [`Kallsyms::in_place`].
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(
-            64 + self.syms.len() * KSYM_BYTES + self.names.len(),
-        ));
-        w.u64(self.syms.len() as u64);
-        for s in &self.syms {
-            w.u64(s.addr);
-            w.u32(s.name);
-            w.u16(s.name_len);
-            w.u16(s.module);
-            w.u8(rank_byte(s.rank));
+        let names = self.name_bytes();
+        let n = self.len();
+        let mut w = Writer(Vec::with_capacity(64 + n * KSYM_BYTES + names.len()));
+        w.u64(n as u64);
+        for s in (0..n).filter_map(|i| self.ksym(i)) {
+            s.write(&mut w);
         }
-        w.bytes(&self.names);
+        w.bytes(names);
         w.u64(self.modules.len() as u64);
         for m in &self.modules {
             w.bytes(m.as_bytes());
@@ -245,23 +274,25 @@ impl Kallsyms {
         w.0
     }
 
-    /// A table from [`Kallsyms::to_bytes`]; `None` if the bytes are not
-    /// one (wrong length, a name outside the names, an unknown module,
-    /// addresses out of order).
-    pub fn from_bytes(bytes: &[u8]) -> Option<Kallsyms> {
-        let mut r = Reader(bytes);
+    /// The table whose [`Kallsyms::to_bytes`] are `bytes[range]`, its
+    /// symbols and names read in place (not copied); `None` if they are not
+    /// one (wrong length, a bad rank, a name outside the names, an unknown
+    /// module, addresses out of order).
+    pub fn in_place(
+        bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+        range: std::ops::Range<usize>,
+    ) -> Option<Kallsyms> {
+        let all: &[u8] = (*bytes).as_ref();
+        let end = range.end;
+        let mut r = Reader(all.get(range)?);
+        // Where the reader is in `all`.
+        let at = |r: &Reader<'_>| end - r.0.len();
         let n = r.count(KSYM_BYTES)?;
-        let mut syms = Vec::with_capacity(n);
-        for _ in 0..n {
-            syms.push(KSym {
-                addr: r.u64()?,
-                name: r.u32()?,
-                name_len: r.u16()?,
-                module: r.u16()?,
-                rank: rank_from(r.u8()?)?,
-            });
-        }
-        let names = r.bytes()?.to_vec();
+        let syms_at = at(&r);
+        let entries = r.take(n * KSYM_BYTES)?;
+        let names_len = r.count(1)?;
+        let names_at = at(&r);
+        let names = r.take(names_len)?;
         let module_count = r.count(8)?;
         let modules = (0..module_count)
             .map(|_| Some(std::str::from_utf8(r.bytes()?).ok()?.to_owned()))
@@ -273,17 +304,27 @@ impl Kallsyms {
         };
         let zero = usize::try_from(r.u64()?).ok()?;
         r.end()?;
-        let sound = syms.windows(2).all(|w| w[0].addr < w[1].addr)
-            && syms.iter().all(|s| {
-                s.name as usize + s.name_len as usize <= names.len()
-                    && s.module as usize <= modules.len()
-            });
-        sound.then_some(Kallsyms {
-            syms,
-            names,
+        let mut last = None;
+        for e in entries.chunks_exact(KSYM_BYTES) {
+            let s = KSym::checked(e)?;
+            let sound = last.is_none_or(|l| l < s.addr)
+                && s.name as usize + s.name_len as usize <= names.len()
+                && s.module as usize <= modules.len();
+            if !sound {
+                return None;
+            }
+            last = Some(s.addr);
+        }
+        Some(Kallsyms {
+            in_place: Some(InPlace {
+                bytes,
+                syms: syms_at..syms_at + n * KSYM_BYTES,
+                names: names_at..names_at + names_len,
+            }),
             modules,
             text,
             zero,
+            ..Kallsyms::default()
         })
     }
 }
@@ -366,7 +407,13 @@ mod tests {
     #[test]
     fn kallsyms_read_back_look_up_the_same() {
         let k = kallsyms();
-        let back = Kallsyms::from_bytes(&k.to_bytes()).unwrap();
+        let bytes = k.to_bytes();
+        let len = bytes.len();
+        // In place, at an offset in a bigger buffer (as in a cache file).
+        let mut framed = vec![1u8; 3];
+        framed.extend_from_slice(&bytes);
+        framed.extend_from_slice(&[9u8; 5]);
+        let back = Kallsyms::in_place(Box::new(framed), 3..3 + len).unwrap();
         for addr in [
             0x10,
             0xffff_ffff_8100_0000,
@@ -425,7 +472,7 @@ mod tests {
         let names = names.to_bytes();
         for (what, bytes) in [("kallsyms", &k), ("index", &index), ("names", &names)] {
             let read = |b: &[u8]| match what {
-                "kallsyms" => Kallsyms::from_bytes(b).is_some(),
+                "kallsyms" => Kallsyms::in_place(Box::new(b.to_vec()), 0..b.len()).is_some(),
                 "index" => SortedSymbols::in_place(Box::new(b.to_vec()), 0..b.len()).is_some(),
                 _ => DemangledNames::from_bytes(b).is_some(),
             };
@@ -445,7 +492,7 @@ mod tests {
         // A kallsyms name pointing past the names.
         let mut bad = k.clone();
         bad[8 + 8..8 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Kallsyms::from_bytes(&bad).is_none());
+        assert!(Kallsyms::in_place(Box::new(bad), 0..k.len()).is_none());
         // Index addresses out of order.
         let mut bad = index.clone();
         bad[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
