@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Alternating runs of `slowlab analyze --json TRACE` in several settings,
+for differences smaller than this machine's noise (single hyperfine
+medians move by +-20 ms here): the settings run in turn, the order
+reversed every round, and each setting's median and minimum are printed.
+
+    bench/analyze/alternate.py N TRACE LABEL=[VAR=VALUE,...]:BINARY ...
+
+    bench/analyze/alternate.py 30 /tmp/slowlab-bench/cargo-10m.data \\
+        cache=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \\
+        none=SLOWLAB_CACHE_DIR=off:target/release/slowlab
+
+Two warm-up rounds are not counted (they also fill a symbol cache).
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    rounds, trace = int(sys.argv[1]), sys.argv[2]
+    settings = []
+    for arg in sys.argv[3:]:
+        label, rest = arg.split("=", 1)
+        assigns, binary = rest.rsplit(":", 1)
+        env = dict(os.environ)
+        for kv in filter(None, assigns.split(",")):
+            key, value = kv.split("=", 1)
+            env[key] = value
+        settings.append((label, env, binary))
+    times = {label: [] for label, _, _ in settings}
+    for r in range(rounds + 2):
+        for label, env, binary in settings if r % 2 == 0 else settings[::-1]:
+            start = time.perf_counter()
+            subprocess.run([binary, "analyze", "--json", trace], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=True)
+            if r >= 2:
+                times[label].append(time.perf_counter() - start)
+    for label, t in times.items():
+        print(f"{label}: median {statistics.median(t) * 1e3:.1f} ms, "
+              f"min {min(t) * 1e3:.1f} ms ({len(t)} runs)")
+
+
+if __name__ == "__main__":
+    main()
