@@ -25,7 +25,7 @@ pub struct SortedSymbols {
 pub(super) enum Entries {
     Made(Vec<Sorted>),
     /// `count` entries of [`STORED_BYTES`] each, from `start` in `bytes`
-    /// (checked when kept: see `stored`).
+    /// (checked when read: see `stored`).
     Stored {
         bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
         start: usize,

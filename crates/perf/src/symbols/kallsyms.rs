@@ -1,7 +1,8 @@
 //! The kernel's text symbols, parsed from kallsyms text (in chunks or
-//! whole, without an allocation per line) into a compact table sorted by address,
-//! one symbol per address chosen by perf's rule, with the kernel module of
-//! each; and looked up by address.
+//! whole, without an allocation per line) into a compact table sorted by
+//! address, one symbol per address chosen by perf's rule, with the kernel
+//! module of each; and looked up by address, in that table or in place in
+//! the bytes the symbol cache kept it as (see `stored`).
 //!
 //! It does not read the file (`symbolize` does, and decides which copy)
 //! nor correct for KASLR.
@@ -26,9 +27,9 @@ pub(super) struct KSym {
 /// the cache file's bytes instead ([`InPlace`]).
 #[derive(Debug, Default)]
 pub struct Kallsyms {
-    pub(super) syms: Vec<KSym>,
-    pub(super) names: Vec<u8>,
-    pub(super) in_place: Option<InPlace>,
+    syms: Vec<KSym>,
+    names: Vec<u8>,
+    in_place: Option<InPlace>,
     pub(super) modules: Vec<String>,
     /// Address of `_text`, the kernel's relocation reference.
     pub text: Option<u64>,
@@ -231,6 +232,22 @@ impl Kallsyms {
             }
         }
         self.syms.truncate(out);
+    }
+
+    /// A table whose symbols and names lie in `in_place`.
+    pub(super) fn read_in_place(
+        in_place: InPlace,
+        modules: Vec<String>,
+        text: Option<u64>,
+        zero: usize,
+    ) -> Kallsyms {
+        Kallsyms {
+            in_place: Some(in_place),
+            modules,
+            text,
+            zero,
+            ..Kallsyms::default()
+        }
     }
 
     /// How many symbols the table has.

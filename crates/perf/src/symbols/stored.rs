@@ -4,17 +4,19 @@
 //! ELF symbol table ([`Elf::table_key`]), a hash of everything its index
 //! is made from.
 //!
-//! Reading checks the shape of what it reads (lengths, counts, names
-//! within their buffer) and gives `None` for anything malformed; it never
-//! trusts a file to be well formed. It does no I/O and does not check
+//! Reading checks the shape of what it reads (lengths, counts, ranks,
+//! ascending addresses, names within their buffer) and gives `None` for
+//! anything malformed; it never trusts a file to be well formed. An index
+//! and a kallsyms table are then searched in place, in the bytes they
+//! were read from. It does no I/O and does not check
 //! that bytes are intact (the cache's file frame has a checksum: see
 //! `symbolize::cache`).
+
+use object::Endian as _;
 
 use super::index::{Entries, Sorted, STORED_BYTES};
 use super::kallsyms::{InPlace, KSym, KSYM_BYTES};
 use super::symtab::{Elf, ElfKind};
-use object::Endian as _;
-
 use super::{Binding, Kallsyms, Rank, SortedSymbols};
 use crate::intern::FxMap;
 
@@ -315,17 +317,12 @@ impl Kallsyms {
             }
             last = Some(s.addr);
         }
-        Some(Kallsyms {
-            in_place: Some(InPlace {
-                bytes,
-                syms: syms_at..syms_at + n * KSYM_BYTES,
-                names: names_at..names_at + names_len,
-            }),
-            modules,
-            text,
-            zero,
-            ..Kallsyms::default()
-        })
+        let in_place = InPlace {
+            bytes,
+            syms: syms_at..syms_at + n * KSYM_BYTES,
+            names: names_at..names_at + names_len,
+        };
+        Some(Kallsyms::read_in_place(in_place, modules, text, zero))
     }
 }
 
