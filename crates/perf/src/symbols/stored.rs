@@ -106,6 +106,13 @@ fn rank_from(b: u8) -> Option<Rank> {
     })
 }
 
+/// The rank of an entry read from bytes that were not checked (never
+/// used: entries are read only from bytes checked whole before).
+const UNCHECKED: Rank = Rank {
+    sized: false,
+    binding: Binding::Local,
+};
+
 impl Sorted {
     fn write(&self, w: &mut Writer) {
         w.u64(self.addr);
@@ -134,10 +141,7 @@ impl Sorted {
             order: 0,
             name: 0,
             size: 0,
-            rank: Rank {
-                sized: false,
-                binding: Binding::Local,
-            },
+            rank: UNCHECKED,
         })
     }
 }
@@ -247,10 +251,7 @@ impl KSym {
             name: 0,
             name_len: 0,
             module: 0,
-            rank: Rank {
-                sized: false,
-                binding: Binding::Local,
-            },
+            rank: UNCHECKED,
         })
     }
 }
