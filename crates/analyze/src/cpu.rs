@@ -299,13 +299,14 @@ fn function_counts_walked(
             .enumerate()
             .filter(|&(_, &c)| c > 0);
         for (walk, (node, &count)) in sampled.enumerate() {
-            let mut at = Some(StackIdx((nodes.start + node) as u32));
-            if let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
-                selfc[function_of[n.frame.ix()] as usize] += count;
-            }
-            while let Some(n) = at.and_then(|s| trace.stacks.get(s.ix())) {
-                at = n.parent();
-                let f = function_of[n.frame.ix()] as usize;
+            let stack = Some(StackIdx((nodes.start + node) as u32));
+            let functions = trace
+                .stack_frames(stack)
+                .map(|frame| function_of[frame.ix()] as usize);
+            for (depth, f) in functions.enumerate() {
+                if depth == 0 {
+                    selfc[f] += count;
+                }
                 if stamp[f] != walk as u32 {
                     stamp[f] = walk as u32;
                     incl[f] += count;
@@ -317,10 +318,11 @@ fn function_counts_walked(
     let threads = threads.max(1);
     let step = per_stack.len().div_ceil(threads);
     let len = per_stack.len();
-    let ranges = (0..threads).map(|i| (i * step).min(len)..((i + 1) * step).min(len));
+    let mut ranges = (0..threads).map(|i| (i * step).min(len)..((i + 1) * step).min(len));
+    let first = ranges.next().unwrap_or(0..0);
     let parts: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
-        let spawned: Vec<_> = ranges.skip(1).map(|r| s.spawn(|| walk(r))).collect();
-        let first = walk(0..step.min(len));
+        let spawned: Vec<_> = ranges.map(|r| s.spawn(|| walk(r))).collect();
+        let first = walk(first);
         std::iter::once(first)
             .chain(
                 spawned
