@@ -130,6 +130,14 @@ pub fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
+/// This test binary's bytes: a real ELF file with a big symbol table, for
+/// the tests of what reads one.
+#[cfg(test)]
+pub(crate) fn test_binary() -> Vec<u8> {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    std::fs::read(exe).expect("the test binary, to read its symbols")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

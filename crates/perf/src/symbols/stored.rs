@@ -390,6 +390,7 @@ impl DemangledNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::symbols::test_binary;
 
     fn kallsyms() -> Kallsyms {
         Kallsyms::from_text(
@@ -428,10 +429,7 @@ mod tests {
 
     #[test]
     fn a_sorted_index_reads_back_the_same() {
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let bytes = std::fs::read(exe).unwrap();
+        let bytes = test_binary();
         let elf = Elf::parse(&bytes).unwrap();
         let index = elf.sorted();
         let stored = index.to_bytes();
@@ -460,11 +458,7 @@ mod tests {
     #[test]
     fn damaged_bytes_are_refused_not_trusted() {
         let k = kallsyms().to_bytes();
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let exe = std::fs::read(exe).unwrap();
-        let index = Elf::parse(&exe).unwrap().sorted().to_bytes();
+        let index = Elf::parse(&test_binary()).unwrap().sorted().to_bytes();
         let mut names = DemangledNames::default();
         names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "foo::bar");
         let names = names.to_bytes();
@@ -515,10 +509,7 @@ mod tests {
 
     #[test]
     fn the_table_key_follows_the_table_not_the_rest_of_the_file() {
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let bytes = std::fs::read(exe).unwrap();
+        let bytes = test_binary();
         let key = Elf::parse(&bytes).unwrap().table_key();
         // Code changed, table not: the same key.
         let mut code = bytes.clone();
