@@ -114,9 +114,7 @@ impl SymbolCache {
     /// The names demangled so far for the binary whose table has key
     /// `table` (empty when none are kept).
     pub(crate) fn demangled(&self, table: u128) -> DemangledNames {
-        self.dir
-            .as_ref()
-            .and_then(|_| self.load(Kind::Names, names_key(table)))
+        self.load(Kind::Names, names_key(table))
             .and_then(|f| DemangledNames::from_bytes(f.payload()))
             .unwrap_or_default()
     }
