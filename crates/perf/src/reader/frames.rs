@@ -104,16 +104,20 @@ impl FrameIds {
 
     /// Sizes the table for `bytes` of records. Distinct frames grow slower
     /// than the trace (the code that runs is finite), so the table gets
-    /// room for one frame per `10 + words / 2^24` words: 10 on a small
-    /// trace, 11 at 96 MB, 19 at 1.2 GB. System-wide traces of builds have
-    /// one per 14, 12.3 and 22.4 words at 10 MB, 96 MB and 1.23 GB: the
-    /// table is made once, a fifth too big at most, where a smaller one
-    /// would be copied as it grows (by half, whatever the trace: another
-    /// workload's trace only costs that copy).
+    /// room for one frame per `10 + words / 2^24` words, at most 19: 10 on
+    /// a small trace, 11 at 96 MB, 19 from 1.2 GB on. System-wide traces of
+    /// builds have one per 14, 12.3, 22.4 and 21 words at 10 MB, 96 MB,
+    /// 1.23 GB and 2.28 GB: the table is made once, a fifth too big at
+    /// most, where a smaller one would be copied as it grows (by half,
+    /// whatever the trace: another workload's trace only costs that copy).
+    /// Without the bound of 19, the 2.28 GB trace's table was made for one
+    /// frame per 27 words and grew in the middle of the pass: 0.9 s, with
+    /// the old table (234 MB) and the new (395 MB) both held meanwhile.
     pub(super) fn reserve(&mut self, bytes: usize) {
         if !self.fixed {
             let words = bytes / 8;
-            self.map = IdTable::with_capacity(words / (10 + words / (1 << 24)));
+            let words_per_frame = (10 + words / (1 << 24)).min(19);
+            self.map = IdTable::with_capacity(words / words_per_frame);
         }
     }
 
