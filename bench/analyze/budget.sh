@@ -29,7 +29,9 @@ for trace in "$@"; do
     fi
     mb=$(( $(stat -c %s "$trace") / 1000000 ))
     cmds=("$CACHED $SLOWLAB analyze --json $trace" "$CACHED SLOWLAB_MEMORY=100G $SLOWLAB analyze --json $trace")
-    [ -z "${BASELINE:-}" ] || cmds+=("$UNCACHED $BASELINE analyze --json $trace")
+    # The baseline keeps the same symbol cache (a build from before the
+    # cache ignores SLOWLAB_CACHE_DIR).
+    [ -z "${BASELINE:-}" ] || cmds+=("$CACHED $BASELINE analyze --json $trace")
     hf=()
     for c in "${cmds[@]}"; do hf+=("$c > /dev/null 2>&1"); done
     hyperfine -w 1 -r "$runs" --export-json "$out/budget.json" "${hf[@]}" >&2

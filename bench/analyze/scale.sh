@@ -37,7 +37,9 @@ for trace in "$@"; do
     cmds=("$CACHED $SLOWLAB analyze --json $trace" "$UNCACHED $SLOWLAB analyze --json $trace")
     if [ -n "${BASELINE:-}" ]; then
         names+=(baseline)
-        cmds+=("$UNCACHED $BASELINE analyze --json $trace")
+        # With the same symbol cache (a build from before the cache
+        # ignores SLOWLAB_CACHE_DIR).
+        cmds+=("$CACHED $BASELINE analyze --json $trace")
     fi
     if [ "$mb" -le "$perf_max_mb" ]; then
         names+=(perf)
