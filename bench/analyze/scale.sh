@@ -72,6 +72,6 @@ PY
     unset med rss
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| trace | slowlab (median, MB/s, peak RSS) | slowlab, no symbol cache | baseline (no symbol cache) | perf report | time ratio (cache / none) | RSS slowlab/perf |"
+echo "| trace | slowlab (median, MB/s, peak RSS) | slowlab, no symbol cache | baseline (same symbol cache) | perf report | time ratio (cache / none) | RSS slowlab/perf |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
