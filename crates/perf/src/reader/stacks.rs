@@ -16,7 +16,7 @@ use super::frames::{FrameIds, FrameKey, FrameMap};
 use super::interner::{Callers, Interner, Item, Sink, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
 use super::Builder;
-use crate::intern::IdTable;
+use crate::intern::{huge_pages, IdTable};
 use crate::records::Endian;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -324,10 +324,15 @@ impl Builder {
     pub(super) fn reserve_samples(&mut self, samples: usize) {
         self.frame_table.reserve(samples, self.frames_only);
         if !self.frames_only {
+            // Tens of megabytes on a big trace, written once in order:
+            // faulted in 2 MiB at a time instead of 4 KiB.
             let columns = &mut self.t.samples;
             columns.time_ns.reserve(samples);
+            huge_pages(&columns.time_ns);
             columns.thread.reserve(samples);
+            huge_pages(&columns.thread);
             columns.cpu.reserve(samples);
+            huge_pages(&columns.cpu);
         }
     }
 
