@@ -193,6 +193,7 @@ impl Interner {
         self.chain_nodes.reserve(samples / 3);
         self.stack_map = IdTable::with_capacity(words / 16);
         self.sample_stacks = Vec::with_capacity(samples);
+        huge_pages(&self.sample_stacks);
     }
 
     /// Makes frames of a batch's keys, in the order the one-threaded

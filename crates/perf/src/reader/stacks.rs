@@ -86,6 +86,7 @@ impl FrameTable {
         }
         self.chain_cache = IdTable::with_capacity(samples / 3);
         self.chains.reserve(samples / 3);
+        huge_pages(&self.chains);
     }
 
     /// Notes the module of a key about to be sent to the interner: its
