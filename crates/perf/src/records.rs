@@ -281,10 +281,10 @@ fn merge_runs(entries: &mut [Timed]) -> bool {
 /// (4.5 M records moved for 9 M on a 1.23 GB trace, whose 10,646 runs the
 /// standard library's sort merged level by level: sorting and compacting
 /// that index took 260 ms on two threads, now 40 ms on one; on a 95 MB
-/// trace, 15 ms then, 3 ms now). Records far out of order (more moved than the index
-/// holds) are sorted instead, each half on a thread of its own with
-/// `two_threads`, the two then merged: entries are unique, so any correct
-/// sort gives this one order.
+/// trace, 15 ms then, 3 ms now). Records far out of order (more moved
+/// than the index holds) are sorted instead, each half on a thread of its
+/// own with `two_threads`, the two then merged: entries are unique, so any
+/// correct sort gives this one order.
 fn time_ordered(mut entries: Vec<Timed>, two_threads: bool) -> Vec<Entry> {
     let merged = merge_runs(&mut entries);
     if merged || !two_threads {
