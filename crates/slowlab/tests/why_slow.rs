@@ -231,24 +231,36 @@ fn a_niced_computation_beside_cpu_hogs_is_starved() {
     require_perf!();
     let _one = one_recording_at_a_time();
     let spin = program("spin");
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let hogs = Hogs(
-        (0..cpus)
-            .map(|_| {
-                Command::new(&spin)
-                    .arg("0")
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect(),
-    );
+    // The hog and the niced computation on one CPU (`taskset`, from
+    // util-linux): left free, the scheduler may put both hogs of a 2-CPU
+    // machine on one CPU and the computation alone on the other (a CI run
+    // here saw it run 98% of its time).
+    let cpu = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .saturating_sub(1)
+        .to_string();
+    let hogs = Hogs(vec![Command::new("taskset")
+        .args(["-c", &cpu])
+        .arg(&spin)
+        .arg("0")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()]);
     let hog_pids: Vec<i64> = hogs.0.iter().map(|c| c.id() as i64).collect();
     std::thread::sleep(std::time::Duration::from_millis(200));
     let dir = tempfile::tempdir().unwrap();
     let d = diagnose(
         dir.path(),
-        &["nice", "-n", "10", spin.to_str().unwrap(), "0.1"],
+        &[
+            "taskset",
+            "-c",
+            &cpu,
+            "nice",
+            "-n",
+            "10",
+            spin.to_str().unwrap(),
+            "0.1",
+        ],
     );
     drop(hogs);
     assert_adds_up(&d);
