@@ -136,19 +136,14 @@ impl SymbolCache {
     /// The file for `kind` and `key`, if it is there and whole.
     fn load(&self, kind: Kind, key: u128) -> Option<Framed> {
         let path = self.path(kind, key)?;
-        let framed = Framed::check(map_file(&path)?, kind, key)?;
+        let file = std::fs::File::open(&path).ok()?;
+        let meta = file.metadata().ok()?;
+        let framed = Framed::check(map_open(&file, &meta)?, kind, key)?;
         // Used: not to be removed as unused for another 30 days (marked
-        // at most once a day).
-        if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-            let old = f
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_none_or(|age| age > Duration::from_secs(24 * 3600));
-            if old {
-                let _ = f.set_modified(SystemTime::now());
-            }
+        // at most once a day; the owner may set the time through a file
+        // opened for reading).
+        if age(&meta).is_none_or(|age| age > Duration::from_secs(24 * 3600)) {
+            let _ = file.set_modified(SystemTime::now());
         }
         Some(framed)
     }
@@ -222,12 +217,7 @@ fn remove_unused(dir: &Path) {
         return;
     };
     for e in entries.flatten() {
-        let age = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .unwrap_or_default();
+        let age = e.metadata().ok().and_then(|m| age(&m)).unwrap_or_default();
         let tmp = e.file_name().to_string_lossy().ends_with(".tmp");
         if age > UNUSED || (tmp && age > Duration::from_secs(3600)) {
             let _ = std::fs::remove_file(e.path());
@@ -235,18 +225,29 @@ fn remove_unused(dir: &Path) {
     }
 }
 
+/// How long ago a file was last modified; `None` if unknown (or in the
+/// future).
+fn age(meta: &std::fs::Metadata) -> Option<Duration> {
+    meta.modified().ok()?.elapsed().ok()
+}
+
 /// A file's bytes, mapped: read in place from the page cache, not copied
 /// (the files are megabytes); `None` for an empty file or one that cannot
 /// be read.
 pub(super) fn map_file(path: &Path) -> Option<memmap2::Mmap> {
     let f = std::fs::File::open(path).ok()?;
-    if f.metadata().ok()?.len() == 0 {
+    map_open(&f, &f.metadata().ok()?)
+}
+
+/// [`map_file`] for a file already open, whose metadata is `meta`.
+fn map_open(f: &std::fs::File, meta: &std::fs::Metadata) -> Option<memmap2::Mmap> {
+    if meta.len() == 0 {
         return None;
     }
     // SAFETY: a read-only private map. A file replaced while mapped stays
     // the old one (writers rename a new file into place); one truncated in
     // place by someone else may raise SIGBUS, as for every mapped reader.
-    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+    let map = unsafe { memmap2::Mmap::map(f) }.ok()?;
     // It is read whole (checksum, key), from the start: ask the disk for
     // all of it at once rather than a page-fault's read-around at a time.
     // Only hints.
