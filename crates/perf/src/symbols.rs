@@ -130,6 +130,23 @@ pub fn demangle(name: &str) -> String {
     name.to_owned()
 }
 
+/// The first index in `lo..hi` at which `at_or_below(i)` is false, for a
+/// predicate true up to some index and false after it (a table sorted by
+/// address, asked which symbols lie at or below one): the standard
+/// library's `partition_point`, for tables that are not slices (an index
+/// or kallsyms read in place from the symbol cache's bytes).
+fn first_above(mut lo: usize, mut hi: usize, at_or_below: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if at_or_below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// This test binary's bytes: a real ELF file with a big symbol table, for
 /// the tests of what reads one.
 #[cfg(test)]

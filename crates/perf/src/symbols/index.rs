@@ -9,7 +9,7 @@
 use object::read::elf::{FileHeader, Sym as _};
 
 use super::symtab::{Elf, ElfKind, Table};
-use super::{better, binding, rank_key, Rank};
+use super::{better, binding, first_above, rank_key, Rank};
 
 /// A binary's function symbols sorted by address, for tables too big to
 /// scan once per batch of queries: built once (in the background, when the
@@ -111,7 +111,7 @@ pub(super) struct Sorted {
 impl SortedSymbols {
     /// The first symbol above `q`, searched from `from` on (every symbol
     /// before `from` is at or below `q`) by doubling steps, then halving.
-    fn first_above(syms: View<'_>, from: usize, q: u64) -> usize {
+    fn first_above_from(syms: View<'_>, from: usize, q: u64) -> usize {
         let (mut lo, mut hi, mut step) = (from, from, 1);
         while hi < syms.len() && syms.addr(hi) <= q {
             lo = hi + 1;
@@ -119,16 +119,7 @@ impl SortedSymbols {
             step <<= 1;
         }
         // The first above `q` in `lo..hi`, by halving.
-        let mut hi = hi.min(syms.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if syms.addr(mid) <= q {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        first_above(lo, hi.min(syms.len()), |i| syms.addr(i) <= q)
     }
 
     /// For each of the ascending addresses `queries`, the file offset of
@@ -148,7 +139,7 @@ impl SortedSymbols {
         let groups: Vec<Option<(usize, usize)>> = queries
             .iter()
             .map(|&q| {
-                let end = Self::first_above(syms, from, q);
+                let end = Self::first_above_from(syms, from, q);
                 from = end;
                 let last = end.checked_sub(1)?;
                 let addr = syms.addr(last);

@@ -7,7 +7,7 @@
 //! It does not read the file (`symbolize` does, and decides which copy)
 //! nor correct for KASLR.
 
-use super::{better, Binding, Rank};
+use super::{better, first_above, Binding, Rank};
 
 /// One kallsyms text symbol.
 #[derive(Clone, Copy, Debug)]
@@ -290,21 +290,10 @@ impl Kallsyms {
 
     /// Index of the symbol containing `addr` (the nearest at or below it).
     pub fn lookup_index(&self, addr: u64) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.len());
-        if self.in_place.is_none() {
-            lo = self.syms.partition_point(|s| s.addr <= addr);
-        } else {
-            // The first symbol above `addr`, by halving.
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if self.ksym(mid).is_some_and(|s| s.addr <= addr) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-        }
-        lo.checked_sub(1)
+        first_above(0, self.len(), |i| {
+            self.ksym(i).is_some_and(|s| s.addr <= addr)
+        })
+        .checked_sub(1)
     }
 
     /// The symbol at an index from [`Kallsyms::lookup_index`].
