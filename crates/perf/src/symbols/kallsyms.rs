@@ -1,8 +1,8 @@
-//! The kernel's text symbols, parsed from kallsyms text (in chunks or
-//! whole, without an allocation per line) into a compact table sorted by
-//! address, one symbol per address chosen by perf's rule, with the kernel
-//! module of each; and looked up by address, in that table or in place in
-//! the bytes the symbol cache kept it as (see `stored`).
+//! The kernel's text symbols, parsed from a whole kallsyms text (without
+//! an allocation per line) into a compact table sorted by address, one
+//! symbol per address chosen by perf's rule, with the kernel module of
+//! each; and looked up by address, in that table or in place in the bytes
+//! the symbol cache kept it as (see `stored`).
 //!
 //! It does not read the file (`symbolize` does, and decides which copy)
 //! nor correct for KASLR.
@@ -80,7 +80,7 @@ fn hex(b: &[u8]) -> Option<u64> {
 }
 
 impl Kallsyms {
-    /// Parses kallsyms text at once (see [`Kallsyms::push_lines`]).
+    /// Parses kallsyms text (see [`Kallsyms::parse`]).
     pub fn from_text(text: &str) -> Kallsyms {
         Kallsyms::parse(text.as_bytes())
     }
@@ -98,7 +98,7 @@ impl Kallsyms {
     /// Parses whole lines `ADDRESS TYPE NAME [MODULE]`, keeping text
     /// symbols (`t`/`T`/`w`/`W`); returns how many bytes it consumed (up to
     /// the last newline, or everything when `text` ends a file).
-    pub fn push_lines(&mut self, text: &[u8]) -> usize {
+    fn push_lines(&mut self, text: &[u8]) -> usize {
         if self.syms.capacity() == 0 {
             // About one text symbol per 45 bytes of a whole kallsyms.
             self.syms.reserve(1 << 17);
@@ -113,7 +113,7 @@ impl Kallsyms {
     }
 
     /// Parses a last line without a newline.
-    pub fn push_last(&mut self, line: &[u8]) {
+    fn push_last(&mut self, line: &[u8]) {
         if !line.is_empty() {
             self.push_line(line);
         }
@@ -202,7 +202,7 @@ impl Kallsyms {
     /// address, so of aliases at one address (`memcpy`, `__memcpy`,
     /// `__pi_memcpy`) only the last in file order has a size, and a sized
     /// symbol wins before binding and names are compared.
-    pub fn finish(&mut self) {
+    fn finish(&mut self) {
         // Stable and adaptive: kallsyms is sorted but for module blocks.
         self.syms.sort_by_key(|s| s.addr);
         for i in 0..self.syms.len() {
