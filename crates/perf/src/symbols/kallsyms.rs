@@ -24,7 +24,7 @@ pub(super) struct KSym {
 /// The kernel's text symbols from `/proc/kallsyms`, sorted by address (one
 /// per address: the best by perf's rule). Names are kept in one buffer.
 /// A table read back from the symbol cache keeps its symbols and names in
-/// the cache file's bytes instead ([`InPlace`]).
+/// the cache file's bytes instead (`InPlace`).
 #[derive(Debug, Default)]
 pub struct Kallsyms {
     syms: Vec<KSym>,
