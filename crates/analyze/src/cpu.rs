@@ -249,11 +249,11 @@ const WALK_THREADS: usize = 4;
 /// Stack nodes below which a thread of its own does not pay.
 const NODES_PER_WALK_THREAD: usize = 1 << 18;
 
-/// Zeroed counts, one per stack node: tens of megabytes on a big trace
-/// (30 MB for the 3.8 M nodes of a 95 MB build trace), every page of which
+/// Zeroed counts, one per stack node: megabytes on a big trace (14 MB for
+/// the 1.7 M nodes of a 1.23 GB build trace read in one pass), every page of which
 /// a summary writes. Backed by transparent huge pages where the system
 /// leaves that to each program (`enabled` = `madvise`, the usual default):
-/// faulting the pages in 2 MiB at a time instead of 4 KiB took that
+/// faulting the pages in 2 MiB at a time instead of 4 KiB took a 30 MB
 /// array from 12.5 to 4 ms. Only a hint: a refusal changes nothing but
 /// speed. (The same hint as `slowlab-perf`'s interning tables take; this
 /// crate does not depend on that one.)
@@ -291,10 +291,10 @@ pub fn function_counts(trace: &Trace, agg: &Aggregate) -> Vec<(FuncIdx, u64, u64
 /// were made before their callees, so neighbouring walks share them in
 /// cache); a function counts once per stack however often it recurses.
 ///
-/// The walks are a chain of loads each waiting for the one before (4.5 M
-/// steps through 3.8 M nodes on a 96 MB trace): a big tree's nodes are
-/// split in ranges walked on up to [`WALK_THREADS`] threads, whose counts
-/// are added up (33 → 22 ms on two cores).
+/// The walks are a chain of loads each waiting for the one before: a big
+/// tree's nodes are split in ranges walked on up to [`WALK_THREADS`]
+/// threads, whose counts are added up (33 → 22 ms on two cores for a tree
+/// of 3.8 M nodes).
 pub fn function_counts_by_stack(trace: &Trace, per_stack: &[u64]) -> Vec<(FuncIdx, u64, u64)> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |t| t.get())

@@ -159,10 +159,9 @@ pub struct ReadStats {
     /// True when the header said the data section was empty or too long,
     /// i.e. `perf record` did not finish writing the file.
     pub unfinished_file: bool,
-    /// Distinct stack positions (caller stack + address) whose address fell
-    /// into no known mapping. In a trace read by function (over the memory
-    /// budget), positions of functions: the unmapped addresses of a module
-    /// are one `[unknown]` function there.
+    /// Distinct stack positions (caller stack + frame) whose address fell
+    /// into no known mapping (all such addresses are one `[unknown]` frame:
+    /// no binary names them).
     pub unmapped_frames: u64,
     /// Samples whose callchain was cut by the kernel's depth limit or empty.
     pub samples_without_stack: u64,

@@ -282,7 +282,7 @@ pub fn read_file(
 /// frames), and the records are read again for stacks made of those, and
 /// for the samples. Stacks that differ only in addresses within the same
 /// functions become one: on a 1.2 GB build trace, 313 thousand stack nodes
-/// instead of 47.5 million, for the same views. Only exports that list
+/// instead of 1.7 million, for the same views. Only exports that list
 /// addresses (pprof, the Firefox profiler's format) see fewer of them,
 /// and the trace says so in a warning.
 fn second_pass(

@@ -1,9 +1,9 @@
 //! Frames: each unique frame key (module and module-relative address)
 //! becomes a frame, numbered in the order first seen. The table lives with
 //! the [`interner`](super::interner), on its thread when there are two
-//! cores: looking keys up is a third of a big trace's record pass, bound
-//! by cache misses in a table of tens of megabytes, and the decoding
-//! thread (which makes the keys, see `stacks`) is the busier of the two.
+//! cores: looking keys up is about a third of the interner's work, bound
+//! by cache misses in a table of megabytes, and the decoding thread
+//! (which makes the keys, see `stacks`) is the busier of the two.
 //!
 //! It does not make keys (`stacks` does), nodes (`interner` does) nor
 //! name frames (`symbolize` does).
@@ -12,7 +12,7 @@ use slowlab_model::trace::{Frame, FrameIdx, ModuleIdx};
 
 use super::interner::WorkFrame;
 use super::NO_FUNC;
-use crate::intern::{huge_pages, IdTable, TableKey};
+use crate::intern::{by_square_root, huge_pages, IdTable, TableKey};
 
 /// A frame before interning: its module (high bit: a kernel frame) and
 /// module-relative address. Packed to 12 bytes: it is the frame table's
@@ -102,22 +102,13 @@ impl FrameIds {
         }
     }
 
-    /// Sizes the table for `bytes` of records. Distinct frames grow slower
-    /// than the trace (the code that runs is finite), so the table gets
-    /// room for one frame per `10 + words / 2^24` words, at most 19: 10 on
-    /// a small trace, 11 at 96 MB, 19 from 1.2 GB on. System-wide traces of
-    /// builds have one per 14, 12.3, 22.4 and 21 words at 10 MB, 96 MB,
-    /// 1.23 GB and 2.28 GB: the table is made once, a fifth too big at
-    /// most, where a smaller one would be copied as it grows (by half,
-    /// whatever the trace: another workload's trace only costs that copy).
-    /// Without the bound of 19, the 2.28 GB trace's table was made for one
-    /// frame per 27 words and grew in the middle of the pass: 0.9 s, with
-    /// the old table (234 MB) and the new (395 MB) both held meanwhile.
+    /// Sizes the table for `bytes` of records: 96 frames per square root
+    /// of their words (see [`by_square_root`]; 332 thousand slots' worth
+    /// for the 242 thousand frames of a 96 MB build trace, 1.6 million for
+    /// the 1.07 million of a 2.28 GB one).
     pub(super) fn reserve(&mut self, bytes: usize) {
         if !self.fixed {
-            let words = bytes / 8;
-            let words_per_frame = (10 + words / (1 << 24)).min(19);
-            self.map = IdTable::with_capacity(words / words_per_frame);
+            self.map = IdTable::with_capacity(by_square_root(bytes / 8, 96));
         }
     }
 

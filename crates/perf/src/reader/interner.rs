@@ -23,7 +23,7 @@ use std::sync::mpsc;
 use slowlab_model::trace::{FrameIdx, ModuleIdx, StackIdx, StackNode};
 
 use super::frames::{FrameIds, FrameKey};
-use crate::intern::{huge_pages, Bits, IdTable};
+use crate::intern::{by_square_root, huge_pages, Bits, IdTable};
 
 /// Stacks whose table probes are issued together (here and in `stacks`).
 pub(super) const GROUP: usize = 16;
@@ -165,33 +165,32 @@ impl Interner {
         }
     }
 
-    /// Sizes the tables for `samples` samples in `bytes` of records (the
-    /// ratios of system-wide traces of builds, rounded up: growing a table
-    /// later copies it); in a first pass of two (`frames_only`), the frame
-    /// table alone. Vectors get room to spare (untouched memory costs
+    /// Sizes the tables for `samples` samples in `bytes` of records (see
+    /// [`by_square_root`]); in a first pass of two (`frames_only`), the
+    /// frame table alone. Vectors get room to spare (untouched memory costs
     /// nothing); the hash tables, whose every slot is written when made,
-    /// do not: `stack_map` holds only the nodes that something was looked
-    /// up under (725,012 of 3.8 M on a 96 MB build trace, about one per 16
-    /// words).
+    /// less: `stack_map` holds only the nodes that something was looked up
+    /// under (337 thousand of 382 thousand on a 96 MB build trace: 97 per
+    /// square root of its words, 115 on a 2.28 GB one).
     ///
     /// Stacks made of one frame per function (the second pass of a big
-    /// trace) have about 150 times fewer nodes (313 thousand instead of
-    /// 47.5 million on a 1.2 GB build trace): their tables start small and
-    /// grow.
+    /// trace) have fewer nodes: 313 thousand instead of 1.7 million on a
+    /// 1.23 GB build trace, 251 thousand of them looked up (20 per square
+    /// root of its words; 18 on a 2.28 GB one).
     pub(super) fn reserve(&mut self, samples: usize, bytes: usize, frames_only: bool) {
         self.frames.reserve(bytes);
         self.frames_only = frames_only;
         if frames_only {
             return;
         }
-        let by_function = self.frames.fixed();
-        let words = if by_function { bytes / 1024 } else { bytes / 8 };
-        self.stacks.reserve(words / 2);
-        self.pending_child.reserve(words / 2);
+        let per_root = if self.frames.fixed() { 32 } else { 160 };
+        let looked_up = by_square_root(bytes / 8, per_root);
+        self.stacks.reserve(looked_up * 2);
+        self.pending_child.reserve(looked_up * 2);
         // Read at random while interning (parents): huge pages.
         huge_pages(&self.stacks);
-        self.chain_nodes.reserve(samples / 3);
-        self.stack_map = IdTable::with_capacity(words / 16);
+        self.chain_nodes.reserve(by_square_root(samples, 64));
+        self.stack_map = IdTable::with_capacity(looked_up);
         self.sample_stacks = Vec::with_capacity(samples);
         huge_pages(&self.sample_stacks);
     }

@@ -16,7 +16,7 @@ use super::frames::{FrameIds, FrameKey, FrameMap};
 use super::interner::{Callers, Interner, Item, Sink, GROUP, WORK_ITEMS};
 use super::procs::{find_map, Map};
 use super::Builder;
-use crate::intern::{huge_pages, IdTable};
+use crate::intern::{by_square_root, huge_pages, IdTable};
 use crate::records::Endian;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -77,15 +77,16 @@ pub(super) struct FrameTable {
 }
 
 impl FrameTable {
-    /// Sizes the chain tables for `samples` samples (the ratio of
-    /// system-wide traces of builds, rounded up: growing a table copies
-    /// it).
+    /// Sizes the chain tables for `samples` samples (see
+    /// [`by_square_root`]: 30 thousand chains for 712 thousand samples on a
+    /// 96 MB build trace).
     pub(super) fn reserve(&mut self, samples: usize, frames_only: bool) {
         if frames_only {
             return;
         }
-        self.chain_cache = IdTable::with_capacity(samples / 3);
-        self.chains.reserve(samples / 3);
+        let chains = by_square_root(samples, 64);
+        self.chain_cache = IdTable::with_capacity(chains);
+        self.chains.reserve(chains);
         huge_pages(&self.chains);
     }
 
@@ -180,7 +181,15 @@ impl Builder {
                 };
                 FrameKey::user(m.module, rel)
             }
-            None => FrameKey::user(self.unknown_module, addr),
+            // Outside every mapping: no binary can name the address, so all
+            // of them are one frame (`[unknown]`, as each would be named).
+            // Kept apart, they multiply the stack tree: code built without
+            // frame pointers (rustc, LLVM) ends its callchains in stack
+            // garbage, a different address in nearly every chain. On a
+            // 96 MB build trace they were 733 thousand of 975 thousand
+            // frames and 3.19 M of 3.79 M stack nodes; merged, the trace
+            // has 382 thousand nodes and every view is the same.
+            None => FrameKey::user(self.unknown_module, 0),
         }
     }
 
@@ -304,7 +313,7 @@ impl Builder {
     /// Sizes the tables for `samples` samples in `bytes` of records and
     /// moves the interner to a thread of its own if `thread` (call before
     /// the first record). On its thread, the interner makes its tables
-    /// there (writing every slot of tens of megabytes): started before the
+    /// there (writing every slot of megabytes): started before the
     /// records are indexed, with `samples` a guess, that runs beside the
     /// index instead of after it.
     pub(super) fn intern_on_thread(&mut self, samples: usize, bytes: usize, thread: bool) {
@@ -550,6 +559,37 @@ mod tests {
             assert!(seen.insert((n.parent(), n.frame)), "duplicate node");
         }
         assert_eq!(t.stacks.len(), 9);
+    }
+
+    #[test]
+    fn addresses_outside_every_mapping_are_one_frame() {
+        // Two samples whose callchains end (at the root) in different
+        // addresses that no mapping holds, as stack garbage does; a third
+        // with an unmapped address in the middle.
+        let stacks = vec![
+            vec![0x1100, 0x1200, 0xdead_0000, 0xdead_1000],
+            vec![0x1100, 0x1200, 0xbeef_0000, 0xbeef_2000],
+            vec![0x1100, 0x7777_0000, 0x1200],
+        ];
+        let t = interned(&stacks, false);
+        let unknown: Vec<usize> = (0..t.frames.len())
+            .filter(|&f| t.str(t.modules[t.frames[f].module.ix()].name) == "[unknown]")
+            .collect();
+        assert_eq!(unknown.len(), 1, "one unmapped frame: {:?}", t.frames);
+        // The first two stacks differed only there: one node.
+        assert_eq!(t.samples.stack[0], t.samples.stack[1]);
+        assert_ne!(t.samples.stack[0], t.samples.stack[2]);
+        let frames = |i: usize| {
+            t.stack_frames(t.samples.stack[i])
+                .map(|f| f.ix())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(frames(0).len(), 4, "depths are kept");
+        assert_eq!(frames(0)[2..], [unknown[0], unknown[0]]);
+        assert_eq!(frames(2)[1], unknown[0]);
+        // Nodes with an unmapped frame: the two at the root end of the
+        // first two stacks (shared), one in the third.
+        assert_eq!(t.stats.unmapped_frames, 3);
     }
 
     /// The trace of `stacks` queued as CPU samples of pid 7, with interning
