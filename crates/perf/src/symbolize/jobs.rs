@@ -15,7 +15,7 @@ use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 use super::binaries::{will_need_names, Opened, Preload};
 use super::cache::SymbolCache;
 use super::ModuleResult;
-use crate::symbols::{demangle, Elf};
+use crate::symbols::{demangle, sort_by_address, Elf};
 use crate::ProgressFn;
 
 /// Threads for the per-binary jobs (they mostly wait for the disk).
@@ -131,7 +131,7 @@ fn symbolize_user_module(
         .enumerate()
         .filter_map(|(i, &(off, _))| Some((elf.offset_to_address(off)?, i as u32)))
         .collect();
-    queries.sort_unstable();
+    sort_by_address(&mut queries, |q| q.0);
     let addrs: Vec<u64> = queries.iter().map(|q| q.0).collect();
     let mut prefetch = |offs: &mut dyn Iterator<Item = u32>| will_need_names(names_map, offs);
     let found = match &opened.index {
@@ -140,17 +140,20 @@ fn symbolize_user_module(
     };
     drop(addrs);
     // The symbols hit, read in file order (their pages requested from the
-    // disk at once first) and demangled once each.
-    let mut hits: Vec<(u32, u32)> = queries
+    // disk at once first) and demangled once each. Each hit is one word,
+    // name << 32 | frame: sorting plain integers is several times faster
+    // than sorting pairs.
+    let mut hits: Vec<u64> = queries
         .iter()
         .zip(&found)
-        .filter_map(|(&(_, i), name)| Some(((*name)?, i)))
+        .filter_map(|(&(_, i), name)| Some(((*name)? as u64) << 32 | i as u64))
         .collect();
     hits.sort_unstable();
-    will_need_names(names_map, &mut hits.iter().map(|h| h.0));
+    let name_and_frame = |h: &u64| ((h >> 32) as u32, *h as u32);
+    will_need_names(names_map, &mut hits.iter().map(|h| name_and_frame(h).0));
     let mut unique: Vec<u32> = Vec::new();
     let mut out: Vec<(FrameIdx, Option<u32>)> = frames.iter().map(|&(_, f)| (f, None)).collect();
-    for (off, i) in hits {
+    for (off, i) in hits.iter().map(name_and_frame) {
         if unique.last() != Some(&off) {
             unique.push(off);
         }

@@ -9,7 +9,7 @@
 use object::read::elf::{FileHeader, Sym as _};
 
 use super::symtab::{Elf, ElfKind, Table};
-use super::{better, binding, first_above, rank_key, Rank};
+use super::{better, binding, first_above, rank_key, sort_by_address, Rank};
 
 /// A binary's function symbols sorted by address, for tables too big to
 /// scan once per batch of queries: built once (in the background, when the
@@ -224,26 +224,8 @@ impl Elf<'_> {
             ElfKind::E32(t) => t.sorted(),
             ElfKind::E64(t) => t.sorted(),
         };
-        // By address, then file order. The entries are in file order, so
-        // where address and position fit one word together (addresses
-        // below 2^40 and fewer than 2^24 symbols: every library and
-        // executable seen) the words are sorted instead: sorting plain
-        // integers is several times faster than sorting the entries.
-        let fits = syms.len() < 1 << 24 && syms.iter().all(|s| s.addr < 1 << 40);
-        if fits {
-            let mut keys: Vec<u64> = syms
-                .iter()
-                .enumerate()
-                .map(|(i, s)| s.addr << 24 | i as u64)
-                .collect();
-            keys.sort_unstable();
-            syms = keys
-                .iter()
-                .map(|k| syms[(k & 0xff_ffff) as usize])
-                .collect();
-        } else {
-            syms.sort_unstable_by_key(|s| (s.addr, s.order));
-        }
+        // By address, then file order (the order the entries are in).
+        sort_by_address(&mut syms, |s| s.addr);
         SortedSymbols {
             syms: Entries::Made(syms),
         }
