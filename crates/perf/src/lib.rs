@@ -200,7 +200,7 @@ pub fn read_file(
         (FramePass::Addresses, progress)
     };
     let Some((kallsyms_path, loading, from_cache)) = kallsyms else {
-        let release = &mut |from, to| release(&map, from, to);
+        let release = &|from, to| release(&map, from, to);
         let (mut trace, first) = reader::read_bytes_with(
             &map,
             progress_1,
@@ -243,7 +243,7 @@ pub fn read_file(
     // it: naming early held the binaries' pages and symbol indexes beside
     // the interning tables (+45 MB of peak on a 96 MB trace) and bought no
     // time on two cores, warm or cold (bench/analyze/README.md).
-    let release = &mut |from, to| release(&map, from, to);
+    let release = &|from, to| release(&map, from, to);
     let read = reader::read_bytes_with(
         &map,
         progress_1,
@@ -291,7 +291,7 @@ fn second_pass(
     data: &[u8],
     opts: &ReadOptions,
     progress: ProgressFn,
-    release: &mut dyn FnMut(usize, usize),
+    release: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(), PerfError> {
     let threads = opts.threads;
     let function_frame = one_frame_per_function(trace);

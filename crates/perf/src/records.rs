@@ -7,8 +7,9 @@
 //! record into an owned buffer for its round-by-round sorter, and
 //! `SampleRecord::parse` decodes every field of every sample. On a
 //! 150,000-sample trace that was about 45% of `slowlab analyze`'s time. Here
-//! no record is copied: one pass indexes (time, position) of every record,
-//! one sort orders the index, and each sample is decoded where it lies,
+//! no record is copied: one pass indexes (time, position) of every record
+//! (its two halves on two threads, for a file of megabytes), one sort
+//! orders the index, and each sample is decoded where it lies,
 //! reading only the fields the model uses. `linux-perf-data` still parses the
 //! header, the attributes and the feature sections (for a pipe-mode file,
 //! its leading metadata records), and the rare records (mmap, comm, fork, exit) are decoded with
@@ -149,10 +150,11 @@ pub(crate) struct Records<'a> {
 
 impl<'a> Records<'a> {
     /// Indexes the records in `data[start..end]` and sorts them by time
-    /// (on two threads if `two_threads`, see [`time_ordered`]).
-    /// `release(from, to)` is called as the walk leaves bytes behind (every
-    /// [`RELEASE_STEP`] bytes), so that a mapped file's pages can be given
-    /// back while the rest is walked.
+    /// (on two threads if `two_threads`: the walk, see [`Records::walk_halves`],
+    /// and the sort, see [`time_ordered`]). `release(from, to)` is called
+    /// as the walk leaves bytes behind (every [`RELEASE_STEP`] bytes), so
+    /// that a mapped file's pages can be given back while the rest is
+    /// walked.
     pub fn index(
         data: &'a [u8],
         start: usize,
@@ -160,24 +162,23 @@ impl<'a> Records<'a> {
         e: Endian,
         attrs: &AttrOf,
         two_threads: bool,
-        release: &mut dyn FnMut(usize, usize),
+        release: &(dyn Fn(usize, usize) + Sync),
     ) -> Self {
         let end = end.min(data.len());
         let mut entries = Vec::with_capacity(end.saturating_sub(start) / RECORD_BYTES);
         // Tens of megabytes written once in order: faulted in 2 MiB at a
         // time instead of 4 KiB.
         crate::intern::huge_pages(&entries);
-        let mut w = Walk {
-            e,
-            attrs,
-            last_time: 0,
-            walked: 0,
-        };
+        let mut w = Walk::new(e, attrs);
         let mut unzip = Unzip {
             big: e.big,
             ..Unzip::default()
         };
-        let mut stopped = w.walk(data, start, end, &mut entries, &mut unzip, release);
+        let mut stopped = if two_threads && end.saturating_sub(start) >= WALK_ON_TWO_THREADS {
+            Self::walk_halves(data, start, end, &mut w, &mut entries, &mut unzip, release)
+        } else {
+            w.walk(data, start, end, &mut entries, &mut unzip, release)
+        };
         // Compressed records hold runs of records, and one record may
         // straddle two of them: decompress all, then index the result.
         let (unzipped, error) = unzip.finish();
@@ -204,6 +205,62 @@ impl<'a> Records<'a> {
         }
     }
 
+    /// Walks `data[start..end]` on two threads: this one from `start`, the
+    /// other from a record start found past the middle
+    /// ([`find_record_start`]), each into entries of its own, appended in
+    /// file order. The other half counts only when this walk lands exactly
+    /// on where it began (so that place is a record start for sure), and it
+    /// met no compressed record (those are one stream, decompressed in
+    /// order); otherwise this walk goes on alone: the index is the one
+    /// thread's either way. Records without a time of their own at the
+    /// head of the second half take the last time of the first, as they
+    /// would in one walk.
+    fn walk_halves(
+        data: &[u8],
+        start: usize,
+        end: usize,
+        w: &mut Walk<'_>,
+        entries: &mut Vec<Timed>,
+        unzip: &mut Unzip,
+        release: &(dyn Fn(usize, usize) + Sync),
+    ) -> Option<String> {
+        let middle = start + (end - start) / 2;
+        let Some(second) = find_record_start(data, w.e, start, middle, end) else {
+            return w.walk(data, start, end, entries, unzip, release);
+        };
+        let (e, attrs) = (w.e, w.attrs);
+        let (first_stop, other) = std::thread::scope(|s| {
+            let other = s.spawn(move || {
+                let mut w2 = Walk::new(e, attrs);
+                let mut out = Vec::with_capacity((end - second) / RECORD_BYTES);
+                crate::intern::huge_pages(&out);
+                let mut unzip2 = Unzip::default();
+                let stopped = w2.walk(data, second, end, &mut out, &mut unzip2, release);
+                let compressed = unzip2.fed > 0 || unzip2.error.is_some();
+                (w2, out, stopped, compressed)
+            });
+            let first_stop = w.walk_until(data, start, second, end, entries, unzip, release);
+            (first_stop, other.join())
+        });
+        match (first_stop, other) {
+            (WalkEnd::At(pos), Ok((w2, mut out, stopped, false))) if pos == second => {
+                for t in out.iter_mut().take(w2.untimed_head) {
+                    t.time = w.last_time;
+                }
+                if w2.seen_time {
+                    w.last_time = w2.last_time;
+                }
+                w.walked += w2.walked;
+                entries.append(&mut out);
+                stopped
+            }
+            // The first walk stopped early (a corrupt record): what comes
+            // after it is not read.
+            (WalkEnd::Stopped(why), _) => Some(why),
+            (WalkEnd::At(pos), _) => w.walk(data, pos, end, entries, unzip, release),
+        }
+    }
+
     /// The record of an index entry.
     #[inline]
     pub fn get(&self, entry: Entry) -> Option<Record<'_>> {
@@ -223,6 +280,61 @@ impl<'a> Records<'a> {
 
 /// Records from which the index is sorted on two threads.
 const SORT_ON_TWO_THREADS: usize = 1 << 18;
+
+/// Bytes of records from which they are walked on two threads.
+const WALK_ON_TWO_THREADS: usize = 4 << 20;
+
+/// Record headers that must follow each other, each where the one before
+/// it ends, for a place in the middle of the records to be taken for the
+/// start of one (see [`find_record_start`]).
+const HEADERS_IN_A_ROW: usize = 16;
+
+/// How far past the middle a record start is looked for.
+const SYNC_SEARCH: usize = 1 << 20;
+
+/// Where, at or after `from` (and at a multiple of 8 bytes from `start`,
+/// as records are), `buf[..end]` seems to hold the start of a record:
+/// [`HEADERS_IN_A_ROW`] headers of known types and whole sizes follow each
+/// other from there (or up to `end`). Only a guess: the walk from `start`
+/// confirms it by landing on it (see [`Records::walk_halves`]).
+fn find_record_start(
+    buf: &[u8],
+    e: Endian,
+    start: usize,
+    from: usize,
+    end: usize,
+) -> Option<usize> {
+    let header = |pos: usize| -> Option<usize> {
+        let ty = e.u32(buf, pos)?;
+        let size = usize::from(e.u16(buf, pos + 6)?);
+        let known = (1..=21).contains(&ty) || (rtype::USER_START..=83).contains(&ty);
+        (known && size >= 8 && size % 8 == 0 && pos + size <= end).then_some(size)
+    };
+    let mut pos = start + (from.saturating_sub(start)).next_multiple_of(8);
+    let last = from.saturating_add(SYNC_SEARCH).min(end);
+    while pos < last {
+        let mut at = pos;
+        let mut seen = 0;
+        while seen < HEADERS_IN_A_ROW && at < end {
+            match header(at) {
+                // Records with data after them (AUX, tracing data) are
+                // not hopped over here.
+                Some(size)
+                    if !matches!(e.u32(buf, at), Some(rtype::AUXTRACE | rtype::TRACING_DATA)) =>
+                {
+                    at += size;
+                    seen += 1;
+                }
+                _ => break,
+            }
+        }
+        if seen == HEADERS_IN_A_ROW || (seen > 0 && at == end) {
+            return Some(pos);
+        }
+        pos += 8;
+    }
+    None
+}
 
 /// Sorts `entries` by merging each run (entries in increasing order) into
 /// the tail of the sorted part before it, where it belongs: the tail is set
@@ -325,10 +437,53 @@ struct Walk<'x> {
     /// Time of the previous timed record: records without a time keep
     /// their place after it.
     last_time: u64,
+    /// A timed record was seen; before it, `untimed_head` records were
+    /// indexed without a time (given `last_time`'s start, 0).
+    seen_time: bool,
+    untimed_head: usize,
     walked: u64,
 }
 
-impl Walk<'_> {
+/// Where a walk that was to stop at a place ended.
+enum WalkEnd {
+    /// At the first record start at or past the place.
+    At(usize),
+    /// Before it, at a corrupt record (why).
+    Stopped(String),
+}
+
+impl<'x> Walk<'x> {
+    fn new(e: Endian, attrs: &'x AttrOf) -> Self {
+        Walk {
+            e,
+            attrs,
+            last_time: 0,
+            seen_time: false,
+            untimed_head: 0,
+            walked: 0,
+        }
+    }
+
+    /// Indexes `buf[start..end]` up to the first record that starts at or
+    /// past `stop` (handing compressed bodies to `unzip`).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_until(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        stop: usize,
+        end: usize,
+        out: &mut Vec<Timed>,
+        unzip: &mut Unzip,
+        release: &(dyn Fn(usize, usize) + Sync),
+    ) -> WalkEnd {
+        let mut at = start;
+        match self.walk_from(buf, &mut at, stop, end, out, unzip, release) {
+            Some(why) => WalkEnd::Stopped(why),
+            None => WalkEnd::At(at),
+        }
+    }
+
     /// Indexes `buf[start..end]`, handing compressed bodies to `unzip`.
     /// Returns why it stopped early, if it did.
     fn walk(
@@ -338,11 +493,29 @@ impl Walk<'_> {
         end: usize,
         out: &mut Vec<Timed>,
         unzip: &mut Unzip,
-        release: &mut dyn FnMut(usize, usize),
+        release: &(dyn Fn(usize, usize) + Sync),
     ) -> Option<String> {
         let mut pos = start;
-        let mut released = start;
-        while pos < end {
+        self.walk_from(buf, &mut pos, end, end, out, unzip, release)
+    }
+
+    /// Indexes the records of `buf[..end]` from `*pos` on, up to the first
+    /// that starts at or past `stop`, and leaves `*pos` there; gives back
+    /// the bytes walked. Returns why it stopped early, if it did.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_from(
+        &mut self,
+        buf: &[u8],
+        at: &mut usize,
+        stop: usize,
+        end: usize,
+        out: &mut Vec<Timed>,
+        unzip: &mut Unzip,
+        release: &(dyn Fn(usize, usize) + Sync),
+    ) -> Option<String> {
+        let mut released = *at;
+        while *at < stop.min(end) {
+            let pos = *at;
             if pos - released >= RELEASE_STEP {
                 release(released, pos);
                 released = pos;
@@ -389,9 +562,11 @@ impl Walk<'_> {
                 t if t < rtype::USER_START => self.push(t, body, pos, false, out),
                 _ => {}
             }
-            pos = next;
+            *at = next;
         }
-        release(released, end);
+        if *at > released {
+            release(released, (*at).min(end));
+        }
         None
     }
 
@@ -424,9 +599,15 @@ impl Walk<'_> {
         let time = match time {
             Some(t) => {
                 self.last_time = t;
+                self.seen_time = true;
                 t
             }
-            None => self.last_time,
+            None => {
+                if !self.seen_time {
+                    self.untimed_head += 1;
+                }
+                self.last_time
+            }
         };
         out.push(Timed {
             time,
@@ -561,13 +742,13 @@ mod tests {
         let layout = Layout::new(ST, 0, true);
         let attrs = AttrOf::new(vec![(layout, vec![])]);
         let e = Endian::default();
-        let mut released = Vec::new();
-        let r = Records::index(&data, 0, data.len(), e, &attrs, false, &mut |a, b| {
-            released.push((a, b))
+        let released = std::sync::Mutex::new(Vec::new());
+        let r = Records::index(&data, 0, data.len(), e, &attrs, false, &|a, b| {
+            released.lock().unwrap().push((a, b))
         });
         assert!(r.stopped.is_none());
         // The walk gives back every byte it walked, once.
-        assert_eq!(released, vec![(0, data.len())]);
+        assert_eq!(released.into_inner().unwrap(), vec![(0, data.len())]);
         assert_eq!(r.walked, 4);
         let time = |x: &Entry| {
             parse_sample(e, &layout, r.get(*x).unwrap().body)
@@ -665,6 +846,91 @@ mod tests {
         assert_eq!(one, want.iter().map(|t| t.entry).collect::<Vec<_>>());
     }
 
+    /// Records of a few megabytes, more than [`WALK_ON_TWO_THREADS`]:
+    /// samples in overlapping runs of times, with records of no time of
+    /// their own (a COMM without its sample id) among them, a run of those
+    /// where the walk is split, and one sample whose callchain looks like
+    /// a row of records (eight-byte COMMs) right at `fake_at` of the data.
+    fn walk_test_data(fake_at: f64) -> Vec<u8> {
+        let mut data = Vec::new();
+        let fake_word = 3u64 | (8u64 << 48);
+        let mut i = 0u64;
+        let mut faked = false;
+        while data.len() < WALK_ON_TWO_THREADS + (1 << 20) {
+            let middle = data.len() as f64 / (WALK_ON_TWO_THREADS + (1 << 20)) as f64;
+            if !faked && middle > fake_at - 0.0001 {
+                faked = true;
+                data.extend(rec(
+                    rtype::SAMPLE,
+                    &sample_body(1, 1, i, &[fake_word; 4096]),
+                ));
+                continue;
+            }
+            if (0.499..0.501).contains(&middle) || i.is_multiple_of(97) {
+                data.extend(rec(rtype::COMM, &[0; 8]));
+            } else {
+                let time = (i / 50) * 1000 + (i * 37) % 1500;
+                data.extend(rec(rtype::SAMPLE, &sample_body(i, 7, time, &[i, i + 1])));
+            }
+            i += 1;
+        }
+        data
+    }
+
+    fn index_of(data: &[u8], two_threads: bool) -> (Vec<Entry>, u64, Option<String>) {
+        // No sample id on other records: a COMM has no time of its own.
+        let attrs = AttrOf::new(vec![(Layout::new(ST, 0, false), vec![])]);
+        let released = std::sync::Mutex::new(0usize);
+        let r = Records::index(
+            data,
+            0,
+            data.len(),
+            Endian::default(),
+            &attrs,
+            two_threads,
+            &|a, b| *released.lock().unwrap() += b - a,
+        );
+        // Every byte walked is given back, whoever walked it: once by one
+        // walk; by two, some twice when the first goes on alone.
+        let released = released.into_inner().unwrap();
+        if r.stopped.is_none() {
+            assert!(released >= data.len());
+            assert!(two_threads || released == data.len());
+        }
+        (r.entries, r.walked, r.stopped)
+    }
+
+    #[test]
+    fn the_index_is_the_same_walked_on_one_thread_or_two() {
+        // Split at a record start (the run of untimed records takes the
+        // first half's last time); past a fake row of records inside a
+        // sample (the first walk jumps over it and goes on alone); at a
+        // corrupt record in either half.
+        for fake_at in [0.9, 0.5] {
+            let data = walk_test_data(fake_at);
+            let one = index_of(&data, false);
+            assert!(one.2.is_none());
+            assert!(one.0.len() > 10_000);
+            assert_eq!(index_of(&data, true), one, "fake row at {fake_at}");
+        }
+        let data = walk_test_data(0.9);
+        let middle = find_record_start(&data, Endian::default(), 0, data.len() / 2, data.len())
+            .expect("a record start past the middle");
+        assert!(middle < data.len() * 6 / 10);
+        for corrupt_at in [data.len() / 4, data.len() * 3 / 4] {
+            let mut bad = data.clone();
+            // The size of the record that starts at or after corrupt_at.
+            let mut pos = 0;
+            while pos < corrupt_at {
+                pos += u16::from_le_bytes([bad[pos + 6], bad[pos + 7]]) as usize;
+            }
+            bad[pos + 6..pos + 8].copy_from_slice(&4u16.to_le_bytes());
+            let one = index_of(&bad, false);
+            assert!(one.2.is_some());
+            assert_eq!(index_of(&bad, true), one, "corrupt at {corrupt_at}");
+        }
+    }
+
     #[test]
     fn short_or_oversized_records_stop_the_walk_with_a_reason() {
         let mut data = rec(rtype::SAMPLE, &sample_body(1, 1, 1, &[]));
@@ -678,7 +944,7 @@ mod tests {
             Endian::default(),
             &attrs,
             false,
-            &mut |_, _| {},
+            &|_, _| {},
         );
         assert_eq!(r.entries.len(), 1);
         assert!(r.stopped.is_some());

@@ -24,7 +24,7 @@ use crate::{guard, PerfError, ProgressFn};
 /// frames are not yet symbolized.
 pub fn read_bytes(data: &[u8], progress: ProgressFn) -> Result<Trace, PerfError> {
     let pass = FramePass::Addresses;
-    read_bytes_with(data, progress, 1, pass, &mut |_, _| {}, &mut |_, _| {}).map(|(t, _)| t)
+    read_bytes_with(data, progress, 1, pass, &mut |_, _| {}, &|_, _| {}).map(|(t, _)| t)
 }
 
 /// The build id of the kernel a perf.data file was recorded on, from its
@@ -56,7 +56,7 @@ pub(crate) fn read_bytes_with<'a>(
     threads: usize,
     pass: FramePass<'a>,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
-    release: &mut dyn FnMut(usize, usize),
+    release: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(Trace, Option<FirstPass<'a>>), PerfError> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
