@@ -321,7 +321,7 @@ fn second_pass(
         }
     }
     stats.warnings.push(format!(
-        "read in two passes with the frames of each function merged, to stay within the memory budget ({}): every view is the same, but exports show one address per function; set SLOWLAB_MEMORY={}M or more to keep every address",
+        "read in two passes with the frames of each function merged, to stay within the memory budget ({}): every view is the same, but exports show one address per function; set SLOWLAB_MEMORY={}M or more to keep every address (one pass is also faster)",
         size_text(opts.memory_budget.unwrap_or(0)),
         data.len().div_ceil(1 << 20)
     ));
