@@ -64,6 +64,10 @@ pub enum PerfError {
         "interning the stacks failed (a bug); SLOWLAB_THREADS=1 interns them on the reading thread"
     )]
     Interning,
+    /// A pass stopped because the trace it was making would not fit the
+    /// memory budget (the reader then reads by function; never shown).
+    #[error("the trace would not fit the memory budget in one pass")]
+    OverBudget,
     /// The two passes of a read by function saw different records (a bug).
     #[error("the two passes over the records disagree (a bug); set SLOWLAB_MEMORY above the trace's size in MB to read it in one pass")]
     PassesDiffer,
@@ -91,9 +95,8 @@ pub struct ReadOptions {
     /// thread: the result is the same, only slower.
     pub threads: usize,
     /// Bytes the trace model may take. A trace whose every address would
-    /// not fit (about a byte of model per byte of perf.data) is read in
-    /// two passes, its frames merged by function (see [`read_file`]);
-    /// `None`: no limit.
+    /// not fit is read in two passes, its frames merged by function (see
+    /// [`read_file`]); `None`: no limit.
     pub memory_budget: Option<u64>,
     /// Where work on symbols is kept between runs (sorted indexes of big
     /// symbol tables, parsed kallsyms, demangled names: see
@@ -126,14 +129,15 @@ impl Default for ReadOptions {
     }
 }
 
-/// Whether a perf.data file of `file_bytes` is read by function (two
-/// passes) under `budget`: when one pass could need more. A pass that keeps
-/// every address takes up to about one byte of memory per byte of trace at
-/// its peak when stacks share few callers (each frame a new stack node:
-/// 1.04 on a 1.2 GB build trace while its unmapped frames were each their
-/// own), and less when they share many: 0.35 at 1.23 GB and 0.27 at 2.28 GB
-/// on build traces since (sample columns, the record index, and stack
-/// nodes; bench/analyze/README.md).
+/// Whether a perf.data file of `file_bytes` might not fit `budget` in one
+/// pass: then that pass projects its memory as it goes, and the file is read
+/// by function (two passes) if the projection passes the budget. A pass
+/// that keeps every address takes up to about one byte of memory per byte
+/// of trace at its peak when stacks share few callers (each frame a new
+/// stack node: 1.04 on a 1.2 GB build trace while its unmapped frames were
+/// each their own), and less when they share many: 0.35 at 1.23 GB and
+/// 0.27 at 2.28 GB on build traces since (sample columns, the record index,
+/// and stack nodes; bench/analyze/README.md).
 pub fn reads_by_function(file_bytes: u64, budget: Option<u64>) -> bool {
     budget.is_some_and(|b| file_bytes > b)
 }
@@ -147,8 +151,10 @@ pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 const PRELOAD_THREADS: usize = 6;
 
 /// Reads and symbolizes the perf.data file at `path`: in one pass, or, when
-/// the file is bigger than `opts.memory_budget`, in two, with the frames of
-/// each function merged into one (see `second_pass`).
+/// the file is bigger than `opts.memory_budget` and the memory the pass is
+/// heading for passes it (projected at a quarter, half and three quarters
+/// of the records: see `reader::read_bytes_with`), in two, with the frames
+/// of each function merged into one (see `second_pass`).
 pub fn read_file(
     path: &Path,
     opts: &ReadOptions,
@@ -193,25 +199,36 @@ pub fn read_file(
         });
         (path, loading, from_cache)
     });
-    // Over the budget, two passes (see `second_pass`), each showing its
-    // progress as such.
-    let by_function = reads_by_function(len, opts.memory_budget);
+    // Over the budget, one pass is tried with its memory projected as it
+    // goes; when the projection passes the budget, two (see `second_pass`),
+    // each showing its progress as such.
+    let limit = opts
+        .memory_budget
+        .filter(|_| reads_by_function(len, opts.memory_budget));
     let first_progress = in_pass(progress, "read (pass 1 of 2)");
-    let (pass, progress_1): (_, ProgressFn) = if by_function {
-        (FramePass::FramesOnly, &first_progress)
-    } else {
-        (FramePass::Addresses, progress)
+    let read = |on_binary: &mut dyn FnMut(&str, Option<&str>),
+                release: &(dyn Fn(usize, usize) + Sync)| {
+        let pass = FramePass::Addresses;
+        match reader::read_bytes_with(
+            &map,
+            progress,
+            opts.threads,
+            pass,
+            on_binary,
+            limit,
+            release,
+        ) {
+            Err(PerfError::OverBudget) => {
+                let pass = FramePass::FramesOnly;
+                let first = &first_progress;
+                reader::read_bytes_with(&map, first, opts.threads, pass, on_binary, None, release)
+            }
+            read => read,
+        }
     };
     let Some((kallsyms_path, loading, from_cache)) = kallsyms else {
         let release = &|from, to| release(&map, from, to);
-        let (mut trace, first) = reader::read_bytes_with(
-            &map,
-            progress_1,
-            opts.threads,
-            pass,
-            &mut |_, _| {},
-            release,
-        )?;
+        let (mut trace, first) = read(&mut |_, _| {}, release)?;
         symbolize::leave_unsymbolized(&mut trace);
         if let Some(first) = first {
             second_pass(&mut trace, first, &map, opts, progress, release)?;
@@ -247,11 +264,7 @@ pub fn read_file(
     // the interning tables (+45 MB of peak on a 96 MB trace) and bought no
     // time on two cores, warm or cold (bench/analyze/README.md).
     let release = &|from, to| release(&map, from, to);
-    let read = reader::read_bytes_with(
-        &map,
-        progress_1,
-        opts.threads,
-        pass,
+    let read = read(
         &mut |path, id| {
             if preload_threads > 0 {
                 let _ = tx.send((path.to_owned(), id.map(str::to_owned)));
@@ -302,8 +315,15 @@ fn second_pass(
     drop(function_frame);
     let pass = FramePass::Functions(first);
     let progress_2 = in_pass(progress, "read (pass 2 of 2)");
-    let (second, _) =
-        reader::read_bytes_with(data, &progress_2, threads, pass, &mut |_, _| {}, release)?;
+    let (second, _) = reader::read_bytes_with(
+        data,
+        &progress_2,
+        threads,
+        pass,
+        &mut |_, _| {},
+        None,
+        release,
+    )?;
     if second.events.len() != trace.events.len() || second.threads.len() != trace.threads.len() {
         return Err(PerfError::PassesDiffer);
     }

@@ -112,6 +112,11 @@ impl FrameIds {
         }
     }
 
+    /// The number of frames.
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// True for the second pass of a read by function.
     pub(super) fn fixed(&self) -> bool {
         self.fixed

@@ -18,7 +18,8 @@
 //! (CPU samples in groups, so that their table probes wait for memory
 //! together). It does not decode records nor name frames.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 use slowlab_model::trace::{FrameIdx, ModuleIdx, StackIdx, StackNode};
 
@@ -140,6 +141,26 @@ pub(super) struct Interner {
     pub(super) event_stacks: Vec<Option<StackIdx>>,
     pub(super) unmapped_frames: u64,
     pub(super) samples_without_stack: u64,
+    /// How many nodes and frames there are, after each batch (read by the
+    /// decoding thread to project the trace's memory, see `driver`).
+    counts: Arc<Counts>,
+}
+
+/// Stack nodes and frames made so far.
+#[derive(Default)]
+pub(super) struct Counts {
+    nodes: AtomicUsize,
+    frames: AtomicUsize,
+}
+
+impl Counts {
+    /// (nodes, frames).
+    pub(super) fn get(&self) -> (usize, usize) {
+        (
+            self.nodes.load(Ordering::Relaxed),
+            self.frames.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// `stack_map`'s key of the node of `frame` under `parent`.
@@ -162,6 +183,7 @@ impl Interner {
             event_stacks: Vec::new(),
             unmapped_frames: 0,
             samples_without_stack: 0,
+            counts: Arc::default(),
         }
     }
 
@@ -246,6 +268,16 @@ impl Interner {
     /// Interns a batch, in order: its frames, then runs of CPU samples in
     /// groups, each event's stack where it comes.
     pub(super) fn take(&mut self, work: &mut Work) {
+        self.intern(work);
+        self.counts
+            .nodes
+            .store(self.stacks.len(), Ordering::Relaxed);
+        self.counts
+            .frames
+            .store(self.frames.len(), Ordering::Relaxed);
+    }
+
+    fn intern(&mut self, work: &mut Work) {
         self.frames(work);
         if self.frames_only {
             return;
@@ -395,6 +427,8 @@ impl Interner {
 pub(super) enum Sink {
     Inline(Box<Interner>),
     Thread {
+        /// The interner's counts (it is on the other thread).
+        counts: Arc<Counts>,
         work: mpsc::SyncSender<Work>,
         /// Batches the interner is done with, emptied, to be filled again
         /// (a new batch's buffers would be fresh pages from the kernel,
@@ -413,6 +447,7 @@ impl Sink {
         mut interner: Interner,
         first: impl FnOnce(&mut Interner) + Send + 'static,
     ) -> Sink {
+        let counts = interner.counts.clone();
         let (work_tx, work_rx) = mpsc::sync_channel::<Work>(WORK_IN_FLIGHT);
         let (spare_tx, spare_rx) = mpsc::channel();
         let done = std::thread::spawn(move || {
@@ -425,9 +460,20 @@ impl Sink {
             interner
         });
         Sink::Thread {
+            counts,
             work: work_tx,
             spare: spare_rx,
             done,
+        }
+    }
+
+    /// The stack nodes and frames made so far (on its thread: as of the
+    /// last batch it finished).
+    pub(super) fn counts(&self) -> (usize, usize) {
+        match self {
+            Sink::Inline(i) => i.counts.get(),
+            Sink::Thread { counts, .. } => counts.get(),
+            Sink::Gone => (0, 0),
         }
     }
 

@@ -74,11 +74,12 @@ Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).
 
 Environment: SLOWLAB_THREADS=N caps the threads reading and symbolizing a
 perf.data trace (1: everything on one thread; the results are the same).
-SLOWLAB_MEMORY=SIZE (MB, or 512M, 2G; 1024 by default): a perf.data file
-bigger than this is read in two passes, with the frames of each function
-merged, in about 0.45 bytes of memory per byte of trace instead of one.
-Every view is the same; exports (--pprof, --fxprof) show one address per
-function.
+SLOWLAB_MEMORY=SIZE (MB, or 512M, 2G; 1024 by default): the memory a
+trace's model may take. A perf.data file bigger than this is read in one
+pass while the memory that pass is heading for fits (a build trace needs
+about a third of its size), else in two passes, with the frames of each
+function merged: every view is the same, exports (--pprof, --fxprof) show
+one address per function, and it is slower.
 SLOWLAB_CACHE_DIR=DIR: where work on symbols is kept between runs (the
 sorted index of each big symbol table, the parsed kallsyms, demangled
 names), each file named by a hash of what it was made from, so never

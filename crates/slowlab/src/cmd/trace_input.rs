@@ -198,8 +198,8 @@ fn symbol_cache_dir() -> Option<PathBuf> {
 
 /// The memory a trace's model may take, in bytes: `SLOWLAB_MEMORY` (MB, or
 /// a number with K, M or G), else 1 GiB. A perf.data file bigger than that
-/// is read in two passes, with the frames of each function merged
-/// (`slowlab_perf::read_file`).
+/// whose model would not fit is read in two passes, with the frames of
+/// each function merged (`slowlab_perf::read_file`).
 fn memory_budget_from_env() -> anyhow::Result<u64> {
     match std::env::var("SLOWLAB_MEMORY") {
         Err(_) => Ok(slowlab_perf::DEFAULT_MEMORY_BUDGET),
