@@ -166,14 +166,11 @@ pub(crate) fn read_bytes_with<'a>(
     b.reserve_samples(recs.entries.len());
     let marks = release_marks(&recs.entries, end);
     let mut released = start;
-    let projections = match memory_limit {
-        Some(_) => [n / 4, n / 2, n * 3 / 4].map(|i| i as usize),
-        None => [usize::MAX; 3],
-    };
+    let total = recs.entries.len();
+    let projections = [total / 4, total / 2, total * 3 / 4];
     for (i, &entry) in recs.entries.iter().enumerate() {
-        if i > 0 && projections.contains(&i) {
-            let limit = memory_limit.unwrap_or(u64::MAX);
-            if projected_model_bytes(&b, i, recs.entries.len()) > limit {
+        if let Some(limit) = memory_limit {
+            if i > 0 && projections.contains(&i) && projected_model_bytes(&b, i, total) > limit {
                 return Err(PerfError::OverBudget);
             }
         }
