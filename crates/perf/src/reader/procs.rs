@@ -21,6 +21,9 @@ pub(super) struct Map {
     pub(super) end: u64,
     pub(super) pgoff: u64,
     pub(super) module: ModuleIdx,
+    /// The module's kind, kept here (in the padding) so that making a
+    /// frame key from a map needs no look at the modules.
+    pub(super) kind: ModuleKind,
 }
 
 /// Inserts `new` into sorted, non-overlapping `maps`, cutting what it covers.
@@ -243,6 +246,7 @@ impl Builder {
                 end: start.saturating_add(len),
                 pgoff,
                 module,
+                kind: self.t.modules[module.ix()].kind,
             };
             insert_map(&mut self.kernel_maps, m);
             return;
@@ -253,6 +257,7 @@ impl Builder {
             end: start.saturating_add(len),
             pgoff,
             module,
+            kind: self.t.modules[module.ix()].kind,
         };
         insert_map(self.maps.entry(pid).or_default(), m);
     }
@@ -294,6 +299,7 @@ mod tests {
             end,
             pgoff,
             module: ModuleIdx(module),
+            kind: ModuleKind::User,
         }
     }
 

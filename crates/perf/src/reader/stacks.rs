@@ -164,14 +164,13 @@ impl Builder {
         if kernel {
             // Kernel frames are named from kallsyms by absolute address.
             let module = find_map(&self.kernel_maps, addr)
-                .map(|m| m.module)
-                .filter(|m| self.t.modules[m.ix()].kind == ModuleKind::KernelModule)
-                .unwrap_or(self.kernel_module);
+                .filter(|m| m.kind == ModuleKind::KernelModule)
+                .map_or(self.kernel_module, |m| m.module);
             return FrameKey::kernel(module, addr);
         }
         match find_map(maps, addr) {
             Some(m) => {
-                let user = self.t.modules[m.module.ix()].kind == ModuleKind::User;
+                let user = m.kind == ModuleKind::User;
                 // Wrapping: a damaged file's page offset may overflow (a
                 // meaningless frame, not a panic).
                 let rel = if user {
