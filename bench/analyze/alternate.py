@@ -2,7 +2,10 @@
 """Alternating runs of `slowlab analyze --json TRACE` in several settings,
 for differences smaller than this machine's noise (single hyperfine
 medians move by +-20 ms here): the settings run in turn, the order
-reversed every round, and each setting's median and minimum are printed.
+reversed every round, and each setting's median and minimum are printed,
+with the median CPU time (user + system, all threads) of its runs: less
+moved by the other load on the machine than the wall time, it shows
+whether a change does less work even where the wall time cannot tell.
 
     bench/analyze/alternate.py N TRACE LABEL=[VAR=VALUE,...]:BINARY ...
 
@@ -33,17 +36,25 @@ def main():
             env[key] = value
         settings.append((label, env, binary))
     times = {label: [] for label, _, _ in settings}
+    cpu = {label: [] for label, _, _ in settings}
     for r in range(rounds + 2):
         for label, env, binary in settings if r % 2 == 0 else settings[::-1]:
             start = time.perf_counter()
-            subprocess.run([binary, "analyze", "--json", trace], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           check=True)
+            child = subprocess.Popen([binary, "analyze", "--json", trace], env=env,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(child.pid, 0)
+            wall = time.perf_counter() - start
+            child.returncode = os.waitstatus_to_exitcode(status)
+            if child.returncode != 0:
+                sys.exit(f"{label}: exit code {child.returncode}")
             if r >= 2:
-                times[label].append(time.perf_counter() - start)
+                times[label].append(wall)
+                cpu[label].append(usage.ru_utime + usage.ru_stime)
     for label, t in times.items():
         print(f"{label}: median {statistics.median(t) * 1e3:.1f} ms, "
-              f"min {min(t) * 1e3:.1f} ms ({len(t)} runs)")
+              f"min {min(t) * 1e3:.1f} ms, CPU median "
+              f"{statistics.median(cpu[label]) * 1e3:.1f} ms ({len(t)} runs)")
 
 
 if __name__ == "__main__":
