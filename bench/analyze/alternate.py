@@ -43,6 +43,9 @@ def main():
             child = subprocess.Popen([binary, "analyze", "--json", trace], env=env,
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
+            # Reaped here for its resource usage (CPU time of all its
+            # threads); its exit code is given to the Popen object so that
+            # it does not try to reap the child again.
             _, status, usage = os.wait4(child.pid, 0)
             wall = time.perf_counter() - start
             child.returncode = os.waitstatus_to_exitcode(status)
