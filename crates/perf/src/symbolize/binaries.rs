@@ -9,9 +9,9 @@
 //! It names no frame (`jobs` does, with what is opened here).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use super::cache::SymbolCache;
+use super::cache::{FileIdentity, FileKey, SymbolCache};
 use crate::intern::FxMap;
 use crate::symbols::{Elf, SortedSymbols};
 use crate::PerfError;
@@ -37,13 +37,48 @@ enum Slot {
 
 /// A binary as opened for symbolization: its map (or why not), the map of
 /// its separate debug file when it is stripped, for a big symbol table an
-/// address-sorted index of it, and the key of the table its names come
-/// from when the cache is on.
+/// address-sorted index of it, and what the symbol cache needs: the
+/// identity of the file its names come from, and (once asked for) its
+/// table's key.
 pub(super) struct Opened {
     pub(super) map: Result<memmap2::Mmap, PerfError>,
     pub(super) debug: Option<memmap2::Mmap>,
     pub(super) index: Option<SortedSymbols>,
-    pub(super) table_key: Option<u128>,
+    identity: Option<FileIdentity>,
+    table_key: OnceLock<Option<u128>>,
+}
+
+impl Opened {
+    /// The [`Elf::table_key`] of `symbols` (the table of this binary the
+    /// names come from), `None` when the cache is off: see [`table_key`].
+    pub(super) fn table_key(&self, symbols: &Elf<'_>, cache: &SymbolCache) -> Option<u128> {
+        table_key(self.identity.as_ref(), &self.table_key, symbols, cache)
+    }
+}
+
+/// The [`Elf::table_key`] of `symbols`, from the file whose identity is
+/// `identity`, found once (into `cell`): kept in `cache` for the file as
+/// it is, or computed (reading the whole table and its names) and kept;
+/// `None` when the cache is off.
+fn table_key(
+    identity: Option<&FileIdentity>,
+    cell: &OnceLock<Option<u128>>,
+    symbols: &Elf<'_>,
+    cache: &SymbolCache,
+) -> Option<u128> {
+    *cell.get_or_init(|| {
+        if !cache.is_on() || !symbols.has_functions {
+            return None;
+        }
+        if let Some(key) = identity.and_then(|id| cache.key_of_file(id, FileKey::Table)) {
+            return Some(key);
+        }
+        let key = symbols.table_key();
+        if let Some(id) = identity {
+            cache.keep_key_of_file(id, FileKey::Table, key);
+        }
+        Some(key)
+    })
 }
 
 /// Symbol tables at least this big get a sorted index when opened, rather
@@ -114,14 +149,17 @@ impl Preload {
 }
 
 /// Maps a binary and, if it has no `.symtab`, its debug file; asks the
-/// kernel to read their symbol tables ahead.
+/// kernel to read their symbol tables ahead, unless the symbol cache
+/// knows the table (then a big table's index, names already demangled
+/// and the table's key are all in the cache, and the table is read only
+/// for what is not).
 fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opened {
     let map = map_binary(Path::new(path)).map_err(PerfError::BinaryOpen);
     // The file as it is now; perf's cached copy if it is gone or rebuilt.
     let now = map
         .as_ref()
         .ok()
-        .and_then(|m| Elf::parse(m).ok()?.build_id.map(|b| hex(&b)));
+        .and_then(|(m, _)| Elf::parse(m).ok()?.build_id.map(|b| hex(&b)));
     let map = match (map, build_id, now) {
         (Ok(_), Some(recorded), Some(now)) if recorded != now => {
             cached_copy(Some(recorded)).ok_or(PerfError::BinaryChanged)
@@ -129,37 +167,70 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
         (Ok(m), _, _) => Ok(m),
         (Err(e), _, _) => cached_copy(build_id).ok_or(e),
     };
+    let (map, mut identity) = match map {
+        Ok((m, id)) => (Ok(m), id),
+        Err(e) => (Err(e), None),
+    };
     let mut debug = None;
     let mut index = None;
-    let mut table_key = None;
+    let table_key = OnceLock::new();
     if let Ok(m) = &map {
         if let Ok(elf) = Elf::parse(m) {
-            will_need(m, elf.symtab);
-            // The names too, all of them (up to a size): those of the
-            // frames are scattered through the table, and one long read
-            // ahead costs the disk less than thousands of page reads.
-            if elf.strtab.1 <= PREFETCH_NAMES {
-                will_need(m, elf.strtab);
-            }
             if elf.dynsym_only {
                 let id = elf.build_id.as_deref().map(hex);
-                debug = debug_file_candidates(id.as_deref(), path)
+                if let Some((d, id)) = debug_file_candidates(id.as_deref(), path)
                     .into_iter()
                     .filter_map(|p| map_binary(&p).ok())
-                    .find(|m| {
-                        Elf::parse(m).is_ok_and(|e| {
-                            will_need(m, e.symtab);
-                            e.has_functions
-                        })
-                    });
+                    .find(|(d, _)| Elf::parse(d).is_ok_and(|e| e.has_functions))
+                {
+                    debug = Some(d);
+                    identity = id;
+                }
             }
-            let symbols = debug.as_ref().and_then(|d| Elf::parse(d).ok());
-            let symbols = symbols.as_ref().unwrap_or(&elf);
-            table_key = (cache.is_on() && symbols.has_functions).then(|| symbols.table_key());
-            if symbols.symbol_count() >= BIG_TABLE {
-                index = Some(match table_key {
-                    Some(key) => cache.sorted_index(symbols, key),
-                    None => symbols.sorted(),
+            let parsed = debug.as_ref().and_then(|d| Elf::parse(d).ok());
+            let symbols = parsed.as_ref().unwrap_or(&elf);
+            let names_map = debug.as_ref().unwrap_or(m);
+            let known = identity
+                .as_ref()
+                .filter(|_| cache.is_on() && symbols.has_functions)
+                .and_then(|id| cache.key_of_file(id, FileKey::Table));
+            if let Some(key) = known {
+                let _ = table_key.set(Some(key));
+            }
+            let big = symbols.symbol_count() >= BIG_TABLE;
+            let read_ahead = || {
+                will_need(names_map, symbols.symtab);
+                // The names too, all of them (up to a size): those of the
+                // frames are scattered through the table, and one long read
+                // ahead costs the disk less than thousands of page reads.
+                if symbols.strtab.1 <= PREFETCH_NAMES {
+                    will_need(names_map, symbols.strtab);
+                }
+            };
+            if known.is_none() {
+                read_ahead();
+            } else if !big {
+                // A small table is scanned whole at each lookup.
+                will_need(names_map, symbols.symtab);
+            }
+            if big {
+                let key = self::table_key(identity.as_ref(), &table_key, symbols, cache);
+                index = Some(match key.and_then(|k| cache.kept_index(k)) {
+                    Some(kept) => kept,
+                    None => {
+                        if known.is_some() {
+                            read_ahead();
+                        }
+                        let made = symbols.sorted();
+                        match key {
+                            Some(k) => {
+                                let winners = made.winners(symbols);
+                                cache.keep_index(k, &winners);
+                                winners
+                            }
+                            None => made,
+                        }
+                    }
                 });
             }
         }
@@ -168,6 +239,7 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
         map,
         debug,
         index,
+        identity,
         table_key,
     }
 }
@@ -237,14 +309,16 @@ fn debug_file_candidates(build_id: Option<&str>, path: &str) -> Vec<PathBuf> {
 
 /// Maps a binary for scattered reads: no read-around on a page fault (the
 /// disk's read-ahead window may be megabytes; the parts needed are asked
-/// for explicitly with [`will_need`]).
-fn map_binary(path: &Path) -> std::io::Result<memmap2::Mmap> {
+/// for explicitly with [`will_need`]). With the file's identity, for the
+/// symbol cache.
+fn map_binary(path: &Path) -> std::io::Result<(memmap2::Mmap, Option<FileIdentity>)> {
     let f = std::fs::File::open(path)?;
+    let identity = f.metadata().ok().and_then(|m| FileIdentity::of(&m));
     // SAFETY: read-only private map; see `read_file`.
     let map = unsafe { memmap2::Mmap::map(&f) }?;
     // Only a hint.
     let _ = map.advise(memmap2::Advice::Random);
-    Ok(map)
+    Ok((map, identity))
 }
 
 /// A build id as perf writes it: lowercase hex.
@@ -261,7 +335,7 @@ pub(super) fn perf_buildid_dir() -> Option<PathBuf> {
 }
 
 /// perf record's copy of a binary in its build-id cache.
-fn cached_copy(build_id: Option<&str>) -> Option<memmap2::Mmap> {
+fn cached_copy(build_id: Option<&str>) -> Option<(memmap2::Mmap, Option<FileIdentity>)> {
     let id = build_id?;
     let p = perf_buildid_dir()?
         .join(".build-id")

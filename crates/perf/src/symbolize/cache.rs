@@ -1,17 +1,27 @@
 //! The symbol cache: work done on symbols, kept on disk between runs so
 //! that the next analysis of a trace from the same machine skips it. It
-//! keeps three kinds of file, each named by a key that is a hash of
+//! keeps four kinds of file, each named by a key that is a hash of
 //! everything the work read, so an entry is never stale:
 //!
-//! - `index/KEY`: a big symbol table's sorted index, keyed by
-//!   [`Elf::table_key`] (the table's bytes and where its names lie; build
-//!   ids are not enough: rustup's `librustc_driver` has none, and a binary
-//!   and its debug file share one);
+//! - `index/KEY`: a big symbol table's sorted index, one symbol per
+//!   address, keyed by [`Elf::table_key`](crate::symbols::Elf::table_key) (the table's bytes and its
+//!   names'; build ids are not enough: rustup's `librustc_driver` has
+//!   none, and a binary and its debug file share one);
 //! - `kallsyms/KEY`: the kernel's parsed symbols, keyed by a hash of the
 //!   kallsyms text;
-//! - `names/KEY`: the names of a binary demangled so far, keyed by its
-//!   table and by this build of slowlab (demangled text depends on the
-//!   demanglers' versions). Each name is looked up by its mangled form.
+//! - `names/KEY`: the names of a binary demangled so far, by their offset
+//!   in the file, keyed by its table and by this build of slowlab
+//!   (demangled text depends on the demanglers' versions);
+//! - `files/KEY`: for a file as it is on disk ([`FileIdentity`]: device,
+//!   inode, size, modification and change times), the key computed from
+//!   its bytes before, so that a run with a cold page cache need not read
+//!   a binary's whole symbol and string tables (tens of MB for libLLVM and
+//!   librustc_driver) or a kallsyms copy just to find its key. The change
+//!   time moves with every write and cannot be set by any program; a file
+//!   changed within the last [`SETTLED`] is not trusted by identity (a
+//!   second write in the same tick of the file system's clock could leave
+//!   its times as they were). Only setting the system clock back can make
+//!   such an entry name old bytes.
 //!
 //! Files live in `DIR/v1/` and are framed: kind, key, length and a
 //! checksum, written to a temporary file and renamed into place, so a
@@ -23,11 +33,11 @@
 //! It decides nothing about which work to keep (`binaries`, `jobs` and
 //! `kernel` do) and knows nothing of the formats inside (`symbols`).
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::symbols::{DemangledNames, Elf, Kallsyms, SortedSymbols};
+use crate::symbols::{DemangledNames, Kallsyms, SortedSymbols};
 
 /// Where symbol work is kept between runs; [`SymbolCache::off`] keeps
 /// nothing.
@@ -42,6 +52,7 @@ enum Kind {
     Index,
     Kallsyms,
     Names,
+    File,
 }
 
 impl Kind {
@@ -50,6 +61,7 @@ impl Kind {
             Kind::Index => "index",
             Kind::Kallsyms => "kallsyms",
             Kind::Names => "names",
+            Kind::File => "files",
         }
     }
 }
@@ -79,18 +91,46 @@ impl SymbolCache {
         self.dir.is_some()
     }
 
-    /// The sorted index of `elf`'s table, whose [`Elf::table_key`] is
-    /// `key`: kept, or made (and kept).
-    pub(crate) fn sorted_index(&self, elf: &Elf<'_>, key: u128) -> SortedSymbols {
-        if let Some(index) = self.load(Kind::Index, key).and_then(|f| {
+    /// The sorted index kept for the table whose [`Elf::table_key`](crate::symbols::Elf::table_key) is
+    /// `key`, if there is one.
+    pub(crate) fn kept_index(&self, key: u128) -> Option<SortedSymbols> {
+        self.load(Kind::Index, key).and_then(|f| {
             let payload = f.payload_range();
             SortedSymbols::in_place(Box::new(f.bytes), payload)
-        }) {
-            return index;
-        }
-        let index = elf.sorted();
+        })
+    }
+
+    /// Keeps `index` for the table whose key is `key` (made with
+    /// [`SortedSymbols::winners`]: a run that reads it back reads no name
+    /// to choose among symbols at one address).
+    pub(crate) fn keep_index(&self, key: u128, index: &SortedSymbols) {
         self.store(Kind::Index, key, &index.to_bytes());
-        index
+    }
+
+    /// The kernel's symbols from the kallsyms file at `path`: kept for the
+    /// file as it is (not read then), or for its text (read, and its
+    /// identity kept), or parsed (and kept). `None` if the file cannot be
+    /// mapped (`/proc/kallsyms`, whose size reads as 0: read it and call
+    /// [`SymbolCache::kallsyms`]).
+    pub(crate) fn kallsyms_file(&self, path: &Path) -> Option<Kallsyms> {
+        let file = std::fs::File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        let identity = self.dir.as_ref().and(FileIdentity::of(&meta));
+        let known = identity
+            .as_ref()
+            .and_then(|id| self.key_of_file(id, FileKey::Kallsyms));
+        if let Some(k) = known.and_then(|key| self.kept_kallsyms(key)) {
+            return Some(k);
+        }
+        let text = map_open(&file, &meta)?;
+        if self.dir.is_none() {
+            return Some(Kallsyms::parse(&text));
+        }
+        let key = twox_hash::XxHash3_128::oneshot(&text);
+        if let Some(id) = &identity {
+            self.keep_key_of_file(id, FileKey::Kallsyms, key);
+        }
+        Some(self.kallsyms_keyed(&text, key))
     }
 
     /// The kernel's symbols parsed from kallsyms `text`: kept, or parsed
@@ -99,16 +139,40 @@ impl SymbolCache {
         if self.dir.is_none() {
             return Kallsyms::parse(text);
         }
-        let key = twox_hash::XxHash3_128::oneshot(text);
-        if let Some(k) = self.load(Kind::Kallsyms, key).and_then(|f| {
-            let payload = f.payload_range();
-            Kallsyms::in_place(Box::new(f.bytes), payload)
-        }) {
+        self.kallsyms_keyed(text, twox_hash::XxHash3_128::oneshot(text))
+    }
+
+    /// [`SymbolCache::kallsyms`] for `text` whose hash is `key`.
+    fn kallsyms_keyed(&self, text: &[u8], key: u128) -> Kallsyms {
+        if self.dir.is_none() {
+            return Kallsyms::parse(text);
+        }
+        if let Some(k) = self.kept_kallsyms(key) {
             return k;
         }
         let k = Kallsyms::parse(text);
         self.store(Kind::Kallsyms, key, &k.to_bytes());
         k
+    }
+
+    fn kept_kallsyms(&self, key: u128) -> Option<Kallsyms> {
+        self.load(Kind::Kallsyms, key).and_then(|f| {
+            let payload = f.payload_range();
+            Kallsyms::in_place(Box::new(f.bytes), payload)
+        })
+    }
+
+    /// The key of kind `what` an earlier run computed from the bytes of
+    /// the file whose identity is `id`.
+    pub(crate) fn key_of_file(&self, id: &FileIdentity, what: FileKey) -> Option<u128> {
+        let f = self.load(Kind::File, id.key(what))?;
+        Some(u128::from_le_bytes(f.payload().try_into().ok()?))
+    }
+
+    /// Keeps `key`, computed from the bytes of the file whose identity is
+    /// `id`.
+    pub(crate) fn keep_key_of_file(&self, id: &FileIdentity, what: FileKey, key: u128) {
+        self.store(Kind::File, id.key(what), &key.to_le_bytes());
     }
 
     /// The names demangled so far for the binary whose table has key
@@ -181,6 +245,70 @@ impl SymbolCache {
     }
 }
 
+/// What a file's metadata tells of its bytes without reading them:
+/// device, inode, size, and the times of its last modification and of its
+/// last change (which every write moves, and no program can set). See
+/// the module's notes for when it is trusted.
+pub(crate) struct FileIdentity([u8; 56]);
+
+/// Which key of a file [`SymbolCache::key_of_file`] keeps.
+#[derive(Clone, Copy)]
+pub(crate) enum FileKey {
+    /// [`Elf::table_key`](crate::symbols::Elf::table_key) of its symbol table.
+    Table,
+    /// The hash of its kallsyms text.
+    Kallsyms,
+}
+
+/// How long ago a file must have last changed for its identity to be
+/// trusted.
+const SETTLED: Duration = Duration::from_secs(2);
+
+impl FileIdentity {
+    /// The identity of the regular file with metadata `meta`; `None` if it
+    /// changed less than [`SETTLED`] ago (or in the future), or is empty.
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Option<FileIdentity> {
+        FileIdentity::at(meta, SystemTime::now())
+    }
+
+    /// [`FileIdentity::of`] at time `now`.
+    fn at(meta: &std::fs::Metadata, now: SystemTime) -> Option<FileIdentity> {
+        if !meta.is_file() || meta.len() == 0 {
+            return None;
+        }
+        let changed = SystemTime::UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(meta.ctime()).ok()?,
+                u32::try_from(meta.ctime_nsec()).ok()?,
+            );
+        if now.duration_since(changed).ok()? < SETTLED {
+            return None;
+        }
+        let fields = [
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+            meta.ctime() as u64,
+            meta.ctime_nsec() as u64,
+        ];
+        let mut id = [0u8; 56];
+        for (at, f) in id.chunks_exact_mut(8).zip(fields) {
+            at.copy_from_slice(&f.to_le_bytes());
+        }
+        Some(FileIdentity(id))
+    }
+
+    /// The cache key of this file's key of kind `what`.
+    fn key(&self, what: FileKey) -> u128 {
+        let mut h = twox_hash::XxHash3_128::new();
+        h.write(&self.0);
+        h.write(&[what as u8]);
+        h.finish_128()
+    }
+}
+
 /// The key of a binary's demangled names: its table's key and this build
 /// of slowlab (its executable's size and time), because the demangled text
 /// of a name depends on the demanglers built in.
@@ -233,13 +361,7 @@ fn age(meta: &std::fs::Metadata) -> Option<Duration> {
 
 /// A file's bytes, mapped: read in place from the page cache, not copied
 /// (the files are megabytes); `None` for an empty file or one that cannot
-/// be read.
-pub(super) fn map_file(path: &Path) -> Option<memmap2::Mmap> {
-    let f = std::fs::File::open(path).ok()?;
-    map_open(&f, &f.metadata().ok()?)
-}
-
-/// [`map_file`] for a file already open, whose metadata is `meta`.
+/// be read. `meta` is the open file's metadata.
 fn map_open(f: &std::fs::File, meta: &std::fs::Metadata) -> Option<memmap2::Mmap> {
     if meta.len() == 0 {
         return None;
@@ -370,21 +492,23 @@ mod tests {
     #[test]
     fn kept_index_and_names_are_read_back() {
         let bytes = crate::symbols::test_binary();
-        let elf = Elf::parse(&bytes).unwrap();
+        let elf = crate::symbols::Elf::parse(&bytes).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let cache = SymbolCache::in_dir(dir.path().to_owned());
         let key = elf.table_key();
-        let made = cache.sorted_index(&elf, key).to_bytes();
-        assert_eq!(made, elf.sorted().to_bytes());
-        assert_eq!(cache.sorted_index(&elf, key).to_bytes(), made);
+        assert!(cache.kept_index(key).is_none());
+        let winners = elf.sorted().winners(&elf);
+        cache.keep_index(key, &winners);
+        assert_eq!(
+            cache.kept_index(key).unwrap().to_bytes(),
+            winners.to_bytes()
+        );
+        assert!(cache.kept_index(key ^ 1).is_none());
         assert!(cache.demangled(key).is_empty());
         let mut names = DemangledNames::default();
-        names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "foo::bar");
+        names.insert(4096, "foo::bar");
         cache.keep_demangled(key, &names);
-        assert_eq!(
-            cache.demangled(key).get(b"_ZN3foo3bar17h05af221e174051e9E"),
-            Some("foo::bar")
-        );
+        assert_eq!(cache.demangled(key).get(4096), Some("foo::bar"));
         assert!(cache.demangled(key ^ 1).is_empty());
         // Only the user may read it.
         use std::os::unix::fs::PermissionsExt;
@@ -397,5 +521,76 @@ mod tests {
         let left = files(dir.path());
         assert_eq!(left.len(), 2, "{left:?}");
         assert!(left.iter().all(|p| !p.to_string_lossy().ends_with(".tmp")));
+    }
+
+    /// A file's identity is trusted only once it has settled, and changes
+    /// with any write, even one that keeps its size and modification time;
+    /// a key is kept per identity and per kind.
+    #[test]
+    fn a_file_is_known_by_identity_only_as_it_was_when_its_key_was_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SymbolCache::in_dir(dir.path().join("cache"));
+        let path = dir.path().join("binary");
+        std::fs::write(&path, b"first bytes").unwrap();
+        let meta = || std::fs::metadata(&path).unwrap();
+        let later = |m: &std::fs::Metadata| m.modified().unwrap() + Duration::from_secs(3);
+        // Just written: not trusted.
+        assert!(FileIdentity::of(&meta()).is_none());
+        assert!(FileIdentity::at(&meta(), meta().modified().unwrap()).is_none());
+        let first = FileIdentity::at(&meta(), later(&meta())).unwrap();
+        assert!(cache.key_of_file(&first, FileKey::Table).is_none());
+        cache.keep_key_of_file(&first, FileKey::Table, 42);
+        assert_eq!(cache.key_of_file(&first, FileKey::Table), Some(42));
+        assert!(cache.key_of_file(&first, FileKey::Kallsyms).is_none());
+        // Rewritten with as many bytes, its modification time set back:
+        // another identity (its change time moved), so the key is not found.
+        let modified = meta().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::write(&path, b"other bytes").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        assert_eq!(meta().modified().unwrap(), modified);
+        let second = FileIdentity::at(&meta(), later(&meta())).unwrap();
+        assert_ne!(first.0, second.0);
+        assert!(cache.key_of_file(&second, FileKey::Table).is_none());
+        // Not a regular file, or empty: no identity.
+        assert!(
+            FileIdentity::at(&std::fs::metadata(dir.path()).unwrap(), later(&meta())).is_none()
+        );
+        std::fs::write(&path, b"").unwrap();
+        assert!(FileIdentity::at(&meta(), later(&meta())).is_none());
+    }
+
+    /// A kallsyms file is parsed the first time, then found by its
+    /// identity (once settled) without reading its text; rewritten, it is
+    /// read again.
+    #[test]
+    fn a_kallsyms_file_is_found_by_identity_and_read_again_once_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = SymbolCache::in_dir(dir.path().join("cache"));
+        let path = dir.path().join("kallsyms");
+        std::fs::write(&path, TEXT).unwrap();
+        let first = cache.kallsyms_file(&path).unwrap();
+        assert_eq!(
+            first.lookup(0xffff_ffff_8100_0101).unwrap().name,
+            "do_thing"
+        );
+        let id = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            FileIdentity::at(&m, m.modified().unwrap() + Duration::from_secs(3)).unwrap()
+        };
+        // Settled (as if three seconds later), its key is kept by identity.
+        let key = twox_hash::XxHash3_128::oneshot(TEXT);
+        cache.keep_key_of_file(&id(&path), FileKey::Kallsyms, key);
+        assert_eq!(cache.key_of_file(&id(&path), FileKey::Kallsyms), Some(key));
+        // An empty file cannot be mapped: the caller reads it.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(cache.kallsyms_file(&empty).is_none());
+        assert!(SymbolCache::off().kallsyms_file(&path).is_some());
     }
 }

@@ -150,7 +150,6 @@ fn symbolize_user_module(
         .collect();
     hits.sort_unstable();
     let name_and_frame = |h: &u64| ((h >> 32) as u32, *h as u32);
-    will_need_names(names_map, &mut hits.iter().map(|h| name_and_frame(h).0));
     let mut unique: Vec<u32> = Vec::new();
     let mut out: Vec<(FrameIdx, Option<u32>)> = frames.iter().map(|&(_, f)| (f, None)).collect();
     for (off, i) in hits.iter().map(name_and_frame) {
@@ -159,7 +158,8 @@ fn symbolize_user_module(
         }
         out[i as usize].1 = Some(unique.len() as u32 - 1);
     }
-    let names = demangle_all(&unique, symbols, opened.table_key, cache);
+    let key = || opened.table_key(symbols, cache);
+    let names = demangle_all(&unique, symbols, &mut prefetch, key, cache);
     let kmods = vec![None; names.len()];
     ModuleResult {
         module: idx,
@@ -174,33 +174,38 @@ fn symbolize_user_module(
 /// again rather than read those kept in the cache.
 const KEPT_NAMES: usize = 256;
 
-/// The demangled names at the file offsets `unique` of `symbols`. Long
-/// Rust and C++ names are most of a binary's work: each is demangled once
-/// per binary, in parallel, and where the table's key is known and there
-/// are many, those demangled by an earlier run are taken from `cache` and
-/// the new ones added to it.
+/// The demangled names at the file offsets `unique` (ascending) of
+/// `symbols`. Long Rust and C++ names are
+/// most of a binary's work: each is demangled once per binary, in
+/// parallel, and where there are many, those demangled by an earlier run
+/// are taken from `cache` (under the table's key, `table_key()`) and the
+/// new ones added to it. Only the names not kept are read, `prefetch` told
+/// of them (ascending) first.
 fn demangle_all(
     unique: &[u32],
     symbols: &Elf<'_>,
-    table_key: Option<u128>,
+    prefetch: &mut dyn FnMut(&mut dyn Iterator<Item = u32>),
+    table_key: impl FnOnce() -> Option<u128>,
     cache: &SymbolCache,
 ) -> Vec<String> {
-    let key = table_key.filter(|_| unique.len() >= KEPT_NAMES);
+    let key = if unique.len() >= KEPT_NAMES {
+        table_key()
+    } else {
+        None
+    };
     let mut kept = key.map(|k| cache.demangled(k)).unwrap_or_default();
+    prefetch(&mut unique.iter().copied().filter(|&o| kept.get(o).is_none()));
     let (names, new): (Vec<String>, Vec<bool>) = unique
         .par_iter()
         .with_min_len(256)
-        .map(|&o| {
-            let mangled = symbols.name(o);
-            match kept.get(mangled) {
-                Some(d) => (d.to_owned(), false),
-                None => (demangle(&String::from_utf8_lossy(mangled)), true),
-            }
+        .map(|&o| match kept.get(o) {
+            Some(d) => (d.to_owned(), false),
+            None => (demangle(&String::from_utf8_lossy(symbols.name(o))), true),
         })
         .unzip();
     if let Some(key) = key.filter(|_| new.contains(&true)) {
         for ((&o, name), _) in unique.iter().zip(&names).zip(&new).filter(|(_, &n)| n) {
-            kept.insert(symbols.name(o), name);
+            kept.insert(o, name);
         }
         cache.keep_demangled(key, &kept);
     }
@@ -238,32 +243,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = SymbolCache::in_dir(dir.path().to_owned());
         let key = elf.table_key();
-        // No key, the cache off, or too few names: nothing kept.
-        assert_eq!(demangle_all(&unique, &elf, None, &cache), plain);
-        assert_eq!(
-            demangle_all(&unique, &elf, Some(key), &SymbolCache::off()),
-            plain
-        );
-        assert_eq!(
-            demangle_all(&unique[..10], &elf, Some(key), &cache),
-            plain[..10]
-        );
+        let run = |unique: &[u32], key: Option<u128>, cache: &SymbolCache| {
+            let mut read = Vec::new();
+            let names = demangle_all(unique, &elf, &mut |n| read.extend(n), || key, cache);
+            (names, read)
+        };
+        // No key, the cache off, or too few names: nothing kept, every name
+        // read.
+        assert_eq!(run(&unique, None, &cache), (plain.clone(), unique.clone()));
+        assert_eq!(run(&unique, Some(key), &SymbolCache::off()).0, plain);
+        assert_eq!(run(&unique[..10], Some(key), &cache).0, plain[..10]);
         assert!(cache.demangled(key).is_empty());
-        // Kept by the first run, all of them.
-        assert_eq!(demangle_all(&unique, &elf, Some(key), &cache), plain);
-        assert_eq!(cache.demangled(key).len(), {
-            let mut m: Vec<&[u8]> = unique.iter().map(|&o| elf.name(o)).collect();
-            m.sort_unstable();
-            m.dedup();
-            m.len()
-        });
-        // Read by the next: a name kept with another text comes back so.
+        // Kept by the first run, all of them; the next reads none.
+        assert_eq!(run(&unique, Some(key), &cache).0, plain);
+        assert_eq!(cache.demangled(key).len(), unique.len());
+        assert_eq!(run(&unique, Some(key), &cache), (plain.clone(), vec![]));
+        // A name kept with another text comes back so; the others, not
+        // kept, are read and demangled.
         let mut marked = DemangledNames::default();
-        marked.insert(elf.name(unique[0]), "kept::by::an::earlier::run");
+        marked.insert(unique[0], "kept::by::an::earlier::run");
         cache.keep_demangled(key, &marked);
-        let again = demangle_all(&unique, &elf, Some(key), &cache);
+        let (again, read) = run(&unique, Some(key), &cache);
         assert_eq!(again[0], "kept::by::an::earlier::run");
         assert_eq!(again[1..], plain[1..]);
+        assert_eq!(read, unique[1..]);
         // And the ones it lacked are added.
         assert!(cache.demangled(key).len() > 1);
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use slowlab_model::trace::{FrameIdx, ModuleIdx};
 
 use super::binaries::perf_buildid_dir;
-use super::cache::{map_file, SymbolCache};
+use super::cache::SymbolCache;
 use super::ModuleResult;
 use crate::intern::FxMap;
 use crate::symbols::Kallsyms;
@@ -21,10 +21,11 @@ use crate::{PerfError, ReadOptions};
 /// read: reading `/proc/kallsyms` costs the kernel ~60 ms of formatting),
 /// or takes the table `cache` kept for the same text.
 pub fn load_kallsyms(path: &Path, cache: &SymbolCache) -> Result<Kallsyms, PerfError> {
-    // Whole (5 MB): the cache's key is a hash of all of it. A file (perf's
-    // copy) is mapped; `/proc/kallsyms` cannot be, and is read.
-    let k = match map_file(path) {
-        Some(map) => cache.kallsyms(&map),
+    // A file (perf's copy) is mapped (and read whole, 5 MB, only if the
+    // cache does not know its key yet); `/proc/kallsyms` cannot be, and is
+    // read.
+    let k = match cache.kallsyms_file(path) {
+        Some(k) => k,
         None => {
             let text = std::fs::read(path).map_err(|source| PerfError::KallsymsUnreadable {
                 path: path.to_owned(),

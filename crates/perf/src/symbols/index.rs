@@ -160,18 +160,12 @@ impl SortedSymbols {
                 group
             })
             .collect();
-        // Names decide only among equal ranks at one address.
-        let tied = |&(a, b): &(usize, usize)| {
-            let group = move || (a..b).map(move |i| syms.get(i));
-            let top = group().map(|s| rank_key(s.rank)).max();
-            group().filter(move |s| Some(rank_key(s.rank)) == top)
-        };
         let mut distinct: Vec<(usize, usize)> = groups.iter().flatten().copied().collect();
         distinct.dedup();
         let mut need: Vec<u32> = distinct
             .iter()
-            .filter(|g| tied(g).count() > 1)
-            .flat_map(|g| tied(g).map(|s| s.name))
+            .filter(|&&g| tied(syms, g).count() > 1)
+            .flat_map(|&g| tied(syms, g).map(|s| s.name))
             .collect();
         drop(distinct);
         if !need.is_empty() {
@@ -188,24 +182,7 @@ impl SortedSymbols {
                 let best = match chosen {
                     Some((at, best)) if at == g => best,
                     _ => {
-                        // In file order: the first stays unless a later one
-                        // is better.
-                        let mut best: Option<Sorted> = None;
-                        for s in tied(&g) {
-                            best = match best {
-                                Some(b)
-                                    if !better(
-                                        s.rank,
-                                        elf.name(s.name),
-                                        b.rank,
-                                        elf.name(b.name),
-                                    ) =>
-                                {
-                                    Some(b)
-                                }
-                                _ => Some(s),
-                            };
-                        }
+                        let best = best_of(syms, g, elf);
                         chosen = Some((g, best));
                         best
                     }
@@ -215,6 +192,52 @@ impl SortedSymbols {
             })
             .collect()
     }
+
+    /// The same index with one symbol per address: the one
+    /// [`SortedSymbols::resolve`] would choose there (which depends on the
+    /// symbols at the address alone, not on the query). Lookups in it give
+    /// the same names and read none: this is the form the symbol cache
+    /// keeps, so that a run that finds it there never reads the binary's
+    /// symbol or string tables (choosing among tied symbols reads names).
+    pub fn winners(&self, elf: &Elf<'_>) -> SortedSymbols {
+        let syms = self.syms.view();
+        let mut out = Vec::with_capacity(syms.len());
+        let mut first = 0;
+        while first < syms.len() {
+            let addr = syms.addr(first);
+            let mut end = first + 1;
+            while end < syms.len() && syms.addr(end) == addr {
+                end += 1;
+            }
+            out.extend(best_of(syms, (first, end), elf));
+            first = end;
+        }
+        SortedSymbols {
+            syms: Entries::Made(out),
+        }
+    }
+}
+
+/// The symbols of the group `a..b` (all at one address, in file order) of
+/// the group's top rank: names decide only among those.
+fn tied(syms: View<'_>, (a, b): (usize, usize)) -> impl Iterator<Item = Sorted> + '_ {
+    let group = move || (a..b).map(move |i| syms.get(i));
+    let top = group().map(|s| rank_key(s.rank)).max();
+    group().filter(move |s| Some(rank_key(s.rank)) == top)
+}
+
+/// The symbol perf names for an address whose symbols are the group
+/// `g`: of the tied ones, in file order, the first stays unless a later
+/// one is better.
+fn best_of(syms: View<'_>, g: (usize, usize), elf: &Elf<'_>) -> Option<Sorted> {
+    let mut best: Option<Sorted> = None;
+    for s in tied(syms, g) {
+        best = match best {
+            Some(b) if !better(s.rank, elf.name(s.name), b.rank, elf.name(b.name)) => Some(b),
+            _ => Some(s),
+        };
+    }
+    best
 }
 
 impl Elf<'_> {
@@ -253,5 +276,100 @@ impl<H: FileHeader> Table<'_, H> {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbols::{test_binary, Binding};
+
+    /// Lookups in the winners give what lookups in the whole index give,
+    /// and read no name: on groups of tied symbols made from the test
+    /// binary's own names (shorter and longer names, more leading
+    /// underscores, weak and global, sized or not), and on its real table.
+    #[test]
+    fn the_winners_name_every_address_as_the_whole_index_does() {
+        let bytes = test_binary();
+        let elf = Elf::parse(&bytes).unwrap();
+        let index = elf.sorted();
+        let mut names: Vec<u32> = (0..index.syms.len())
+            .map(|i| index.syms.get(i).name)
+            .collect();
+        names.sort_by_key(|&n| (elf.name(n).len(), n));
+        names.dedup();
+        let underscored = names
+            .iter()
+            .copied()
+            .find(|&n| elf.name(n).starts_with(b"__"))
+            .expect("a name with leading underscores");
+        // Two with one leading underscore each (Rust's `_ZN`), the shortest
+        // and the longest.
+        names.retain(|&n| elf.name(n).starts_with(b"_ZN"));
+        let (short, long) = (names[0], names[names.len() - 1]);
+        assert!(elf.name(short).len() < elf.name(long).len());
+        let rank = |sized, binding| Rank { sized, binding };
+        let (g, w, l) = (Binding::Global, Binding::Weak, Binding::Local);
+        // (symbols at one address, in file order): name, rank, size.
+        let groups: Vec<Vec<(u32, Rank, u32)>> = vec![
+            vec![(short, rank(true, g), 16), (long, rank(true, g), 8)],
+            vec![(long, rank(true, w), 16), (short, rank(true, g), 8)],
+            vec![(short, rank(false, g), 0), (long, rank(true, l), 4)],
+            vec![(underscored, rank(true, g), 16), (short, rank(true, g), 16)],
+            vec![(short, rank(true, g), 16), (short, rank(true, g), 32)],
+            vec![(long, rank(true, l), 2)],
+        ];
+        let mut syms = Vec::new();
+        for (i, group) in groups.iter().enumerate() {
+            for (order, &(name, rank, size)) in group.iter().enumerate() {
+                syms.push(Sorted {
+                    addr: 0x1000 * (i as u64 + 1),
+                    order: order as u32,
+                    name,
+                    size,
+                    rank,
+                });
+            }
+        }
+        let made = SortedSymbols {
+            syms: Entries::Made(syms),
+        };
+        let winners = made.winners(&elf);
+        assert_eq!(winners.syms.len(), groups.len());
+        let queries: Vec<u64> = (0..=groups.len() as u64 + 1)
+            .flat_map(|i| [0x1000 * i, 0x1000 * i + 3, 0x1000 * i + 12, 0x1000 * i + 20])
+            .collect();
+        let mut read_names = 0;
+        let all = made.resolve(&elf, &queries, &mut |n| read_names += n.count());
+        assert!(read_names > 0, "the tied groups read names");
+        let mut read_names = 0;
+        let won = winners.resolve(&elf, &queries, &mut |n| read_names += n.count());
+        assert_eq!(won, all);
+        assert_eq!(read_names, 0);
+        // What perf's rule chose: the longer name, the global one, the sized
+        // one (too small for +12), the one with fewer underscores, the first
+        // of a full tie (its size, 16, not the second's 32).
+        let at = |i: usize, off: u64| {
+            let q = queries
+                .iter()
+                .position(|&q| q == 0x1000 * (i as u64 + 1) + off);
+            all[q.unwrap()]
+        };
+        assert_eq!(at(0, 3), Some(long));
+        assert_eq!(at(1, 3), Some(short));
+        assert_eq!((at(2, 3), at(2, 12)), (Some(long), None));
+        assert_eq!(at(3, 3), Some(short));
+        assert_eq!((at(4, 12), at(4, 20)), (Some(short), None));
+        // The real table: every symbol's address, and just past it.
+        let mut real: Vec<u64> = (0..index.syms.len())
+            .flat_map(|i| {
+                let a = index.syms.get(i).addr;
+                [a, a + 1]
+            })
+            .collect();
+        real.sort_unstable();
+        let whole = index.resolve(&elf, &real, &mut |_| {});
+        assert_eq!(index.winners(&elf).resolve(&elf, &real, &mut |_| {}), whole);
+        assert_eq!(whole, elf.resolve(&real, &mut |_| {}));
     }
 }

@@ -2,7 +2,7 @@
 //! index ([`SortedSymbols`]), the kernel's parsed table ([`Kallsyms`]),
 //! and a binary's demangled names ([`DemangledNames`]); and the key of an
 //! ELF symbol table ([`Elf::table_key`]), a hash of everything its index
-//! is made from.
+//! and its names are made from.
 //!
 //! Reading checks the shape of what it reads (lengths, counts, ranks,
 //! ascending addresses, names within their buffer) and gives `None` for
@@ -190,28 +190,34 @@ impl SortedSymbols {
 
 impl Elf<'_> {
     /// A key for this file's symbol table: a 128-bit hash of the table's
-    /// bytes, of where its string table lies, and of the file's class and
-    /// byte order: everything [`Elf::sorted`] reads. The names are not in
-    /// it: an index holds their offsets, and they are read from the file
-    /// at each lookup. Works for files without a build id (rustup's
-    /// `librustc_driver` and `libLLVM` have none), and tells a stripped
-    /// binary from its debug file (one build id, two tables).
+    /// bytes, of its string table's bytes and where it lies, and of the
+    /// file's class and byte order: everything [`Elf::sorted`] and
+    /// [`SortedSymbols::winners`] read, and every name a lookup can give.
+    /// So what is kept under it (an index holding names' offsets, names
+    /// demangled by offset) is right for any file with this key. Works for
+    /// files without a build id (rustup's `librustc_driver` and `libLLVM`
+    /// have none), and tells a stripped binary from its debug file (one
+    /// build id, two tables).
     pub fn table_key(&self) -> u128 {
-        let (off, len) = self.symtab;
-        let table = usize::try_from(off)
-            .ok()
-            .zip(usize::try_from(len).ok())
-            .and_then(|(o, l)| self.bytes.get(o..o.checked_add(l)?))
-            .unwrap_or(&[]);
+        let section = |(off, len): (u64, u64)| {
+            usize::try_from(off)
+                .ok()
+                .zip(usize::try_from(len).ok())
+                .and_then(|(o, l)| self.bytes.get(o..o.checked_add(l)?))
+                .unwrap_or(&[])
+        };
         let (class, little) = match &self.kind {
             ElfKind::E32(t) => (32u8, t.endian.is_little_endian()),
             ElfKind::E64(t) => (64u8, t.endian.is_little_endian()),
         };
         let mut h = twox_hash::XxHash3_128::new();
-        h.write(table);
+        h.write(section(self.symtab));
+        h.write(section(self.strtab));
         let mut w = Writer::default();
-        w.u64(off);
-        w.u64(len);
+        // The form of what is kept: names by offset, tied symbols chosen.
+        w.u8(2);
+        w.u64(self.symtab.0);
+        w.u64(self.symtab.1);
         w.u64(self.strtab.0);
         w.u64(self.strtab.1);
         w.u64(self.symbol_count() as u64);
@@ -327,27 +333,28 @@ impl Kallsyms {
     }
 }
 
-/// A binary's names as demangled before: mangled name → demangled, for
-/// the names a trace hits (a few thousand per binary). Demangled text is a
-/// function of the mangled name alone, so a name found here is right
-/// whichever file it came from.
+/// A binary's names as demangled before, by the file offset of the
+/// mangled name (a few thousand per binary: the names a trace hits). Kept
+/// under the key of the table the offsets are in ([`Elf::table_key`],
+/// which covers the names' bytes), so a name found here is read from no
+/// file.
 #[derive(Default)]
 pub struct DemangledNames {
-    names: FxMap<Vec<u8>, String>,
+    names: FxMap<u32, String>,
 }
 
 impl DemangledNames {
-    /// The demangled form of `mangled`, if kept.
-    pub fn get(&self, mangled: &[u8]) -> Option<&str> {
-        self.names.get(mangled).map(String::as_str)
+    /// The demangled form of the name at file offset `name`, if kept.
+    pub fn get(&self, name: u32) -> Option<&str> {
+        self.names.get(&name).map(String::as_str)
     }
 
     /// Keeps a name; whether it was new.
-    pub fn insert(&mut self, mangled: &[u8], demangled: &str) -> bool {
-        if self.names.contains_key(mangled) {
+    pub fn insert(&mut self, name: u32, demangled: &str) -> bool {
+        if self.names.contains_key(&name) {
             return false;
         }
-        self.names.insert(mangled.to_vec(), demangled.to_owned());
+        self.names.insert(name, demangled.to_owned());
         true
     }
 
@@ -363,8 +370,8 @@ impl DemangledNames {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u64(self.names.len() as u64);
-        for (mangled, demangled) in &self.names {
-            w.bytes(mangled);
+        for (&name, demangled) in &self.names {
+            w.u32(name);
             w.bytes(demangled.as_bytes());
         }
         w.0
@@ -374,13 +381,13 @@ impl DemangledNames {
     /// such names.
     pub fn from_bytes(bytes: &[u8]) -> Option<DemangledNames> {
         let mut r = Reader(bytes);
-        let n = r.count(16)?;
+        let n = r.count(12)?;
         let mut names = FxMap::default();
         names.reserve(n);
         for _ in 0..n {
-            let mangled = r.bytes()?.to_vec();
+            let name = r.u32()?;
             let demangled = std::str::from_utf8(r.bytes()?).ok()?.to_owned();
-            names.insert(mangled, demangled);
+            names.insert(name, demangled);
         }
         r.end()?;
         Some(DemangledNames { names })
@@ -460,7 +467,7 @@ mod tests {
         let k = kallsyms().to_bytes();
         let index = Elf::parse(&test_binary()).unwrap().sorted().to_bytes();
         let mut names = DemangledNames::default();
-        names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "foo::bar");
+        names.insert(4096, "foo::bar");
         let names = names.to_bytes();
         for (what, bytes) in [("kallsyms", &k), ("index", &index), ("names", &names)] {
             let read = |b: &[u8]| match what {
@@ -495,16 +502,14 @@ mod tests {
     #[test]
     fn demangled_names_read_back() {
         let mut names = DemangledNames::default();
-        assert!(names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "foo::bar"));
-        assert!(!names.insert(b"_ZN3foo3bar17h05af221e174051e9E", "other"));
-        assert!(names.insert(b"memset", "memset"));
+        assert!(names.insert(4096, "foo::bar"));
+        assert!(!names.insert(4096, "other"));
+        assert!(names.insert(0, "memset"));
         let back = DemangledNames::from_bytes(&names.to_bytes()).unwrap();
         assert_eq!(back.len(), 2);
-        assert_eq!(
-            back.get(b"_ZN3foo3bar17h05af221e174051e9E"),
-            Some("foo::bar")
-        );
-        assert_eq!(back.get(b"memcpy"), None);
+        assert_eq!(back.get(4096), Some("foo::bar"));
+        assert_eq!(back.get(0), Some("memset"));
+        assert_eq!(back.get(4097), None);
     }
 
     #[test]
@@ -517,10 +522,13 @@ mod tests {
         let (off, len, _) = segments.iter().max_by_key(|s| s.1).unwrap();
         code[(off + len / 2) as usize] ^= 0xff;
         assert_eq!(Elf::parse(&code).unwrap().table_key(), key);
-        // One byte of the table changed: another key.
-        let (off, len) = Elf::parse(&bytes).unwrap().symtab;
-        let mut table = bytes.clone();
-        table[(off + len / 2) as usize] ^= 1;
-        assert_ne!(Elf::parse(&table).unwrap().table_key(), key);
+        // One byte of the table, or of one of its names, changed: another
+        // key.
+        let elf = Elf::parse(&bytes).unwrap();
+        for (off, len) in [elf.symtab, elf.strtab] {
+            let mut table = bytes.clone();
+            table[(off + len / 2) as usize] ^= 1;
+            assert_ne!(Elf::parse(&table).unwrap().table_key(), key);
+        }
     }
 }

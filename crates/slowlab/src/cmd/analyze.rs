@@ -83,8 +83,12 @@ one address per function, and it is slower.
 SLOWLAB_CACHE_DIR=DIR: where work on symbols is kept between runs (the
 sorted index of each big symbol table, the parsed kallsyms, demangled
 names), each file named by a hash of what it was made from, so never
-stale; ~/.cache/slowlab (or $XDG_CACHE_HOME/slowlab) by default, `off` to
-keep nothing. Safe to delete; files unused for 30 days are removed.")]
+stale; and, so that a run with a cold page cache need not read a whole
+symbol table to find that hash, the hash of each file as it is on disk
+(device, inode, size, modification and change times: trusted two seconds
+after the file last changed; only setting the clock back could fool it).
+~/.cache/slowlab (or $XDG_CACHE_HOME/slowlab) by default, `off` to keep
+nothing. Safe to delete; files unused for 30 days are removed.")]
 pub struct AnalyzeArgs {
     /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
     pub file: PathBuf,
