@@ -14,6 +14,12 @@ whether a change does less work even where the wall time cannot tell.
         none=SLOWLAB_CACHE_DIR=off:target/release/slowlab
 
 Two warm-up rounds are not counted (they also fill a symbol cache).
+With COLD=1 the page cache is dropped before every run (root only), for
+cold-start figures:
+
+    COLD=1 bench/analyze/alternate.py 8 /tmp/slowlab-bench/cargo-10m.data \
+        before=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:/tmp/slowlab-before \
+        after=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab
 """
 import os
 import statistics
@@ -35,10 +41,13 @@ def main():
             key, value = kv.split("=", 1)
             env[key] = value
         settings.append((label, env, binary))
+    cold = os.environ.get("COLD") == "1"
     times = {label: [] for label, _, _ in settings}
     cpu = {label: [] for label, _, _ in settings}
     for r in range(rounds + 2):
         for label, env, binary in settings if r % 2 == 0 else settings[::-1]:
+            if cold:
+                drop_page_cache()
             start = time.perf_counter()
             child = subprocess.Popen([binary, "analyze", "--json", trace], env=env,
                                      stdout=subprocess.DEVNULL,
@@ -58,6 +67,16 @@ def main():
         print(f"{label}: median {statistics.median(t) * 1e3:.1f} ms, "
               f"min {min(t) * 1e3:.1f} ms, CPU median "
               f"{statistics.median(cpu[label]) * 1e3:.1f} ms ({len(t)} runs)")
+
+
+def drop_page_cache():
+    """Writes dirty pages back, then drops the clean ones (needs root)."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        sys.exit(f"COLD=1 needs root to drop the page cache: {e}")
 
 
 if __name__ == "__main__":

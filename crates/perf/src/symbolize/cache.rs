@@ -113,9 +113,14 @@ impl SymbolCache {
     /// mapped (`/proc/kallsyms`, whose size reads as 0: read it and call
     /// [`SymbolCache::kallsyms`]).
     pub(crate) fn kallsyms_file(&self, path: &Path) -> Option<Kallsyms> {
+        self.kallsyms_file_at(path, SystemTime::now())
+    }
+
+    /// [`SymbolCache::kallsyms_file`] at time `now`.
+    fn kallsyms_file_at(&self, path: &Path, now: SystemTime) -> Option<Kallsyms> {
         let file = std::fs::File::open(path).ok()?;
         let meta = file.metadata().ok()?;
-        let identity = self.dir.as_ref().and(FileIdentity::of(&meta));
+        let identity = self.dir.as_ref().and(FileIdentity::at(&meta, now));
         let known = identity
             .as_ref()
             .and_then(|id| self.key_of_file(id, FileKey::Kallsyms));
@@ -574,23 +579,46 @@ mod tests {
         let cache = SymbolCache::in_dir(dir.path().join("cache"));
         let path = dir.path().join("kallsyms");
         std::fs::write(&path, TEXT).unwrap();
-        let first = cache.kallsyms_file(&path).unwrap();
+        let settled = || std::fs::metadata(&path).unwrap().modified().unwrap() + SETTLED * 2;
+        let name = |k: Kallsyms| k.lookup(0xffff_ffff_8100_0101).unwrap().name.to_string();
+        // Just written: parsed, kept by its text only.
+        assert_eq!(name(cache.kallsyms_file(&path).unwrap()), "do_thing");
+        assert_eq!(files(&dir.path().join("cache")).len(), 1);
+        // Settled: parsed (or taken by its text), and its key kept by
+        // identity.
         assert_eq!(
-            first.lookup(0xffff_ffff_8100_0101).unwrap().name,
+            name(cache.kallsyms_file_at(&path, settled()).unwrap()),
             "do_thing"
         );
-        let id = |p: &Path| {
-            let m = std::fs::metadata(p).unwrap();
-            FileIdentity::at(&m, m.modified().unwrap() + Duration::from_secs(3)).unwrap()
-        };
-        // Settled (as if three seconds later), its key is kept by identity.
+        assert_eq!(files(&dir.path().join("cache")).len(), 2);
+        // Found by identity, the text not read: the table kept under the
+        // key kept for the file comes back (here, as if the file's key were
+        // another text's).
+        let meta = std::fs::metadata(&path).unwrap();
+        let id = FileIdentity::at(&meta, settled()).unwrap();
         let key = twox_hash::XxHash3_128::oneshot(TEXT);
-        cache.keep_key_of_file(&id(&path), FileKey::Kallsyms, key);
-        assert_eq!(cache.key_of_file(&id(&path), FileKey::Kallsyms), Some(key));
+        assert_eq!(cache.key_of_file(&id, FileKey::Kallsyms), Some(key));
+        let other = Kallsyms::parse(b"ffffffff81000000 T _text\nffffffff81000100 t kept\n");
+        cache.store(Kind::Kallsyms, key ^ 1, &other.to_bytes());
+        cache.keep_key_of_file(&id, FileKey::Kallsyms, key ^ 1);
+        assert_eq!(
+            name(cache.kallsyms_file_at(&path, settled()).unwrap()),
+            "kept"
+        );
+        // Rewritten (another text): another identity, read again.
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::write(&path, b"ffffffff81000000 T _text\nffffffff81000100 t new\n").unwrap();
+        assert_eq!(
+            name(cache.kallsyms_file_at(&path, settled()).unwrap()),
+            "new"
+        );
         // An empty file cannot be mapped: the caller reads it.
         let empty = dir.path().join("empty");
         std::fs::write(&empty, b"").unwrap();
         assert!(cache.kallsyms_file(&empty).is_none());
-        assert!(SymbolCache::off().kallsyms_file(&path).is_some());
+        assert_eq!(
+            name(SymbolCache::off().kallsyms_file(&path).unwrap()),
+            "new"
+        );
     }
 }
