@@ -3,8 +3,9 @@
 //! needs it: memory-mapped (perf's build-id cache copy when the file is
 //! gone or was rebuilt), its separate debug file found when it is
 //! stripped, its symbol table and names requested from the disk ahead
-//! (`MADV_WILLNEED`), and a big table given a sorted index (made, or read
-//! from the symbol cache).
+//! (`MADV_WILLNEED`) unless the symbol cache knows the file (then what the
+//! names need is in the cache), and a big table given a sorted index
+//! (made, or read from the symbol cache).
 //!
 //! It names no frame (`jobs` does, with what is opened here).
 

@@ -4,7 +4,7 @@
 //! everything the work read, so an entry is never stale:
 //!
 //! - `index/KEY`: a big symbol table's sorted index, one symbol per
-//!   address, keyed by [`Elf::table_key`](crate::symbols::Elf::table_key) (the table's bytes and its
+//!   address, keyed by `Elf::table_key` (the table's bytes and its
 //!   names'; build ids are not enough: rustup's `librustc_driver` has
 //!   none, and a binary and its debug file share one);
 //! - `kallsyms/KEY`: the kernel's parsed symbols, keyed by a hash of the
@@ -91,8 +91,8 @@ impl SymbolCache {
         self.dir.is_some()
     }
 
-    /// The sorted index kept for the table whose [`Elf::table_key`](crate::symbols::Elf::table_key) is
-    /// `key`, if there is one.
+    /// The sorted index kept for the table whose `Elf::table_key` is `key`,
+    /// if there is one.
     pub(crate) fn kept_index(&self, key: u128) -> Option<SortedSymbols> {
         self.load(Kind::Index, key).and_then(|f| {
             let payload = f.payload_range();
@@ -259,7 +259,7 @@ pub(crate) struct FileIdentity([u8; 56]);
 /// Which key of a file [`SymbolCache::key_of_file`] keeps.
 #[derive(Clone, Copy)]
 pub(crate) enum FileKey {
-    /// [`Elf::table_key`](crate::symbols::Elf::table_key) of its symbol table.
+    /// `Elf::table_key` of its symbol table.
     Table,
     /// The hash of its kallsyms text.
     Kallsyms,

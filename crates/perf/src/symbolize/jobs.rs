@@ -175,12 +175,11 @@ fn symbolize_user_module(
 const KEPT_NAMES: usize = 256;
 
 /// The demangled names at the file offsets `unique` (ascending) of
-/// `symbols`. Long Rust and C++ names are
-/// most of a binary's work: each is demangled once per binary, in
-/// parallel, and where there are many, those demangled by an earlier run
-/// are taken from `cache` (under the table's key, `table_key()`) and the
-/// new ones added to it. Only the names not kept are read, `prefetch` told
-/// of them (ascending) first.
+/// `symbols`. Long Rust and C++ names are most of a binary's work: each is
+/// demangled once per binary, in parallel, and where there are many, those
+/// demangled by an earlier run are taken from `cache` (under the table's
+/// key, `table_key()`) and the new ones added to it. Only the names not
+/// kept are read, `prefetch` told of them (ascending) first.
 fn demangle_all(
     unique: &[u32],
     symbols: &Elf<'_>,

@@ -2,7 +2,9 @@
 //! when its binary is opened (the function symbols, sorted by address and
 //! file order), then searched in each round of queries by galloping from
 //! one ascending query to the next, with perf's rule choosing among the
-//! symbols at one address.
+//! symbols at one address. The symbol cache keeps an index with that
+//! choice made ([`SortedSymbols::winners`]), so that its lookups read no
+//! name.
 //!
 //! Tables small enough to scan once per round never get one (`scan`).
 
