@@ -58,8 +58,9 @@ impl Opened {
 }
 
 /// The [`Elf::table_key`] of `symbols`, from the file whose identity is
-/// `identity`, found once (into `cell`): kept in `cache` for the file as
-/// it is, or computed (reading the whole table and its names) and kept;
+/// `identity`, found once (into `cell`, which [`open_binary`] fills first
+/// with the key `cache` kept for the file as it is, when there is one), or
+/// computed (reading the whole table and its names) and kept by identity;
 /// `None` when the cache is off.
 fn table_key(
     identity: Option<&FileIdentity>,
@@ -70,9 +71,6 @@ fn table_key(
     *cell.get_or_init(|| {
         if !cache.is_on() || !symbols.has_functions {
             return None;
-        }
-        if let Some(key) = identity.and_then(|id| cache.key_of_file(id, FileKey::Table)) {
-            return Some(key);
         }
         let key = symbols.table_key();
         if let Some(id) = identity {

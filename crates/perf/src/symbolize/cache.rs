@@ -147,11 +147,9 @@ impl SymbolCache {
         self.kallsyms_keyed(text, twox_hash::XxHash3_128::oneshot(text))
     }
 
-    /// [`SymbolCache::kallsyms`] for `text` whose hash is `key`.
+    /// [`SymbolCache::kallsyms`] for `text` whose hash is `key` (the cache
+    /// on: its callers parse at once when it is off).
     fn kallsyms_keyed(&self, text: &[u8], key: u128) -> Kallsyms {
-        if self.dir.is_none() {
-            return Kallsyms::parse(text);
-        }
         if let Some(k) = self.kept_kallsyms(key) {
             return k;
         }
