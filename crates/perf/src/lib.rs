@@ -68,6 +68,11 @@ pub enum PerfError {
     /// memory budget (the reader then reads by function; never shown).
     #[error("the trace would not fit the memory budget in one pass")]
     OverBudget,
+    /// The records could not be read as they were walked (out of time
+    /// order, or compressed): they are read again, indexed first (never
+    /// shown).
+    #[error("the records cannot be streamed in time order")]
+    Unstreamed,
     /// The two passes of a read by function saw different records (a bug).
     #[error("the two passes over the records disagree (a bug); set SLOWLAB_MEMORY above the trace's size in MB to read it in one pass")]
     PassesDiffer,

@@ -9,7 +9,8 @@
 //! 150,000-sample trace that was about 45% of `slowlab analyze`'s time. Here
 //! no record is copied: one pass indexes (time, position) of every record
 //! (its two halves on two threads, for a file of megabytes), one sort
-//! orders the index, and each sample is decoded where it lies,
+//! orders the index (or [`stream`] does both as the file comes in, round
+//! by round, on a thread of its own), and each sample is decoded where it lies,
 //! reading only the fields the model uses. `linux-perf-data` still parses the
 //! header, the attributes and the feature sections (for a pipe-mode file,
 //! its leading metadata records), and the rare records (mmap, comm, fork, exit) are decoded with
@@ -20,11 +21,13 @@
 
 mod layout;
 mod order;
+mod stream;
 mod unzip;
 mod walk;
 
 pub(crate) use layout::{parse_sample, AttrOf, Layout};
 use order::{time_ordered, SORT_ON_TWO_THREADS};
+pub(crate) use stream::{Unstreamed, STREAM_STEP};
 use unzip::Unzip;
 use walk::{walk_halves, Walk, WALK_ON_TWO_THREADS};
 
@@ -42,6 +45,8 @@ pub(crate) mod rtype {
     pub const USER_START: u32 = 64;
     /// Pipe mode: the tracing data follows the record.
     pub const TRACING_DATA: u32 = 66;
+    /// perf wrote out every CPU's buffer (see `records::stream`).
+    pub const FINISHED_ROUND: u32 = 68;
     pub const AUXTRACE: u32 = 71;
     pub const COMPRESSED: u32 = 81;
     pub const COMPRESSED2: u32 = 83;

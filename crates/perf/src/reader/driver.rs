@@ -14,10 +14,10 @@
 use linux_perf_data::{Endianness, Feature, PerfFileReader};
 use slowlab_model::trace::Trace;
 
-use super::attrs::event_kinds;
+use super::attrs::{event_kinds, Ctx};
 use super::{Builder, FirstPass, FramePass};
 use crate::file;
-use crate::records::{Endian, Records, RECORD_BYTES};
+use crate::records::{Endian, Records, Unstreamed, RECORD_BYTES, STREAM_STEP};
 use crate::{guard, PerfError, ProgressFn};
 
 /// Reads a whole perf.data image (already in memory) into a trace whose
@@ -53,6 +53,11 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// the pass stops with [`PerfError::OverBudget`] when it passes the limit.
 /// `pass` says what to make of the stacks; after a
 /// [`FramePass::FramesOnly`] pass, its frame table and index come back too.
+///
+/// On more than one thread, a pass without a memory limit reads the records
+/// as they are walked ([`Records::stream`]), so that a cold file is read
+/// while the disk brings the rest; when they cannot be streamed in time
+/// order, it reads them again, indexed first.
 pub(crate) fn read_bytes_with<'a>(
     data: &'a [u8],
     progress: ProgressFn,
@@ -61,6 +66,46 @@ pub(crate) fn read_bytes_with<'a>(
     on_binary: &mut dyn FnMut(&str, Option<&str>),
     memory_limit: Option<u64>,
     release: &(dyn Fn(usize, usize) + Sync),
+) -> Result<(Trace, Option<FirstPass<'a>>), PerfError> {
+    if threads != 1 && memory_limit.is_none() && matches!(pass, FramePass::Addresses) {
+        let streamed = read_pass(
+            data,
+            progress,
+            threads,
+            FramePass::Addresses,
+            on_binary,
+            None,
+            release,
+            true,
+        );
+        if !matches!(streamed, Err(PerfError::Unstreamed)) {
+            return streamed;
+        }
+    }
+    read_pass(
+        data,
+        progress,
+        threads,
+        pass,
+        on_binary,
+        memory_limit,
+        release,
+        false,
+    )
+}
+
+/// One pass of [`read_bytes_with`], streaming the records if `stream` and
+/// they are megabytes.
+#[allow(clippy::too_many_arguments)]
+fn read_pass<'a>(
+    data: &'a [u8],
+    progress: ProgressFn,
+    threads: usize,
+    pass: FramePass<'a>,
+    on_binary: &mut dyn FnMut(&str, Option<&str>),
+    memory_limit: Option<u64>,
+    release: &(dyn Fn(usize, usize) + Sync),
+    stream: bool,
 ) -> Result<(Trace, Option<FirstPass<'a>>), PerfError> {
     let (patched, repair) = file::open(data)?;
     let parsed = guard(move || {
@@ -157,10 +202,118 @@ pub(crate) fn read_bytes_with<'a>(
         .as_ref()
         .map_or(bytes / RECORD_BYTES, |r| r.entries.len());
     b.intern_on_thread(expected, bytes, threads != 1);
-    let recs = match indexed {
-        Some(recs) => recs,
-        None => Records::index(data, start, end, e, &ctx.attrs, threads != 1, release),
+    let (stopped, keep) = if stream && bytes >= STREAM_FROM {
+        (
+            read_streamed(&mut b, &ctx, data, start, end, progress, on_binary, release)?,
+            None,
+        )
+    } else {
+        let recs = match indexed {
+            Some(recs) => recs,
+            None => Records::index(data, start, end, e, &ctx.attrs, threads != 1, release),
+        };
+        let range = (start, end);
+        read_indexed(
+            &mut b,
+            &ctx,
+            recs,
+            range,
+            progress,
+            on_binary,
+            memory_limit,
+            release,
+        )?
     };
+    if let Some(why) = &stopped {
+        b.t.stats.warnings.push(format!(
+            "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
+            b.t.stats.records
+        ));
+    }
+    if !b.finish_interning() {
+        return Err(PerfError::Interning);
+    }
+    announce_binaries(&mut b, on_binary);
+    let first = keep.and_then(|records| {
+        b.take_frame_map()
+            .map(|frames| FirstPass { frames, records })
+    });
+    Ok((finish(b), first))
+}
+
+/// Bytes of records from which a pass may stream them: any file but a
+/// nearly empty one (a thread of its own for the walk costs tens of
+/// microseconds).
+const STREAM_FROM: usize = 512;
+
+/// Reads the records as [`Records::stream`] hands them over; returns why
+/// the walk stopped early, if it did.
+#[allow(clippy::too_many_arguments)]
+fn read_streamed<'a>(
+    b: &mut Builder,
+    ctx: &Ctx,
+    data: &'a [u8],
+    start: usize,
+    end: usize,
+    progress: ProgressFn,
+    on_binary: &mut dyn FnMut(&str, Option<&str>),
+    release: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Option<String>, PerfError> {
+    let bytes = (end - start) as u64;
+    b.reserve_samples((end - start) / RECORD_BYTES);
+    let mut released = start;
+    let streamed = Records::stream(
+        data,
+        start,
+        end,
+        ctx.e,
+        &ctx.attrs,
+        stream_step(end - start),
+        &mut |recs, batch, below| {
+            for &entry in batch {
+                if let Some(rec) = recs.get(entry) {
+                    b.on_record(ctx, entry.attr(), rec);
+                    announce_binaries(b, on_binary);
+                }
+            }
+            progress("read", (below - start) as u64, bytes);
+            if below > released {
+                release(released, below);
+                released = below;
+            }
+        },
+    )
+    .map_err(|Unstreamed| PerfError::Unstreamed)?;
+    progress("read", bytes, bytes);
+    if end > released {
+        release(released, end);
+    }
+    b.t.stats.records = streamed.walked;
+    Ok(streamed.stopped)
+}
+
+/// Bytes walked at least between two batches of a stream of `bytes` of
+/// records: a thirty-second of them, from 4 KiB to [`STREAM_STEP`] (the
+/// reading starts after two such steps, and each batch is sorted and merged
+/// on its own).
+fn stream_step(bytes: usize) -> usize {
+    (bytes / 32).clamp(4 << 10, STREAM_STEP)
+}
+
+/// Reads the records of the time-ordered index `recs`; returns why the
+/// walk stopped early, if it did, and the index when it is kept for a
+/// second pass.
+#[allow(clippy::too_many_arguments)]
+fn read_indexed<'a>(
+    b: &mut Builder,
+    ctx: &Ctx,
+    mut recs: Records<'a>,
+    (start, end): (usize, usize),
+    progress: ProgressFn,
+    on_binary: &mut dyn FnMut(&str, Option<&str>),
+    memory_limit: Option<u64>,
+    release: &(dyn Fn(usize, usize) + Sync),
+) -> Result<(Option<String>, Option<Records<'a>>), PerfError> {
     b.t.stats.records = recs.walked;
     let n = recs.entries.len() as u64;
     b.reserve_samples(recs.entries.len());
@@ -170,7 +323,7 @@ pub(crate) fn read_bytes_with<'a>(
     let projections = [total / 4, total / 2, total * 3 / 4];
     for (i, &entry) in recs.entries.iter().enumerate() {
         if let Some(limit) = memory_limit {
-            if i > 0 && projections.contains(&i) && projected_model_bytes(&b, i, total) > limit {
+            if i > 0 && projections.contains(&i) && projected_model_bytes(b, i, total) > limit {
                 return Err(PerfError::OverBudget);
             }
         }
@@ -183,32 +336,18 @@ pub(crate) fn read_bytes_with<'a>(
             }
         }
         if let Some(rec) = recs.get(entry) {
-            b.on_record(&ctx, entry.attr(), rec);
-            announce_binaries(&mut b, on_binary);
+            b.on_record(ctx, entry.attr(), rec);
+            announce_binaries(b, on_binary);
         }
     }
     progress("read", n, n);
     if end > released {
         release(released, end);
     }
-    if let Some(why) = &recs.stopped {
-        b.t.stats.warnings.push(format!(
-            "stopped reading at a corrupt record after {} records ({why}); the analysis covers the part before it",
-            recs.walked
-        ));
-    }
     // The index goes before the frames are made (unless the second pass
     // is to read the same records again).
-    let keep = b.frames_only.then_some(recs);
-    if !b.finish_interning() {
-        return Err(PerfError::Interning);
-    }
-    announce_binaries(&mut b, on_binary);
-    let first = keep.and_then(|records| {
-        b.take_frame_map()
-            .map(|frames| FirstPass { frames, records })
-    });
-    Ok((finish(b), first))
+    let stopped = recs.stopped.take();
+    Ok((stopped, b.frames_only.then_some(recs)))
 }
 
 /// The memory the trace being made would take at the end of the pass,
@@ -341,6 +480,60 @@ mod tests {
         entries[n - 1] = Entry::new(1000 + (n - 1) * 100, false, 0);
         let marks = release_marks(&entries, end);
         assert_eq!(marks[1], 1000 + RELEASE_EVERY * 100);
+    }
+
+    #[test]
+    fn a_streamed_pass_reads_what_an_indexed_one_does_or_gives_way() {
+        let fixture = |name: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            std::fs::read(dir.join("tests/fixtures").join(name)).expect(name)
+        };
+        let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
+        let on_binary = &mut |_: &str, _: Option<&str>| {};
+        let mut pass = |data: &[u8], stream| {
+            let addresses = FramePass::Addresses;
+            read_pass(
+                data, progress, 2, addresses, on_binary, None, release, stream,
+            )
+            .map(|(trace, _)| trace)
+        };
+        for name in [
+            "hot-fp.perfdata",
+            "hot-pipe.perfdata",
+            "sched.perfdata",
+            "killed.perfdata",
+        ] {
+            let data = fixture(name);
+            let (_, repair) = file::open(&data).unwrap();
+            assert!(
+                repair.data_size >= STREAM_FROM as u64,
+                "{name} is not streamed"
+            );
+            let streamed = pass(&data, true).expect(name);
+            let indexed = pass(&data, false).expect(name);
+            assert!(
+                streamed.stats.records > 30,
+                "{name}: {}",
+                streamed.stats.records
+            );
+            assert_eq!(format!("{streamed:?}"), format!("{indexed:?}"), "{name}");
+        }
+        // Compressed records are decompressed after the walk: the stream
+        // gives way, and `read_bytes_with` reads the file indexed.
+        let data = fixture("hot-zstd.perfdata");
+        assert!(file::open(&data).unwrap().1.data_size >= STREAM_FROM as u64);
+        assert!(matches!(pass(&data, true), Err(PerfError::Unstreamed)));
+        let on_binary = &mut |_: &str, _: Option<&str>| {};
+        let read = read_bytes_with(
+            &data,
+            progress,
+            2,
+            FramePass::Addresses,
+            on_binary,
+            None,
+            release,
+        );
+        assert_eq!(read.expect("indexed").0.samples.len(), 37);
     }
 
     #[test]

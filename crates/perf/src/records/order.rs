@@ -90,18 +90,32 @@ pub(super) fn time_ordered(mut entries: Vec<Timed>, two_threads: bool) -> Vec<En
     });
     let (low, high) = entries.split_at(mid);
     let mut merged = Vec::with_capacity(entries.len());
+    merge_sorted(low, high, &mut merged, |t| t.entry);
+    merged
+}
+
+/// Sorts `entries` (by time, then file order): by merging their runs, or
+/// with a sort when they are far out of order.
+pub(super) fn sort_timed(entries: &mut [Timed]) {
+    if !merge_runs(entries) {
+        entries.sort_unstable();
+    }
+}
+
+/// Appends the sorted `a` and `b` to `out` as one sorted run, each entry
+/// as `f` makes it.
+pub(super) fn merge_sorted<T>(a: &[Timed], b: &[Timed], out: &mut Vec<T>, f: impl Fn(Timed) -> T) {
     let (mut i, mut j) = (0, 0);
-    while i < low.len() && j < high.len() {
-        if low[i] <= high[j] {
-            merged.push(low[i].entry);
+    while i < a.len() && j < b.len() {
+        if a[i] <= b[j] {
+            out.push(f(a[i]));
             i += 1;
         } else {
-            merged.push(high[j].entry);
+            out.push(f(b[j]));
             j += 1;
         }
     }
-    merged.extend(low[i..].iter().chain(&high[j..]).map(|t| t.entry));
-    merged
+    out.extend(a[i..].iter().chain(&b[j..]).map(|&t| f(t)));
 }
 
 #[cfg(test)]

@@ -127,6 +127,9 @@ pub(super) struct Walk<'x> {
     seen_time: bool,
     untimed_head: usize,
     pub(super) walked: u64,
+    /// Where the last PERF_RECORD_FINISHED_ROUND walked ends (for
+    /// `stream`, which takes it).
+    pub(super) round_end: Option<usize>,
 }
 
 impl<'x> Walk<'x> {
@@ -138,6 +141,7 @@ impl<'x> Walk<'x> {
             seen_time: false,
             untimed_head: 0,
             walked: 0,
+            round_end: None,
         }
     }
 
@@ -160,7 +164,7 @@ impl<'x> Walk<'x> {
     /// that starts at or past `stop`, and leaves `*pos` there; gives back
     /// the bytes walked. Returns why it stopped early, if it did.
     #[allow(clippy::too_many_arguments)]
-    fn walk_from(
+    pub(super) fn walk_from(
         &mut self,
         buf: &[u8],
         at: &mut usize,
@@ -217,6 +221,7 @@ impl<'x> Walk<'x> {
                     }
                 }
                 t if t < rtype::USER_START => self.push(t, body, pos, false, out),
+                rtype::FINISHED_ROUND => self.round_end = Some(next),
                 _ => {}
             }
             *at = next;
