@@ -421,12 +421,18 @@ fn release(map: &memmap2::Mmap, from: usize, to: usize) {
 }
 
 /// Everything [`read_file`] does with a perf.data image that reads nothing
-/// else from disk: the kernel's build id from the header, the record pass,
-/// and every frame left unsymbolized. The fuzz target (`fuzz/`) and its
-/// corpus replay call this.
-pub fn read_unsymbolized(data: &[u8]) -> Result<Trace, PerfError> {
+/// else from disk: the kernel's build id from the header, the record pass
+/// on `threads` threads (on one, the records are indexed then read; on
+/// more, streamed as they are walked when they can be), and every frame
+/// left unsymbolized. The fuzz target (`fuzz/`) and its corpus replay call
+/// this, on one thread and on two, and compare.
+pub fn read_unsymbolized(data: &[u8], threads: usize) -> Result<Trace, PerfError> {
     let _ = kernel_build_id(data);
-    let mut trace = read_bytes(data, &|_, _, _| {})?;
+    let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
+    let pass = reader::FramePass::Addresses;
+    let on_binary = &mut |_: &str, _: Option<&str>| {};
+    let read = reader::read_bytes_with(data, progress, threads, pass, on_binary, None, release);
+    let mut trace = read?.0;
     symbolize::leave_unsymbolized(&mut trace);
     Ok(trace)
 }

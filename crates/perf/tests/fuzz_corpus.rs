@@ -1,10 +1,12 @@
 //! Replays the committed corpus of the `perf_data` fuzz target
 //! (`fuzz/corpus/perf_data`) and the inputs fuzzing found to crash
 //! (`fuzz/regressions/perf_data`, each fixed since) through the function the
-//! target calls, [`slowlab_perf::read_unsymbolized`]. It fails when an input
-//! panics, or when the perf crate's guard catches a panic inside
-//! `linux-perf-data` (which it silences in ordinary use). It does not fuzz:
-//! `fuzz/run.sh perf_data` does (see `fuzz/README.md`).
+//! target calls, [`slowlab_perf::read_unsymbolized`], on one thread and on
+//! two. It fails when an input panics, when the perf crate's guard catches
+//! a panic inside `linux-perf-data` (which it silences in ordinary use), or
+//! when the two reads differ (the records indexed then read, or streamed as
+//! they are walked). It does not fuzz: `fuzz/run.sh perf_data` does (see
+//! `fuzz/README.md`).
 
 #[test]
 fn every_corpus_and_regression_input_reads_without_a_panic() {
@@ -16,10 +18,17 @@ fn every_corpus_and_regression_input_reads_without_a_panic() {
         let data = std::fs::read(path).expect("a corpus file");
         let before = slowlab_perf::caught_panics();
         let escaped = std::panic::catch_unwind(|| {
-            let _ = slowlab_perf::read_unsymbolized(&data);
+            let one = slowlab_perf::read_unsymbolized(&data, 1);
+            let two = slowlab_perf::read_unsymbolized(&data, 2);
+            format!("{one:?}") == format!("{two:?}")
         });
         if escaped.is_err() {
             failures.push(format!("{}: panicked", path.display()));
+        } else if matches!(escaped, Ok(false)) {
+            failures.push(format!(
+                "{}: differs on one thread and on two",
+                path.display()
+            ));
         } else if slowlab_perf::caught_panics() != before {
             let why = slowlab_perf::last_caught_panic().unwrap_or_default();
             failures.push(format!(
