@@ -25,6 +25,7 @@ pub mod tracepoint;
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use reader::FramePass;
 pub use reader::{kernel_build_id, read_bytes};
@@ -152,6 +153,12 @@ pub fn reads_by_function(file_bytes: u64, budget: Option<u64>) -> bool {
 /// over the memory budget) and `"symbolize"` (binaries).
 pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
+/// Bytes at the end of a perf.data file asked of the disk before the rest.
+const TAIL_FIRST: usize = 1 << 20;
+
+/// Bytes of a page.
+const PAGE: usize = 4096;
+
 /// Threads that open binaries while the records are read.
 const PRELOAD_THREADS: usize = 6;
 
@@ -179,10 +186,14 @@ pub fn read_file(
     // same contract every mmap-based reader (perf included) accepts.
     // Not populated: the pages of records already read are given back as
     // the reading moves on (`release` below), so that the memory the file
-    // takes stays a window of it, however big it is. `WillNeed` starts the
-    // disk reading the whole file (into the page cache, not this process).
+    // takes stays a window of it, however big it is.
     let map = unsafe { memmap2::MmapOptions::new().map(&f) }.map_err(open_err)?;
-    let _ = map.advise(memmap2::Advice::WillNeed);
+    // The disk is asked for the end of the file first: the header's
+    // feature sections are there (the kernel's build id, read next), and
+    // the disk serves requests in turn (behind megabytes of records, the
+    // small reads that find the cached kallsyms would wait too).
+    let tail = map.len().saturating_sub(TAIL_FIRST) & !(PAGE - 1);
+    let _ = map.advise_range(memmap2::Advice::WillNeed, tail, map.len() - tail);
     // Kallsyms first, on its own thread, read while the records are: the
     // copy `perf record` saved for the trace's kernel if it is there (a
     // file), else /proc/kallsyms (the kernel needs tens of milliseconds of
@@ -204,6 +215,20 @@ pub fn read_file(
         });
         (path, loading, from_cache)
     });
+    // Then the records, from the start (the kernel reads the first 8 MB or
+    // so of a `WillNeed`; the walk's page faults ask for the rest). On a
+    // thread of its own: the kernel takes milliseconds to make room for
+    // those pages in its cache, time the header's parsing need not wait.
+    let map = Arc::new(map);
+    let request_records = {
+        let map = map.clone();
+        move || drop(map.advise(memmap2::Advice::WillNeed))
+    };
+    if one_thread {
+        request_records();
+    } else {
+        std::thread::spawn(request_records);
+    }
     // Over the budget, one pass is tried with its memory projected as it
     // goes; when the projection passes the budget, two (see `second_pass`),
     // each showing its progress as such.
@@ -407,7 +432,6 @@ fn one_frame_per_function(trace: &mut Trace) -> Vec<slowlab_model::trace::FrameI
 /// reader will not look at them again. They stay in the page cache, so a
 /// stray read costs a minor fault, never a wrong byte.
 fn release(map: &memmap2::Mmap, from: usize, to: usize) {
-    const PAGE: usize = 4096;
     let (from, to) = (from.next_multiple_of(PAGE), to.min(map.len()) / PAGE * PAGE);
     if to > from {
         // SAFETY: the map is a private, read-only mapping of a file: after
