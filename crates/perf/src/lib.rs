@@ -215,10 +215,11 @@ pub fn read_file(
         });
         (path, loading, from_cache)
     });
-    // Then the records, from the start (the kernel reads the first 8 MB or
-    // so of a `WillNeed`; the walk's page faults ask for the rest). On a
-    // thread of its own: the kernel takes milliseconds to make room for
-    // those pages in its cache, time the header's parsing need not wait.
+    // Then the records, from the start (of a `WillNeed` the kernel reads
+    // up to the disk's read-ahead window, 8 MB on the benchmark machine;
+    // the walk's page faults ask for the rest). On a thread of its own: the
+    // kernel takes milliseconds to make room for those pages in its cache,
+    // time the header's parsing need not wait.
     let map = Arc::new(map);
     let request_records = {
         let map = map.clone();

@@ -54,10 +54,10 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// `pass` says what to make of the stacks; after a
 /// [`FramePass::FramesOnly`] pass, its frame table and index come back too.
 ///
-/// On more than one thread, a pass without a memory limit reads the records
-/// as they are walked ([`Records::stream`]), so that a cold file is read
-/// while the disk brings the rest; when they cannot be streamed in time
-/// order, it reads them again, indexed first.
+/// On more than one thread, a pass that keeps every address and has no
+/// memory limit reads the records as they are walked ([`Records::stream`]),
+/// so that a cold file is read while the disk brings the rest; when they
+/// cannot be streamed in time order, it reads them again, indexed first.
 pub(crate) fn read_bytes_with<'a>(
     data: &'a [u8],
     progress: ProgressFn,
@@ -94,8 +94,9 @@ pub(crate) fn read_bytes_with<'a>(
     )
 }
 
-/// One pass of [`read_bytes_with`], streaming the records if `stream` and
-/// they are megabytes.
+/// One pass of [`read_bytes_with`], streaming the records if `stream` (a
+/// pass that keeps every address, without a memory limit) and there are
+/// more than [`STREAM_FROM`] bytes of them.
 #[allow(clippy::too_many_arguments)]
 fn read_pass<'a>(
     data: &'a [u8],
