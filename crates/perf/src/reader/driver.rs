@@ -54,10 +54,11 @@ pub fn kernel_build_id(data: &[u8]) -> Option<String> {
 /// `pass` says what to make of the stacks; after a
 /// [`FramePass::FramesOnly`] pass, its frame table and index come back too.
 ///
-/// On more than one thread, a pass that keeps every address and has no
-/// memory limit reads the records as they are walked ([`Records::stream`]),
-/// so that a cold file is read while the disk brings the rest; when they
-/// cannot be streamed in time order, it reads them again, indexed first.
+/// On more than one thread, a pass that keeps every address reads the
+/// records as they are walked ([`Records::stream`]), so that a cold file is
+/// read while the disk brings the rest (its memory then projected at a
+/// quarter, half and three quarters of the bytes); when they cannot be
+/// streamed in time order, it reads them again, indexed first.
 pub(crate) fn read_bytes_with<'a>(
     data: &'a [u8],
     progress: ProgressFn,
@@ -67,14 +68,14 @@ pub(crate) fn read_bytes_with<'a>(
     memory_limit: Option<u64>,
     release: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(Trace, Option<FirstPass<'a>>), PerfError> {
-    if threads != 1 && memory_limit.is_none() && matches!(pass, FramePass::Addresses) {
+    if threads != 1 && matches!(pass, FramePass::Addresses) {
         let streamed = read_pass(
             data,
             progress,
             threads,
             FramePass::Addresses,
             on_binary,
-            None,
+            memory_limit,
             release,
             true,
         );
@@ -95,8 +96,8 @@ pub(crate) fn read_bytes_with<'a>(
 }
 
 /// One pass of [`read_bytes_with`], streaming the records if `stream` (a
-/// pass that keeps every address, without a memory limit) and there are
-/// more than [`STREAM_FROM`] bytes of them.
+/// pass that keeps every address) and there are more than [`STREAM_FROM`]
+/// bytes of them.
 #[allow(clippy::too_many_arguments)]
 fn read_pass<'a>(
     data: &'a [u8],
@@ -204,8 +205,18 @@ fn read_pass<'a>(
         .map_or(bytes / RECORD_BYTES, |r| r.entries.len());
     b.intern_on_thread(expected, bytes, threads != 1);
     let (stopped, keep) = if stream && bytes >= STREAM_FROM {
+        let range = (start, end);
         (
-            read_streamed(&mut b, &ctx, data, start, end, progress, on_binary, release)?,
+            read_streamed(
+                &mut b,
+                &ctx,
+                data,
+                range,
+                progress,
+                on_binary,
+                memory_limit,
+                release,
+            )?,
             None,
         )
     } else {
@@ -248,21 +259,25 @@ fn read_pass<'a>(
 const STREAM_FROM: usize = 512;
 
 /// Reads the records as [`Records::stream`] hands them over; returns why
-/// the walk stopped early, if it did.
+/// the walk stopped early, if it did. With a `memory_limit`, the trace's
+/// memory is projected when the records read pass a quarter, half and
+/// three quarters of the bytes (see [`projected_model_bytes`]): past the
+/// limit, the pass stops with [`PerfError::OverBudget`].
 #[allow(clippy::too_many_arguments)]
 fn read_streamed<'a>(
     b: &mut Builder,
     ctx: &Ctx,
     data: &'a [u8],
-    start: usize,
-    end: usize,
+    (start, end): (usize, usize),
     progress: ProgressFn,
     on_binary: &mut dyn FnMut(&str, Option<&str>),
+    memory_limit: Option<u64>,
     release: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Option<String>, PerfError> {
     let bytes = (end - start) as u64;
     b.reserve_samples((end - start) / RECORD_BYTES);
     let mut released = start;
+    let (mut read, mut quarters, mut over_budget) = (0, 0, false);
     let streamed = Records::stream(
         data,
         start,
@@ -277,14 +292,29 @@ fn read_streamed<'a>(
                     announce_binaries(b, on_binary);
                 }
             }
-            progress("read", (below - start) as u64, bytes);
+            read += batch.len();
+            let done = (below - start) as u64;
+            progress("read", done, bytes);
             if below > released {
                 release(released, below);
                 released = below;
             }
+            if let Some(limit) = memory_limit {
+                // The records all told, as many per byte as so far.
+                let total =
+                    |done: u64| (read as u128 * bytes as u128 / done.max(1) as u128) as usize;
+                while quarters < 3 && done * 4 >= bytes * (quarters + 1) {
+                    quarters += 1;
+                    over_budget |= projected_model_bytes(b, read, total(done)) > limit;
+                }
+            }
+            !over_budget
         },
     )
-    .map_err(|Unstreamed| PerfError::Unstreamed)?;
+    .map_err(|Unstreamed| match over_budget {
+        true => PerfError::OverBudget,
+        false => PerfError::Unstreamed,
+    })?;
     progress("read", bytes, bytes);
     if end > released {
         release(released, end);
@@ -489,15 +519,16 @@ mod tests {
             let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
             std::fs::read(dir.join("tests/fixtures").join(name)).expect(name)
         };
-        let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
-        let on_binary = &mut |_: &str, _: Option<&str>| {};
-        let mut pass = |data: &[u8], stream| {
+        let pass_within = |data: &[u8], limit: Option<u64>, stream: bool| {
+            let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
+            let on_binary = &mut |_: &str, _: Option<&str>| {};
             let addresses = FramePass::Addresses;
             read_pass(
-                data, progress, 2, addresses, on_binary, None, release, stream,
+                data, progress, 2, addresses, on_binary, limit, release, stream,
             )
             .map(|(trace, _)| trace)
         };
+        let pass = |data: &[u8], stream| pass_within(data, None, stream);
         for name in [
             "hot-fp.perfdata",
             "hot-pipe.perfdata",
@@ -519,11 +550,23 @@ mod tests {
             );
             assert_eq!(format!("{streamed:?}"), format!("{indexed:?}"), "{name}");
         }
+        // Within a memory limit, the memory is projected as the stream goes:
+        // past the limit the pass stops, as an indexed one does.
+        let data = fixture("killed.perfdata");
+        let (small, big) = (Some(8 << 10), Some(1 << 30));
+        for stream in [true, false] {
+            let stopped = pass_within(&data, small, stream);
+            assert!(matches!(stopped, Err(PerfError::OverBudget)), "{stream}");
+        }
+        let within = pass_within(&data, big, true).expect("within the limit");
+        let indexed = pass_within(&data, big, false).expect("within the limit");
+        assert_eq!(format!("{within:?}"), format!("{indexed:?}"));
         // Compressed records are decompressed after the walk: the stream
         // gives way, and `read_bytes_with` reads the file indexed.
         let data = fixture("hot-zstd.perfdata");
         assert!(file::open(&data).unwrap().1.data_size >= STREAM_FROM as u64);
         assert!(matches!(pass(&data, true), Err(PerfError::Unstreamed)));
+        let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
         let on_binary = &mut |_: &str, _: Option<&str>| {};
         let read = read_bytes_with(
             &data,

@@ -59,7 +59,8 @@ impl<'a> Records<'a> {
     /// `consume(records, batch, below)` with the entries in time order,
     /// batch by batch, as they are known to come next; `below` is where in
     /// the file the records still to come start, at the lowest (so the
-    /// bytes before it are read). The walk hands over what it walked each
+    /// bytes before it are read). When `consume` returns `false`, the
+    /// stream stops there ([`Unstreamed`]). The walk hands over what it walked each
     /// time it went `step` bytes and then ended a round.
     pub(crate) fn stream(
         data: &'a [u8],
@@ -68,7 +69,7 @@ impl<'a> Records<'a> {
         e: Endian,
         attrs: &AttrOf,
         step: usize,
-        consume: &mut dyn FnMut(&Records<'a>, &[Entry], usize),
+        consume: &mut dyn FnMut(&Records<'a>, &[Entry], usize) -> bool,
     ) -> Result<Streamed, Unstreamed> {
         let end = end.min(data.len());
         let records = Records {
@@ -90,7 +91,9 @@ impl<'a> Records<'a> {
                 }
                 order.add(segment.entries, segment.last, &mut batch)?;
                 let below = order.lowest_pos().unwrap_or(segment.end).min(segment.end);
-                consume(&records, &batch, below);
+                if !consume(&records, &batch, below) {
+                    return Err(Unstreamed);
+                }
                 if segment.last {
                     return Ok(Streamed {
                         walked: segment.walked,
@@ -289,7 +292,10 @@ mod tests {
             e,
             &attrs(),
             step,
-            &mut |_, batch, below| batches.push((batch.to_vec(), below)),
+            &mut |_, batch, below| {
+                batches.push((batch.to_vec(), below));
+                true
+            },
         )?;
         Ok((batches, end))
     }
