@@ -157,7 +157,7 @@ pub type ProgressFn<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 const TAIL_FIRST: usize = 1 << 20;
 
 /// Bytes of a page.
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 /// Threads that open binaries while the records are read.
 const PRELOAD_THREADS: usize = 6;
@@ -192,8 +192,8 @@ pub fn read_file(
     // feature sections are there (the kernel's build id, read next), and
     // the disk serves requests in turn (behind megabytes of records, the
     // small reads that find the cached kallsyms would wait too).
-    let tail = map.len().saturating_sub(TAIL_FIRST) & !(PAGE - 1);
-    let _ = map.advise_range(memmap2::Advice::WillNeed, tail, map.len() - tail);
+    let tail = len.saturating_sub(TAIL_FIRST as u64);
+    symbolize::will_need(&map, (tail, len - tail));
     // Kallsyms first, on its own thread, read while the records are: the
     // copy `perf record` saved for the trace's kernel if it is there (a
     // file), else /proc/kallsyms (the kernel needs tens of milliseconds of

@@ -36,8 +36,8 @@ use slowlab_model::trace::{
     FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StrIdx, Trace,
 };
 
-pub(crate) use binaries::hex;
 pub use binaries::Preload;
+pub(crate) use binaries::{hex, will_need};
 pub use cache::SymbolCache;
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;

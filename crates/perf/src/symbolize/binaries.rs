@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use super::cache::{FileIdentity, FileKey, SymbolCache};
 use crate::intern::FxMap;
 use crate::symbols::{Elf, SortedSymbols};
-use crate::PerfError;
+use crate::{PerfError, PAGE};
 
 /// Binaries opened ahead of symbolization, while the records are read:
 /// each is mapped, its headers parsed and its symbol table requested from
@@ -244,7 +244,7 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
 }
 
 /// Asks the kernel to start reading `range` of a mapped file.
-fn will_need(map: &memmap2::Mmap, (off, len): (u64, u64)) {
+pub(crate) fn will_need(map: &memmap2::Mmap, (off, len): (u64, u64)) {
     let (Ok(off), Ok(len)) = (usize::try_from(off), usize::try_from(len)) else {
         return;
     };
@@ -256,8 +256,6 @@ fn will_need(map: &memmap2::Mmap, (off, len): (u64, u64)) {
         let _ = map.advise_range(memmap2::Advice::WillNeed, start, len);
     }
 }
-
-const PAGE: usize = 4096;
 
 /// Symbol name tables up to this size are read ahead whole.
 const PREFETCH_NAMES: u64 = 64 << 20;
