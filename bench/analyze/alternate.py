@@ -13,6 +13,18 @@ whether a change does less work even where the wall time cannot tell.
         cache=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \\
         none=SLOWLAB_CACHE_DIR=off:target/release/slowlab
 
+A setting whose binary is `perf` runs `perf report -i TRACE --stdio
+--no-children --sort comm,dso,sym` (the command run.sh and scale.sh
+compare with) in its turn, and each other setting's median is then also
+given as a ratio to perf report's: measured in alternation, the ratio is
+not moved by the disk or the machine getting slower between the two
+commands' runs, as a hyperfine run's (one command's runs after the
+other's) is:
+
+    COLD=1 bench/analyze/alternate.py 10 /tmp/slowlab-bench/cargo-10m.data \
+        slowlab=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \
+        perf=:perf
+
 Two warm-up rounds are not counted (they also fill a symbol cache).
 With COLD=1 the page cache is dropped before every run (root only), for
 cold-start figures:
@@ -49,7 +61,7 @@ def main():
             if cold:
                 drop_page_cache()
             start = time.perf_counter()
-            child = subprocess.Popen([binary, "analyze", "--json", trace], env=env,
+            child = subprocess.Popen(command(binary, trace), env=env,
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
             # Reaped here for its resource usage (CPU time of all its
@@ -63,10 +75,21 @@ def main():
             if r >= 2:
                 times[label].append(wall)
                 cpu[label].append(usage.ru_utime + usage.ru_stime)
+    perf = [statistics.median(times[label]) for label, _, b in settings if b == "perf"]
     for label, t in times.items():
+        ratio = f", {perf[0] / statistics.median(t):.1f}x perf report" if perf else ""
         print(f"{label}: median {statistics.median(t) * 1e3:.1f} ms, "
               f"min {min(t) * 1e3:.1f} ms, CPU median "
-              f"{statistics.median(cpu[label]) * 1e3:.1f} ms ({len(t)} runs)")
+              f"{statistics.median(cpu[label]) * 1e3:.1f} ms ({len(t)} runs){ratio}")
+
+
+def command(binary, trace):
+    """What a setting runs: `perf report` for the binary `perf`, else
+    `BINARY analyze --json TRACE`."""
+    if binary == "perf":
+        return ["perf", "report", "-i", trace, "--stdio", "--no-children",
+                "--sort", "comm,dso,sym"]
+    return [binary, "analyze", "--json", trace]
 
 
 def drop_page_cache():
