@@ -4,9 +4,14 @@
 # by side in one hyperfine run, the page cache dropped before every run (no
 # cache left from an earlier run). Then peak RSS of each from
 # /usr/bin/time -v (caches dropped too), and the figures the README quotes:
-# medians, ratio, samples/s and MB/s of perf.data. Needs root (drop_caches),
-# perf, hyperfine, python3. The machine's load is printed before and after:
-# on a shared 2-core machine, re-run when it is above 2.5.
+# medians, ratio, samples/s and MB/s of perf.data. Last, the same two
+# commands (and slowlab without its symbol cache) in alternation
+# (alternate.py, COLD=1): hyperfine times all of one command's runs, then
+# the other's, and this machine's disk can get 20% slower between the two
+# blocks; in turn, each ratio compares runs made minutes, not seconds,
+# apart. Needs root (drop_caches), perf, hyperfine, python3. The machine's
+# load is printed before and after: on a shared 2-core machine, re-run
+# when it is above 2.5.
 #
 #   bench/analyze/run.sh [TRACE]     (default /tmp/slowlab-bench/cargo.data)
 #   RUNS=10 SLOWLAB=path/to/slowlab bench/analyze/run.sh   (skip the build)
@@ -55,3 +60,8 @@ print(f"without the symbol cache: slowlab {n['median']*1e3:.0f} ms, {p['median']
 print(f"slowlab: {samples/s['median']:,.0f} samples/s, {mb/s['median']:.0f} MB/s of perf.data "
       f"(perf report: {samples/p['median']:,.0f} samples/s, {mb/p['median']:.1f} MB/s)")
 EOF
+echo "in alternation (alternate.py, $runs rounds, the page cache dropped before every run):"
+COLD=1 "$here/alternate.py" "$runs" "$trace" \
+    slowlab="SLOWLAB_CACHE_DIR=$out/symbol-cache:$SLOWLAB" \
+    uncached="SLOWLAB_CACHE_DIR=off:$SLOWLAB" \
+    perf=:perf
