@@ -5,7 +5,8 @@
 //! stripped, its symbol table and names requested from the disk ahead
 //! (`MADV_WILLNEED`) unless the symbol cache knows the file (then what the
 //! names need is in the cache), and a big table given a sorted index
-//! (made, or read from the symbol cache).
+//! (made, or read from the symbol cache, with the names the cache keeps
+//! demangled for it).
 //!
 //! It names no frame (`jobs` does, with what is opened here).
 
@@ -14,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::cache::{FileIdentity, FileKey, SymbolCache};
 use crate::intern::FxMap;
-use crate::symbols::{Elf, SortedSymbols};
+use crate::symbols::{DemangledNames, Elf, SortedSymbols};
 use crate::{PerfError, PAGE};
 
 /// Binaries opened ahead of symbolization, while the records are read:
@@ -39,14 +40,18 @@ enum Slot {
 /// A binary as opened for symbolization: its map (or why not), the map of
 /// its separate debug file when it is stripped, for a big symbol table an
 /// address-sorted index of it, and what the symbol cache needs: the
-/// identity of the file its names come from, and (once asked for) its
-/// table's key.
+/// identity of the file its names come from, (once asked for) its
+/// table's key, and for a big table the names the cache keeps demangled.
 pub(super) struct Opened {
     pub(super) map: Result<memmap2::Mmap, PerfError>,
     pub(super) debug: Option<memmap2::Mmap>,
     pub(super) index: Option<SortedSymbols>,
     identity: Option<FileIdentity>,
     table_key: OnceLock<Option<u128>>,
+    /// Read from the cache with the index, while the records are read
+    /// (with a cold page cache, a big binary's names are MBs the disk
+    /// would otherwise serve after the record pass); taken by the job.
+    kept_names: Mutex<Option<DemangledNames>>,
 }
 
 impl Opened {
@@ -54,6 +59,12 @@ impl Opened {
     /// names come from), `None` when the cache is off: see [`table_key`].
     pub(super) fn table_key(&self, symbols: &Elf<'_>, cache: &SymbolCache) -> Option<u128> {
         table_key(self.identity.as_ref(), &self.table_key, symbols, cache)
+    }
+
+    /// The names the cache keeps for this binary's table, if read when it
+    /// was opened (once: later calls give `None`).
+    pub(super) fn take_kept_names(&self) -> Option<DemangledNames> {
+        self.kept_names.lock().ok()?.take()
     }
 }
 
@@ -172,6 +183,7 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
     };
     let mut debug = None;
     let mut index = None;
+    let mut kept_names = None;
     let table_key = OnceLock::new();
     if let Ok(m) = &map {
         if let Ok(elf) = Elf::parse(m) {
@@ -215,7 +227,10 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
             if big {
                 let key = self::table_key(identity.as_ref(), &table_key, symbols, cache);
                 index = Some(match key.and_then(|k| cache.kept_index(k)) {
-                    Some(kept) => kept,
+                    Some(kept) => {
+                        kept_names = key.map(|k| cache.demangled(k));
+                        kept
+                    }
                     None => {
                         if known.is_some() {
                             read_ahead();
@@ -240,6 +255,7 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
         index,
         identity,
         table_key,
+        kept_names: Mutex::new(kept_names),
     }
 }
 

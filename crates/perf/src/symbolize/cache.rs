@@ -182,7 +182,10 @@ impl SymbolCache {
     /// `table` (empty when none are kept).
     pub(crate) fn demangled(&self, table: u128) -> DemangledNames {
         self.load(Kind::Names, names_key(table))
-            .and_then(|f| DemangledNames::from_bytes(f.payload()))
+            .and_then(|f| {
+                let payload = f.payload_range();
+                DemangledNames::in_place(Box::new(f.bytes), payload)
+            })
             .unwrap_or_default()
     }
 

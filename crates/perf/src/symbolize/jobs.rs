@@ -15,7 +15,7 @@ use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 use super::binaries::{will_need_names, Opened, Preload};
 use super::cache::SymbolCache;
 use super::ModuleResult;
-use crate::symbols::{demangle, sort_by_address, Elf};
+use crate::symbols::{demangle, sort_by_address, DemangledNames, Elf};
 use crate::ProgressFn;
 
 /// Threads for the per-binary jobs (they mostly wait for the disk).
@@ -159,7 +159,8 @@ fn symbolize_user_module(
         out[i as usize].1 = Some(unique.len() as u32 - 1);
     }
     let key = || opened.table_key(symbols, cache);
-    let names = demangle_all(&unique, symbols, &mut prefetch, key, cache);
+    let kept = opened.take_kept_names();
+    let names = demangle_all(&unique, symbols, &mut prefetch, key, kept, cache);
     let kmods = vec![None; names.len()];
     ModuleResult {
         module: idx,
@@ -178,13 +179,15 @@ const KEPT_NAMES: usize = 256;
 /// `symbols`. Long Rust and C++ names are most of a binary's work: each is
 /// demangled once per binary, in parallel, and where there are many, those
 /// demangled by an earlier run are taken from `cache` (under the table's
-/// key, `table_key()`) and the new ones added to it. Only the names not
-/// kept are read, `prefetch` told of them (ascending) first.
+/// key, `table_key()`; `kept` when already read from it) and the new ones
+/// added to it. Only the names not kept are read, `prefetch` told of them
+/// (ascending) first.
 fn demangle_all(
     unique: &[u32],
     symbols: &Elf<'_>,
     prefetch: &mut dyn FnMut(&mut dyn Iterator<Item = u32>),
     table_key: impl FnOnce() -> Option<u128>,
+    kept: Option<DemangledNames>,
     cache: &SymbolCache,
 ) -> Vec<String> {
     let key = if unique.len() >= KEPT_NAMES {
@@ -192,7 +195,10 @@ fn demangle_all(
     } else {
         None
     };
-    let mut kept = key.map(|k| cache.demangled(k)).unwrap_or_default();
+    let mut kept = match key {
+        Some(k) => kept.unwrap_or_else(|| cache.demangled(k)),
+        None => DemangledNames::default(),
+    };
     prefetch(&mut unique.iter().copied().filter(|&o| kept.get(o).is_none()));
     let (names, new): (Vec<String>, Vec<bool>) = unique
         .par_iter()
@@ -214,7 +220,6 @@ fn demangle_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::symbols::DemangledNames;
 
     #[test]
     fn names_demangled_before_are_taken_from_the_cache() {
@@ -244,7 +249,7 @@ mod tests {
         let key = elf.table_key();
         let run = |unique: &[u32], key: Option<u128>, cache: &SymbolCache| {
             let mut read = Vec::new();
-            let names = demangle_all(unique, &elf, &mut |n| read.extend(n), || key, cache);
+            let names = demangle_all(unique, &elf, &mut |n| read.extend(n), || key, None, cache);
             (names, read)
         };
         // No key, the cache off, or too few names: nothing kept, every name

@@ -6,9 +6,9 @@
 //!
 //! Reading checks the shape of what it reads (lengths, counts, ranks,
 //! ascending addresses, names within their buffer) and gives `None` for
-//! anything malformed; it never trusts a file to be well formed. An index
-//! and a kallsyms table are then searched in place, in the bytes they
-//! were read from. It does no I/O and does not check
+//! anything malformed; it never trusts a file to be well formed. An index,
+//! a kallsyms table and demangled names are then searched in place, in
+//! the bytes they were read from. It does no I/O and does not check
 //! that bytes are intact (the cache's file frame has a checksum: see
 //! `symbolize::cache`).
 
@@ -334,63 +334,191 @@ impl Kallsyms {
 }
 
 /// A binary's names as demangled before, by the file offset of the
-/// mangled name (a few thousand per binary: the names a trace hits). Kept
-/// under the key of the table the offsets are in ([`Elf::table_key`],
-/// which covers the names' bytes), so a name found here is read from no
-/// file.
+/// mangled name (the names the traces analyzed so far hit: tens of
+/// thousands for a big binary after a few traces). Kept under the key of
+/// the table the offsets are in ([`Elf::table_key`], which covers the
+/// names' bytes), so a name found here is read from no file.
+///
+/// Those read from the cache are searched in place, in the bytes they
+/// were read from: a run looks up a few thousand of them, and making a map
+/// of all (one string each) took longer than the whole lookup as the
+/// cache grew. Names added by this run are kept beside them.
 #[derive(Default)]
 pub struct DemangledNames {
-    names: FxMap<u32, String>,
+    kept: Option<KeptNames>,
+    added: FxMap<u32, String>,
+}
+
+/// Names read from the cache: `count` entries (the name's offset and the
+/// end of its demangled form in the text, both u32, ascending) at
+/// `entries`, then the demangled forms one after the other at `text`.
+struct KeptNames {
+    bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+    entries: usize,
+    count: usize,
+    text: usize,
+}
+
+/// Bytes of one stored entry: the name's offset and its text's end.
+const NAME_ENTRY_BYTES: usize = 8;
+
+impl KeptNames {
+    fn all(&self) -> &[u8] {
+        (*self.bytes).as_ref()
+    }
+
+    /// Entry `i`: the name's offset and its text's end.
+    fn entry(&self, i: usize) -> (u32, u32) {
+        let at = self.entries + i * NAME_ENTRY_BYTES;
+        let e = &self.all()[at..at + NAME_ENTRY_BYTES];
+        (
+            u32::from_le_bytes(e[..4].try_into().expect("4 bytes")),
+            u32::from_le_bytes(e[4..].try_into().expect("4 bytes")),
+        )
+    }
+
+    /// The bytes of entry `i`'s demangled form.
+    fn text(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.entry(i - 1).1 };
+        let end = self.entry(i).1;
+        &self.all()[self.text + start as usize..self.text + end as usize]
+    }
+
+    fn find(&self, name: u32) -> Option<usize> {
+        let (mut low, mut high) = (0, self.count);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match self.entry(mid).0.cmp(&name) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
+    /// The demangled form of `name`; `None` if not kept or not UTF-8
+    /// (then demangled again).
+    fn get(&self, name: u32) -> Option<&str> {
+        std::str::from_utf8(self.text(self.find(name)?)).ok()
+    }
 }
 
 impl DemangledNames {
     /// The demangled form of the name at file offset `name`, if kept.
     pub fn get(&self, name: u32) -> Option<&str> {
-        self.names.get(&name).map(String::as_str)
+        self.kept
+            .as_ref()
+            .and_then(|k| k.get(name))
+            .or_else(|| self.added.get(&name).map(String::as_str))
     }
 
     /// Keeps a name; whether it was new.
     pub fn insert(&mut self, name: u32, demangled: &str) -> bool {
-        if self.names.contains_key(&name) {
+        if self.get(name).is_some() {
             return false;
         }
-        self.names.insert(name, demangled.to_owned());
+        self.added.insert(name, demangled.to_owned());
         true
     }
 
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.all().count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.len() == 0
     }
 
-    /// The names as bytes, for [`DemangledNames::from_bytes`].
+    /// Every name, ascending by offset: those kept and those added (an
+    /// added name replaces a kept one that was not UTF-8).
+    fn all(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        let kept = self.kept.iter().flat_map(|k| {
+            (0..k.count)
+                .map(move |i| (k.entry(i).0, k.text(i)))
+                .filter(|&(_, text)| std::str::from_utf8(text).is_ok())
+        });
+        let mut added: Vec<(u32, &[u8])> = self
+            .added
+            .iter()
+            .map(|(&name, d)| (name, d.as_bytes()))
+            .collect();
+        added.sort_unstable_by_key(|&(name, _)| name);
+        let mut kept = kept.peekable();
+        let mut added = added.into_iter().peekable();
+        std::iter::from_fn(move || match (kept.peek(), added.peek()) {
+            (Some(k), Some(a)) if k.0 == a.0 => {
+                kept.next();
+                added.next()
+            }
+            (Some(k), Some(a)) if a.0 < k.0 => added.next(),
+            (Some(_), _) => kept.next(),
+            (None, _) => added.next(),
+        })
+    }
+
+    /// The names as bytes, for [`DemangledNames::in_place`].
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.u64(self.names.len() as u64);
-        for (&name, demangled) in &self.names {
-            w.u32(name);
-            w.bytes(demangled.as_bytes());
+        let mut entries = Writer::default();
+        let mut text = Vec::new();
+        let mut count = 0u64;
+        for (name, demangled) in self.all() {
+            // Ends are u32: a text past 4 GB (a binary's names are tens
+            // of MB at most) keeps the names that fit.
+            let Ok(end) = u32::try_from(text.len() + demangled.len()) else {
+                break;
+            };
+            entries.u32(name);
+            entries.u32(end);
+            text.extend_from_slice(demangled);
+            count += 1;
         }
+        let mut w = Writer::default();
+        w.u64(count);
+        w.0.extend_from_slice(&entries.0);
+        w.bytes(&text);
         w.0
     }
 
-    /// Names from [`DemangledNames::to_bytes`]; `None` if the bytes are not
-    /// such names.
-    pub fn from_bytes(bytes: &[u8]) -> Option<DemangledNames> {
-        let mut r = Reader(bytes);
-        let n = r.count(12)?;
-        let mut names = FxMap::default();
-        names.reserve(n);
-        for _ in 0..n {
-            let name = r.u32()?;
-            let demangled = std::str::from_utf8(r.bytes()?).ok()?.to_owned();
-            names.insert(name, demangled);
-        }
+    /// The names whose [`DemangledNames::to_bytes`] are `bytes[range]`,
+    /// searched in place (not copied); `None` if they are not such names
+    /// (wrong length, offsets not ascending, a text outside the texts).
+    pub fn in_place(
+        bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+        range: std::ops::Range<usize>,
+    ) -> Option<DemangledNames> {
+        let all: &[u8] = (*bytes).as_ref();
+        let end = range.end;
+        let mut r = Reader(all.get(range)?);
+        let at = |r: &Reader<'_>| end - r.0.len();
+        let count = r.count(NAME_ENTRY_BYTES)?;
+        let entries_at = at(&r);
+        let entries = r.take(count * NAME_ENTRY_BYTES)?;
+        let text_len = r.count(1)?;
+        let text_at = at(&r);
+        r.take(text_len)?;
         r.end()?;
-        Some(DemangledNames { names })
+        let (mut last_name, mut last_end) = (None, 0);
+        for e in entries.chunks_exact(NAME_ENTRY_BYTES) {
+            let name = u32::from_le_bytes(e[..4].try_into().ok()?);
+            let text_end = u32::from_le_bytes(e[4..].try_into().ok()?);
+            if last_name.is_some_and(|last| name <= last) || text_end < last_end {
+                return None;
+            }
+            (last_name, last_end) = (Some(name), text_end);
+        }
+        if last_end as usize != text_len {
+            return None;
+        }
+        Some(DemangledNames {
+            kept: Some(KeptNames {
+                bytes,
+                entries: entries_at,
+                count,
+                text: text_at,
+            }),
+            added: FxMap::default(),
+        })
     }
 }
 
@@ -473,7 +601,7 @@ mod tests {
             let read = |b: &[u8]| match what {
                 "kallsyms" => Kallsyms::in_place(Box::new(b.to_vec()), 0..b.len()).is_some(),
                 "index" => SortedSymbols::in_place(Box::new(b.to_vec()), 0..b.len()).is_some(),
-                _ => DemangledNames::from_bytes(b).is_some(),
+                _ => DemangledNames::in_place(Box::new(b.to_vec()), 0..b.len()).is_some(),
             };
             assert!(read(bytes), "{what}");
             // Cut short anywhere, or one byte too long: refused.
@@ -505,11 +633,56 @@ mod tests {
         assert!(names.insert(4096, "foo::bar"));
         assert!(!names.insert(4096, "other"));
         assert!(names.insert(0, "memset"));
-        let back = DemangledNames::from_bytes(&names.to_bytes()).unwrap();
+        let bytes = names.to_bytes();
+        let len = bytes.len();
+        let back = DemangledNames::in_place(Box::new(bytes), 0..len).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(back.get(4096), Some("foo::bar"));
         assert_eq!(back.get(0), Some("memset"));
         assert_eq!(back.get(4097), None);
+        // Names added to those read: all kept, in one file, ascending.
+        let mut more = back;
+        assert!(!more.insert(0, "other"));
+        assert!(more.insert(2048, "between"));
+        assert!(more.insert(9000, "after"));
+        assert_eq!(more.len(), 4);
+        let bytes = more.to_bytes();
+        let len = bytes.len();
+        let again = DemangledNames::in_place(Box::new(bytes), 0..len).unwrap();
+        let all: Vec<(u32, &[u8])> = again.all().collect();
+        assert_eq!(
+            all,
+            [
+                (0, &b"memset"[..]),
+                (2048, b"between"),
+                (4096, b"foo::bar"),
+                (9000, b"after")
+            ]
+        );
+        // Damaged: offsets out of order, a text end past the texts.
+        let good = again.to_bytes();
+        let mut swapped = good.clone();
+        swapped[8..12].copy_from_slice(&5000u32.to_le_bytes());
+        let mut past = good.clone();
+        past[8 + 4..8 + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        for bad in [swapped, past] {
+            let len = bad.len();
+            assert!(DemangledNames::in_place(Box::new(bad), 0..len).is_none());
+        }
+        // A kept text that is not UTF-8 is not given, and is replaced by
+        // a name inserted for it.
+        let mut broken = good;
+        let text_at = 8 + 4 * 8 + 8;
+        broken[text_at] = 0xff;
+        let len = broken.len();
+        let mut broken = DemangledNames::in_place(Box::new(broken), 0..len).unwrap();
+        assert_eq!(broken.get(0), None);
+        assert!(broken.insert(0, "memset"));
+        let bytes = broken.to_bytes();
+        let len = bytes.len();
+        let fixed = DemangledNames::in_place(Box::new(bytes), 0..len).unwrap();
+        assert_eq!(fixed.get(0), Some("memset"));
+        assert_eq!(fixed.len(), 4);
     }
 
     #[test]
