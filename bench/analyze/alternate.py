@@ -25,6 +25,14 @@ other's) is:
         slowlab=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \
         perf=:perf
 
+Each ratio comes with a 95% confidence interval: the rounds are drawn
+again at random, with replacement, 2000 times (a bootstrap), and the
+interval holds the middle 95% of the ratios of those draws' medians. A
+ratio's interval that stays above a goal says that the goal is met beyond
+this machine's noise; one that spans it says that more rounds are needed.
+Without a `perf` setting, each setting is given as a ratio to the first
+setting's median, with its interval (below 1: faster than the first).
+
 Two warm-up rounds are not counted (they also fill a symbol cache).
 With COLD=1 the page cache is dropped before every run (root only), for
 cold-start figures:
@@ -34,6 +42,7 @@ cold-start figures:
         after=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab
 """
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -75,12 +84,38 @@ def main():
             if r >= 2:
                 times[label].append(wall)
                 cpu[label].append(usage.ru_utime + usage.ru_stime)
-    perf = [statistics.median(times[label]) for label, _, b in settings if b == "perf"]
+    perf = [label for label, _, b in settings if b == "perf"]
+    first = settings[0][0]
     for label, t in times.items():
-        ratio = f", {perf[0] / statistics.median(t):.1f}x perf report" if perf else ""
+        if perf and label != perf[0]:
+            low, high = ratio_interval(times[perf[0]], t)
+            ratio = (f", {statistics.median(times[perf[0]]) / statistics.median(t):.1f}x "
+                     f"perf report (95% CI {low:.1f}-{high:.1f}x)")
+        elif not perf and label != first:
+            low, high = ratio_interval(t, times[first])
+            ratio = (f", {statistics.median(t) / statistics.median(times[first]):.3f} "
+                     f"of {first}'s (95% CI {low:.3f}-{high:.3f})")
+        else:
+            ratio = ""
         print(f"{label}: median {statistics.median(t) * 1e3:.1f} ms, "
               f"min {min(t) * 1e3:.1f} ms, CPU median "
               f"{statistics.median(cpu[label]) * 1e3:.1f} ms ({len(t)} runs){ratio}")
+
+
+def ratio_interval(numerator, denominator, draws=2000):
+    """The 95% bootstrap interval of median(numerator) / median(denominator):
+    the rounds (a run of each setting) are drawn again with replacement,
+    the same rounds for both, so that what moved both runs of a round
+    (the machine's load, the disk) stays paired."""
+    rng = random.Random(1)
+    n = len(numerator)
+    ratios = []
+    for _ in range(draws):
+        pick = [rng.randrange(n) for _ in range(n)]
+        ratios.append(statistics.median(numerator[i] for i in pick)
+                      / statistics.median(denominator[i] for i in pick))
+    ratios.sort()
+    return ratios[int(draws * 0.025)], ratios[int(draws * 0.975) - 1]
 
 
 def command(binary, trace):
