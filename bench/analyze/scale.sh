@@ -22,6 +22,7 @@ mkdir -p "$out"
 [ "$#" -gt 0 ] || set -- "$out/cargo-10m.data"
 # shellcheck source=common.sh
 . "$here/common.sh"
+export SLOWLAB_CACHE_DIR="$out/symbol-cache"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 rows=()
@@ -34,12 +35,14 @@ for trace in "$@"; do
     mb=$((bytes / 1000000))
     samples=$(perf report -i "$trace" --stats 2>/dev/null | awk '/SAMPLE events/ {print $3; exit}')
     names=(slowlab nocache)
-    cmds=("$CACHED $SLOWLAB analyze --json $trace" "$UNCACHED $SLOWLAB analyze --json $trace")
+    # slowlab with its cache is started as perf report is, without env in
+    # front (the cache's directory is in hyperfine's environment).
+    cmds=("$SLOWLAB analyze --json $trace" "$UNCACHED $SLOWLAB analyze --json $trace")
     if [ -n "${BASELINE:-}" ]; then
         names+=(baseline)
         # With the same symbol cache (a build from before the cache
         # ignores SLOWLAB_CACHE_DIR).
-        cmds+=("$CACHED $BASELINE analyze --json $trace")
+        cmds+=("$BASELINE analyze --json $trace")
     fi
     if [ "$mb" -le "$perf_max_mb" ]; then
         names+=(perf)
