@@ -84,6 +84,40 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Where a table stored in place lies in the whole buffer: `count` entries
+/// of a fixed size at `entries`, then (a u64 length first) a blob at
+/// `blob`, as kallsyms and demangled names are written.
+struct TableAndBlob<'a> {
+    count: usize,
+    entries: std::ops::Range<usize>,
+    blob: std::ops::Range<usize>,
+    /// The bytes after the blob.
+    rest: Reader<'a>,
+}
+
+impl<'a> TableAndBlob<'a> {
+    /// Reads one from `all[range]`, entries of `entry_bytes`; `None` if
+    /// the counts do not fit.
+    fn read(all: &'a [u8], range: std::ops::Range<usize>, entry_bytes: usize) -> Option<Self> {
+        let end = range.end;
+        let mut r = Reader(all.get(range)?);
+        // Where the reader is in `all`.
+        let at = |r: &Reader<'_>| end - r.0.len();
+        let count = r.count(entry_bytes)?;
+        let entries_at = at(&r);
+        r.take(count * entry_bytes)?;
+        let blob_len = r.count(1)?;
+        let blob_at = at(&r);
+        r.take(blob_len)?;
+        Some(TableAndBlob {
+            count,
+            entries: entries_at..entries_at + count * entry_bytes,
+            blob: blob_at..blob_at + blob_len,
+            rest: r,
+        })
+    }
+}
+
 fn rank_byte(r: Rank) -> u8 {
     let binding = match r.binding {
         Binding::Local => 0,
@@ -292,16 +326,13 @@ impl Kallsyms {
         range: std::ops::Range<usize>,
     ) -> Option<Kallsyms> {
         let all: &[u8] = (*bytes).as_ref();
-        let end = range.end;
-        let mut r = Reader(all.get(range)?);
-        // Where the reader is in `all`.
-        let at = |r: &Reader<'_>| end - r.0.len();
-        let n = r.count(KSYM_BYTES)?;
-        let syms_at = at(&r);
-        let entries = r.take(n * KSYM_BYTES)?;
-        let names_len = r.count(1)?;
-        let names_at = at(&r);
-        let names = r.take(names_len)?;
+        let TableAndBlob {
+            entries: syms,
+            blob: names_at,
+            rest: mut r,
+            ..
+        } = TableAndBlob::read(all, range, KSYM_BYTES)?;
+        let (entries, names) = (&all[syms.clone()], &all[names_at.clone()]);
         let module_count = r.count(8)?;
         let modules = (0..module_count)
             .map(|_| Some(std::str::from_utf8(r.bytes()?).ok()?.to_owned()))
@@ -326,8 +357,8 @@ impl Kallsyms {
         }
         let in_place = InPlace {
             bytes,
-            syms: syms_at..syms_at + n * KSYM_BYTES,
-            names: names_at..names_at + names_len,
+            syms,
+            names: names_at,
         };
         Some(Kallsyms::read_in_place(in_place, modules, text, zero))
     }
@@ -488,18 +519,15 @@ impl DemangledNames {
         range: std::ops::Range<usize>,
     ) -> Option<DemangledNames> {
         let all: &[u8] = (*bytes).as_ref();
-        let end = range.end;
-        let mut r = Reader(all.get(range)?);
-        let at = |r: &Reader<'_>| end - r.0.len();
-        let count = r.count(NAME_ENTRY_BYTES)?;
-        let entries_at = at(&r);
-        let entries = r.take(count * NAME_ENTRY_BYTES)?;
-        let text_len = r.count(1)?;
-        let text_at = at(&r);
-        r.take(text_len)?;
-        r.end()?;
+        let TableAndBlob {
+            count,
+            entries,
+            blob: text,
+            rest,
+        } = TableAndBlob::read(all, range, NAME_ENTRY_BYTES)?;
+        rest.end()?;
         let (mut last_name, mut last_end) = (None, 0);
-        for e in entries.chunks_exact(NAME_ENTRY_BYTES) {
+        for e in all[entries.clone()].chunks_exact(NAME_ENTRY_BYTES) {
             let name = u32::from_le_bytes(e[..4].try_into().ok()?);
             let text_end = u32::from_le_bytes(e[4..].try_into().ok()?);
             if last_name.is_some_and(|last| name <= last) || text_end < last_end {
@@ -507,15 +535,15 @@ impl DemangledNames {
             }
             (last_name, last_end) = (Some(name), text_end);
         }
-        if last_end as usize != text_len {
+        if last_end as usize != text.len() {
             return None;
         }
         Some(DemangledNames {
             kept: Some(KeptNames {
                 bytes,
-                entries: entries_at,
+                entries: entries.start,
                 count,
-                text: text_at,
+                text: text.start,
             }),
             added: FxMap::default(),
         })
