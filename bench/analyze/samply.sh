@@ -38,8 +38,10 @@ for trace in "$@"; do
         continue
     fi
     echo "== $trace ($(du -h "$trace" | cut -f1))"
-    hyperfine -N -w 1 -r "$runs" \
-        -n slowlab "env SLOWLAB_CACHE_DIR=$out/symbol-cache $SLOWLAB analyze $trace --json" \
+    # slowlab with its cache started as samply is, without env in front
+    # (the cache's directory is in hyperfine's environment).
+    SLOWLAB_CACHE_DIR="$out/symbol-cache" hyperfine -N -w 1 -r "$runs" \
+        -n slowlab "$SLOWLAB analyze $trace --json" \
         -n "slowlab, no symbol cache" "env SLOWLAB_CACHE_DIR=off $SLOWLAB analyze $trace --json" \
         -n "samply import" "$samply import -s -n -o $profile/p.json.gz $trace" \
         -n "samply import --unstable-presymbolicate" \
