@@ -2,9 +2,11 @@
 # The project's test command (what CI runs, via .ci/run): installs what is
 # missing on the machine, checks formatting and lints, runs every Rust test
 # in release mode (the lab's timing-sensitive scenarios need optimized code),
-# then builds the Windows probes and runs them under Wine. The tests build
-# with the `test-release` profile: `release` optimized, without its LTO
-# (see Cargo.toml).
+# then builds the Windows probes and runs them under Wine, and last runs the
+# analyze benchmarks' scripts once each on traces of two seconds
+# (bench/analyze/smoke.sh: they keep working; the figures are not kept).
+# The tests build with the `test-release` profile: `release` optimized,
+# without its LTO (see Cargo.toml).
 #
 # A test that cannot run here (no root, perf, cgroup controller, tool) says
 # `SKIP: test: reason` and appends it to $SLOWLAB_SKIP_LOG; this script then
@@ -35,6 +37,8 @@ if [ -x probes/windows/test.sh ] || [ -f probes/windows/test.sh ]; then
   step "Windows probes under Wine (and slowlab import of their results)"
   SLOWLAB_BIN="$PWD/target/test-release/slowlab" bash probes/windows/test.sh
 fi
+step "the analyze benchmarks' small cases (bench/analyze/smoke.sh)"
+SLOWLAB="$PWD/target/test-release/slowlab" bash bench/analyze/smoke.sh
 if [[ -s $SLOWLAB_SKIP_LOG ]]; then
   step "$(wc -l <"$SLOWLAB_SKIP_LOG") test(s) skipped"
   cat "$SLOWLAB_SKIP_LOG" >&2

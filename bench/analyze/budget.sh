@@ -14,7 +14,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 runs="${RUNS:-3}"
-out=/tmp/slowlab-bench
+out="${BENCH_OUT:-/tmp/slowlab-bench}"
 mkdir -p "$out"
 [ "$#" -gt 0 ] || { echo "usage: [BASELINE=old-slowlab] budget.sh TRACE..." >&2; exit 2; }
 # shellcheck source=common.sh

@@ -20,7 +20,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 trace="${1:-/tmp/slowlab-bench/cargo.data}"
 runs="${RUNS:-8}"
-out=/tmp/slowlab-bench
+out="${BENCH_OUT:-/tmp/slowlab-bench}"
 mkdir -p "$out"
 [ -f "$trace" ] || "$here/make-trace.sh" "$trace"
 if [ -z "${SLOWLAB:-}" ]; then
@@ -58,8 +58,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))["results"]
 samples, mb = int(sys.argv[2]), int(sys.argv[3]) / 1e6
 s, p, n = r[0], r[1], r[2]
-print(f"medians: slowlab {s['median']*1e3:.0f} ms (mean {s['mean']*1e3:.0f} ± {s['stddev']*1e3:.0f}), "
-      f"perf report {p['median']*1e3:.0f} ms (mean {p['mean']*1e3:.0f} ± {p['stddev']*1e3:.0f})")
+print(f"medians: slowlab {s['median']*1e3:.0f} ms (mean {s['mean']*1e3:.0f} ± {(s['stddev'] or 0)*1e3:.0f}), "
+      f"perf report {p['median']*1e3:.0f} ms (mean {p['mean']*1e3:.0f} ± {(p['stddev'] or 0)*1e3:.0f})")
 print(f"ratio of medians: {p['median']/s['median']:.1f}x; of means: {p['mean']/s['mean']:.1f}x")
 print(f"without the symbol cache: slowlab {n['median']*1e3:.0f} ms, {p['median']/n['median']:.1f}x")
 print(f"slowlab: {samples/s['median']:,.0f} samples/s, {mb/s['median']:.0f} MB/s of perf.data "

@@ -17,7 +17,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 runs="${RUNS:-3}"
-out=/tmp/slowlab-bench
+out="${BENCH_OUT:-/tmp/slowlab-bench}"
 samply="${SAMPLY:-$(command -v samply || echo "$HOME/.cargo/bin/samply")}"
 if [ ! -x "$samply" ]; then
     echo "samply not found: cargo install samply --locked (or set SAMPLY=/path/to/samply)" >&2

@@ -17,7 +17,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 runs="${RUNS:-3}"
 perf_max_mb="${PERF_MAX_MB:-200}"
-out=/tmp/slowlab-bench
+out="${BENCH_OUT:-/tmp/slowlab-bench}"
 mkdir -p "$out"
 [ "$#" -gt 0 ] || set -- "$out/cargo-10m.data"
 # shellcheck source=common.sh

@@ -9,14 +9,19 @@
 # time of the sampled view.
 #
 #   bench/analyze/views.sh [TRACE]     (default /tmp/slowlab-bench/views.data)
+#   SLOWLAB=path/to/slowlab RUNS=3 bench/analyze/views.sh TRACE   (skip the build)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 trace="${1:-/tmp/slowlab-bench/views.data}"
 runs="${RUNS:-5}"
 mkdir -p "$(dirname "$trace")"
-(cd "$repo" && cargo build -q --release -p slowlab)
-slowlab="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+if [ -n "${SLOWLAB:-}" ]; then
+    slowlab="$SLOWLAB"
+else
+    (cd "$repo" && cargo build -q --release -p slowlab)
+    slowlab="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+fi
 if [ ! -f "$trace" ]; then
     target="$(mktemp -d /tmp/slowlab-bench-target.XXXXXX)"
     trap 'rm -rf "$target"' EXIT
