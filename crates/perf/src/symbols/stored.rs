@@ -416,16 +416,8 @@ impl KeptNames {
     }
 
     fn find(&self, name: u32) -> Option<usize> {
-        let (mut low, mut high) = (0, self.count);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            match self.entry(mid).0.cmp(&name) {
-                std::cmp::Ordering::Less => low = mid + 1,
-                std::cmp::Ordering::Greater => high = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
+        let i = super::first_above(0, self.count, |i| self.entry(i).0 < name);
+        (i < self.count && self.entry(i).0 == name).then_some(i)
     }
 
     /// The demangled form of `name`; `None` if not kept or not UTF-8
