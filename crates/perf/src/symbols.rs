@@ -26,6 +26,7 @@
 //! `symbolize`'s job. DWARF (inlined frames, lines) is not read: like
 //! `perf report`, a frame is named after the symbol that contains it.
 
+mod demangled;
 mod index;
 mod kallsyms;
 mod scan;
@@ -34,9 +35,9 @@ mod symtab;
 
 use object::elf;
 
+pub use demangled::DemangledNames;
 pub use index::SortedSymbols;
 pub use kallsyms::{Kallsyms, KernelSymbol};
-pub use stored::DemangledNames;
 pub use symtab::Elf;
 
 /// Symbol binding, for choosing among symbols at the same address.
