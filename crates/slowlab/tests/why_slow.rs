@@ -87,6 +87,15 @@ fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
     }
 }
 
+/// The last CPU, as `taskset -c` takes it: the tests that share one CPU
+/// among their processes put them there.
+fn last_cpu() -> String {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .saturating_sub(1)
+        .to_string()
+}
+
 fn ids(d: &Diagnosis) -> Vec<&str> {
     d.findings
         .iter()
@@ -235,10 +244,7 @@ fn a_niced_computation_beside_cpu_hogs_is_starved() {
     // util-linux): left free, the scheduler may put both hogs of a 2-CPU
     // machine on one CPU and the computation alone on the other (a CI run
     // here saw it run 98% of its time).
-    let cpu = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .to_string();
+    let cpu = last_cpu();
     let hogs = Hogs(vec![Command::new("taskset")
         .args(["-c", &cpu])
         .arg(&spin)
@@ -366,10 +372,7 @@ fn a_boss_polling_for_its_worker_waits_for_the_workers_cpu() {
     // (its last wait taken for one more timeout). Waits whose wake-up was
     // not recorded are covered by the unit tests of analyze's `states`
     // and `critical_path`.
-    let cpu = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .to_string();
+    let cpu = last_cpu();
     let d = diagnose(
         dir.path(),
         &["taskset", "-c", &cpu, prog.to_str().unwrap(), "1.2", "300"],
