@@ -36,7 +36,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # cache's directory in hyperfine's own environment): after the page cache
 # is dropped, starting sh and env costs 2-8 ms of disk, which hyperfine's
 # correction for the shell (measured warm) does not take off, and which is
-# a tenth of slowlab's time but nothing of perf report's. Only the run
+# a tenth of slowlab's time but under 0.5% of perf report's. Only the run
 # without the cache goes through env (it is compared with neither).
 export SLOWLAB_CACHE_DIR="$out/symbol-cache"
 slowlab_cmd="$SLOWLAB analyze --json $trace"

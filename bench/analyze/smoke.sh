@@ -35,16 +35,10 @@ trap 'rm -rf "$BENCH_OUT"' EXIT
 export BENCH_OUT SLOWLAB RUNS=1 SLOWLAB_CACHE_DIR="$BENCH_OUT/symbol-cache"
 trace="$BENCH_OUT/cargo.data"
 
-# Runs a script with its output in a log; fails with the log's end if the
-# script fails or its output lacks `pattern` (an extended regex).
-check() {  # name pattern command...
+# Fails with the end of `name`'s log unless a line of it matches `pattern`
+# (an extended regex); says which line did.
+expect() {  # name pattern
     local name=$1 pattern=$2 log="$BENCH_OUT/$1.log"
-    shift 2
-    if ! "$@" > "$log" 2>&1; then
-        echo "bench smoke: $name failed; the end of its output:" >&2
-        tail -20 "$log" >&2
-        exit 1
-    fi
     if ! grep -Eq "$pattern" "$log"; then
         echo "bench smoke: $name printed no line matching '$pattern'; the end of its output:" >&2
         tail -20 "$log" >&2
@@ -53,14 +47,26 @@ check() {  # name pattern command...
     echo "bench smoke: $name: $(grep -Em1 "$pattern" "$log" | cut -c1-110)"
 }
 
+# Runs a script with its output in a log; fails with the log's end if the
+# script fails or its output lacks `pattern`.
+check() {  # name pattern command...
+    local name=$1 pattern=$2 log="$BENCH_OUT/$1.log"
+    shift 2
+    if ! "$@" > "$log" 2>&1; then
+        echo "bench smoke: $name failed; the end of its output:" >&2
+        tail -20 "$log" >&2
+        exit 1
+    fi
+    expect "$name" "$pattern"
+}
+
 check make-trace.sh 'SAMPLE events: *[1-9]' "$here/make-trace.sh" "$trace" 2 999
 check scale.sh '^\| [0-9]+ MB, [0-9,]+ samples \| [0-9.]+ s, [0-9]+ MB/s, [0-9]+ MB \|.*[0-9.]+x / [0-9.]+x' \
     "$here/scale.sh" "$trace"
 check budget.sh '^\| [0-9]+ MB \| [0-9.]+ s, [0-9]+ MB \| [0-9.]+ s, [0-9]+ MB \| [0-9.]+ s, [0-9]+ MB \|' \
     "$here/budget.sh" "$trace"
 check run.sh '^ratio of medians: [0-9.]+x' "$here/run.sh" "$trace"
-grep -Eq '^slowlab: median .*[0-9.]+x perf report \(95% CI [0-9.]+-[0-9.]+x\)' "$BENCH_OUT/run.sh.log" ||
-    { echo "bench smoke: run.sh printed no ratio in alternation" >&2; tail -8 "$BENCH_OUT/run.sh.log" >&2; exit 1; }
+expect run.sh '^slowlab: median .*[0-9.]+x perf report \(95% CI [0-9.]+-[0-9.]+x\)'
 check alternate.py '^b: median .* of a'"'"'s \(95% CI [0-9.]+-[0-9.]+\)' \
     "$here/alternate.py" 1 "$trace" "a=SLOWLAB_CACHE_DIR=off:$SLOWLAB" "b=SLOWLAB_CACHE_DIR=off:$SLOWLAB"
 check record '' "$SLOWLAB" record -o "$BENCH_OUT/views.data" -- sleep 1
