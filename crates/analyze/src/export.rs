@@ -2,16 +2,65 @@
 //! format of Brendan Gregg's flame graph tools and inferno:
 //! `process;outer;…;inner N`) and a pprof profile (`profile.proto`, encoded
 //! here by hand: the format is small and stable, and the `prost` machinery
-//! would be larger than the encoder).
+//! would be larger than the encoder), and the classified blocked stretches
+//! that the Firefox Profiler export marks on its timeline.
 //!
 //! Values only: drawing the flame graph, compressing the profile and
 //! writing files are `slowlab_report::export`'s.
 
 use std::collections::HashMap;
 
-use slowlab_model::trace::{StackIdx, Trace};
+use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
+use slowlab_model::views::blocked::BlockedStretch;
 
 use crate::select::Selection;
+use crate::states::{SpanState, ThreadStates};
+
+/// The blocked spans of the threads `mask` keeps, cut to `[from, to)`,
+/// that last at least `min_ns` there: the `max` longest of them, each
+/// classified ([`crate::classify::span_kind`]), by thread, then time.
+pub fn blocked_stretches(
+    trace: &Trace,
+    states: &ThreadStates,
+    mask: &[bool],
+    (from, to): (u64, u64),
+    min_ns: u64,
+    max: usize,
+) -> Vec<BlockedStretch> {
+    let mut spans = Vec::new();
+    for (i, thread_spans) in states.spans.iter().enumerate() {
+        if !mask.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        for span in thread_spans {
+            let SpanState::Blocked(b) = span.state else {
+                continue;
+            };
+            let (start, end) = (span.start_ns.max(from), span.end_ns.min(to));
+            if end > start && end - start >= min_ns {
+                spans.push((end - start, ThreadIdx(i as u32), start, end, b));
+            }
+        }
+    }
+    if spans.len() > max {
+        spans.select_nth_unstable_by(max, |a, b| b.0.cmp(&a.0));
+        spans.truncate(max);
+    }
+    spans.sort_by_key(|s| (s.1, s.2));
+    spans
+        .into_iter()
+        .map(|(_, thread, start_ns, end_ns, b)| BlockedStretch {
+            thread,
+            start_ns,
+            end_ns,
+            kind: crate::classify::span_kind(trace, &b),
+            task_state: b.task_state,
+            woken: b.woken,
+            waker: b.waker,
+            stack: b.stack,
+        })
+        .collect()
+}
 
 /// Folded-stack lines, one per distinct (process name, stack), sorted.
 /// Kernel frames get inferno's `_[k]` suffix so they are coloured apart.

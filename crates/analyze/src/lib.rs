@@ -2,19 +2,22 @@
 //! [`slowlab_model::trace::Trace`]: the sampled CPU tree and summary
 //! ([`cpu`]), callers and callees of one function ([`butterfly`]), the
 //! data of the exports to folded stacks and pprof ([`export`]), the waits,
-//! faults, processes, syscalls and timeline views, the replay of thread
-//! states ([`states`]), the critical path ([`critical_path`]) and the
-//! detectors ([`detect`]).
+//! faults, processes, syscalls and timeline views, the one replay of thread
+//! states ([`states`]), why a thread waited ([`classify`]), the critical
+//! path ([`critical_path`]) and the detectors ([`detect`]); and the
+//! [`analysis::Analysis`] that computes each derived product of a trace once
+//! for every consumer of one command.
 //!
 //! Nothing here prints or reads files; every view returns a value that is
 //! `serde`-serializable (the JSON the CLI writes) and that the binary renders.
 //! Views share one notion of which samples count: [`select::Selection`].
 
+pub mod analysis;
 pub mod butterfly;
+pub mod classify;
 pub mod cpu;
 pub mod critical_path;
 pub mod detect;
-pub mod diagnose;
 pub mod diff;
 pub mod diff_tree;
 pub mod export;

@@ -7,13 +7,14 @@
 //!
 //! Times are microseconds after the trace start. The page filters by time
 //! range and thread itself, so per-event data is kept here, not views.
-//! Pure: reads the trace and what was computed from it; renders nothing
-//! (`slowlab_report::interactive` does).
+//! Pure: reads the trace and what was computed from it (the replay and the
+//! paired syscalls of a [`Context`]); renders nothing
+//! (`slowlab_report::interactive` does). Commands build the page through
+//! [`crate::analysis::Analysis::report_data`], the one builder of it.
 
 mod events;
 pub mod tables;
 
-use slowlab_model::bundle::CapturedPath;
 use slowlab_model::critical_path::{CriticalPath, SegmentState};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::{ProcIdx, ThreadIdx, Trace};
@@ -25,8 +26,9 @@ pub use slowlab_model::views::report_data::{
     FORMAT_VERSION,
 };
 
+use crate::detect::Context;
 use crate::select::Selection;
-use crate::states::{ThreadStates, TidIndex};
+use crate::states::TidIndex;
 use events::Scope;
 use tables::Tables;
 
@@ -34,7 +36,6 @@ use tables::Tables;
 pub struct Inputs<'a> {
     pub title: &'a str,
     pub command: &'a [String],
-    pub paths: Option<&'a [CapturedPath]>,
     pub critical_path: Option<&'a CriticalPath>,
     pub findings: &'a [Finding],
     /// The diagnosed command's process tree (shown first); may be empty.
@@ -46,17 +47,10 @@ pub struct Inputs<'a> {
     pub warnings: &'a [String],
 }
 
-/// Assembles the page's data. Builds the thread states itself (pass them
-/// with [`report_data_with_states`] when they are at hand).
-pub fn report_data(trace: &Trace, inputs: &Inputs) -> ReportData {
-    report_data_with_states(trace, &ThreadStates::build(trace), inputs)
-}
-
-pub fn report_data_with_states(
-    trace: &Trace,
-    states: &ThreadStates,
-    inputs: &Inputs,
-) -> ReportData {
+/// Assembles the page's data from the context's trace, replay and
+/// syscalls.
+pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
+    let (trace, states) = (cx.trace, &cx.states);
     let start_ns = trace.meta.start_ns;
     let (from_ns, to_ns) = inputs.selection.time_range_ns(trace);
     let mask = inputs.selection.thread_mask(trace);
@@ -109,7 +103,7 @@ pub fn report_data_with_states(
     let samples = events::samples(&scope, &mut tables);
     let (spans, wait_names) = events::spans(&scope, states, &order, &mut tables);
     let faults = events::faults(&scope, &mut tables);
-    let syscalls = events::syscalls(&scope, inputs.paths, &mut tables);
+    let syscalls = events::syscalls(&scope, cx.calls(), cx.captured, &mut tables);
     let critical_path = inputs
         .critical_path
         .map(|cp| path_data(trace, &scope, cp, &mut tables));
@@ -165,65 +159,6 @@ pub fn report_data_with_states(
         critical_path,
         findings,
     }
-}
-
-/// The diagnosed command's process tree: the process that ran `command`
-/// under `perf record` and its descendants (see
-/// [`crate::critical_path::command_root`]).
-pub fn command_processes(trace: &Trace, command: &[String]) -> Vec<ProcIdx> {
-    crate::critical_path::command_root(trace, command)
-        .map(|r| crate::critical_path::process_tree(trace, r))
-        .unwrap_or_default()
-}
-
-/// What `slowlab analyze FILE --html` shows besides the selection.
-pub struct AnalyzeInputs<'a> {
-    pub title: &'a str,
-    pub paths: Option<&'a [CapturedPath]>,
-    pub cgroups: Option<&'a slowlab_model::bundle::CgroupInfo>,
-    /// The root of the critical path (`--root`); default: the default root.
-    pub root: Option<ProcIdx>,
-    pub selection: &'a Selection,
-    pub filter_text: &'a [String],
-    pub warnings: &'a [String],
-}
-
-/// The report of a trace without a diagnosed command: the critical path of
-/// the root and its process tree shown first, every detector's findings
-/// (on the whole trace: detectors take no selection), and the selection's
-/// data. The second value says why there is no critical path, if none.
-pub fn analyze_report(trace: &Trace, inputs: &AnalyzeInputs) -> (ReportData, Option<String>) {
-    let root_path = crate::detect::RootPath::new(trace, inputs.root);
-    let findings =
-        crate::detect::run_all(trace, inputs.paths, inputs.cgroups, root_path.as_ref().ok());
-    let (states, path, tree, no_path) = match root_path {
-        Ok(rp) => {
-            let tree = crate::critical_path::process_tree(trace, rp.root);
-            (rp.states, Some(rp.path), tree, None)
-        }
-        Err(e) => (
-            ThreadStates::build(trace),
-            None,
-            Vec::new(),
-            Some(e.to_string()),
-        ),
-    };
-    let data = report_data_with_states(
-        trace,
-        &states,
-        &Inputs {
-            title: inputs.title,
-            command: &[],
-            paths: inputs.paths,
-            critical_path: path.as_ref(),
-            findings: &findings,
-            command_processes: &tree,
-            selection: inputs.selection,
-            filter_text: inputs.filter_text,
-            warnings: inputs.warnings,
-        },
-    );
-    (data, no_path)
 }
 
 /// Whether a lifetime (`None`: before or after the trace) meets `[from, to)`.

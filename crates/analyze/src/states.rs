@@ -1,9 +1,11 @@
 //! Every thread's states over time, replayed from the scheduler's events
 //! (`sched_switch`, `sched_waking`): spans of running, runnable and blocked
 //! time per thread, each blocked span with its blocking stack, its task state
-//! and the thread that woke it; and per CPU, which thread ran from when. The
-//! critical path walks these; the aggregated `--waits` view keeps its own
-//! replay (`waits::schedule`) because it needs only totals.
+//! and the thread that woke it; and per CPU, which thread ran from when.
+//! This is the one replay of the scheduler: the critical path walks its
+//! spans, and [`Schedule`] sums them up for the `--waits` view, the timeline,
+//! the off-CPU flame graph and the detectors, so that every view tells the
+//! same story about a thread's time.
 //!
 //! The rules:
 //! - a `Switch` away from a thread whose reported state is runnable
@@ -31,7 +33,6 @@
 use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
-use slowlab_model::views::blocked::BlockedStretch;
 
 use crate::select::BuildFx;
 
@@ -227,9 +228,22 @@ impl Replay {
     }
 }
 
+thread_local! {
+    /// How many times this thread replayed a trace's scheduler events: the
+    /// benchmark and the tests check that one command does it once.
+    static REPLAYS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The number of replays ([`ThreadStates::build`]) run on this thread (a
+/// command analyzes on its main thread).
+pub fn replays() -> usize {
+    REPLAYS.with(std::cell::Cell::get)
+}
+
 impl ThreadStates {
     /// Replays the scheduler events of the trace.
     pub fn build(trace: &Trace) -> ThreadStates {
+        REPLAYS.with(|r| r.set(r.get() + 1));
         let tids = TidIndex::new(trace);
         let n = trace.threads.len();
         let cpus = trace
@@ -398,52 +412,70 @@ impl ThreadStates {
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         out
     }
+}
 
-    /// The blocked spans of the threads `mask` keeps, cut to `[from, to)`,
-    /// that last at least `min_ns` there: the `max` longest of them, each
-    /// classified ([`span_kind`](crate::critical_path::classify::span_kind)),
-    /// by thread, then time.
-    pub fn blocked_stretches(
-        &self,
-        trace: &Trace,
-        mask: &[bool],
-        (from, to): (u64, u64),
-        min_ns: u64,
-        max: usize,
-    ) -> Vec<BlockedStretch> {
-        let mut spans = Vec::new();
-        for (i, thread_spans) in self.spans.iter().enumerate() {
-            if !mask.get(i).copied().unwrap_or(false) {
-                continue;
-            }
-            for span in thread_spans {
-                let SpanState::Blocked(b) = span.state else {
-                    continue;
-                };
-                let (start, end) = (span.start_ns.max(from), span.end_ns.min(to));
-                if end > start && end - start >= min_ns {
-                    spans.push((end - start, ThreadIdx(i as u32), start, end, b));
+/// A blocked interval that ended (woken, by a recorded wake-up or an unseen
+/// one), as the views and detectors count waits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wait {
+    pub thread: ThreadIdx,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Where the thread blocked.
+    pub stack: Option<StackIdx>,
+    /// The thread that woke it; `None` when the waker was not a known
+    /// thread (an interrupt on an idle CPU, or a wake-up the trace lost).
+    pub waker: Option<ThreadIdx>,
+    pub waker_stack: Option<StackIdx>,
+}
+
+/// Running, blocked and runnable time of one thread.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThreadTimes {
+    pub running_ns: u64,
+    pub blocked_ns: u64,
+    pub runnable_ns: u64,
+}
+
+/// The replay summed up: every thread's times and every wait that ended, in
+/// the order of their ends. Derived from [`ThreadStates`], never replayed
+/// again, so `--waits` and the critical path agree on every thread.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    pub times: Vec<ThreadTimes>,
+    pub waits: Vec<Wait>,
+}
+
+impl Schedule {
+    /// Sums up the spans of a replay.
+    pub fn from_states(states: &ThreadStates) -> Schedule {
+        let mut times = vec![ThreadTimes::default(); states.spans.len()];
+        let mut waits = Vec::new();
+        for (i, spans) in states.spans.iter().enumerate() {
+            let t = &mut times[i];
+            for span in spans {
+                let len = span.end_ns - span.start_ns;
+                match span.state {
+                    SpanState::Running { .. } => t.running_ns += len,
+                    SpanState::Runnable => t.runnable_ns += len,
+                    SpanState::Blocked(b) => {
+                        t.blocked_ns += len;
+                        if b.woken {
+                            waits.push(Wait {
+                                thread: ThreadIdx(i as u32),
+                                start_ns: span.start_ns,
+                                end_ns: span.end_ns,
+                                stack: b.stack,
+                                waker: b.waker,
+                                waker_stack: b.waker_stack,
+                            });
+                        }
+                    }
                 }
             }
         }
-        if spans.len() > max {
-            spans.select_nth_unstable_by(max, |a, b| b.0.cmp(&a.0));
-            spans.truncate(max);
-        }
-        spans.sort_by_key(|s| (s.1, s.2));
-        spans
-            .into_iter()
-            .map(|(_, thread, start_ns, end_ns, b)| BlockedStretch {
-                thread,
-                start_ns,
-                end_ns,
-                kind: crate::critical_path::classify::span_kind(trace, &b),
-                task_state: b.task_state,
-                woken: b.woken,
-                waker: b.waker,
-                stack: b.stack,
-            })
-            .collect()
+        waits.sort_by_key(|w| (w.end_ns, w.thread));
+        Schedule { times, waits }
     }
 }
 

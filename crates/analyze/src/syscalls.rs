@@ -221,12 +221,12 @@ pub fn errno_name(errno: i64) -> String {
 /// Builds the view. `captured` is the path capture, if there is one.
 pub fn syscalls_view(
     trace: &Trace,
+    calls: &[Call],
     sel: &Selection,
     captured: Option<&[CapturedPath]>,
     top_sites: usize,
 ) -> SyscallsView {
-    let mut calls = pair_calls(trace);
-    let matched = captured.map_or(0, |c| attach_paths(trace, &mut calls, c));
+    let matched = calls.iter().filter(|c| c.path.is_some()).count();
     let keep = sel.thread_mask(trace);
     let (from, to) = sel.time_range_ns(trace);
 
@@ -245,7 +245,7 @@ pub fn syscalls_view(
     let mut per: BTreeMap<usize, Proc> = BTreeMap::new();
     let mut missing = 0u64;
     let mut shown = FunctionStacks::new(trace);
-    for call in &calls {
+    for call in calls {
         let t = call.enter_ns.or(call.exit_ns).unwrap_or(0);
         if !keep.get(call.thread.ix()).copied().unwrap_or(false) || t < from || t >= to {
             continue;
@@ -431,10 +431,18 @@ mod tests {
         (t, cap)
     }
 
+    fn view(t: &Trace, cap: Option<&[CapturedPath]>) -> SyscallsView {
+        let mut calls = pair_calls(t);
+        if let Some(c) = cap {
+            attach_paths(t, &mut calls, c);
+        }
+        syscalls_view(t, &calls, &Selection::default(), cap, 3)
+    }
+
     #[test]
     fn calls_are_paired_counted_and_errors_named() {
         let (t, cap) = probing();
-        let v = syscalls_view(&t, &Selection::default(), Some(&cap), 3);
+        let v = view(&t, Some(&cap));
         let app = &v.processes[0];
         let stat = app
             .syscalls
@@ -452,7 +460,7 @@ mod tests {
     #[test]
     fn paths_fold_numbers_into_patterns() {
         let (t, cap) = probing();
-        let v = syscalls_view(&t, &Selection::default(), Some(&cap), 3);
+        let v = view(&t, Some(&cap));
         let p = &v.processes[0].paths[0];
         assert_eq!(p.pattern, "/logs/name.N.dat");
         assert_eq!((p.count, p.found, p.failed), (7, 6, 1));
@@ -464,7 +472,7 @@ mod tests {
     #[test]
     fn without_a_capture_the_view_says_why_paths_are_missing() {
         let (t, _) = probing();
-        let v = syscalls_view(&t, &Selection::default(), None, 3);
+        let v = view(&t, None);
         assert!(v.processes[0].paths.is_empty());
         assert_eq!(v.paths_missing, 7);
         assert!(v.paths_note.as_deref().unwrap().contains("not captured"));

@@ -7,11 +7,17 @@ use std::collections::HashMap;
 use slowlab_model::trace::{EventKind, ProcIdx, Trace};
 
 use crate::select::{BuildFx, Selection};
-use crate::waits::schedule;
+use crate::states::Schedule;
 pub use slowlab_model::views::timeline::{Bucket, ProcessCpu, TimelineView};
 
 /// Buckets of `bucket_s` seconds; `top` processes per bucket.
-pub fn timeline_view(trace: &Trace, sel: &Selection, bucket_s: f64, top: usize) -> TimelineView {
+pub fn timeline_view(
+    trace: &Trace,
+    sched: &Schedule,
+    sel: &Selection,
+    bucket_s: f64,
+    top: usize,
+) -> TimelineView {
     let keep = sel.thread_mask(trace);
     let start = trace.meta.start_ns;
     let bucket_ns = (bucket_s.max(1e-3) * 1e9) as u64;
@@ -37,7 +43,7 @@ pub fn timeline_view(trace: &Trace, sel: &Selection, bucket_s: f64, top: usize) 
         }
     }
     let mut blocked = vec![0u64; count];
-    for w in schedule(trace).waits.iter().filter(|w| keep[w.thread.ix()]) {
+    for w in sched.waits.iter().filter(|w| keep[w.thread.ix()]) {
         // Split the wait over the buckets it spans.
         let mut t = w.start_ns.max(start);
         while t < w.end_ns {
@@ -102,7 +108,8 @@ mod tests {
     fn samples_land_in_their_buckets() {
         let t = small_trace();
         // Samples at 1..6 ms after a start of 1 ms; buckets of 2 ms.
-        let v = timeline_view(&t, &Selection::default(), 0.002, 5);
+        let sched = crate::states::Schedule::from_states(&crate::states::ThreadStates::build(&t));
+        let v = timeline_view(&t, &sched, &Selection::default(), 0.002, 5);
         assert_eq!(v.buckets.len(), 3);
         let total: f64 = v.buckets.iter().map(|b| b.cpu_s).sum();
         assert!((total - 0.006).abs() < 1e-12, "{total}");

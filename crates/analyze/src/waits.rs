@@ -1,22 +1,14 @@
-//! Precise CPU and waits from the scheduler's events (`sched_switch`,
-//! `sched_waking`): for every thread the time it ran, was blocked, and was
-//! runnable but waiting for a CPU; where it blocked (the stack of the switch
-//! that put it to sleep) and who woke it (the waking thread, its process and
-//! its stack at the wake-up), aggregated so that the longest waits and their
-//! wakers come first — the ReadyThread view of a Windows trace analyzer.
+//! Precise CPU and waits from the scheduler's events: for every thread the
+//! time it ran, was blocked, and was runnable but waiting for a CPU; where it
+//! blocked (the stack of the switch that put it to sleep) and who woke it
+//! (the waking thread, its process and its stack at the wake-up),
+//! aggregated so that the longest waits and their wakers come first — the
+//! ReadyThread view of a Windows trace analyzer.
 //!
-//! The state machine per thread:
-//! - a `Switch` away from a thread whose state is runnable (0, or the
-//!   kernel's "preempted" marker: see `states::is_runnable_state`) makes it
-//!   *runnable*; with any other state it is *blocked* from then on,
-//!   the switch's stack being where it blocked;
-//! - a `Waking` of a blocked thread ends the wait: its length, the blocking
-//!   stack and the waker (the thread the event was recorded on, with its
-//!   stack) are recorded, and the thread is *runnable*;
-//! - a `Switch` to a thread makes it *running*.
-//!
-//! Time before a thread's first event is not counted (its state is
-//! unknown). Pure: reads the trace model, prints nothing.
+//! The times and waits are those of the one replay of the scheduler
+//! ([`crate::states`], summed up in [`Schedule`]), so this view and the
+//! critical path agree on every thread. Pure: reads the trace model and the
+//! replay, prints nothing.
 
 use std::collections::HashMap;
 
@@ -24,134 +16,17 @@ use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
 
 use crate::function_stacks::FunctionStacks;
 use crate::select::{BuildFx, Selection};
-use crate::states::{is_runnable_state, TidIndex};
-pub use slowlab_model::views::waits::{
-    is_plumbing, summarize_stack, ThreadView, WaitView, WaitsView, WakerView,
-};
-
-/// A blocked interval ended by a wake-up.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Wait {
-    pub thread: ThreadIdx,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// Where the thread blocked.
-    pub stack: Option<StackIdx>,
-    /// The thread that woke it; `None` when the waker was not a known thread
-    /// (an interrupt on an idle CPU).
-    pub waker: Option<ThreadIdx>,
-    pub waker_stack: Option<StackIdx>,
-}
-
-/// Running, blocked and runnable time of one thread, and its waits.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ThreadTimes {
-    pub running_ns: u64,
-    pub blocked_ns: u64,
-    pub runnable_ns: u64,
-}
-
-/// Every thread's times and every wait, in time order of their ends.
-#[derive(Debug, Clone, Default)]
-pub struct Schedule {
-    pub times: Vec<ThreadTimes>,
-    pub waits: Vec<Wait>,
-    /// Threads still blocked at the end of the trace: (thread, since, stack).
-    pub blocked_at_end: Vec<(ThreadIdx, u64, Option<StackIdx>)>,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum State {
-    Unknown,
-    Running(u64),
-    Runnable(u64),
-    Blocked(u64, Option<StackIdx>),
-}
-
-/// Replays the scheduler events.
-pub fn schedule(trace: &Trace) -> Schedule {
-    let tids = TidIndex::new(trace);
-    let lookup = |tid: i32, time: u64| tids.lookup(tid, time);
-
-    let n = trace.threads.len();
-    let mut state = vec![State::Unknown; n];
-    let mut out = Schedule {
-        times: vec![ThreadTimes::default(); n],
-        ..Schedule::default()
-    };
-    let close = |times: &mut ThreadTimes, st: State, now: u64| match st {
-        State::Running(since) => times.running_ns += now.saturating_sub(since),
-        State::Runnable(since) => times.runnable_ns += now.saturating_sub(since),
-        State::Blocked(since, _) => times.blocked_ns += now.saturating_sub(since),
-        State::Unknown => {}
-    };
-
-    for ev in &trace.events {
-        let now = ev.time_ns;
-        match ev.kind {
-            EventKind::Switch {
-                prev_tid,
-                prev_state,
-                next_tid,
-                ..
-            } => {
-                if let Some(prev) = lookup(prev_tid, now) {
-                    let i = prev.ix();
-                    close(&mut out.times[i], state[i], now);
-                    state[i] = if is_runnable_state(prev_state) {
-                        State::Runnable(now)
-                    } else {
-                        State::Blocked(now, ev.stack)
-                    };
-                }
-                if let Some(next) = lookup(next_tid, now) {
-                    let i = next.ix();
-                    close(&mut out.times[i], state[i], now);
-                    state[i] = State::Running(now);
-                }
-            }
-            EventKind::Waking { tid, .. } => {
-                let Some(target) = lookup(tid, now) else {
-                    continue;
-                };
-                let i = target.ix();
-                if let State::Blocked(since, stack) = state[i] {
-                    out.times[i].blocked_ns += now.saturating_sub(since);
-                    let waker = (trace.threads.get(ev.thread.ix()).is_some_and(|t| t.tid > 0))
-                        .then_some(ev.thread);
-                    out.waits.push(Wait {
-                        thread: target,
-                        start_ns: since,
-                        end_ns: now,
-                        stack,
-                        waker,
-                        waker_stack: ev.stack,
-                    });
-                    state[i] = State::Runnable(now);
-                }
-            }
-            _ => {}
-        }
-    }
-    let end = trace.meta.end_ns;
-    for (i, st) in state.iter().enumerate() {
-        // Only runnable and running tails count; a thread blocked at the end
-        // has no wake-up to attribute, so it is listed apart.
-        match *st {
-            State::Blocked(since, stack) => {
-                out.times[i].blocked_ns += end.saturating_sub(since);
-                out.blocked_at_end.push((ThreadIdx(i as u32), since, stack));
-            }
-            other => close(&mut out.times[i], other, end),
-        }
-    }
-    out
-}
+pub use crate::states::{Schedule, ThreadTimes, Wait};
+pub use slowlab_model::views::waits::{ThreadView, WaitView, WaitsView, WakerView};
 
 /// Builds the waits view for the threads the selection keeps, `top` waits
 /// per thread (all when `None`).
-pub fn waits_view(trace: &Trace, sel: &Selection, top: Option<usize>) -> WaitsView {
-    let sched = schedule(trace);
+pub fn waits_view(
+    trace: &Trace,
+    sched: &Schedule,
+    sel: &Selection,
+    top: Option<usize>,
+) -> WaitsView {
     let keep = sel.thread_mask(trace);
     let has_sched_events = trace
         .events
@@ -279,8 +154,7 @@ pub fn ns_to_s(ns: u64) -> f64 {
 }
 
 /// Folded off-CPU stacks weighted by microseconds blocked (process;outer;…;inner µs).
-pub fn offcpu_collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
-    let sched = schedule(trace);
+pub fn offcpu_collapsed_lines(trace: &Trace, sched: &Schedule, sel: &Selection) -> Vec<String> {
     let keep = sel.thread_mask(trace);
     let mut weights: HashMap<(u32, Option<StackIdx>), u64, BuildFx> = HashMap::default();
     let mut shown = FunctionStacks::new(trace);
@@ -324,6 +198,10 @@ mod tests {
         });
     }
 
+    fn sched(t: &Trace) -> Schedule {
+        Schedule::from_states(&crate::states::ThreadStates::build(t))
+    }
+
     /// `app` (tid 10) runs, blocks in main→work at 10 ms, is woken by
     /// `other` (tid 20, stack idle) at 210 ms, waits 5 ms for the CPU, runs.
     fn pipe_like() -> Trace {
@@ -356,7 +234,8 @@ mod tests {
 
     #[test]
     fn a_wait_is_attributed_to_its_stack_and_waker() {
-        let view = waits_view(&pipe_like(), &Selection::default(), None);
+        let t = pipe_like();
+        let view = waits_view(&t, &sched(&t), &Selection::default(), None);
         let app = view.threads.iter().find(|t| t.tid == 10).unwrap();
         assert!((app.blocked_s - 0.200).abs() < 1e-9, "{app:?}");
         assert!((app.runnable_s - 0.005).abs() < 1e-9, "{app:?}");
@@ -375,7 +254,7 @@ mod tests {
     #[test]
     fn a_preempted_thread_is_runnable_not_blocked() {
         let t = pipe_like();
-        let sched = schedule(&t);
+        let sched = sched(&t);
         // tid 20 was switched out with state 0 at 5 ms and 215 ms.
         let other = &sched.times[1];
         assert_eq!(other.blocked_ns, 0);
@@ -384,7 +263,8 @@ mod tests {
 
     #[test]
     fn off_cpu_lines_weigh_microseconds_blocked() {
-        let lines = offcpu_collapsed_lines(&pipe_like(), &Selection::default());
+        let t = pipe_like();
+        let lines = offcpu_collapsed_lines(&t, &sched(&t), &Selection::default());
         assert_eq!(lines, vec!["app;main;work 200000"]);
     }
 
@@ -401,7 +281,10 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        assert_eq!(summarize_stack(&names, 2), "__mutex_lock ← dev_ifconf");
-        assert_eq!(summarize_stack(&[], 2), "[no stack]");
+        assert_eq!(
+            crate::classify::summarize_stack(&names, 2),
+            "__mutex_lock ← dev_ifconf"
+        );
+        assert_eq!(crate::classify::summarize_stack(&[], 2), "[no stack]");
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use arrow_array::RecordBatch;
-use slowlab_analyze::critical_path::classify::span_kind;
+use slowlab_analyze::classify::span_kind;
 use slowlab_analyze::states::{SpanState, ThreadStates};
 use slowlab_model::trace::{EventKind, ThreadIdx, Trace};
 
@@ -97,7 +97,13 @@ impl TraceTables {
     /// Adds the rows of `trace`, named `name` in the `trace` columns;
     /// `stack_ids` are the content ids of its stack nodes
     /// (`CodeTables::add_trace`). Returns the trace's CPU sample count.
-    pub fn add_trace(&mut self, name: &str, trace: &Trace, stack_ids: &[i64]) -> u64 {
+    pub fn add_trace(
+        &mut self,
+        name: &str,
+        trace: &Trace,
+        states: &ThreadStates,
+        stack_ids: &[i64],
+    ) -> u64 {
         let stack = |s: Option<slowlab_model::trace::StackIdx>| {
             s.and_then(|s| stack_ids.get(s.ix()).copied())
         };
@@ -140,7 +146,6 @@ impl TraceTables {
             .iter()
             .any(|e| matches!(e.kind, EventKind::Switch { .. }));
         if has_switches {
-            let states = ThreadStates::build(trace);
             let mut offcpu: HashMap<(u32, Option<i64>), Weight> = HashMap::new();
             let mut waits: HashMap<(u32, Option<u32>, &'static str), WaitTotals> = HashMap::new();
             for (th, spans) in states.spans.iter().enumerate() {

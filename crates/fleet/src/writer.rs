@@ -17,6 +17,7 @@ use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use slowlab_analyze::states::ThreadStates;
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::Trace;
 
@@ -139,16 +140,18 @@ impl RunExport {
         }
     }
 
-    /// Adds a trace (named `name` in the tables' `trace` column) and the
-    /// findings of its analysis.
+    /// Adds a trace (named `name` in the tables' `trace` column), the
+    /// replay of its scheduler events (the waits) and the findings of its
+    /// analysis.
     pub fn add_trace(
         &mut self,
         name: &str,
         trace: &Trace,
+        states: &ThreadStates,
         findings: &[Finding],
     ) -> Result<(), FleetError> {
         let stack_ids = self.code.add_trace(trace);
-        self.traces.add_trace(name, trace, &stack_ids);
+        self.traces.add_trace(name, trace, states, &stack_ids);
         self.runs
             .add_trace(name, trace, findings, self.exported_at_us)
     }

@@ -8,6 +8,7 @@ mod synth;
 
 use std::path::Path;
 
+use slowlab_analyze::states::ThreadStates;
 use slowlab_fleet::query::Fleet;
 use slowlab_fleet::{named, Partition, RunExport};
 
@@ -20,7 +21,8 @@ fn export(
 ) {
     let trace = synth::trace(host, stacks);
     let mut e = RunExport::new(1_795_465_541_000_000);
-    e.add_trace("trace.data", &trace, findings).unwrap();
+    e.add_trace("trace.data", &trace, &ThreadStates::build(&trace), findings)
+        .unwrap();
     e.write(root, &Partition::new(host, run).unwrap()).unwrap();
 }
 

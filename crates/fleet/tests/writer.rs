@@ -10,6 +10,7 @@ use std::path::Path;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use slowlab_analyze::states::ThreadStates;
 use slowlab_fleet::{FleetError, Partition, RunExport, Table};
 
 fn read(root: &Path, table: Table, host: &str, run: &str) -> RecordBatch {
@@ -51,7 +52,9 @@ fn export(
     let trace = synth::trace(host, stacks);
     let mut run_export = RunExport::new(1_795_465_541_000_000);
     let findings = [synth::finding("memcg-thrash", "app", 1.5)];
-    run_export.add_trace("t.data", &trace, &findings).unwrap();
+    run_export
+        .add_trace("t.data", &trace, &ThreadStates::build(&trace), &findings)
+        .unwrap();
     run_export
         .write(root, &Partition::new(host, run).unwrap())
         .unwrap()
@@ -138,7 +141,9 @@ fn a_run_is_written_once_and_leftovers_are_replaced() {
     export(root, "alpha", "r1", &[(&["main"], 3)]);
     let trace = synth::trace("alpha", &[(&["main"], 3)]);
     let mut again = RunExport::new(0);
-    again.add_trace("t.data", &trace, &[]).unwrap();
+    again
+        .add_trace("t.data", &trace, &ThreadStates::build(&trace), &[])
+        .unwrap();
     let err = again
         .write(root, &Partition::new("alpha", "r1").unwrap())
         .unwrap_err();
@@ -181,7 +186,8 @@ fn an_unwritable_root_is_an_error_not_a_panic() {
     std::fs::write(&file, b"x").unwrap();
     let trace = synth::trace("alpha", &[(&["main"], 1)]);
     let mut e = RunExport::new(0);
-    e.add_trace("t.data", &trace, &[]).unwrap();
+    e.add_trace("t.data", &trace, &ThreadStates::build(&trace), &[])
+        .unwrap();
     let err = e
         .write(&file, &Partition::new("alpha", "r1").unwrap())
         .unwrap_err();

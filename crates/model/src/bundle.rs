@@ -1,13 +1,23 @@
 //! A trace with what `slowlab record` writes beside it: the path strings of
 //! the path-taking syscalls (`FILE.paths`, captured with eBPF) and the
 //! memory-cgroup notes (`FILE.cgroups.json`). The types the readers fill and
-//! the analyses read, and the parser of the cgroup notes' bytes
-//! ([`CgroupInfo::from_json`]); finding and opening the files is the
-//! binary's (`trace_input`).
+//! the analyses read, the parser of the cgroup notes' bytes
+//! ([`CgroupInfo::from_json`]) and how the side files are named beside a
+//! trace ([`side_file`]); opening them is `slowlab-open`'s.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use crate::trace::Trace;
+
+/// The side file `TRACE.SUFFIX` of a trace (`paths`, `cgroups.json`, or a
+/// recording's `partial`).
+pub fn side_file(trace: &Path, suffix: &str) -> PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
 
 /// A path captured at a syscall's entry (on the trace's clock).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -4,9 +4,8 @@
 //! ended it. The JSON of these types is `critical_path.json` of `slowlab
 //! diagnose` and `slowlab analyze --critical-path --json` (README.md).
 //!
-//! Only the types live here, and how a part of the path is said in words
-//! ([`describe_part`], which the summary and the renderers share); the walk
-//! is `slowlab_analyze::critical_path`.
+//! Only the types live here; the walk, and how a part of the path is said
+//! in words, are `slowlab_analyze::critical_path`.
 
 use serde::{Deserialize, Serialize};
 
@@ -201,65 +200,4 @@ pub struct CriticalPath {
     /// Seconds of the path where no scheduler event said what the thread
     /// was doing (counted as blocked `other`).
     pub unknown_s: f64,
-}
-
-/// What a blocked thread was waiting on, in words.
-fn waiting_on(kind: WaitKind, blocked_in: Option<&str>) -> &'static str {
-    let f = blocked_in.unwrap_or("");
-    match kind {
-        WaitKind::Lock => "waiting on a lock",
-        WaitKind::Io => "waiting for storage",
-        WaitKind::Sleep => "sleeping",
-        WaitKind::Fault => "waiting in page faults",
-        WaitKind::Other => "blocked",
-        WaitKind::Ipc if f.contains("pipe_") || f == "wait_for_partner" => "waiting on a pipe",
-        WaitKind::Ipc if f.starts_with("do_wait") || f.contains("wait4") => "waiting for a child",
-        WaitKind::Ipc if f.starts_with("futex") => "waiting for a thread to finish",
-        WaitKind::Ipc
-            if f.starts_with("unix_")
-                || f.starts_with("sk_")
-                || f.starts_with("tcp_")
-                || f.contains("skb") =>
-        {
-            "waiting on a socket"
-        }
-        WaitKind::Ipc if f.contains("poll") || f.contains("select") => "waiting in poll",
-        WaitKind::Ipc => "waiting for another process",
-    }
-}
-
-/// One part in words, relative to the root process (`root_pid`).
-pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
-    let who = if part.pid == root_pid {
-        String::new()
-    } else {
-        format!(" in {}", part.comm)
-    };
-    let mut text = match part.state {
-        SegmentState::Cpu => match &part.function {
-            Some(f) if who.is_empty() => format!("on a CPU in {f}"),
-            Some(f) => format!("on a CPU{who} ({f})"),
-            None => format!("on a CPU{who}"),
-        },
-        SegmentState::Runnable => format!("runnable{who}, waiting for a CPU"),
-        SegmentState::Blocked => {
-            let kind = part.kind.unwrap_or(WaitKind::Other);
-            let what = waiting_on(kind, part.function.as_deref());
-            match &part.function {
-                Some(f) => format!("{what}{who} ({f})"),
-                None => format!("{what}{who}"),
-            }
-        }
-    };
-    if let Some(via) = part.via {
-        text.push_str(match via {
-            WaitKind::Lock => " behind a lock",
-            WaitKind::Io => " behind a storage wait",
-            WaitKind::Sleep => " behind a sleep",
-            WaitKind::Ipc => " behind a pipe, socket or exit",
-            WaitKind::Fault => " behind a page fault",
-            WaitKind::Other => " behind a wait",
-        });
-    }
-    text
 }

@@ -31,17 +31,6 @@ impl Point {
     pub fn reps(&self) -> usize {
         self.cpu_s.len()
     }
-
-    /// Median of the CPU times (NaN when there are none).
-    pub fn median_cpu_s(&self) -> f64 {
-        let mut v = self.cpu_s.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
-    }
 }
 
 /// What a sweep concluded about the growth of a command's cost.

@@ -22,13 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// `OUTPUT.SUFFIX`.
-pub fn side_file(output: &Path, suffix: &str) -> PathBuf {
-    let mut name = output.as_os_str().to_owned();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
-}
+pub use slowlab_model::bundle::side_file;
 
 /// How often new processes' cgroups are looked up.
 const CGROUP_POLL: Duration = Duration::from_millis(200);

@@ -5,7 +5,7 @@
 //! `CriticalPath`; computes nothing. (The HTML report draws the path itself,
 //! from `report_data`.)
 
-use slowlab_model::critical_path::describe_part;
+use slowlab_analyze::critical_path::describe_part;
 use slowlab_model::critical_path::{CriticalPath, Segment, SegmentState, WaitKind};
 
 use crate::format;

@@ -11,6 +11,7 @@
 //! output is self-contained (no fonts, scripts or external references).
 
 use slowlab_model::results::{FunctionGrowth, FunctionVerdict, Point, SweepResult};
+use slowlab_sweep::stats::median;
 
 use crate::format;
 
@@ -36,7 +37,7 @@ pub fn sweep_svg(result: &SweepResult) -> String {
     let baseline_s = result
         .baseline
         .as_ref()
-        .map_or(0.0, |b| b.median_cpu_s())
+        .map_or(0.0, |b| median(&b.cpu_s))
         .max(0.0);
     let function_points: Vec<(&FunctionGrowth, Vec<Point>, f64)> = result
         .profile_period_s
@@ -101,7 +102,7 @@ fn plotted_functions(
                     cpu_s: cost(&p.samples),
                     wall_s: Vec::new(),
                 })
-                .map_or(0.0, |p| p.median_cpu_s())
+                .map_or(0.0, |p| median(&p.cpu_s))
                 .max(0.0);
             (f, points, baseline_s)
         })
@@ -194,7 +195,7 @@ pub fn series_svg(title: &str, y_label: &str, series: &[Series]) -> String {
                     ));
                 }
             }
-            let m = p.median_cpu_s() - s.baseline_s;
+            let m = median(&p.cpu_s) - s.baseline_s;
             if m > 0.0 {
                 medians.push((p.n as f64, m));
                 svg.push_str(&format!(

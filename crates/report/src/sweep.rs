@@ -144,7 +144,7 @@ pub fn render_text(r: &SweepResult) -> String {
         out.push_str(&format!(
             "baseline n={}: {} CPU, median of {} run(s)\n",
             b.n,
-            format::seconds(b.median_cpu_s()),
+            format::seconds(slowlab_sweep::stats::median(&b.cpu_s)),
             b.reps()
         ));
     }

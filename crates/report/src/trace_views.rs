@@ -3,12 +3,13 @@
 //! paths, the timeline — and of the detectors' findings. Each function takes
 //! a view from the `analyze` crate and returns text; nothing here computes.
 
+use slowlab_analyze::classify::summarize_stack;
 use slowlab_model::findings::Finding;
 use slowlab_model::views::faults::FaultsView;
 use slowlab_model::views::procs::{ProcView, ProcsView};
 use slowlab_model::views::syscalls::SyscallsView;
 use slowlab_model::views::timeline::TimelineView;
-use slowlab_model::views::waits::{summarize_stack, WaitsView};
+use slowlab_model::views::waits::WaitsView;
 
 use crate::format;
 use crate::table::{Align, Table};

@@ -63,6 +63,18 @@ fn tune_malloc() {
     }
 }
 
+/// With `SLOWLAB_COUNT_REPLAYS` set, says on stderr how many times this
+/// command replayed a trace's scheduler events (the benchmark of one
+/// analysis per trace checks that it is once).
+fn report_replays() {
+    if std::env::var_os("SLOWLAB_COUNT_REPLAYS").is_some() {
+        eprintln!(
+            "slowlab: scheduler replays: {}",
+            slowlab_analyze::states::replays()
+        );
+    }
+}
+
 fn main() {
     tune_malloc();
     let cli = Cli::parse();

@@ -18,7 +18,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use slowlab_analyze::diagnose::diagnose;
+use slowlab_analyze::analysis::{Analysis, Root};
 use slowlab_analyze::select::Selection;
 use slowlab_analyze::{cpu, faults, procs, syscalls, timeline, waits};
 use slowlab_model::bundle::TraceBundle;
@@ -72,16 +72,16 @@ fn load_bundle(file: &Path) -> Result<TraceBundle, String> {
 fn outputs(bundle: &TraceBundle, label: &str) -> Vec<(&'static str, String)> {
     let trace = &bundle.trace;
     let all = Selection::default();
-    let d = diagnose(bundle, &[label.to_string()]);
-    let findings_json =
-        serde_json::to_string_pretty(&d.findings).expect("findings serialize") + "\n";
-    let critical_path = match (&d.critical_path, &d.no_path) {
-        (Some(cp), _) => critical_path_text(cp, 8),
-        (None, why) => format!("no critical path: {}\n", why.as_deref().unwrap_or("")),
+    let d = Analysis::new(bundle, Root::Command(vec![label.to_string()]));
+    let findings = d.findings();
+    let findings_json = serde_json::to_string_pretty(findings).expect("findings serialize") + "\n";
+    let critical_path = match d.root_path() {
+        Ok(rp) => critical_path_text(&rp.path, 8),
+        Err(why) => format!("no critical path: {why}\n"),
     };
     vec![
         ("findings.json", findings_json),
-        ("findings.txt", trace_views::findings_text(&d.findings)),
+        ("findings.txt", trace_views::findings_text(findings)),
         ("critical-path.txt", critical_path),
         (
             "cpu.txt",
@@ -89,7 +89,11 @@ fn outputs(bundle: &TraceBundle, label: &str) -> Vec<(&'static str, String)> {
         ),
         (
             "waits.txt",
-            trace_views::waits_text(&waits::waits_view(trace, &all, Some(TOP)), TOP, 5),
+            trace_views::waits_text(
+                &waits::waits_view(trace, d.schedule(), &all, Some(TOP)),
+                TOP,
+                5,
+            ),
         ),
         (
             "faults.txt",
@@ -106,14 +110,26 @@ fn outputs(bundle: &TraceBundle, label: &str) -> Vec<(&'static str, String)> {
         (
             "syscalls.txt",
             trace_views::syscalls_text(
-                &syscalls::syscalls_view(trace, &all, bundle.paths.as_deref(), 5),
+                &syscalls::syscalls_view(
+                    trace,
+                    d.context().calls(),
+                    &all,
+                    bundle.paths.as_deref(),
+                    5,
+                ),
                 TOP,
                 10,
             ),
         ),
         (
             "timeline.txt",
-            trace_views::timeline_text(&timeline::timeline_view(trace, &all, BUCKET_S, 3)),
+            trace_views::timeline_text(&timeline::timeline_view(
+                trace,
+                d.schedule(),
+                &all,
+                BUCKET_S,
+                3,
+            )),
         ),
     ]
 }

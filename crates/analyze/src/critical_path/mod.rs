@@ -27,7 +27,6 @@
 //! `unknown_s`. The segments' durations add up to the wall time exactly.
 //! Pure: reads the trace and its replayed states ([`ThreadStates`]).
 
-pub mod classify;
 mod summary;
 
 use std::collections::HashMap;
@@ -37,9 +36,9 @@ use slowlab_model::critical_path::{
 };
 use slowlab_model::trace::{FuncIdx, ProcIdx, StackIdx, ThreadIdx, Trace};
 
+use crate::classify::{self, wake_context, EndedBy};
 use crate::select::BuildFx;
 use crate::states::{BlockedSpan, SpanState, ThreadStates};
-use classify::{wake_context, EndedBy};
 
 pub use summary::{describe_part, parts};
 

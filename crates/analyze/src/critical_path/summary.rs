@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-pub use slowlab_model::critical_path::describe_part;
 use slowlab_model::critical_path::{PathPart, PathRoot, Segment, SegmentState, WaitKind};
 
 /// Segments grouped by (process, state, kind, function, via), largest first.
@@ -92,4 +91,65 @@ pub fn sentence(root: &PathRoot, wall_s: f64, parts: &[PathPart]) -> String {
         pieces.push("in many short stretches, none above 3%".to_string());
     }
     format!("`{}` ran {:.2} s: {}", root.comm, wall_s, pieces.join(", "))
+}
+
+/// What a blocked thread was waiting on, in words.
+fn waiting_on(kind: WaitKind, blocked_in: Option<&str>) -> &'static str {
+    let f = blocked_in.unwrap_or("");
+    match kind {
+        WaitKind::Lock => "waiting on a lock",
+        WaitKind::Io => "waiting for storage",
+        WaitKind::Sleep => "sleeping",
+        WaitKind::Fault => "waiting in page faults",
+        WaitKind::Other => "blocked",
+        WaitKind::Ipc if f.contains("pipe_") || f == "wait_for_partner" => "waiting on a pipe",
+        WaitKind::Ipc if f.starts_with("do_wait") || f.contains("wait4") => "waiting for a child",
+        WaitKind::Ipc if f.starts_with("futex") => "waiting for a thread to finish",
+        WaitKind::Ipc
+            if f.starts_with("unix_")
+                || f.starts_with("sk_")
+                || f.starts_with("tcp_")
+                || f.contains("skb") =>
+        {
+            "waiting on a socket"
+        }
+        WaitKind::Ipc if f.contains("poll") || f.contains("select") => "waiting in poll",
+        WaitKind::Ipc => "waiting for another process",
+    }
+}
+
+/// One part in words, relative to the root process (`root_pid`).
+pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
+    let who = if part.pid == root_pid {
+        String::new()
+    } else {
+        format!(" in {}", part.comm)
+    };
+    let mut text = match part.state {
+        SegmentState::Cpu => match &part.function {
+            Some(f) if who.is_empty() => format!("on a CPU in {f}"),
+            Some(f) => format!("on a CPU{who} ({f})"),
+            None => format!("on a CPU{who}"),
+        },
+        SegmentState::Runnable => format!("runnable{who}, waiting for a CPU"),
+        SegmentState::Blocked => {
+            let kind = part.kind.unwrap_or(WaitKind::Other);
+            let what = waiting_on(kind, part.function.as_deref());
+            match &part.function {
+                Some(f) => format!("{what}{who} ({f})"),
+                None => format!("{what}{who}"),
+            }
+        }
+    };
+    if let Some(via) = part.via {
+        text.push_str(match via {
+            WaitKind::Lock => " behind a lock",
+            WaitKind::Io => " behind a storage wait",
+            WaitKind::Sleep => " behind a sleep",
+            WaitKind::Ipc => " behind a pipe, socket or exit",
+            WaitKind::Fault => " behind a page fault",
+            WaitKind::Other => " behind a wait",
+        });
+    }
+    text
 }

@@ -53,7 +53,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         let Some(victim) = rp.thread(trace, s.tid) else {
             continue;
         };
-        for (t, ns) in rp.states.ran_during(abs(s.from_s), abs(s.to_s), victim) {
+        for (t, ns) in cx.states.ran_during(abs(s.from_s), abs(s.to_s), victim) {
             *instead.entry(trace.threads[t.ix()].process).or_default() += ns;
             cpu_ns_total += ns;
         }
@@ -153,7 +153,7 @@ mod tests {
 
     fn findings(t: &slowlab_model::trace::Trace) -> Vec<Finding> {
         let cx = Context::new(t, None, None);
-        let rp = RootPath::new(t, Some(ProcIdx(0))).unwrap();
+        let rp = RootPath::new(t, &cx.states, Some(ProcIdx(0))).unwrap();
         detect(&cx, &rp)
     }
 

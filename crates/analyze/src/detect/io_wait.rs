@@ -25,7 +25,7 @@ use slowlab_model::findings::Finding;
 use slowlab_model::trace::{dev_name, EventKind, Trace};
 
 use super::{enough_of_path, heaviest, Context, RootPath};
-use crate::critical_path::classify;
+use crate::classify;
 use crate::evidence;
 use crate::states::SpanState;
 
@@ -134,7 +134,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let (mut waits, mut longest) = (0u64, 0.0f64);
     let mut intervals: Vec<(u64, u64)> = Vec::new();
     for &t in &trace.processes[proc.ix()].threads {
-        for span in rp.states.spans_in(t, from, to) {
+        for span in cx.states.spans_in(t, from, to) {
             let SpanState::Blocked(b) = span.state else {
                 continue;
             };
@@ -197,6 +197,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::states::ThreadStates;
     use crate::testutil::TraceBuilder;
     use slowlab_model::trace::ProcIdx;
 
@@ -237,7 +238,7 @@ mod tests {
 
     fn findings(t: &slowlab_model::trace::Trace) -> Vec<Finding> {
         let cx = Context::new(t, None, None);
-        let rp = RootPath::new(t, Some(ProcIdx(0))).unwrap();
+        let rp = RootPath::new(t, &cx.states, Some(ProcIdx(0))).unwrap();
         detect(&cx, &rp)
     }
 
@@ -254,7 +255,7 @@ mod tests {
         let share = f[0].evidence["share_of_wall"].as_f64().unwrap();
         assert!((share - 0.8).abs() < 1e-6, "{share}");
         // Ended by the disk: not followed into the thread it interrupted.
-        let rp = RootPath::new(&t, Some(ProcIdx(0))).unwrap();
+        let rp = RootPath::new(&t, &ThreadStates::build(&t), Some(ProcIdx(0))).unwrap();
         assert!(rp.path.segments.iter().all(|s| s.pid != 20));
     }
 

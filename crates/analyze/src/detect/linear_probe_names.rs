@@ -63,7 +63,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     let trace = cx.trace;
     let with_paths = cx.captured.is_some_and(|c| !c.is_empty());
     let mut launches: HashMap<ProcIdx, Launch, BuildFx> = HashMap::default();
-    for call in &cx.calls {
+    for call in cx.calls() {
         let name = trace.str(call.name);
         // Windows (an ETL trace's `FileIO/Create`): an open that finds the
         // file, or an exclusive create that clashes.

@@ -36,7 +36,8 @@ use slowlab_model::critical_path::{SegmentState, WaitKind};
 use slowlab_model::findings::{Culprit, Finding};
 
 use super::{enough_of_path, heaviest, Context, RootPath};
-use crate::critical_path::{classify, describe_part, parts};
+use crate::classify;
+use crate::critical_path::{describe_part, parts};
 use crate::evidence;
 use crate::states::SpanState;
 
@@ -90,7 +91,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     for &t in &rp.tree_threads {
         let tid = trace.threads[t.ix()].tid;
         let (mut blocked, mut count, mut max) = (0.0, 0u64, 0.0f64);
-        for span in rp.states.spans_in(t, from, to) {
+        for span in cx.states.spans_in(t, from, to) {
             let SpanState::Blocked(b) = span.state else {
                 continue;
             };
@@ -191,6 +192,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::states::ThreadStates;
     use crate::testutil::TraceBuilder;
 
     fn ms(v: u64) -> u64 {
@@ -290,7 +292,12 @@ mod tests {
 
     fn findings(t: &slowlab_model::trace::Trace) -> Vec<Finding> {
         let cx = Context::new(t, None, None);
-        let rp = RootPath::new(t, crate::critical_path::process_by_pid(t, 10).ok()).unwrap();
+        let rp = RootPath::new(
+            t,
+            &cx.states,
+            crate::critical_path::process_by_pid(t, 10).ok(),
+        )
+        .unwrap();
         detect(&cx, &rp)
     }
 
@@ -316,7 +323,12 @@ mod tests {
         // The same queue, but each holder is preempted rather than asleep:
         // the waits are as long, and a CPU, not the lock, is what is short.
         let t = queue_holding(3, false, Holding::Preempted, 0);
-        let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
+        let rp = RootPath::new(
+            &t,
+            &ThreadStates::build(&t),
+            crate::critical_path::process_by_pid(&t, 10).ok(),
+        )
+        .unwrap();
         assert!(
             rp.path.breakdown.runnable > 0.05,
             "the path runs through the runnable holders: {:?}",
@@ -345,7 +357,12 @@ mod tests {
         b.switch(ms(502) + 10, 0, 11, 1, 10, futex);
         b.end(ms(503));
         let t = b.build();
-        let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
+        let rp = RootPath::new(
+            &t,
+            &ThreadStates::build(&t),
+            crate::critical_path::process_by_pid(&t, 10).ok(),
+        )
+        .unwrap();
         let unended: f64 = rp
             .path
             .segments
@@ -364,7 +381,12 @@ mod tests {
     #[test]
     fn one_thread_waiting_on_a_lock_held_by_one_other_is_not_contention() {
         let t = queue(1, true);
-        let rp = RootPath::new(&t, crate::critical_path::process_by_pid(&t, 10).ok()).unwrap();
+        let rp = RootPath::new(
+            &t,
+            &ThreadStates::build(&t),
+            crate::critical_path::process_by_pid(&t, 10).ok(),
+        )
+        .unwrap();
         assert!(
             rp.path.breakdown.blocked.sleep > 0.03,
             "{:?}",

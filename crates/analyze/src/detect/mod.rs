@@ -1,9 +1,11 @@
 //! The detectors: each turns a trace into findings — a named culprit, what
 //! it cost, the evidence and a fix hint — for one pathology. Each lives in
-//! its own module that documents its signature and thresholds; this module
-//! prepares what they share (the scheduler replay, the paired syscalls with
-//! their captured paths, per-process sample counts) once, runs them all and
-//! ranks the findings by cost.
+//! its own module that documents its signature and thresholds, and is
+//! registered in [`DETECTORS`] through the [`Detector`] trait (its id, its
+//! thresholds, how to run it). This module prepares what they share (the
+//! one scheduler replay and its sums, the paired syscalls with their
+//! captured paths, per-process sample counts) once in a [`Context`], runs
+//! them all and ranks the findings by cost.
 //!
 //! Cost shares are relative to the time examined: the trace's duration
 //! times its number of CPUs (the most CPU and waiting time a trace can
@@ -22,6 +24,7 @@ pub mod superlinear_growth;
 pub mod topdown_probe;
 pub mod windows;
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::CriticalPath;
@@ -29,40 +32,40 @@ use slowlab_model::findings::{Culprit, Finding, Severity};
 use slowlab_model::trace::{ProcIdx, StackIdx, ThreadIdx, Trace};
 
 use crate::critical_path::{critical_path, default_root, process_tree, window, PathError};
-use crate::states::ThreadStates;
-
 use crate::select::BuildFx;
+use crate::states::{Schedule, ThreadStates};
 use crate::syscalls::{attach_paths, pair_calls, Call, CapturedPath};
-use crate::waits::{schedule, Schedule};
 
 pub(crate) use heaviest::heaviest;
 
 pub use slowlab_model::bundle::CgroupInfo;
 
-/// Everything the detectors share, computed once.
+/// Everything the detectors share, computed once: the scheduler replay
+/// (the one every view and the critical path read), its sums, and the
+/// paired syscalls (when a detector first asks for them).
 pub struct Context<'a> {
     pub trace: &'a Trace,
+    /// The one replay of the scheduler events.
+    pub states: ThreadStates,
+    /// Its sums: every thread's times and every wait that ended.
     pub schedule: Schedule,
-    pub calls: Vec<Call>,
+    calls: OnceCell<Vec<Call>>,
     pub captured: Option<&'a [CapturedPath]>,
     pub cgroups: Option<&'a CgroupInfo>,
     /// Seconds of time the trace can hold: duration × CPUs.
     pub examined_s: f64,
-    /// Per thread: samples whose stack contains a function, by name — built
-    /// lazily by `samples_with`.
     sample_period_s: f64,
 }
 
 impl<'a> Context<'a> {
+    /// Replays the trace's scheduler events (once) and prepares the rest.
     pub fn new(
         trace: &'a Trace,
         captured: Option<&'a [CapturedPath]>,
         cgroups: Option<&'a CgroupInfo>,
     ) -> Self {
-        let mut calls = pair_calls(trace);
-        if let Some(c) = captured {
-            attach_paths(trace, &mut calls, c);
-        }
+        let states = ThreadStates::build(trace);
+        let schedule = Schedule::from_states(&states);
         let cpus = trace.meta.nr_cpus.unwrap_or(1).max(1) as f64;
         let sample_period_s = if trace.samples.is_empty() {
             0.0
@@ -71,13 +74,26 @@ impl<'a> Context<'a> {
         };
         Context {
             trace,
-            schedule: schedule(trace),
-            calls,
+            states,
+            schedule,
+            calls: OnceCell::new(),
             captured,
             cgroups,
             examined_s: (trace.meta.duration_s() * cpus).max(1e-9),
             sample_period_s,
         }
+    }
+
+    /// The trace's syscalls, entries paired with exits, with the captured
+    /// paths attached (computed on first use).
+    pub fn calls(&self) -> &[Call] {
+        self.calls.get_or_init(|| {
+            let mut calls = pair_calls(self.trace);
+            if let Some(c) = self.captured {
+                attach_paths(self.trace, &mut calls, c);
+            }
+            calls
+        })
     }
 
     /// Seconds a sample stands for (cpu-clock: 1/frequency).
@@ -189,7 +205,6 @@ impl<'a> Context<'a> {
 pub struct RootPath {
     pub root: ProcIdx,
     pub path: CriticalPath,
-    pub states: ThreadStates,
     /// The root's wall time (ns on the trace clock).
     pub window: (u64, u64),
     /// The threads of the root's process tree.
@@ -198,13 +213,16 @@ pub struct RootPath {
 
 impl RootPath {
     /// The path of `root`, or of the default root (the longest-running
-    /// process that started in the trace).
-    pub fn new(trace: &Trace, root: Option<ProcIdx>) -> Result<RootPath, PathError> {
+    /// process that started in the trace), over the replayed `states`.
+    pub fn new(
+        trace: &Trace,
+        states: &ThreadStates,
+        root: Option<ProcIdx>,
+    ) -> Result<RootPath, PathError> {
         let root = root
             .or_else(|| default_root(trace))
             .ok_or(PathError::NoRoot)?;
-        let states = ThreadStates::build(trace);
-        let path = critical_path(trace, &states, root)?;
+        let path = critical_path(trace, states, root)?;
         let tree_threads = process_tree(trace, root)
             .into_iter()
             .flat_map(|p| trace.processes[p.ix()].threads.iter().copied())
@@ -212,7 +230,6 @@ impl RootPath {
         Ok(RootPath {
             root,
             path,
-            states,
             window: window(trace, root),
             tree_threads,
         })
@@ -252,34 +269,217 @@ impl RootPath {
     }
 }
 
-/// Every detector, for `--findings` and `diagnose`; the everyday-wait
-/// detectors examine the critical path of `root` (default: see
-/// [`RootPath::new`]).
-pub fn run_all(
-    trace: &Trace,
-    captured: Option<&[CapturedPath]>,
-    cgroups: Option<&CgroupInfo>,
-    root: Option<&RootPath>,
-) -> Vec<Finding> {
-    let cx = Context::new(trace, captured, cgroups);
-    let mut findings = Vec::new();
-    findings.extend(topdown_probe::detect(&cx));
-    findings.extend(notify::detect_permission(&cx));
-    findings.extend(notify::detect_overhead(&cx));
-    findings.extend(linear_probe_names::detect(&cx));
-    findings.extend(serialized_teardown::detect(&cx));
-    findings.extend(memcg_thrash::detect(&cx));
-    findings.extend(kernel_dominated::detect(&cx));
-    findings.extend(superlinear_growth::detect(&cx));
-    findings.extend(windows::notify_buffer::detect(&cx));
-    findings.extend(windows::teardown_lock::detect(&cx));
-    findings.extend(windows::working_set::detect(&cx));
-    findings.extend(windows::topdown_alloc::detect(&cx));
-    if let Some(rp) = root {
-        findings.extend(lock_contention::detect(&cx, rp));
-        findings.extend(io_wait::detect(&cx, rp));
-        findings.extend(cpu_starvation::detect(&cx, rp));
+/// One detector: its finding's id, the thresholds its module documents,
+/// and how it runs. Every detector is registered in [`DETECTORS`].
+pub trait Detector: Sync {
+    /// The id of the findings it makes (`lock-contention`, …).
+    fn id(&self) -> &'static str;
+    /// Its thresholds, by the name of the module's constant, with their
+    /// values.
+    fn thresholds(&self) -> &'static [(&'static str, f64)];
+    /// Whether it judges the critical path of a root process (and so does
+    /// not run without one) rather than the whole trace.
+    fn needs_root(&self) -> bool;
+    /// Its findings on the trace (`root`: the path it judges, if any).
+    fn run(&self, cx: &Context, root: Option<&RootPath>) -> Vec<Finding>;
+}
+
+/// A detector that is one function of its module.
+struct Registered {
+    id: &'static str,
+    thresholds: &'static [(&'static str, f64)],
+    run: Run,
+}
+
+/// How a registered detector runs: on the whole trace, or on a root's path.
+enum Run {
+    Trace(fn(&Context) -> Vec<Finding>),
+    Path(fn(&Context, &RootPath) -> Vec<Finding>),
+}
+
+impl Detector for Registered {
+    fn id(&self) -> &'static str {
+        self.id
     }
+    fn thresholds(&self) -> &'static [(&'static str, f64)] {
+        self.thresholds
+    }
+    fn needs_root(&self) -> bool {
+        matches!(self.run, Run::Path(_))
+    }
+    fn run(&self, cx: &Context, root: Option<&RootPath>) -> Vec<Finding> {
+        match (&self.run, root) {
+            (Run::Trace(f), _) => f(cx),
+            (Run::Path(f), Some(rp)) => f(cx, rp),
+            (Run::Path(_), None) => Vec::new(),
+        }
+    }
+}
+
+/// Every detector, in the order they run (findings are ranked by cost
+/// afterwards, so the order only breaks ties of equal cost and id).
+pub static DETECTORS: &[&dyn Detector] = &[
+    &Registered {
+        id: "topdown-probe",
+        thresholds: &[
+            ("MIN_FAILED", topdown_probe::MIN_FAILED as f64),
+            (
+                "MIN_FAILURES_PER_MAPPING",
+                topdown_probe::MIN_FAILURES_PER_MAPPING,
+            ),
+            ("GROWTH", topdown_probe::GROWTH),
+            ("MIN_MAPPINGS", topdown_probe::MIN_MAPPINGS as f64),
+        ],
+        run: Run::Trace(topdown_probe::detect),
+    },
+    &Registered {
+        id: "notify-permission",
+        thresholds: &[
+            ("MIN_PERMISSION_WAITS", notify::MIN_PERMISSION_WAITS as f64),
+            ("MIN_PERMISSION_WAIT_S", notify::MIN_PERMISSION_WAIT_S),
+        ],
+        run: Run::Trace(notify::detect_permission),
+    },
+    &Registered {
+        id: "notify-overhead",
+        thresholds: &[
+            ("MIN_OVERHEAD_SHARE", notify::MIN_OVERHEAD_SHARE),
+            ("MIN_FILE_OP_SAMPLES", notify::MIN_FILE_OP_SAMPLES as f64),
+        ],
+        run: Run::Trace(notify::detect_overhead),
+    },
+    &Registered {
+        id: "linear-probe-names",
+        thresholds: &[
+            ("MIN_LAUNCHES", linear_probe_names::MIN_LAUNCHES as f64),
+            ("MIN_TREND", linear_probe_names::MIN_TREND),
+            ("MIN_MAX_PROBES", linear_probe_names::MIN_MAX_PROBES as f64),
+        ],
+        run: Run::Trace(linear_probe_names::detect),
+    },
+    &Registered {
+        id: "serialized-teardown",
+        thresholds: &[
+            ("MIN_TOTAL_S", serialized_teardown::MIN_TOTAL_S),
+            ("MIN_MAX_S", serialized_teardown::MIN_MAX_S),
+            ("JOIN_GAP_NS", serialized_teardown::JOIN_GAP_NS as f64),
+        ],
+        run: Run::Trace(serialized_teardown::detect),
+    },
+    &Registered {
+        id: "memcg-thrash",
+        thresholds: &[
+            ("MIN_PAGE_IN_SHARE", memcg_thrash::MIN_PAGE_IN_SHARE),
+            ("MIN_RECLAIM_SHARE", memcg_thrash::MIN_RECLAIM_SHARE),
+            ("MIN_COST_S", memcg_thrash::MIN_COST_S),
+            ("MIN_REFAULTED_LIMITS", memcg_thrash::MIN_REFAULTED_LIMITS),
+        ],
+        run: Run::Trace(memcg_thrash::detect),
+    },
+    &Registered {
+        id: "kernel-dominated",
+        thresholds: &[
+            ("MIN_SAMPLES", kernel_dominated::MIN_SAMPLES as f64),
+            ("MIN_TRACE_SHARE", kernel_dominated::MIN_TRACE_SHARE),
+            ("MIN_KERNEL_SHARE", kernel_dominated::MIN_KERNEL_SHARE),
+            ("MIN_ENTRY_SHARE", kernel_dominated::MIN_ENTRY_SHARE),
+        ],
+        run: Run::Trace(kernel_dominated::detect),
+    },
+    &Registered {
+        id: "superlinear-growth",
+        thresholds: &[
+            ("MIN_LAUNCHES", superlinear_growth::MIN_LAUNCHES as f64),
+            ("MIN_TREND", superlinear_growth::MIN_TREND),
+            ("MIN_GROWTH", superlinear_growth::MIN_GROWTH),
+        ],
+        run: Run::Trace(superlinear_growth::detect),
+    },
+    &Registered {
+        id: "notify-buffer",
+        thresholds: &[
+            (
+                "MIN_ZEROING_SAMPLES",
+                windows::notify_buffer::MIN_ZEROING_SAMPLES as f64,
+            ),
+            (
+                "MIN_PROCESS_SHARE",
+                windows::notify_buffer::MIN_PROCESS_SHARE,
+            ),
+        ],
+        run: Run::Trace(windows::notify_buffer::detect),
+    },
+    &Registered {
+        id: "teardown-lock",
+        thresholds: &[
+            ("MIN_TOTAL_S", windows::teardown_lock::MIN_TOTAL_S),
+            ("MIN_MAX_S", windows::teardown_lock::MIN_MAX_S),
+            ("MIN_EXITING", windows::teardown_lock::MIN_EXITING as f64),
+            (
+                "EXIT_WINDOW_NS",
+                windows::teardown_lock::EXIT_WINDOW_NS as f64,
+            ),
+        ],
+        run: Run::Trace(windows::teardown_lock::detect),
+    },
+    &Registered {
+        id: "working-set-cap",
+        thresholds: &[
+            ("MIN_SAMPLES", windows::working_set::MIN_SAMPLES as f64),
+            ("MIN_FAULT_SHARE", windows::working_set::MIN_FAULT_SHARE),
+            (
+                "MIN_TRANSITION_FAULTS",
+                windows::working_set::MIN_TRANSITION_FAULTS as f64,
+            ),
+            (
+                "MIN_TRANSITION_SHARE",
+                windows::working_set::MIN_TRANSITION_SHARE,
+            ),
+            (
+                "MAX_HARD_PER_TRANSITION",
+                windows::working_set::MAX_HARD_PER_TRANSITION,
+            ),
+        ],
+        run: Run::Trace(windows::working_set::detect),
+    },
+    &Registered {
+        id: "topdown-alloc",
+        thresholds: &[
+            ("MIN_TOPDOWN", windows::topdown_alloc::MIN_TOPDOWN as f64),
+            ("MIN_LIVE", windows::topdown_alloc::MIN_LIVE as f64),
+            (
+                "MIN_PATH_SAMPLES",
+                windows::topdown_alloc::MIN_PATH_SAMPLES as f64,
+            ),
+            ("GROWTH", windows::topdown_alloc::GROWTH),
+        ],
+        run: Run::Trace(windows::topdown_alloc::detect),
+    },
+    &Registered {
+        id: "lock-contention",
+        thresholds: &[
+            ("MIN_PATH_SHARE", lock_contention::MIN_PATH_SHARE),
+            ("MIN_WAITERS", lock_contention::MIN_WAITERS as f64),
+            ("MIN_WAITER_SHARE", lock_contention::MIN_WAITER_SHARE),
+        ],
+        run: Run::Path(lock_contention::detect),
+    },
+    &Registered {
+        id: "io-wait",
+        thresholds: &[("MIN_PATH_SHARE", io_wait::MIN_PATH_SHARE)],
+        run: Run::Path(io_wait::detect),
+    },
+    &Registered {
+        id: "cpu-starvation",
+        thresholds: &[("MIN_PATH_SHARE", cpu_starvation::MIN_PATH_SHARE)],
+        run: Run::Path(cpu_starvation::detect),
+    },
+];
+
+/// Every detector of [`DETECTORS`] on a prepared context, ranked by cost;
+/// those of everyday waits examine the critical path of `root`.
+pub fn run_all(cx: &Context, root: Option<&RootPath>) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = DETECTORS.iter().flat_map(|d| d.run(cx, root)).collect();
     findings.sort_by(|a, b| b.cost_s.total_cmp(&a.cost_s).then_with(|| a.id.cmp(&b.id)));
     findings
 }

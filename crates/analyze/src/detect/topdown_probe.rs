@@ -45,7 +45,7 @@ struct PerProcess {
 pub fn detect(cx: &Context) -> Vec<Finding> {
     let trace = cx.trace;
     let mut per: HashMap<ProcIdx, PerProcess, BuildFx> = HashMap::default();
-    for call in &cx.calls {
+    for call in cx.calls() {
         if trace.str(call.name) != "mmap" || call.args[3] & MAP_FIXED_NOREPLACE == 0 {
             continue;
         }

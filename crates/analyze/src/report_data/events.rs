@@ -17,10 +17,10 @@ use slowlab_model::views::report_data::{
 };
 
 use super::tables::Tables;
-use crate::critical_path::classify::{blocked_in, span_kind, EndedBy};
+use crate::classify::{blocked_in, span_kind, EndedBy};
 use crate::select::BuildFx;
 use crate::states::{SpanState, ThreadStates};
-use crate::syscalls::{attach_paths, errno_name, fold_numbers, pair_calls};
+use crate::syscalls::{errno_name, fold_numbers, Call};
 
 /// The longest a fault bucket may be, and the most fault rows shipped
 /// before the buckets grow (a build faults ~40,000 times a second).
@@ -107,9 +107,10 @@ pub fn spans(
                 SpanState::Blocked(b) => {
                     let key = (b.stack, b.waker_stack, b.task_state, b.woken);
                     let (code, interrupt) = *kinds.entry(key).or_insert_with(|| {
-                        let wake = crate::critical_path::classify::wake_context(
-                            &crate::critical_path::classify::names(trace, b.waker_stack),
-                        );
+                        let wake = crate::classify::wake_context(&crate::classify::names(
+                            trace,
+                            b.waker_stack,
+                        ));
                         let interrupt = match wake.interrupt {
                             Some(EndedBy::Interrupt) => -2,
                             Some(EndedBy::Timer) => -3,
@@ -120,7 +121,7 @@ pub fn spans(
                     });
                     let node = tables.stack(comm, b.stack);
                     if named.insert(node, ()).is_none() {
-                        let stack_names = crate::critical_path::classify::names(trace, b.stack);
+                        let stack_names = crate::classify::names(trace, b.stack);
                         if let Some(f) = blocked_in(&stack_names) {
                             let f = tables.string(f);
                             names.stack.push(node);
@@ -217,18 +218,16 @@ pub fn faults(scope: &Scope, tables: &mut Tables) -> FaultColumns {
 
 pub fn syscalls(
     scope: &Scope,
+    calls: &[Call],
     captured: Option<&[CapturedPath]>,
     tables: &mut Tables,
 ) -> SyscallColumns {
     let trace = scope.trace;
-    let mut calls = pair_calls(trace);
-    if let Some(c) = captured {
-        attach_paths(trace, &mut calls, c);
-    }
+    let mut calls: Vec<&Call> = calls.iter().collect();
     calls.sort_by_key(|c| c.enter_ns.or(c.exit_ns).unwrap_or(0));
     let mut out = SyscallColumns::default();
     let mut last = 0;
-    for call in &calls {
+    for call in calls {
         let at = call.enter_ns.or(call.exit_ns).unwrap_or(0);
         let Some(th) = scope.keep(call.thread, at) else {
             continue;

@@ -70,11 +70,10 @@ fn finding(pid: i32) -> Finding {
 
 fn data(t: &Trace, sel: &Selection, findings: &[Finding]) -> ReportData {
     report_data(
-        t,
+        &crate::detect::Context::new(t, None, None),
         &Inputs {
             title: "t",
             command: &[],
-            paths: None,
             critical_path: None,
             findings,
             command_processes: &[ProcIdx(0)],

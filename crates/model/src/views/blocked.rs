@@ -1,7 +1,7 @@
 //! One stretch of time a thread spent blocked, classified: what the
 //! exports that mark waits on a timeline (the Firefox Profiler's interval
 //! markers) need of the replayed thread states. Computed by
-//! `slowlab_analyze::states::blocked_stretches`.
+//! `slowlab_analyze::export::blocked_stretches`.
 
 use crate::critical_path::WaitKind;
 use crate::trace::{StackIdx, ThreadIdx};

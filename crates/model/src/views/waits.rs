@@ -47,39 +47,3 @@ pub struct WaitsView {
     /// Whether the trace had scheduler events at all.
     pub has_sched_events: bool,
 }
-
-/// Scheduler and wake-up plumbing that says nothing about *why* a thread
-/// waited: skipped when a wait is summarized in one line.
-pub fn is_plumbing(name: &str) -> bool {
-    const PREFIXES: [&str; 12] = [
-        "schedule",
-        "__schedule",
-        "io_schedule",
-        "preempt_schedule",
-        "try_to_wake_up",
-        "ttwu",
-        "wake_up",
-        "__wake_up",
-        "autoremove_wake_function",
-        "default_wake_function",
-        "finish_task_switch",
-        "__traceiter",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "[unknown]"
-}
-
-/// The first `count` frames of a stack that are not scheduler plumbing,
-/// joined innermost first with " ← ".
-pub fn summarize_stack(names: &[String], count: usize) -> String {
-    let kept: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| !is_plumbing(n))
-        .take(count)
-        .collect();
-    if kept.is_empty() {
-        "[no stack]".to_string()
-    } else {
-        kept.join(" ← ")
-    }
-}

@@ -33,11 +33,10 @@ fn data() -> ReportData {
     });
     t.meta.end_ns = 1_000_000;
     report_data(
-        &t,
+        &slowlab_analyze::detect::Context::new(&t, None, None),
         &Inputs {
             title: "report of <i>x</i>",
             command: &[HOSTILE.to_owned()],
-            paths: None,
             critical_path: None,
             findings: &[],
             command_processes: &[],

@@ -14,9 +14,7 @@
 //! cargo run --release --example snapshot -- TRACE OUT_DIR [--from S] [--to S | --last S]
 //! ```
 //!
-//! The reading is that of `slowlab analyze` (`cmd/trace_input.rs`'s
-//! `read_bundle`), made here from the same library calls because the binary
-//! has no library to import it from.
+//! The reading is that of `slowlab analyze` (`slowlab_open::open`).
 
 mod window;
 
@@ -26,7 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use flate2::write::GzEncoder;
-use slowlab_model::bundle::{CapturedPath, CgroupInfo, TraceBundle};
+use slowlab_model::bundle::TraceBundle;
 
 /// Write a trace and its side files as a model snapshot (bundle.json.gz).
 #[derive(Parser, Debug)]
@@ -91,66 +89,31 @@ fn main() -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let findings = slowlab_analyze::diagnose::diagnose(&bundle, &[label]).findings;
+    let analysis = slowlab_analyze::analysis::Analysis::new(
+        &bundle,
+        slowlab_analyze::analysis::Root::Command(vec![label]),
+    );
+    let findings = analysis.findings();
     eprintln!("findings: {}", findings.len());
-    for f in &findings {
+    for f in findings {
         eprintln!("  {}: {}", f.id, f.title);
     }
     Ok(())
 }
 
 /// The trace, symbolized, with its path capture and cgroup notes, as
-/// `slowlab analyze` reads them. A Windows ETW trace (`.etl`, `.etl.zip`)
-/// has no side files: the paths of its file operations come from the
-/// trace, and its frames stay `module+0xoffset` (no PDB is given).
+/// `slowlab analyze` opens them (`slowlab_open`), with the symbol cache
+/// off. A side file that is there but unreadable is an error here, not a
+/// warning: a snapshot should not silently lose it.
 fn read_bundle(file: &Path) -> Result<TraceBundle> {
-    if slowlab_etl::is_etl_file(file) {
-        let (trace, paths) = slowlab_etl::read_trace_and_paths(file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let warnings = trace.stats.warnings.clone();
-        return Ok(TraceBundle {
-            trace,
-            paths: (!paths.is_empty()).then_some(paths),
-            cgroups: None,
-            warnings,
-        });
+    let opts = slowlab_open::OpenOptions::default();
+    let bundle = slowlab_open::open(file, &opts, &|_, _, _| {})?;
+    if let Some(w) = bundle
+        .warnings
+        .iter()
+        .find(|w| w.contains("could not be read"))
+    {
+        anyhow::bail!("{w}");
     }
-    let opts = slowlab_perf::ReadOptions::default();
-    let trace = slowlab_perf::read_file(file, &opts, &|_, _, _| {})
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    let mut warnings = trace.stats.warnings.clone();
-    let paths = read_paths(file, &mut warnings)?;
-    let cgroups = read_cgroups(file)?;
-    Ok(TraceBundle {
-        trace,
-        paths,
-        cgroups,
-        warnings,
-    })
-}
-
-/// The path capture beside the trace, as `trace_input::load_paths` keeps it
-/// (readable, non-empty paths). A capture that is there but unreadable is an
-/// error here: a snapshot should not silently lose it.
-fn read_paths(trace: &Path, warnings: &mut Vec<String>) -> Result<Option<Vec<CapturedPath>>> {
-    let file = slowlab_record::side_file(trace, "paths");
-    if !file.exists() {
-        return Ok(None);
-    }
-    let log = slowlab_bpf::read_paths(&file)
-        .with_context(|| format!("cannot read the path capture {}", file.display()))?;
-    warnings.extend(log.warnings.iter().cloned());
-    Ok(Some(log.captured_paths()))
-}
-
-/// The cgroup notes beside the trace, if any.
-fn read_cgroups(trace: &Path) -> Result<Option<CgroupInfo>> {
-    let file = slowlab_record::side_file(trace, "cgroups.json");
-    if !file.exists() {
-        return Ok(None);
-    }
-    let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-    let info = CgroupInfo::from_json(&bytes)
-        .with_context(|| format!("cannot read the cgroup notes {}", file.display()))?;
-    Ok(Some(info))
+    Ok(bundle)
 }

@@ -1,22 +1,23 @@
-//! `slowlab analyze FILE`: reads the trace (`slowlab-perf`, with the path
-//! capture and cgroup notes beside it), computes the chosen view
-//! (`slowlab-analyze`) and prints it as a table (`slowlab-report`'s text
-//! for the trace views) or JSON, and writes the requested exports. Glue and
-//! terminal formatting only.
+//! `slowlab analyze FILE`: opens the input once (`slowlab-open`, with the
+//! side files the view needs), makes its one analysis (`slowlab-analyze`),
+//! prints the chosen view as a table (`slowlab-report`) or JSON, and writes
+//! the requested exports (`slowlab-exports`). Glue only.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use slowlab_analyze::analysis::{Analysis, Root};
 use slowlab_analyze::butterfly::{butterfly, Butterfly};
 use slowlab_analyze::cpu;
-use slowlab_analyze::critical_path::{process_by_pid, PathError};
-use slowlab_analyze::detect::RootPath;
+use slowlab_analyze::critical_path::process_by_pid;
 use slowlab_analyze::select::Selection;
-use slowlab_report::{cpu_views, export, trace_views, write_atomically};
+use slowlab_exports::{Export, Request};
+use slowlab_open::OpenOptions;
+use slowlab_report::{cpu_views, trace_views};
 
-use super::trace_input::{load_cgroups, load_paths, read_trace, SymbolArgs};
+use super::input::{open, SymbolArgs};
 
 /// Analyze a trace: where the time went, and why.
 ///
@@ -90,7 +91,8 @@ after the file last changed; only setting the clock back could fool it).
 ~/.cache/slowlab (or $XDG_CACHE_HOME/slowlab) by default, `off` to keep
 nothing. Safe to delete; files unused for 30 days are removed.")]
 pub struct AnalyzeArgs {
-    /// The trace (perf.data, or a Windows ETW trace: .etl or .etl.zip).
+    /// The trace (perf.data, a Windows ETW trace: .etl or .etl.zip, or the
+    /// directory `slowlab diagnose -o DIR` wrote).
     pub file: PathBuf,
     /// Group by these keys, in this order: process, thread, module, function.
     #[arg(long, value_name = "KEYS")]
@@ -235,25 +237,17 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 pub fn run(args: AnalyzeArgs) -> Result<i32> {
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
     let view = args.view()?;
+    let mut opts = args.symbols.options()?;
     if args.events {
-        return print_event_counts(&args.file, args.json);
+        return print_event_counts(&args.file, &opts, args.json);
     }
-    let trace = args.symbols.read(&args.file)?;
-    let mut warnings = trace.stats.warnings.clone();
-    // The Firefox Profiler export carries the findings as markers.
+    // The Firefox Profiler export and the page carry the findings.
     let wants_findings = view == View::Findings || args.fxprof.is_some() || args.html.is_some();
-    let wants_paths = view == View::Syscalls || wants_findings;
-    let paths = if wants_paths {
-        load_paths(&args.file, &mut warnings)
-    } else {
-        None
-    };
-    let cgroups = if wants_findings {
-        load_cgroups(&args.file, &mut warnings)
-    } else {
-        None
-    };
-    for w in &warnings {
+    opts.paths = view == View::Syscalls || wants_findings;
+    opts.cgroups = wants_findings;
+    let bundle = open(&args.file, &opts)?;
+    let trace = &bundle.trace;
+    for w in &bundle.warnings {
         eprintln!("slowlab: warning: {w}");
     }
     if trace.samples.is_empty() {
@@ -266,81 +260,42 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             }
         );
     }
+    let root = match args.root {
+        Some(pid) => Root::Process(process_by_pid(trace, pid)?),
+        None => Root::Default,
+    };
+    let analysis = Analysis::new(&bundle, root);
 
     // Each export is written whole or not at all (a temporary file renamed).
-    let write_file = |path: &PathBuf, what: &str, bytes: &[u8]| -> Result<()> {
-        write_atomically(path, bytes)?;
-        eprintln!("slowlab: wrote {what} {}", path.display());
-        Ok(())
+    let name = args.file.display().to_string();
+    let request = Request {
+        analysis: &analysis,
+        name: &name,
+        command: &[],
+        selection: &sel,
+        filter_text: &args.filter,
+        warnings: &bundle.warnings,
     };
-    if args.flamegraph.is_some() || args.collapsed.is_some() {
-        let lines = slowlab_analyze::export::collapsed_lines(&trace, &sel);
-        if let Some(p) = &args.flamegraph {
-            let title = format!("CPU: {}", args.file.display());
-            write_file(
-                p,
-                "flame graph",
-                &export::cpu_flamegraph_svg(&lines, &title)?,
-            )?;
+    let exports = [
+        (&args.flamegraph, Export::FlameGraph),
+        (&args.collapsed, Export::Folded),
+        (&args.offcpu_flamegraph, Export::OffCpuFlameGraph),
+        (&args.pprof, Export::Pprof),
+        (&args.html, Export::Html),
+        (&args.fxprof, Export::Fxprof),
+    ];
+    for (path, export) in exports {
+        let Some(path) = path else { continue };
+        if export == Export::Html {
+            if let Err(why) = analysis.root_path() {
+                eprintln!("slowlab: warning: the report has no critical path: {why}");
+            }
         }
-        if let Some(p) = &args.collapsed {
-            write_file(
-                p,
-                "folded stacks",
-                export::collapsed_text(&lines).as_bytes(),
-            )?;
+        let written = export.write(&request, path)?;
+        for w in &written.warnings {
+            eprintln!("slowlab: warning: {w}");
         }
-    }
-    if let Some(p) = &args.offcpu_flamegraph {
-        let title = format!("Off-CPU (time blocked): {}", args.file.display());
-        let lines = slowlab_analyze::waits::offcpu_collapsed_lines(&trace, &sel);
-        if lines.is_empty() {
-            eprintln!("slowlab: warning: no blocked time in the selection (the trace needs sched:sched_switch; record it with slowlab record)");
-        }
-        write_file(
-            p,
-            "off-CPU flame graph",
-            &export::flamegraph_svg(&lines, &title, "µs")?,
-        )?;
-    }
-    if let Some(p) = &args.pprof {
-        let profile = slowlab_analyze::export::pprof_bytes(&trace, &sel);
-        write_file(p, "pprof profile", &export::pprof_gz(&profile)?)?;
-    }
-    if let Some(p) = &args.html {
-        let title = format!("slowlab report: {}", args.file.display());
-        let root = args
-            .root
-            .map(|pid| process_by_pid(&trace, pid))
-            .transpose()?;
-        let (data, no_path) = slowlab_analyze::report_data::analyze_report(
-            &trace,
-            &slowlab_analyze::report_data::AnalyzeInputs {
-                title: &title,
-                paths: paths.as_deref(),
-                cgroups: cgroups.as_ref(),
-                root,
-                selection: &sel,
-                filter_text: &args.filter,
-                warnings: &warnings,
-            },
-        );
-        if let Some(why) = no_path {
-            eprintln!("slowlab: warning: the report has no critical path: {why}");
-        }
-        let page = slowlab_report::interactive::interactive_page(&data)?;
-        write_file(p, "interactive report", page.as_bytes())?;
-    }
-    if let Some(p) = &args.fxprof {
-        let root = root_path(&trace, args.root)?.ok();
-        let findings = slowlab_analyze::detect::run_all(
-            &trace,
-            paths.as_deref(),
-            cgroups.as_ref(),
-            root.as_ref(),
-        );
-        let bytes = super::fxprof::profile_bytes(&trace, &sel, &findings, p)?;
-        write_file(p, "Firefox Profiler profile", &bytes)?;
+        eprintln!("slowlab: wrote {} {}", export.what(), path.display());
     }
 
     let stdout = std::io::stdout();
@@ -351,12 +306,12 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     let json = args.json;
     match view {
         View::Waits => {
-            let v = slowlab_analyze::waits::waits_view(&trace, &sel, top_json);
+            let v = slowlab_analyze::waits::waits_view(trace, analysis.schedule(), &sel, top_json);
             show(&mut out, json, &v, || trace_views::waits_text(&v, top, 5))?;
         }
         View::Faults => {
             let v = slowlab_analyze::faults::faults_view(
-                &trace,
+                trace,
                 &sel,
                 args.bucket,
                 top_json.map(|t| t.min(10)),
@@ -364,36 +319,42 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             show(&mut out, json, &v, || trace_views::faults_text(&v, top, 3))?;
         }
         View::Procs => {
-            let v = slowlab_analyze::procs::procs_view(&trace, &sel, args.bucket, top);
+            let v = slowlab_analyze::procs::procs_view(trace, &sel, args.bucket, top);
             show(&mut out, json, &v, || trace_views::procs_text(&v, top))?;
         }
         View::Syscalls => {
-            let v = slowlab_analyze::syscalls::syscalls_view(&trace, &sel, paths.as_deref(), 5);
+            let v = slowlab_analyze::syscalls::syscalls_view(
+                trace,
+                analysis.context().calls(),
+                &sel,
+                bundle.paths.as_deref(),
+                5,
+            );
             show(&mut out, json, &v, || {
                 trace_views::syscalls_text(&v, top, 10)
             })?;
         }
         View::Timeline => {
-            let v = slowlab_analyze::timeline::timeline_view(&trace, &sel, args.bucket, 3);
+            let v = slowlab_analyze::timeline::timeline_view(
+                trace,
+                analysis.schedule(),
+                &sel,
+                args.bucket,
+                3,
+            );
             show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
         }
         View::Findings => {
-            let root = root_path(&trace, args.root)?;
-            if let Err(e) = &root {
+            if let Err(e) = analysis.root_path() {
                 eprintln!(
                     "slowlab: warning: the lock, io and CPU-starvation detectors did not run: {e}"
                 );
             }
-            let v = slowlab_analyze::detect::run_all(
-                &trace,
-                paths.as_deref(),
-                cgroups.as_ref(),
-                root.as_ref().ok(),
-            );
-            show(&mut out, json, &v, || trace_views::findings_text(&v))?;
+            let v = analysis.findings();
+            show(&mut out, json, &v, || trace_views::findings_text(v))?;
         }
         View::CriticalPath => {
-            let rp = root_path(&trace, args.root)?.map_err(anyhow::Error::from)?;
+            let rp = analysis.root_path().map_err(|e| anyhow::anyhow!("{e}"))?;
             let v = &rp.path;
             show(&mut out, json, v, || {
                 slowlab_report::critical_path::critical_path_text(v, top.min(15))
@@ -403,7 +364,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             let mut views = Vec::new();
             for (func, callers) in [(&args.callers, true), (&args.callees, false)] {
                 if let Some(func) = func {
-                    views.push((butterfly(&trace, func, &sel, args.depth)?, callers));
+                    views.push((butterfly(trace, func, &sel, args.depth)?, callers));
                 }
             }
             if args.json {
@@ -426,7 +387,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         }
         View::Tree(keys) => {
             let tree = cpu::cpu_tree(
-                &trace,
+                trace,
                 &keys,
                 &sel,
                 if args.json { args.top } else { top_terminal },
@@ -439,11 +400,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
             }
         }
         View::Summary => {
-            let summary = cpu::summary(
-                &trace,
-                &sel,
-                if args.json { args.top } else { top_terminal },
-            );
+            let summary =
+                cpu::summary(trace, &sel, if args.json { args.top } else { top_terminal });
             if args.json {
                 serde_json::to_writer(&mut out, &summary)?;
                 writeln!(out)?;
@@ -453,24 +411,12 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         }
     }
     out.flush()?;
+    crate::report_replays();
     // The process ends right after this: freeing the trace's tables (tens
     // of megabytes in many allocations) would only cost time.
-    std::mem::forget(trace);
+    std::mem::forget(analysis);
+    std::mem::forget(bundle);
     Ok(0)
-}
-
-/// The critical path of `--root PID` (or the default root). A pid that is
-/// not in the trace is an error; a trace without a root or scheduler events
-/// is returned as the inner error, for the caller to report.
-fn root_path(
-    trace: &slowlab_model::trace::Trace,
-    pid: Option<i32>,
-) -> Result<Result<RootPath, PathError>> {
-    let root = match pid {
-        Some(pid) => Some(process_by_pid(trace, pid)?),
-        None => None,
-    };
-    Ok(RootPath::new(trace, root))
 }
 
 /// Prints a trace view as pretty JSON or as its text.
@@ -489,48 +435,20 @@ fn show<T: serde::Serialize>(
     Ok(())
 }
 
-/// `--events`: how many events of each name the trace holds. An ETL file is
-/// counted as read (every event, named as TraceEvent names them); a
-/// perf.data file by its samples and decoded events, under perf's names.
-fn print_event_counts(file: &std::path::Path, json: bool) -> Result<i32> {
-    use slowlab_model::trace::EventKind;
-    let counts: std::collections::BTreeMap<String, u64> = if slowlab_etl::is_etl_file(file) {
-        let etl = slowlab_etl::read_file(file)
-            .map_err(|e| anyhow::anyhow!("cannot analyze {}: {e}", file.display()))?;
-        for w in etl.warnings() {
-            eprintln!("slowlab: warning: {w}");
-        }
-        etl.event_counts()
-    } else {
-        let trace = read_trace(file, false)?;
-        let mut counts = std::collections::BTreeMap::new();
-        let sample_event = trace.meta.sample_event.clone().unwrap_or("samples".into());
-        if !trace.samples.is_empty() {
-            counts.insert(sample_event, trace.samples.len() as u64);
-        }
-        for e in &trace.events {
-            let name = match &e.kind {
-                EventKind::Switch { .. } => "sched:sched_switch".to_string(),
-                EventKind::Waking { .. } => "sched:sched_waking".to_string(),
-                EventKind::PageFault { user: true, .. } => "exceptions:page_fault_user".to_string(),
-                EventKind::PageFault { .. } => "exceptions:page_fault_kernel".to_string(),
-                EventKind::MajorFault { .. } => "major-faults".to_string(),
-                EventKind::SyscallEnter { name, .. } => {
-                    format!("syscalls:sys_enter_{}", trace.str(*name))
-                }
-                EventKind::SyscallExit { name, .. } => {
-                    format!("syscalls:sys_exit_{}", trace.str(*name))
-                }
-                EventKind::BlockRequest {
-                    complete: false, ..
-                } => "block:block_rq_issue".to_string(),
-                EventKind::BlockRequest { .. } => "block:block_rq_complete".to_string(),
-                EventKind::Other { name } => trace.str(*name).to_string(),
-            };
-            *counts.entry(name).or_insert(0) += 1;
-        }
-        counts
-    };
+/// `--events`: how many events of each name the trace holds (see
+/// `slowlab_open::event_counts`).
+fn print_event_counts(file: &std::path::Path, opts: &OpenOptions, json: bool) -> Result<i32> {
+    let bar = crate::progress::reading_bar();
+    let counted = slowlab_open::event_counts(file, opts, &|stage, done, total| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        bar.set_message(stage.to_string());
+    });
+    bar.finish_and_clear();
+    let (counts, warnings) = counted?;
+    for w in warnings {
+        eprintln!("slowlab: warning: {w}");
+    }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if json {
         serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "events": counts }))?;

@@ -1,20 +1,22 @@
-//! `slowlab diagnose`: record the whole system while a command runs, follow
-//! the command's critical path, run every detector on the trace, print the
-//! answer first and the findings ranked by what they cost, and write the
-//! trace, `critical_path.json`, `findings.json` and a self-contained
-//! `report.html` into one directory.
+//! `slowlab diagnose`: record the whole system while a command runs, make
+//! the recording's one analysis (the command's critical path, every
+//! detector), print the answer first and the findings ranked by what they
+//! cost, and write the trace, `critical_path.json`, `findings.json` and a
+//! self-contained `report.html` (and the exports asked for) into one
+//! directory. Glue only.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_analyze::diagnose::diagnose;
+use slowlab_analyze::analysis::{Analysis, Root};
 use slowlab_analyze::select::Selection;
+use slowlab_exports::{Export, ParquetOptions, Request};
 use slowlab_report::critical_path::critical_path_text;
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::write_atomically;
 
-use super::trace_input::read_bundle;
+use super::input::open_all;
 
 /// Record while a command runs, then say why it was slow.
 ///
@@ -88,23 +90,20 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     };
     let outcome = slowlab_record::run(&cfg)?;
     let mut warnings = outcome.warnings.clone();
+    let mut extra = Vec::new();
+    if let Some(p) = &args.fxprof {
+        extra.push((Export::Fxprof, p.clone()));
+    }
+    if let Some(dir) = &args.parquet {
+        extra.push((Export::Parquet(ParquetOptions::default()), dir.clone()));
+    }
     let report = analyze_into(
         &trace_path,
         &args.output,
         &args.command,
-        args.fxprof.as_deref(),
+        &extra,
         &mut warnings,
     )?;
-    if let Some(dir) = &args.parquet {
-        let traces = [(trace_path.clone(), Some(report.analysis.findings.clone()))];
-        let opts = super::export::ExportOptions {
-            dir,
-            host: None,
-            run: None,
-            symbolize: true,
-        };
-        super::export::export_traces(&traces, &opts)?;
-    }
     let say = |text: &str| {
         if args.json {
             eprint!("{text}");
@@ -119,7 +118,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     say(&format!(
         "\nwrote {}, {}{} and {}\n",
         trace_path.display(),
-        if report.analysis.critical_path.is_some() {
+        if report.has_path {
             format!("{}, ", args.output.join("critical_path.json").display())
         } else {
             String::new()
@@ -127,15 +126,13 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
         args.output.join("findings.json").display(),
         args.output.join("report.html").display()
     ));
-    if let Some(p) = &args.fxprof {
-        say(&format!(
-            "wrote {} (open it at profiler.firefox.com)\n",
-            p.display()
-        ));
+    for line in &report.written {
+        say(&format!("{line}\n"));
     }
     if args.json {
         println!("{}", report.findings_json);
     }
+    crate::report_replays();
     Ok(outcome.exit_code)
 }
 
@@ -145,71 +142,81 @@ pub struct Diagnosis {
     pub text: String,
     /// The findings as pretty JSON (also written to findings.json).
     pub findings_json: String,
-    pub analysis: slowlab_analyze::diagnose::Diagnosis,
+    /// The ids and titles of the findings, most costly first.
+    pub findings: Vec<(String, String)>,
+    /// Whether there is a critical path (critical_path.json).
+    pub has_path: bool,
+    /// A line for each extra export written.
+    pub written: Vec<String>,
 }
 
-/// Reads a trace (with its side files), analyzes it for `command`
-/// (`slowlab_analyze::diagnose`), and writes `critical_path.json`,
-/// `findings.json` and `report.html` into `dir`.
+/// Opens a recording (with its side files), makes its one analysis for
+/// `command` (its critical path, every detector), and writes
+/// `critical_path.json`, `findings.json`, `report.html` and the `extra`
+/// exports into `dir`.
 pub fn analyze_into(
     trace_path: &Path,
     dir: &Path,
     command: &[String],
-    fxprof: Option<&Path>,
+    extra: &[(Export, PathBuf)],
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Diagnosis> {
-    let bundle = read_bundle(trace_path, true)?;
+    let bundle = open_all(trace_path, true)?;
     warnings.extend(bundle.warnings.iter().cloned());
-    let analysis = diagnose(&bundle, command);
-    if let Some(path) = fxprof {
-        let bytes = super::fxprof::profile_bytes(
-            &bundle.trace,
-            &Selection::default(),
-            &analysis.findings,
-            path,
-        )?;
-        write_atomically(path, &bytes)?;
-    }
-    if let Some(why) = &analysis.no_path {
+    let analysis = Analysis::new(&bundle, Root::Command(command.to_vec()));
+    if let Err(why) = analysis.root_path() {
         warnings.push(format!("no critical path: {why}"));
     }
-    let findings_json = serde_json::to_string_pretty(&analysis.findings)?;
+    let findings = analysis.findings();
+    let findings_json = serde_json::to_string_pretty(findings)?;
     write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
     let cp_file = dir.join("critical_path.json");
-    match &analysis.critical_path {
+    let path = analysis.root_path().ok().map(|rp| &rp.path);
+    match path {
         Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
         // A stale file from an earlier run would read as this run's answer.
         None => {
             let _ = std::fs::remove_file(&cp_file);
         }
     }
-    let tree = slowlab_analyze::report_data::command_processes(&bundle.trace, command);
-    let title = format!("slowlab diagnose: {}", command.join(" "));
-    let data = slowlab_analyze::report_data::report_data(
-        &bundle.trace,
-        &slowlab_analyze::report_data::Inputs {
-            title: &title,
-            command,
-            paths: bundle.paths.as_deref(),
-            critical_path: analysis.critical_path.as_ref(),
-            findings: &analysis.findings,
-            command_processes: &tree,
-            selection: &Selection::default(),
-            filter_text: &[],
-            warnings,
-        },
-    );
-    let page = slowlab_report::interactive::interactive_page(&data)?;
-    write_atomically(&dir.join("report.html"), page.as_bytes())?;
+    let name = trace_path.display().to_string();
+    let request = Request {
+        analysis: &analysis,
+        name: &name,
+        command,
+        selection: &Selection::default(),
+        filter_text: &[],
+        warnings,
+    };
+    let mut written = Vec::new();
+    let html = (Export::Html, dir.join("report.html"));
+    for (export, path) in std::iter::once(&html).chain(extra) {
+        let w = export.write(&request, path)?;
+        written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
+        match (export, w.summary) {
+            (Export::Html, _) => {}
+            (_, Some(summary)) => written.push(summary),
+            (Export::Fxprof, None) => written.push(format!(
+                "wrote {} (open it at profiler.firefox.com)",
+                path.display()
+            )),
+            (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
+        }
+    }
     let mut text = String::new();
-    if let Some(cp) = &analysis.critical_path {
+    if let Some(cp) = path {
         text.push_str(&critical_path_text(cp, 8));
         text.push('\n');
     }
-    text.push_str(&findings_text(&analysis.findings));
+    text.push_str(&findings_text(findings));
     Ok(Diagnosis {
         text,
         findings_json,
-        analysis,
+        findings: findings
+            .iter()
+            .map(|f| (f.id.clone(), f.title.clone()))
+            .collect(),
+        has_path: path.is_some(),
+        written,
     })
 }

@@ -16,7 +16,7 @@ use slowlab_report::diff_page::{diff_page, DiffPageData};
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::write_atomically;
 
-use super::trace_input::SymbolArgs;
+use super::input::{open, SymbolArgs};
 
 /// Compare the sampled CPU of two traces: what grew, what shrank.
 ///
@@ -91,13 +91,18 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     let key = slowlab_analyze::cpu::parse_key(&args.by)?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
-    let a = args.symbols.read(&args.a)?;
-    let b = args.symbols.read(&args.b)?;
-    for (name, t) in [(&args.a, &a), (&args.b, &b)] {
-        for w in &t.stats.warnings {
+    let opts = slowlab_open::OpenOptions {
+        paths: false,
+        cgroups: false,
+        ..args.symbols.options()?
+    };
+    let (a, b) = (open(&args.a, &opts)?, open(&args.b, &opts)?);
+    for (name, bundle) in [(&args.a, &a), (&args.b, &b)] {
+        for w in &bundle.warnings {
             eprintln!("slowlab: warning: {}: {w}", name.display());
         }
     }
+    let (a, b) = (a.trace, b.trace);
     let top = if args.json {
         args.top
     } else {

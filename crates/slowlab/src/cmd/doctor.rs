@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_analyze::detect::{run_all, RootPath};
+use slowlab_analyze::analysis::{Analysis, Root};
 use slowlab_doctor::{judge, Recording, Snapshot};
-use slowlab_model::findings::Finding;
+use slowlab_exports::{ParquetOptions, ParquetRun};
 use slowlab_report::doctor::{doctor_html, doctor_json, doctor_text};
 use slowlab_report::write_atomically;
 
-use super::trace_input::read_bundle;
+use super::input::open_all;
 
 /// Is something on this machine slowing everything down right now?
 ///
@@ -108,31 +108,35 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     let trace = record(&args, &trace_dir.path);
     let after = Snapshot::take(root);
     let elapsed = started.elapsed().as_secs_f64();
-    let recorded = trace.clone().and_then(|path| detect(&path));
+    let bundle = trace.clone().and_then(|path| {
+        eprintln!("slowlab doctor: running the detectors over the recording…");
+        open_all(&path, true).map_err(|e| format!("{e:#}"))
+    });
+    let analysis = bundle
+        .as_ref()
+        .map(|b| Analysis::new(b, Root::Default))
+        .map_err(String::as_str);
     let report = judge(
         &before,
         &after,
         elapsed,
-        match &recorded {
-            Ok((findings, seconds)) => Ok(Recording {
-                findings,
-                seconds: *seconds,
-            }),
-            Err(why) => Err(why.as_str()),
-        },
+        analysis
+            .as_ref()
+            .map(|a| Recording {
+                findings: a.findings(),
+                seconds: a.trace().meta.duration_s(),
+            })
+            .map_err(|why| *why),
     );
     if let Some(dir) = &args.parquet {
-        match &trace {
-            Ok(path) => super::export::export_traces(
-                &[(path.clone(), Some(report.findings.clone()))],
-                &super::export::ExportOptions {
-                    dir,
-                    host: None,
-                    run: None,
-                    symbolize: true,
-                },
-            )?,
-            Err(why) => eprintln!("slowlab doctor: warning: nothing exported: {why}"),
+        match (&trace, &analysis) {
+            (Ok(path), Ok(analysis)) => {
+                let mut run = ParquetRun::new(&ParquetOptions::default())?;
+                run.add_with_findings(&path.display().to_string(), analysis, &report.findings)?;
+                eprintln!("slowlab: {}", run.write(dir)?);
+            }
+            (_, Err(why)) => eprintln!("slowlab doctor: warning: nothing exported: {why}"),
+            (Err(why), Ok(_)) => eprintln!("slowlab doctor: warning: nothing exported: {why}"),
         }
     }
     if let Some(p) = &args.html {
@@ -174,21 +178,6 @@ fn record(args: &DoctorArgs, dir: &Path) -> Result<PathBuf, String> {
         return Err("the recording was interrupted".into());
     }
     Ok(trace_path)
-}
-
-/// Every detector of `diagnose` over the trace, and the seconds the trace
-/// covers; the reason when it cannot be read.
-fn detect(trace_path: &Path) -> Result<(Vec<Finding>, f64), String> {
-    eprintln!("slowlab doctor: running the detectors over the recording…");
-    let bundle = read_bundle(trace_path, true).map_err(|e| format!("{e:#}"))?;
-    let root = RootPath::new(&bundle.trace, None).ok();
-    let findings = run_all(
-        &bundle.trace,
-        bundle.paths.as_deref(),
-        bundle.cgroups.as_ref(),
-        root.as_ref(),
-    );
-    Ok((findings, bundle.trace.meta.duration_s()))
 }
 
 /// Where the trace goes: `--keep DIR`, or a fresh temporary directory

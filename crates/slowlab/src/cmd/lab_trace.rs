@@ -58,22 +58,13 @@ impl Tracer for LabTracer {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         // The whole chain of causes, as the binary prints errors.
-        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], None, &mut warnings)
+        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], &[], &mut warnings)
             .map_err(|e| format!("{e:#}"))?;
+        let (findings, titles) = diagnosis.findings.into_iter().unzip();
         Ok(TracedRun {
             trace: outcome.output.display().to_string(),
-            findings: diagnosis
-                .analysis
-                .findings
-                .iter()
-                .map(|f| f.id.clone())
-                .collect(),
-            titles: diagnosis
-                .analysis
-                .findings
-                .iter()
-                .map(|f| f.title.clone())
-                .collect(),
+            findings,
+            titles,
             error: None,
         })
     }

@@ -55,7 +55,7 @@ struct PerProcess {
 pub fn detect(cx: &Context) -> Vec<Finding> {
     let trace = cx.trace;
     let mut per: HashMap<ProcIdx, PerProcess, BuildFx> = HashMap::default();
-    for call in &cx.calls {
+    for call in cx.calls() {
         let name = trace.str(call.name);
         let (base, flags) = (call.args[0], call.args[2]);
         let Some(at) = call.enter_ns else { continue };

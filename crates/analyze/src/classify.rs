@@ -18,7 +18,9 @@
 //! 7. anything else → `other`.
 //!
 //! Names are matched as parts of the symbol, so `futex_wait_queue`,
-//! `__futex_wait` and `anon_pipe_read` (`pipe_read`) count. Pure.
+//! `__futex_wait` and `anon_pipe_read` (`pipe_read`) count. Also which
+//! frames are scheduler plumbing, left out when a wait is named in a line
+//! ([`is_plumbing`], [`summarize_stack`]). Pure.
 
 use slowlab_model::critical_path::WaitKind;
 use slowlab_model::trace::{StackIdx, Trace};
@@ -285,10 +287,43 @@ pub fn span_kind(trace: &Trace, b: &crate::states::BlockedSpan) -> WaitKind {
 
 /// The innermost function of a blocking stack that is not plumbing.
 pub fn blocked_in<'t>(blocked_names: &[&'t str]) -> Option<&'t str> {
-    blocked_names
+    blocked_names.iter().copied().find(|n| !is_plumbing(n))
+}
+
+/// Scheduler and wake-up plumbing that says nothing about *why* a thread
+/// waited: skipped when a wait is summarized in one line.
+pub fn is_plumbing(name: &str) -> bool {
+    const PREFIXES: [&str; 12] = [
+        "schedule",
+        "__schedule",
+        "io_schedule",
+        "preempt_schedule",
+        "try_to_wake_up",
+        "ttwu",
+        "wake_up",
+        "__wake_up",
+        "autoremove_wake_function",
+        "default_wake_function",
+        "finish_task_switch",
+        "__traceiter",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "[unknown]"
+}
+
+/// The first `count` frames of a stack that are not scheduler plumbing,
+/// joined innermost first with " ← "; `[no stack]` when none is left.
+pub fn summarize_stack(names: &[String], count: usize) -> String {
+    let kept: Vec<&str> = names
         .iter()
-        .copied()
-        .find(|n| !crate::waits::is_plumbing(n))
+        .map(String::as_str)
+        .filter(|n| !is_plumbing(n))
+        .take(count)
+        .collect();
+    if kept.is_empty() {
+        "[no stack]".to_string()
+    } else {
+        kept.join(" ← ")
+    }
 }
 
 /// The syscall a blocking stack is in (`fsync` from `__x64_sys_fsync`).

@@ -1,0 +1,59 @@
+//! How commands open their input: the symbol flags they share, the
+//! environment read at the edge (`SLOWLAB_THREADS`, `SLOWLAB_MEMORY`,
+//! `SLOWLAB_CACHE_DIR`: `slowlab_open::OpenOptions::from_env`), and a
+//! progress bar while a trace is read. The reading is `slowlab-open`'s.
+
+use std::path::Path;
+
+use slowlab_model::bundle::TraceBundle;
+use slowlab_open::OpenOptions;
+
+/// How a command that reads traces names their functions: `--no-symbols`,
+/// and `--symbols` for the PDBs of Windows traces.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SymbolArgs {
+    /// Do not name functions (faster; every frame is [unknown]).
+    #[arg(long)]
+    pub no_symbols: bool,
+    /// Windows traces: name functions from the PDBs in these local
+    /// directories, `DIR[;DIR…]`, flat (`DIR/name.pdb`) or in a symbol
+    /// store's layout (`DIR/name.pdb/<GUID><AGE>/name.pdb`); also
+    /// `_NT_SYMBOL_PATH`'s `srv*DIR*URL` form, of which only the
+    /// directories are read: nothing is downloaded. A PDB whose GUID or age
+    /// differs from the traced image's is not used (a warning says which).
+    #[arg(long, value_name = "DIR[;DIR…]", conflicts_with = "no_symbols")]
+    pub symbols: Option<String>,
+}
+
+impl SymbolArgs {
+    /// The options these flags and the environment ask for.
+    pub fn options(&self) -> anyhow::Result<OpenOptions> {
+        Ok(OpenOptions {
+            symbolize: !self.no_symbols,
+            pdb_symbols: self.symbols.clone(),
+            ..OpenOptions::from_env(|name| std::env::var_os(name))?
+        })
+    }
+}
+
+/// Opens `input` with a progress bar on stderr.
+pub fn open(input: &Path, opts: &OpenOptions) -> anyhow::Result<TraceBundle> {
+    let bar = crate::progress::reading_bar();
+    let bundle = slowlab_open::open(input, opts, &|stage, done, total| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        bar.set_message(stage.to_string());
+    });
+    bar.finish_and_clear();
+    Ok(bundle?)
+}
+
+/// Opens `input` with its side files and symbols, as `diagnose`, `doctor`
+/// and `export` read what they recorded.
+pub fn open_all(input: &Path, symbolize: bool) -> anyhow::Result<TraceBundle> {
+    let opts = OpenOptions {
+        symbolize,
+        ..OpenOptions::from_env(|name| std::env::var_os(name))?
+    };
+    open(input, &opts)
+}
