@@ -326,11 +326,11 @@ pub fn hard_fault(p: Payload) -> Option<HardFaultEvent> {
 mod tests {
     use super::*;
 
-    /// Whether each decoder read its payload, and the shortest payload it
-    /// needs for pointer size `ptr` when every byte is `fill`: its required
-    /// fields, from the layouts above (later, optional fields such as a
-    /// thread's start address or a disk I/O's issuing thread may be
-    /// missing).
+    /// A decoder's name, whether it read its payload, and the shortest
+    /// payload it needs for pointer size `ptr` when every byte is `fill`:
+    /// its required fields, from the layouts above (later, optional fields
+    /// such as a thread's start address or a disk I/O's issuing thread may
+    /// be missing).
     type Decoder = (&'static str, fn(Payload) -> bool, fn(usize, u8) -> usize);
 
     fn decoders() -> Vec<Decoder> {
