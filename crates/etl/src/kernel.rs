@@ -326,22 +326,79 @@ pub fn hard_fault(p: Payload) -> Option<HardFaultEvent> {
 mod tests {
     use super::*;
 
+    /// A decoder's name, whether it read its payload, and the shortest
+    /// payload it needs for pointer size `ptr` when every byte is `fill`:
+    /// its required fields, from the layouts above (later, optional fields
+    /// such as a thread's start address or a disk I/O's issuing thread may
+    /// be missing).
+    type Decoder = (&'static str, fn(Payload) -> bool, fn(usize, u8) -> usize);
+
+    fn decoders() -> Vec<Decoder> {
+        vec![
+            // UniqueProcessKey, 4 ids, DirectoryTableBase, Flags, then the
+            // UserSID: 4 zero bytes for none, else a TOKEN_USER (2
+            // pointers), the SID's 8 bytes and its sub-authorities (0xff of
+            // them when every byte is 0xff). The name may be cut.
+            (
+                "process v4",
+                |p| process(p, 4).is_some(),
+                |ptr, fill| match fill {
+                    0 => 2 * ptr + 24,
+                    _ => 2 * ptr + 20 + 2 * ptr + 8 + 4 * 0xff,
+                },
+            ),
+            // ProcessId, TThreadId.
+            ("thread v3", |p| thread(p, 3).is_some(), |_, _| 8),
+            // ImageBase, ImageSize, 4 u32s, DefaultBase, 4 reserved u32s.
+            ("image v3", |p| image(p, 3).is_some(), |ptr, _| 3 * ptr + 32),
+            // InstructionPointer, ThreadId.
+            ("sample", |p| sample(p).is_some(), |ptr, _| ptr + 4),
+            // Two thread ids, then bytes up to OldThreadState at 14.
+            ("cswitch", |p| cswitch(p).is_some(), |_, _| 15),
+            // EventTimeStamp, StackProcess, StackThread.
+            ("stack", |p| stack(p).is_some(), |_, _| 16),
+            // EventTimeStamp, StackProcess, StackThread, StackKey.
+            (
+                "stack key ref",
+                |p| stack_key_ref(p).is_some(),
+                |ptr, _| 16 + ptr,
+            ),
+            // StackKey.
+            (
+                "stack key def",
+                |p| stack_key_def(p).is_some(),
+                |ptr, _| ptr,
+            ),
+            // DiskNumber, IrpFlags, TransferSize, Reserved, ByteOffset,
+            // FileObject, Irp, HighResResponseTime.
+            ("disk io", |p| disk_io(p).is_some(), |ptr, _| 32 + 2 * ptr),
+            // InitialTime, ReadOffset, VirtualAddress, FileObject,
+            // TThreadId, ByteCount.
+            (
+                "hard fault",
+                |p| hard_fault(p).is_some(),
+                |ptr, _| 24 + 2 * ptr,
+            ),
+        ]
+    }
+
     #[test]
     fn short_payloads_decode_to_none_not_a_panic() {
-        let bytes = [0xffu8; 64];
-        for ptr in [4u8, 8] {
-            for len in 0..bytes.len() {
-                let p = Payload::new(&bytes[..len], ptr);
-                let _ = process(p, 4);
-                let _ = thread(p, 3);
-                let _ = image(p, 3);
-                let _ = sample(p);
-                let _ = cswitch(p);
-                let _ = stack(p);
-                let _ = stack_key_ref(p);
-                let _ = stack_key_def(p);
-                let _ = disk_io(p);
-                let _ = hard_fault(p);
+        for fill in [0x00u8, 0xff] {
+            let bytes = [fill; 1100];
+            for ptr in [4u8, 8] {
+                for (name, decodes, needs) in decoders() {
+                    let needs = needs(ptr as usize, fill);
+                    assert!(needs < bytes.len(), "{name}");
+                    for len in 0..=bytes.len() {
+                        let decoded = decodes(Payload::new(&bytes[..len], ptr));
+                        assert_eq!(
+                            decoded,
+                            len >= needs,
+                            "{name} on {len} bytes of {fill:#x}, {ptr}-byte pointers"
+                        );
+                    }
+                }
             }
         }
     }

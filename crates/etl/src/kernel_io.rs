@@ -168,15 +168,68 @@ pub fn virtual_alloc(p: Payload) -> Option<VirtualAllocEvent> {
 mod tests {
     use super::*;
 
+    /// A decoder's name, whether it read its payload, and the shortest
+    /// payload it needs for pointer size `ptr`: its fields, from the
+    /// layouts above (a name or path may be cut or empty).
+    type Decoder = (&'static str, fn(Payload) -> bool, fn(usize) -> usize);
+
+    fn decoders() -> Vec<Decoder> {
+        vec![
+            // FileObject, then FileName.
+            ("file name", |p| file_name(p).is_some(), |ptr| ptr),
+            // IrpPtr, TTID, FileObject, CreateOptions, FileAttributes,
+            // ShareAccess, then OpenPath.
+            (
+                "file create",
+                |p| file_create(p).is_some(),
+                |ptr| 3 * ptr + 12,
+            ),
+            // Offset, IrpPtr, TTID, FileObject, FileKey, IoSize.
+            (
+                "file read/write",
+                |p| file_read_write(p).is_some(),
+                |ptr| 8 + 4 * ptr + 4,
+            ),
+            // IrpPtr, TTID, FileObject, FileKey.
+            (
+                "file simple op",
+                |p| file_simple_op(p).is_some(),
+                |ptr| 4 * ptr,
+            ),
+            // IrpPtr, ExtraInfo, NtStatus.
+            (
+                "file op end",
+                |p| file_op_end(p).is_some(),
+                |ptr| 2 * ptr + 4,
+            ),
+            // VirtualAddress, ProgramCounter.
+            ("soft fault", |p| soft_fault(p).is_some(), |ptr| 2 * ptr),
+            // BaseAddress, RegionSize, ProcessId, Flags.
+            (
+                "virtual alloc",
+                |p| virtual_alloc(p).is_some(),
+                |ptr| 2 * ptr + 8,
+            ),
+        ]
+    }
+
     #[test]
     fn short_payloads_decode_to_none_not_a_panic() {
-        let bytes = [0xffu8; 80];
-        for ptr in [4u8, 8] {
-            for len in 0..bytes.len() {
-                let p = Payload::new(&bytes[..len], ptr);
-                let _ = (file_name(p), file_create(p), file_read_write(p));
-                let _ = (file_simple_op(p), file_op_end(p), soft_fault(p));
-                let _ = virtual_alloc(p);
+        for fill in [0x00u8, 0xff] {
+            let bytes = [fill; 80];
+            for ptr in [4u8, 8] {
+                for (name, decodes, needs) in decoders() {
+                    let needs = needs(ptr as usize);
+                    assert!(needs < bytes.len(), "{name}");
+                    for len in 0..=bytes.len() {
+                        let decoded = decodes(Payload::new(&bytes[..len], ptr));
+                        assert_eq!(
+                            decoded,
+                            len >= needs,
+                            "{name} on {len} bytes of {fill:#x}, {ptr}-byte pointers"
+                        );
+                    }
+                }
             }
         }
     }

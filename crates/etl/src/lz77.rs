@@ -19,7 +19,11 @@ pub enum Lz77Error {
 }
 
 /// Expands `input` into a new vector of at most `max_out` bytes. Output past
-/// `max_out` is dropped (a corrupt buffer cannot make it grow).
+/// `max_out` is dropped (a corrupt buffer cannot make it grow). The format
+/// has no end marker: input that stops between two items (or inside a
+/// flag word or a match's first two bytes) is expanded up to there, and
+/// input that stops inside a match's longer length is
+/// [`Lz77Error::Truncated`].
 pub fn decompress(input: &[u8], max_out: usize) -> Result<Vec<u8>, Lz77Error> {
     let mut out: Vec<u8> = Vec::with_capacity(max_out.min(input.len().saturating_mul(8)));
     let mut pos = 0usize;
@@ -144,11 +148,50 @@ mod tests {
 
     #[test]
     fn truncated_input_never_panics() {
-        let flags: u32 = u32::MAX;
-        let mut input = flags.to_le_bytes().to_vec();
-        input.extend_from_slice(&7u16.to_le_bytes());
+        // Literals "abc", a short match (7 bytes), a match whose length
+        // takes every extra field (nibble 15, byte 255, u16 0, then a u32:
+        // 300 + 3 bytes), a literal "z", and a match whose length is the
+        // high nibble of the first one's length byte (2 + 7 + 3 bytes).
+        let flags: u32 = 0b0001_1010 << 24;
+        let mut input = flags.to_le_bytes().to_vec(); // 0..4
+        input.extend_from_slice(b"abc"); // 4..7
+        input.extend_from_slice(&(((3 - 1) << 3) | 4u16).to_le_bytes()); // 7..9
+        input.extend_from_slice(&7u16.to_le_bytes()); // 9..11: offset 1
+        input.push(0x2f); // 11: this match's nibble 15, the next one's 2
+        input.push(255); // 12
+        input.extend_from_slice(&0u16.to_le_bytes()); // 13..15
+        input.extend_from_slice(&300u32.to_le_bytes()); // 15..19
+        input.push(b'z'); // 19
+        input.extend_from_slice(&(((2 - 1) << 3) | 7u16).to_le_bytes()); // 20..22: offset 2
+        let full = decompress(&input, 1000).unwrap();
+        assert_eq!(full.len(), 3 + 7 + 303 + 1 + 12);
+        assert_eq!(&full[..10], b"abcabcabca");
+        assert!(full[10..313].iter().all(|&b| b == b'a'));
+        assert_eq!(&full[312..], b"azazazazazazaz");
+        // There is no end marker: input cut between two items (or inside a
+        // flag word or a match's two bytes) ends the stream with the items
+        // before the cut; a cut inside a match's extra length fields is an
+        // error, never a match of a wrong length.
         for cut in 0..input.len() {
-            let _ = decompress(&input[..cut], 1000);
+            let expected = match cut {
+                0..=4 => Ok(0),
+                5..=7 => Ok(cut - 4),
+                8 => Ok(3),
+                9 | 10 => Ok(10),
+                11..=18 => Err(Lz77Error::Truncated),
+                19 => Ok(313),
+                20 | 21 => Ok(314),
+                _ => unreachable!(),
+            };
+            let got = decompress(&input[..cut], 1000);
+            assert_eq!(
+                got.as_ref().map(Vec::len),
+                expected.as_ref().copied(),
+                "cut at {cut}"
+            );
+            if let Ok(out) = got {
+                assert_eq!(out, full[..out.len()], "cut at {cut}");
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! An [`Etl`] into slowlab's trace model: processes and threads with their
-//! lifetimes and names (start, stop and rundown events), modules from image
+//! lifetimes and names (start, stop and rundown events; the rows kept with
+//! [`slowlab_model::lifetimes`], as perf.data's are), modules from image
 //! events, CPU samples (`PerfInfo/Sample`) with their stacks, context
 //! switches (`Thread/CSwitch` → `Switch`), wake-ups (`Dispatcher/ReadyThread`
 //! → `Waking`, from the readying thread), hard faults (`MajorFault`) and disk
@@ -31,9 +32,8 @@ pub mod io;
 use std::collections::HashMap;
 
 use slowlab_model::bundle::CapturedPath;
-use slowlab_model::trace::{
-    Event, EventKind, ProcIdx, Process, ReadStats, Thread, ThreadIdx, Trace, TraceMeta,
-};
+use slowlab_model::lifetimes::Lifetimes;
+use slowlab_model::trace::{Event, EventKind, ProcIdx, ReadStats, ThreadIdx, Trace, TraceMeta};
 
 use crate::header::Source;
 use crate::kernel;
@@ -132,8 +132,8 @@ pub fn linux_priority(windows: i8) -> i32 {
 struct Builder {
     t: Trace,
     sb: StackBuilder,
-    pid_map: HashMap<u32, ProcIdx>,
-    tid_map: HashMap<u32, ThreadIdx>,
+    /// The current process and thread of each pid and tid.
+    lifetimes: Lifetimes,
     /// `(raw time, tid, pid, ip)` per sample, to find its stack.
     sample_keys: Vec<(i64, u32, u32, u64)>,
     /// `(raw time, tids to try, pid)` per event that may have a stack.
@@ -148,7 +148,7 @@ struct Builder {
 
 impl Builder {
     fn process(&mut self, pid: u32) -> ProcIdx {
-        if let Some(&p) = self.pid_map.get(&pid) {
+        if let Some(p) = self.lifetimes.process(pid as i32) {
             return p;
         }
         let name = match pid {
@@ -167,24 +167,15 @@ impl Builder {
         start: Option<u64>,
     ) -> ProcIdx {
         let comm = self.sb.string(&mut self.t, name);
-        let p = ProcIdx(self.t.processes.len() as u32);
-        self.t.processes.push(Process {
-            pid: pid as i32,
-            ppid: ppid.map(|p| p as i32),
-            comm,
-            start_ns: start,
-            exec_ns: None,
-            end_ns: None,
-            threads: Vec::new(),
-        });
-        self.pid_map.insert(pid, p);
-        p
+        let ppid = ppid.map(|p| p as i32);
+        self.lifetimes
+            .start_process(&mut self.t, pid as i32, ppid, comm, start)
     }
 
     /// The current lifetime of `tid`; created in process `pid` (or an
     /// unknown one) when not seen before.
     fn thread(&mut self, tid: u32, pid: Option<u32>) -> ThreadIdx {
-        if let Some(&th) = self.tid_map.get(&tid) {
+        if let Some(th) = self.lifetimes.thread(tid as i32) {
             return th;
         }
         let pid = pid.or_else(|| self.tid_pid.get(&tid).copied());
@@ -198,17 +189,8 @@ impl Builder {
         } else {
             self.sb.string(&mut self.t, name)
         };
-        let th = ThreadIdx(self.t.threads.len() as u32);
-        self.t.threads.push(Thread {
-            tid: tid as i32,
-            process: p,
-            comm,
-            start_ns: start,
-            end_ns: None,
-        });
-        self.t.processes[p.ix()].threads.push(th);
-        self.tid_map.insert(tid, th);
-        th
+        self.lifetimes
+            .start_thread(&mut self.t, p, tid as i32, comm, start)
     }
 
     fn on_process(&mut self, opcode: u8, now: u64, ev: kernel::ProcessEvent) {
@@ -247,7 +229,7 @@ impl Builder {
         match opcode {
             1 | 3 => {
                 let p = self.process(ev.pid);
-                let existing = self.tid_map.get(&ev.tid).copied();
+                let existing = self.lifetimes.thread(ev.tid as i32);
                 let same = existing.filter(|&th| {
                     let row = &self.t.threads[th.ix()];
                     row.process == p && row.end_ns.is_none()
@@ -315,8 +297,7 @@ pub fn to_trace_with_symbols(
     let mut b = Builder {
         t: Trace::default(),
         sb: StackBuilder::new(pointer_size),
-        pid_map: HashMap::new(),
-        tid_map: HashMap::new(),
+        lifetimes: Lifetimes::default(),
         sample_keys: Vec::new(),
         event_keys: Vec::new(),
         undecoded: 0,

@@ -18,7 +18,6 @@
 //! Not done: C++ public-symbol demangling (procedure names are already
 //! plain), inline frames and line numbers, `DbgID_ILRSDS` (.NET) images.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -149,7 +148,7 @@ pub fn read_pdb(
     // The `pdb` crate returns errors for the malformed files we tried, but
     // it is a parser of untrusted input: a panic is caught and reported as
     // a corrupt file (quietly: one warning, not a backtrace).
-    let result = quietly(|| read_pdb_unguarded(file, wanted))
+    let result = slowlab_guard::guard(|| read_pdb_unguarded(file, wanted))
         .unwrap_or_else(|| Err("the PDB parser gave up on it".to_string()));
     result.map_err(|reason| corrupt(path, reason))
 }
@@ -210,28 +209,6 @@ fn read_pdb_unguarded(
     table.procedures.sort_unstable_by_key(|p| p.0);
     table.publics.sort_unstable_by_key(|p| p.0);
     Ok((identity, Some(table)))
-}
-
-thread_local! {
-    static QUIET: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Runs `f`, turning a panic into `None` without printing it (a panic
-/// hook that defers to the previous one outside of this function).
-fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if QUIET.with(Cell::get) == 0 {
-                previous(info);
-            }
-        }));
-    });
-    QUIET.with(|q| q.set(q.get() + 1));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    QUIET.with(|q| q.set(q.get() - 1));
-    r.ok()
 }
 
 /// Where a PDB named `name` with symbol-store key `key` may be in `dir`:

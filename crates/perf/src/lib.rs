@@ -23,7 +23,6 @@ pub mod symbolize;
 pub mod symbols;
 pub mod tracepoint;
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -469,54 +468,8 @@ pub(crate) fn drop_later<T: Send + 'static>(x: T) {
     std::thread::spawn(move || drop(x));
 }
 
-/// Panics [`guard`] caught since the process started.
-static CAUGHT_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// The message and place of the last panic [`guard`] caught.
-static LAST_CAUGHT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-
-/// How many panics inside the parsers of `linux-perf-data` were caught
-/// (and silenced) since the process started. Reading goes on after one,
-/// but each is a bug upstream: the fuzz target aborts when this grows, so
-/// that afl counts it as a crash, and the corpus replay test fails.
-pub fn caught_panics() -> u64 {
-    CAUGHT_PANICS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The message and source location of the last panic counted by
-/// [`caught_panics`], to report it.
-pub fn last_caught_panic() -> Option<String> {
-    LAST_CAUGHT.lock().ok()?.clone()
-}
-
-thread_local! {
-    /// Depth of [`guard`] calls on this thread: panics inside are expected
-    /// and not reported.
-    static QUIET: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Runs `f`, which parses untrusted input with code that may panic on
-/// malformed data (the `linux-perf-data` crates), and turns a panic into
-/// `None`. The panic message is not printed: a hook, installed once and
-/// chained to the one before it, stays silent for panics inside `guard` on
-/// this thread and passes every other panic on unchanged.
-pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if QUIET.with(Cell::get) == 0 {
-                previous(info);
-            } else if let Ok(mut last) = LAST_CAUGHT.lock() {
-                *last = Some(info.to_string());
-            }
-        }));
-    });
-    QUIET.with(|q| q.set(q.get() + 1));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    QUIET.with(|q| q.set(q.get() - 1));
-    if r.is_err() {
-        CAUGHT_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    r.ok()
-}
+// Parsing with `linux-perf-data`, which may panic on malformed input, is
+// guarded; the count and the last message of the panics caught are
+// re-exported for the fuzz target and the corpus tests.
+pub(crate) use slowlab_guard::guard;
+pub use slowlab_guard::{caught_panics, last_caught_panic};

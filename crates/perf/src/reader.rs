@@ -34,7 +34,8 @@ mod interner;
 mod procs;
 mod stacks;
 
-use slowlab_model::trace::{FuncIdx, ModuleIdx, ProcIdx, StrIdx, ThreadIdx, Trace};
+use slowlab_model::lifetimes::Lifetimes;
+use slowlab_model::trace::{FuncIdx, ModuleIdx, StrIdx, ThreadIdx, Trace};
 
 pub(crate) use driver::read_bytes_with;
 pub use driver::{kernel_build_id, read_bytes};
@@ -79,8 +80,8 @@ pub(crate) const NO_FUNC: FuncIdx = FuncIdx(u32::MAX);
 struct Builder {
     t: Trace,
     strings: Strings,
-    pid_map: FxMap<i32, ProcIdx>,
-    tid_map: FxMap<i32, ThreadIdx>,
+    /// The current process and thread of each pid and tid.
+    lifetimes: Lifetimes,
     maps: FxMap<i32, Vec<Map>>,
     kernel_maps: Vec<Map>,
     module_by_path: FxMap<StrIdx, ModuleIdx>,
@@ -117,8 +118,7 @@ impl Builder {
         let mut b = Builder {
             t: Trace::default(),
             strings: Strings::default(),
-            pid_map: FxMap::default(),
-            tid_map: FxMap::default(),
+            lifetimes: Lifetimes::default(),
             maps: FxMap::default(),
             kernel_maps: Vec::new(),
             module_by_path: FxMap::default(),

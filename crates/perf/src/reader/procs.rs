@@ -1,5 +1,6 @@
 //! Process and thread bookkeeping for the record pass: processes and
-//! threads from fork, comm (exec) and exit records, with their lifetimes;
+//! threads from fork, comm (exec) and exit records, with their lifetimes
+//! (the rows kept with [`slowlab_model::lifetimes`], as the ETL reader's);
 //! each process's executable memory maps (and the kernel's), which say in
 //! which module an address lies; and the modules, created on the first map
 //! of a path and classified by it.
@@ -7,9 +8,7 @@
 //! It does not decode records (`decode` does) nor turn addresses into
 //! frames (`stacks` does, with [`find_map`]).
 
-use slowlab_model::trace::{
-    Module, ModuleIdx, ModuleKind, ProcIdx, Process, StrIdx, Thread, ThreadIdx,
-};
+use slowlab_model::trace::{Module, ModuleIdx, ModuleKind, ProcIdx, StrIdx, ThreadIdx};
 
 use super::Builder;
 
@@ -85,27 +84,6 @@ impl Builder {
         m
     }
 
-    fn new_process(
-        &mut self,
-        pid: i32,
-        ppid: Option<i32>,
-        comm: StrIdx,
-        start: Option<u64>,
-    ) -> ProcIdx {
-        let p = ProcIdx(self.t.processes.len() as u32);
-        self.t.processes.push(Process {
-            pid,
-            ppid,
-            comm,
-            start_ns: start,
-            exec_ns: None,
-            end_ns: None,
-            threads: Vec::new(),
-        });
-        self.pid_map.insert(pid, p);
-        p
-    }
-
     fn new_thread(
         &mut self,
         proc_: ProcIdx,
@@ -113,22 +91,13 @@ impl Builder {
         comm: StrIdx,
         start: Option<u64>,
     ) -> ThreadIdx {
-        let th = ThreadIdx(self.t.threads.len() as u32);
-        self.t.threads.push(Thread {
-            tid,
-            process: proc_,
-            comm,
-            start_ns: start,
-            end_ns: None,
-        });
-        self.t.processes[proc_.ix()].threads.push(th);
-        self.tid_map.insert(tid, th);
         self.last_thread = None;
-        th
+        self.lifetimes
+            .start_thread(&mut self.t, proc_, tid, comm, start)
     }
 
     fn process(&mut self, pid: i32) -> ProcIdx {
-        if let Some(&p) = self.pid_map.get(&pid) {
+        if let Some(p) = self.lifetimes.process(pid) {
             return p;
         }
         let comm = if pid == 0 {
@@ -136,7 +105,8 @@ impl Builder {
         } else {
             self.s(&format!(":{pid}"))
         };
-        self.new_process(pid, None, comm, None)
+        self.lifetimes
+            .start_process(&mut self.t, pid, None, comm, None)
     }
 
     #[inline]
@@ -152,11 +122,8 @@ impl Builder {
     }
 
     fn thread_slow(&mut self, pid: i32, tid: i32) -> ThreadIdx {
-        if let Some(&th) = self.tid_map.get(&tid) {
-            let p = self.t.threads[th.ix()].process;
-            if self.t.processes[p.ix()].pid == pid {
-                return th;
-            }
+        if let Some(th) = self.lifetimes.thread_in(&self.t, pid, tid) {
+            return th;
         }
         let p = self.process(pid);
         let comm = self.t.processes[p.ix()].comm;
@@ -168,20 +135,22 @@ impl Builder {
         // with time 0: no fork time is known for those.
         let time = (time != 0).then_some(time);
         let parent_comm = self
-            .tid_map
-            .get(&ptid)
-            .map(|&th| self.t.threads[th.ix()].comm)
+            .lifetimes
+            .thread(ptid)
+            .map(|th| self.t.threads[th.ix()].comm)
             .or_else(|| {
-                self.pid_map
-                    .get(&ppid)
-                    .map(|&p| self.t.processes[p.ix()].comm)
+                self.lifetimes
+                    .process(ppid)
+                    .map(|p| self.t.processes[p.ix()].comm)
             });
         if pid == tid {
             let comm = match parent_comm {
                 Some(c) => c,
                 None => self.s(&format!(":{pid}")),
             };
-            let p = self.new_process(pid, Some(ppid), comm, time);
+            let p = self
+                .lifetimes
+                .start_process(&mut self.t, pid, Some(ppid), comm, time);
             let inherited = self.maps.get(&ppid).cloned().unwrap_or_default();
             self.maps.insert(pid, inherited);
             self.new_thread(p, tid, comm, time);
@@ -334,12 +303,12 @@ mod tests {
         // …and for a child it forks while recording.
         b.on_fork(101, 100, 101, 100, 5_000);
         b.on_exit(100, 100, 9_000);
-        let sh = &b.t.processes[b.pid_map[&100].ix()];
+        let sh = &b.t.processes[b.lifetimes.process(100).unwrap().ix()];
         assert_eq!(
             (sh.start_ns, sh.exec_ns, sh.end_ns),
             (None, None, Some(9_000))
         );
-        let child = &b.t.processes[b.pid_map[&101].ix()];
+        let child = &b.t.processes[b.lifetimes.process(101).unwrap().ix()];
         assert_eq!(child.start_ns, Some(5_000));
         assert_eq!(child.ppid, Some(100));
     }
