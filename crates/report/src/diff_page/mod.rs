@@ -26,7 +26,7 @@ const STYLE: [&str; 2] = [
 ];
 /// The report's flame graph (`interactive/flame.js`, which the page's
 /// differential one extends), then the page's own script.
-const SCRIPTS: [&str; 2] = [
+pub(crate) const SCRIPTS: [&str; 2] = [
     include_str!("../interactive/flame.js"),
     include_str!("diff.js"),
 ];
