@@ -2,7 +2,8 @@
 //! self-contained file with the comparison's table (sortable, filterable)
 //! and a differential flame graph of the merged call tree (red grew, blue
 //! shrank; click to zoom, search to highlight and sum), drawn by `diff.js`
-//! on a canvas from the data embedded once as JSON.
+//! with the report's flame graph (`interactive/flame.js`) on a canvas from
+//! the data embedded once as JSON.
 //!
 //! Same rules as the report's page (`interactive`): no request at all (the
 //! Content-Security-Policy forbids them), every trace string inserted as
@@ -23,7 +24,12 @@ const STYLE: [&str; 2] = [
     include_str!("../interactive/style.css"),
     include_str!("diff.css"),
 ];
-const SCRIPT: &str = include_str!("diff.js");
+/// The report's flame graph (`interactive/flame.js`, which the page's
+/// differential one extends), then the page's own script.
+pub(crate) const SCRIPTS: [&str; 2] = [
+    include_str!("../interactive/flame.js"),
+    include_str!("diff.js"),
+];
 
 /// What the page embeds.
 #[derive(Serialize)]
@@ -39,13 +45,14 @@ pub struct DiffPageData<'a> {
 pub fn diff_page(data: &DiffPageData) -> Result<String, PageError> {
     let json = script_safe_json(data)?;
     let style = STYLE.concat();
+    let script = SCRIPTS.concat();
     fill_template(
         PAGE,
         &[
             ("{{TITLE}}", &escape(data.title)),
             ("{{STYLE}}", &style),
             ("{{DATA}}", &json),
-            ("{{SCRIPT}}", SCRIPT),
+            ("{{SCRIPT}}", &script),
         ],
     )
 }

@@ -89,8 +89,8 @@ function main() {
   app.timeline = new Timeline(M, tl, app);
   const fl = section('flames', 'Flame graphs');
   fl.append(el('p', { class: 'hint', text: 'click a frame to zoom into it and see its callers and callees; the search highlights matching functions and sums their time' }));
-  const cpuFlame = new FlameGraph(M, fl, 'cpu-flame', 'CPU (sampled)', (n) => fmtTime(n * meta.sample_us) + ' · ' + Math.round(n).toLocaleString('en-US') + ' samples');
-  const offFlame = new FlameGraph(M, fl, 'blocked-flame', 'Blocked (off-CPU) time, by where threads blocked', (us) => fmtTime(us));
+  const cpuFlame = new ReportFlame(M, fl, 'cpu', 'CPU (sampled)', (n) => fmtTime(n * meta.sample_us) + ' · ' + Math.round(n).toLocaleString('en-US') + ' samples');
+  const offFlame = new ReportFlame(M, fl, 'blocked', 'Blocked (off-CPU) time, by where threads blocked', (us) => fmtTime(us));
   const tables = section('tables', 'Tables');
   const updateTables = buildTables(M, tables, app);
 

@@ -1,11 +1,16 @@
-// flame.js — a flame graph (root on top, callees below) drawn on a canvas
-// from per-stack-node weights: click a frame to zoom into it and show its
-// callers and callees (butterfly), search to highlight and sum matching
-// frames, hover for the numbers. Text goes through fillText/textContent
-// only.
+// flame.js — the flame graph of both pages (the report's CPU and blocked
+// graphs, `slowlab diff --html`'s differential one): frames laid out from a
+// tree, root on top and callees below, each as wide as its weight, drawn on
+// a canvas; click a frame to zoom into it (its ancestors stay above it, full
+// width), search to highlight the matching frames and sum them, hover for
+// the numbers. Each page subclasses FlameGraph with what differs: its tree,
+// the weights, colours and tooltips of its frames, what the search's sum
+// reads. Text goes through fillText/textContent only. Also `el`, how the
+// pages' scripts make elements.
 'use strict';
 
 const ROW = 17;
+const MATCH_COLOUR = '#e040fb';
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -16,69 +21,71 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-function hashHue(s) {
-  let h = 0;
-  for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
-  return Math.abs(h);
-}
-
+// The frames are a tree's nodes 0..n-1, parents before children, given by
+// `parent` (-1 for a root). A subclass defines
+//   kids(i)     i's children in drawing order (i = -1: the roots)
+//   size(i)     the weight of i's frame, its width (0: not drawn)
+//   name(i)     its label, what the search matches
+//   colour(i)   its fill
+//   tipText(i)  what hovering it shows
+//   summary(m)  the search's result: m = {top, frames}, the matching nodes
+//               no ancestor of which matches (their weights sum with none
+//               counted twice) and the number of matching frames; null
+//               without a search
+// and may set, before the first draw, `font`, `allRow` (a top row, node
+// -1, for the whole tree, labelled name(-1), that zooms out when clicked)
+// and `dimAncestors` (the zoomed frame's ancestors drawn faded).
+// The box's id is ID-flame, and its search, result, reset button and
+// canvas have ids ID-search, ID-search-result, ID-reset and ID-canvas.
 class FlameGraph {
-  // `fmt(weight)` formats a weight for people (samples as time, µs).
-  constructor(M, root, id, title, fmt) {
-    this.M = M; this.fmt = fmt; this.zoom = -1; this.focusFunc = -1; this.query = '';
-    this.w = new Float64Array(M.nStacks); this.incl = new Float64Array(M.nStacks); this.total = 0;
-    this.box = el('div', { class: 'flame', id });
-    const bar = el('div', { class: 'flame-bar' });
-    this.search = el('input', { type: 'search', placeholder: 'search functions', class: 'flame-search' });
-    this.result = el('span', { class: 'search-result' });
-    this.zoomLabel = el('span', { class: 'zoom-label' });
-    const reset = el('button', { text: 'reset zoom', class: 'reset-zoom' });
-    bar.append(el('h3', { text: title }), this.search, this.result, reset, this.zoomLabel);
-    this.canvas = el('canvas', { class: 'flame-canvas' });
+  constructor(root, id, parent) {
+    this.parent = parent;
+    this.zoom = -1; this.query = ''; this.width = 0; this.total = 0; this.rects = [];
+    this.font = '11px sans-serif'; this.allRow = false; this.dimAncestors = true;
+    this.box = el('div', { class: 'flame', id: id + '-flame' });
+    this.bar = el('div', { class: 'flame-bar' });
+    this.search = el('input', { type: 'search', placeholder: 'search functions', class: 'flame-search', id: id + '-search' });
+    this.result = el('span', { class: 'search-result', id: id + '-search-result' });
+    const reset = el('button', { text: 'reset zoom', class: 'reset-zoom', id: id + '-reset' });
+    this.bar.append(this.search, this.result, reset);
+    this.canvas = el('canvas', { class: 'flame-canvas', id: id + '-canvas' });
     this.tip = el('div', { class: 'tip' });
     this.scrollBox = el('div', { class: 'flame-scroll' }, this.canvas);
     this.wrap = el('div', { class: 'flame-wrap' }, this.scrollBox, this.tip);
-    this.butterfly = el('div', { class: 'butterfly' });
-    this.box.append(bar, this.wrap, this.butterfly);
+    this.box.append(this.bar, this.wrap);
     root.append(this.box);
     this.search.addEventListener('input', () => { this.query = this.search.value.trim().toLowerCase(); this.draw(); });
-    reset.addEventListener('click', () => { this.zoom = -1; this.focusFunc = -1; this.draw(); this.drawButterfly(); });
-    this.canvas.addEventListener('click', (e) => this.click(e));
+    reset.addEventListener('click', () => this.zoomTo(-1));
+    this.canvas.addEventListener('click', (e) => this.clicked(this.at(e)));
     this.canvas.addEventListener('mousemove', (e) => this.hover(e));
     this.canvas.addEventListener('mouseleave', () => { this.tip.style.display = 'none'; });
   }
 
-  setWeights(w) {
-    const M = this.M;
-    this.w = w;
-    const incl = Float64Array.from(w);
-    for (let i = M.nStacks - 1; i >= 0; i--) if (M.parent[i] >= 0) incl[M.parent[i]] += incl[i];
-    this.incl = incl;
-    let total = 0;
-    for (let i = 0; i < M.nStacks; i++) if (M.parent[i] < 0) total += incl[i];
-    this.total = total;
-    if (this.zoom >= 0 && !incl[this.zoom]) this.zoom = -1;
-    this.draw();
-    this.drawButterfly();
-  }
+  // The canvas's width in CSS pixels, read again once `width` is reset to 0.
+  canvasWidth() { return Math.max(300, (this.wrap.clientWidth || 920) - 20); }
 
-  // The frames to draw: {node, x, w, d}; node -1 is "all".
+  // A click on frame `r` (null: on none).
+  clicked(r) { if (r) this.zoomTo(r.node); }
+
+  zoomTo(node) { this.zoom = node; this.draw(); }
+
+  // The frames to draw: {node, x, w, d}. The whole tree's row, if any, the
+  // zoomed frame's ancestors and itself at full width, its descendants (or
+  // without a zoom the roots') at their weights' widths down to 0.4 pixel.
   layout(width) {
-    const M = this.M, incl = this.incl, rects = [];
+    const rects = [];
     const chain = [];
-    for (let x = this.zoom; x >= 0; x = M.parent[x]) chain.unshift(x);
-    rects.push({ node: -1, x: 0, w: width, d: 0 });
-    chain.forEach((n, i) => rects.push({ node: n, x: 0, w: width, d: i + 1 }));
-    const base = this.zoom >= 0 ? incl[this.zoom] : this.total;
+    for (let x = this.zoom; x >= 0; x = this.parent[x]) chain.unshift(x);
+    let d = 0;
+    if (this.allRow) rects.push({ node: -1, x: 0, w: width, d: d++ });
+    for (const n of chain) rects.push({ node: n, x: 0, w: width, d: d++ });
+    this.zoomRow = d - 1;
+    const base = this.zoom >= 0 ? this.size(this.zoom) : this.total;
     if (!base) return rects;
     const scale = width / base;
     const walk = (node, x, d) => {
-      const a = M.kidOff[node < 0 ? M.nStacks : node], b = M.kidOff[(node < 0 ? M.nStacks : node) + 1];
-      const kids = [];
-      for (let k = a; k < b; k++) if (incl[M.kids[k]] > 0) kids.push(M.kids[k]);
-      kids.sort((p, q) => (M.funcName[M.func[p]] < M.funcName[M.func[q]] ? -1 : 1));
-      for (const k of kids) {
-        const w = incl[k] * scale;
+      for (const k of this.kids(node)) {
+        const w = this.size(k) * scale;
         if (w >= 0.4) {
           rects.push({ node: k, x, w, d });
           if (w >= 1) walk(k, x, d + 1);
@@ -86,18 +93,33 @@ class FlameGraph {
         x += w;
       }
     };
-    walk(this.zoom, 0, chain.length + 1);
+    walk(this.zoom, 0, d);
     return rects;
   }
 
   matches(node) {
-    return this.query && node >= 0 && this.M.funcName[this.M.func[node]].toLowerCase().includes(this.query);
+    return this.query && node >= 0 && this.name(node).toLowerCase().includes(this.query);
+  }
+
+  // The search's matches over the whole tree, for `summary`.
+  found() {
+    const parent = this.parent, n = parent.length, covered = new Uint8Array(n), top = [];
+    let frames = 0;
+    for (let i = 0; i < n; i++) {
+      const up = parent[i] >= 0 && covered[parent[i]];
+      const hit = this.matches(i) && this.size(i) > 0;
+      if (hit) frames++;
+      if (hit && !up) top.push(i);
+      covered[i] = up || hit ? 1 : 0;
+    }
+    return { top, frames };
   }
 
   draw() {
-    const M = this.M;
-    if (!this.width) this.width = Math.max(300, (this.wrap.clientWidth || 920) - 20);
+    if (!this.width) this.width = this.canvasWidth();
     const width = this.width;
+    this.total = 0;
+    for (const r of this.kids(-1)) this.total += this.size(r);
     const rects = this.layout(width);
     this.rects = rects;
     let depth = 0;
@@ -108,140 +130,41 @@ class FlameGraph {
     this.canvas.style.width = width + 'px'; this.canvas.style.height = height + 'px';
     const g = this.canvas.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.font = '11px sans-serif';
+    g.font = this.font;
     g.textBaseline = 'middle';
-    const chainDepth = this.zoom >= 0 ? M.depth[this.zoom] + 1 : 0;
+    const dim = this.dimAncestors && this.zoom >= 0;
     for (const r of rects) {
       const y = r.d * ROW;
-      let color;
-      if (r.node < 0) color = '#bbb';
-      else if (this.matches(r.node)) color = '#e040fb';
-      else if (M.funcKind[M.func[r.node]] === 2) color = '#c9c9c9';
-      else {
-        const h = hashHue(M.funcName[M.func[r.node]]);
-        color = M.funcKind[M.func[r.node]] === 1 ? `hsl(${20 + (h % 25)},75%,${62 + (h % 10)}%)` : `hsl(${h % 50},80%,${55 + (h % 12)}%)`;
-      }
-      g.fillStyle = color;
-      g.globalAlpha = r.d <= chainDepth && r.node !== this.zoom && this.zoom >= 0 ? 0.55 : 1;
+      g.fillStyle = this.matches(r.node) ? MATCH_COLOUR : this.colour(r.node);
+      g.globalAlpha = dim && r.d < this.zoomRow ? 0.55 : 1;
       g.fillRect(r.x, y, Math.max(r.w - 0.5, 0.5), ROW - 1);
       g.globalAlpha = 1;
       if (r.w > 28) {
-        const name = r.node < 0 ? 'all (' + this.fmt(this.total) + ')' : M.funcName[M.func[r.node]];
         g.fillStyle = '#111';
         g.save();
         g.beginPath(); g.rect(r.x, y, r.w - 2, ROW); g.clip();
-        g.fillText(name, r.x + 3, y + ROW / 2);
+        g.fillText(this.name(r.node), r.x + 3, y + ROW / 2);
         g.restore();
       }
     }
-    // Search: the sum of matching frames, nested matches counted once.
-    if (this.query) {
-      const covered = new Uint8Array(M.nStacks);
-      let sum = 0, frames = 0;
-      for (let n = 0; n < M.nStacks; n++) {
-        const up = M.parent[n] >= 0 && covered[M.parent[n]];
-        const hit = this.matches(n) && this.incl[n] > 0;
-        if (hit) frames++;
-        if (hit && !up) sum += this.incl[n];
-        covered[n] = up || hit ? 1 : 0;
-      }
-      const pct = this.total ? (100 * sum / this.total).toFixed(1) : '0';
-      this.result.textContent = `${frames} matching frames: ${this.fmt(sum)} (${pct}%)`;
-    } else this.result.textContent = '';
-    this.zoomLabel.textContent = this.zoom >= 0 ? 'zoomed into ' + M.funcName[M.func[this.zoom]] : '';
-    if (!this.total) this.result.textContent = 'nothing in the selection';
+    this.result.textContent = this.summary(this.query ? this.found() : null);
+    this.canvas.setAttribute('data-zoom', this.zoom >= 0 ? this.name(this.zoom) : '');
   }
 
   at(e) {
     const box = this.canvas.getBoundingClientRect();
     const x = e.clientX - box.left, d = Math.floor((e.clientY - box.top) / ROW);
-    for (const r of this.rects || []) if (r.d === d && x >= r.x && x < r.x + r.w) return r;
+    for (const r of this.rects) if (r.d === d && x >= r.x && x < r.x + r.w) return r;
     return null;
-  }
-
-  click(e) {
-    const r = this.at(e);
-    if (!r) return;
-    this.zoom = r.node;
-    this.focusFunc = r.node >= 0 && this.M.funcKind[this.M.func[r.node]] !== 2 ? this.M.func[r.node] : -1;
-    this.draw();
-    this.drawButterfly();
   }
 
   hover(e) {
     const r = this.at(e);
     if (!r) { this.tip.style.display = 'none'; return; }
-    const M = this.M;
-    const v = r.node < 0 ? this.total : this.incl[r.node];
-    const name = r.node < 0 ? 'all' : M.funcName[M.func[r.node]];
-    const mod = r.node < 0 ? '' : M.funcModule[M.func[r.node]];
-    const pct = this.total ? (100 * v / this.total).toFixed(2) : '0';
-    const self = r.node < 0 ? '' : ', self ' + this.fmt(this.w[r.node]);
-    this.tip.textContent = `${name}${mod ? ' [' + mod + ']' : ''}\n${this.fmt(v)} (${pct}%)${self}`;
+    this.tip.textContent = this.tipText(r.node);
     const box = this.wrap.getBoundingClientRect();
     this.tip.style.left = Math.min(e.clientX - box.left + 12, box.width - 260) + 'px';
     this.tip.style.top = (e.clientY - box.top + 14) + 'px';
     this.tip.style.display = 'block';
-  }
-
-  // Callers and callees of the clicked function, merged over every place
-  // it occurs (an occurrence inside another one of itself counted once).
-  drawButterfly() {
-    const M = this.M, f = this.focusFunc, incl = this.incl;
-    this.butterfly.replaceChildren();
-    if (f < 0) return;
-    const top = [];
-    const inside = new Uint8Array(M.nStacks);
-    let total = 0;
-    for (let n = 0; n < M.nStacks; n++) {
-      const up = M.parent[n] >= 0 && inside[M.parent[n]];
-      const hit = M.func[n] === f;
-      if (hit && !up && incl[n] > 0) { top.push(n); total += incl[n]; }
-      inside[n] = up || hit ? 1 : 0;
-    }
-    const newNode = () => ({ w: 0, kids: new Map() });
-    const callers = newNode(), callees = newNode();
-    for (const n of top) {
-      let t = callers; t.w += incl[n];
-      let depth = 0;
-      for (let x = M.parent[n]; x >= 0 && depth < 12; x = M.parent[x], depth++) {
-        const fx = M.func[x];
-        if (!t.kids.has(fx)) t.kids.set(fx, newNode());
-        t = t.kids.get(fx); t.w += incl[n];
-      }
-      const merge = (node, into, depth) => {
-        into.w += incl[node];
-        if (depth >= 10) return;
-        for (let k = M.kidOff[node]; k < M.kidOff[node + 1]; k++) {
-          const c = M.kids[k];
-          if (!incl[c]) continue;
-          if (!into.kids.has(M.func[c])) into.kids.set(M.func[c], newNode());
-          merge(c, into.kids.get(M.func[c]), depth + 1);
-        }
-      };
-      merge(n, callees, 0);
-    }
-    const render = (node, depth) => {
-      const ul = el('ul');
-      const kids = [...node.kids.entries()].sort((a, b) => b[1].w - a[1].w).slice(0, 12);
-      for (const [fx, k] of kids) {
-        const pct = total ? (100 * k.w / total).toFixed(1) : '0';
-        const label = `${pct}%  ${this.fmt(k.w)}  ${M.funcName[fx]}`;
-        const li = el('li');
-        if (k.kids.size && depth < 12) {
-          const d = el('details', depth < 2 ? { open: '' } : {}, el('summary', { text: label }));
-          d.append(render(k, depth + 1));
-          li.append(d);
-        } else li.append(el('span', { text: label }));
-        ul.append(li);
-      }
-      return ul;
-    };
-    const name = M.funcName[f];
-    this.butterfly.append(
-      el('h4', { text: `Butterfly of ${name}: ${this.fmt(total)} (${this.total ? (100 * total / this.total).toFixed(1) : 0}% of the selection)` }),
-      el('div', { class: 'bf-cols' },
-        el('div', { class: 'bf-callers' }, el('h5', { text: 'callers (who calls it), innermost caller first' }), render(callers, 0)),
-        el('div', { class: 'bf-callees' }, el('h5', { text: 'callees (what it calls)' }), render(callees, 0))));
   }
 }

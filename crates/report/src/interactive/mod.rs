@@ -18,9 +18,11 @@ const PAGE: &str = include_str!("page.html");
 const STYLE: &str = include_str!("style.css");
 /// The scripts in the order they are concatenated into the page's one
 /// script element (functions of the earlier ones are used by the later).
-const SCRIPTS: [&str; 5] = [
+/// `flame.js` is the diff page's too.
+const SCRIPTS: [&str; 6] = [
     include_str!("data.js"),
     include_str!("flame.js"),
+    include_str!("report_flame.js"),
     include_str!("timeline.js"),
     include_str!("tables.js"),
     include_str!("app.js"),

@@ -91,7 +91,8 @@ fn the_page_forbids_every_request_and_loads_nothing() {
 
 #[test]
 fn the_scripts_insert_text_never_markup() {
-    for script in SCRIPTS {
+    // The diff page's too.
+    for script in SCRIPTS.iter().chain(&crate::diff_page::SCRIPTS) {
         assert!(!script.contains("</script"));
         assert!(!script.contains("<!--"));
         for sink in [
