@@ -171,6 +171,70 @@ fn first_difference(expected: &str, actual: &str) -> Option<String> {
     ))
 }
 
+/// Where `--waits` and the critical path disagree about a thread (both
+/// read the one replay, so nowhere): each thread's blocked time in the
+/// waits view is the blocked time of its replayed spans, and no blocked
+/// segment of the critical path lies where its thread's spans say it ran
+/// or was runnable.
+fn disagreements(bundle: &TraceBundle, label: &str) -> Vec<String> {
+    use slowlab_analyze::states::{SpanState, TidIndex};
+    use slowlab_model::critical_path::SegmentState;
+    let trace = &bundle.trace;
+    let analysis = Analysis::new(bundle, Root::Command(vec![label.to_string()]));
+    let states = analysis.states();
+    let view = waits::waits_view(trace, analysis.schedule(), &Selection::default(), None);
+    let mut problems = Vec::new();
+    for t in &view.threads {
+        let blocked_ns: u64 = trace
+            .threads
+            .iter()
+            .enumerate()
+            .filter(|(_, th)| th.tid == t.tid && trace.processes[th.process.ix()].pid == t.pid)
+            .flat_map(|(i, _)| &states.spans[i])
+            .filter(|sp| matches!(sp.state, SpanState::Blocked(_)))
+            .map(|sp| sp.end_ns - sp.start_ns)
+            .sum();
+        if (t.blocked_s - blocked_ns as f64 / 1e9).abs() > 1e-9 {
+            problems.push(format!(
+                "{label}: --waits says tid {} was blocked {} s, its spans {} s",
+                t.tid,
+                t.blocked_s,
+                blocked_ns as f64 / 1e9
+            ));
+        }
+    }
+    let Ok(rp) = analysis.root_path() else {
+        return problems;
+    };
+    let tids = TidIndex::new(trace);
+    let root_ns = trace.meta.start_ns + (rp.path.root.start_s * 1e9).round() as u64;
+    let mut checked = 0;
+    for seg in &rp.path.segments {
+        if seg.state != SegmentState::Blocked {
+            continue;
+        }
+        let mid = root_ns + ((seg.from_s + seg.to_s) / 2.0 * 1e9) as u64;
+        let Some(th) = tids.lookup(seg.tid, mid) else {
+            continue;
+        };
+        checked += 1;
+        for sp in states.spans_in(th, mid, mid + 1) {
+            if !matches!(sp.state, SpanState::Blocked(_)) {
+                problems.push(format!(
+                    "{label}: the critical path has tid {} blocked at {:.6} s, its spans say {:?}",
+                    seg.tid, seg.from_s, sp.state
+                ));
+            }
+        }
+    }
+    if checked == 0 && rp.path.breakdown.blocked.total() > 0.0 {
+        problems.push(format!(
+            "{label}: no blocked segment of the path was checked"
+        ));
+    }
+    problems
+}
+
 /// Compares (or, blessing, writes) one snapshot's outputs; the differences
 /// found, one message each.
 fn check_snapshot(dir: &Path, bless: bool) -> Vec<String> {
@@ -182,7 +246,7 @@ fn check_snapshot(dir: &Path, bless: bool) -> Vec<String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut problems = Vec::new();
+    let mut problems = disagreements(&bundle, &label);
     for (name, now) in outputs(&bundle, &label) {
         let golden = dir.join(name);
         if bless {

@@ -225,13 +225,9 @@ impl AnalyzeArgs {
     }
 }
 
+/// At least a millisecond.
 fn positive_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.001 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a duration in seconds of at least 0.001"
-        )),
-    }
+    slowlab_model::units::parse_seconds(s, 0.001, f64::INFINITY)
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<i32> {

@@ -88,11 +88,9 @@ pub struct DoctorArgs {
     parquet: Option<PathBuf>,
 }
 
+/// From half a second to ten minutes.
 fn seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.5..=600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds from 0.5 to 600")),
-    }
+    slowlab_model::units::parse_seconds(s, 0.5, 600.0)
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use slowlab_report::sweep::{
     render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
@@ -127,7 +127,8 @@ pub struct SweepArgs {
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let sizes = parse_sizes(&args.sizes).map_err(anyhow::Error::msg)?;
-    let budget_s = parse_duration(&args.budget)?;
+    let budget_s = slowlab_model::units::parse_seconds(&args.budget, 1e-3, f64::INFINITY)
+        .map_err(anyhow::Error::msg)?;
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
@@ -198,44 +199,4 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(if result.interrupted { 130 } else { 0 })
-}
-
-/// "90", "90s", "1.5m", "2min", "1h", "500ms" → seconds.
-fn parse_duration(text: &str) -> anyhow::Result<f64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .with_context(|| format!("not a duration: `{text}` (e.g. 90s, 5m, 1h)"))?;
-    let factor = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 1e-3,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => bail!("unknown time unit `{other}` in `{text}` (use ms, s, m or h)"),
-    };
-    let seconds = value * factor;
-    if seconds.is_nan() || seconds <= 0.0 {
-        bail!("the duration `{text}` must be positive");
-    }
-    Ok(seconds)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-
-    #[test]
-    fn durations_with_and_without_units() {
-        assert_eq!(parse_duration("90").unwrap(), 90.0);
-        assert_eq!(parse_duration("120s").unwrap(), 120.0);
-        assert_eq!(parse_duration("1.5m").unwrap(), 90.0);
-        assert_eq!(parse_duration("1h").unwrap(), 3600.0);
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-    }
 }
