@@ -57,7 +57,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
     let mut pending: HashMap<ThreadIdx, usize, BuildFx> = HashMap::default();
     for ev in &trace.events {
         match ev.kind {
-            EventKind::SyscallEnter { name, args } => {
+            EventKind::SyscallEnter { name, args, .. } => {
                 pending.insert(ev.thread, calls.len());
                 calls.push(Call {
                     thread: ev.thread,
@@ -70,7 +70,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     path: None,
                 });
             }
-            EventKind::SyscallExit { name, ret } => match pending.remove(&ev.thread) {
+            EventKind::SyscallExit { name, ret, .. } => match pending.remove(&ev.thread) {
                 Some(i) if calls[i].name == name => {
                     calls[i].exit_ns = Some(ev.time_ns);
                     calls[i].ret = Some(ret);
@@ -392,6 +392,7 @@ mod tests {
                 EventKind::SyscallEnter {
                     name: stat,
                     args: [0; 6],
+                    file_op: None,
                 },
             );
             push(
@@ -400,6 +401,7 @@ mod tests {
                 EventKind::SyscallExit {
                     name: stat,
                     ret: if i == 5 { -2 } else { 0 },
+                    file_op: None,
                 },
             );
             cap.push(CapturedPath {
@@ -415,12 +417,17 @@ mod tests {
             EventKind::SyscallEnter {
                 name: open,
                 args: [0; 6],
+                file_op: None,
             },
         );
         push(
             &mut t,
             20_005_000,
-            EventKind::SyscallExit { name: open, ret: 3 },
+            EventKind::SyscallExit {
+                name: open,
+                ret: 3,
+                file_op: None,
+            },
         );
         cap.push(CapturedPath {
             time_ns: 19_999_300,

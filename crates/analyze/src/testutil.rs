@@ -319,6 +319,7 @@ impl TraceBuilder {
                 prev_state: state,
                 next_tid: next,
                 next_prio,
+                windows: None,
             },
         );
     }
@@ -377,7 +378,11 @@ impl TraceBuilder {
             0,
             thread,
             stack,
-            EventKind::SyscallEnter { name, args },
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op: None,
+            },
         );
     }
 
@@ -390,7 +395,11 @@ impl TraceBuilder {
             0,
             thread,
             None,
-            EventKind::SyscallExit { name, ret },
+            EventKind::SyscallExit {
+                name,
+                ret,
+                file_op: None,
+            },
         );
     }
 
@@ -496,6 +505,7 @@ impl TraceBuilder {
                 ip: 0x401000,
                 error_code: (kind as u64) << 16 | 4,
                 user: true,
+                windows_kind: None,
             },
         );
     }

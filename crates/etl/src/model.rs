@@ -12,7 +12,8 @@
 //! - a switch's `prev_state` low byte is the Linux-like state the analysis
 //!   reads (0 preempted/ready, 1 waiting, 2 waiting in a paging or pool
 //!   wait, the "uninterruptible" kind); bits 8..16 hold the Windows
-//!   `KTHREAD_STATE` and bits 16..24 the wait reason (`KWAIT_REASON`);
+//!   `KTHREAD_STATE` and bits 16..24 the wait reason (`KWAIT_REASON`), as
+//!   the switch's `windows` field does;
 //! - a switch's `next_prio` maps Windows priority 8 (normal) to 120, higher
 //!   priorities lower, real-time ones (16–31) below 100;
 //! - samples on the idle thread (thread 0, not in a DPC or an interrupt) are
@@ -33,6 +34,7 @@ use std::collections::HashMap;
 use slowlab_model::bundle::CapturedPath;
 use slowlab_model::trace::{
     Event, EventKind, ProcIdx, Process, ReadStats, Thread, ThreadIdx, Trace, TraceMeta,
+    WindowsSwitchOut, WindowsThreadState, WindowsWaitReason,
 };
 
 use crate::header::Source;
@@ -375,6 +377,10 @@ pub fn to_trace_with_symbols(
                     prev_state: switch_state(c.old_state, c.old_wait_reason),
                     next_tid: c.new_tid as i32,
                     next_prio: linux_priority(c.new_priority),
+                    windows: Some(WindowsSwitchOut {
+                        state: WindowsThreadState(c.old_state),
+                        wait_reason: WindowsWaitReason(c.old_wait_reason),
+                    }),
                 };
                 b.push_event(
                     now,
