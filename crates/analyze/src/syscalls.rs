@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use slowlab_model::trace::{EventKind, StackIdx, StrIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{EventKind, FileOp, StackIdx, StrIdx, ThreadIdx, Trace};
 
 use crate::faults::StackCount;
 use crate::function_stacks::FunctionStacks;
@@ -38,6 +38,9 @@ pub struct Call {
     pub args: [u64; 6],
     /// Index into the capture, when a path was matched.
     pub path: Option<usize>,
+    /// Which Windows file operation the call is (an ETL trace's
+    /// `FileIO/…`); `None` for Linux syscalls and other calls.
+    pub file_op: Option<FileOp>,
 }
 
 impl Call {
@@ -57,7 +60,11 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
     let mut pending: HashMap<ThreadIdx, usize, BuildFx> = HashMap::default();
     for ev in &trace.events {
         match ev.kind {
-            EventKind::SyscallEnter { name, args, .. } => {
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op,
+            } => {
                 pending.insert(ev.thread, calls.len());
                 calls.push(Call {
                     thread: ev.thread,
@@ -68,9 +75,10 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     stack: ev.stack,
                     args,
                     path: None,
+                    file_op,
                 });
             }
-            EventKind::SyscallExit { name, ret, .. } => match pending.remove(&ev.thread) {
+            EventKind::SyscallExit { name, ret, file_op } => match pending.remove(&ev.thread) {
                 Some(i) if calls[i].name == name => {
                     calls[i].exit_ns = Some(ev.time_ns);
                     calls[i].ret = Some(ret);
@@ -84,6 +92,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     stack: ev.stack,
                     args: [0; 6],
                     path: None,
+                    file_op,
                 }),
             },
             _ => {}
