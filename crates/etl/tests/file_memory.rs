@@ -165,8 +165,8 @@ fn faults_keep_their_kind_and_allocations_their_flags() {
     assert_eq!(
         faults,
         [
-            (Some(WindowsFaultKind::Transition), 10 << 16 | 4, true),
-            (Some(WindowsFaultKind::DemandZero), 11 << 16, false)
+            (Some(WindowsFaultKind::Transition), 4, true),
+            (Some(WindowsFaultKind::DemandZero), 0, false)
         ]
     );
     let alloc = t.events.iter().find_map(|e| match e.kind {

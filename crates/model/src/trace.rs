@@ -461,8 +461,7 @@ pub enum EventKind {
     /// `prev_state` is the kernel task state (0 = runnable, i.e. preempted;
     /// 1 = interruptible sleep, 2 = uninterruptible sleep, …); a Windows
     /// trace gives the Linux-like state its thread state maps to (0, 1 or
-    /// 2, see `slowlab_etl::model`) in the low byte and keeps its own in
-    /// `windows`.
+    /// 2, see `slowlab_etl::model`) and keeps its own in `windows`.
     Switch {
         prev_tid: i32,
         prev_state: u64,
@@ -486,8 +485,7 @@ pub enum EventKind {
         address: u64,
         ip: u64,
         /// x86 page-fault error code (bit 0 protection, 1 write, 2 user).
-        /// A Windows trace records none: bit 2 is set from `user`, and
-        /// bits 16..24 hold the kind's opcode as `windows_kind` says.
+        /// A Windows trace records none: only bit 2 is set, from `user`.
         error_code: u64,
         user: bool,
         /// The kind of a Windows soft fault; `None` in a Linux trace.

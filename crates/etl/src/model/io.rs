@@ -16,10 +16,9 @@
 //!   both alike.
 //! - Soft page faults (`PageFault/TransitionFault`, `DemandZeroFault`,
 //!   `CopyOnWrite`, `GuardPageFault`, `AccessViolation`) become `PageFault`
-//!   events with their kind in `windows_kind` ([`WindowsFaultKind`]), and
-//!   as `error_code` the x86 user bit (4) when the faulting code was in user
-//!   space (ETW records no x86 error code) and the kind's opcode in bits
-//!   16..24. `HardPageFault` (opcode 14)
+//!   events with their kind in `windows_kind` ([`WindowsFaultKind`]) and, as
+//!   `error_code`, only the x86 user bit (4) when the faulting code was in
+//!   user space: ETW records no x86 error code. `HardPageFault` (opcode 14)
 //!   is left out: `Memory/HardFault` already gives each hard fault.
 //! - `VirtualAlloc` and `VirtualFree` events (emitted when the call is done:
 //!   no duration) become a `SyscallEnter` named `VirtualAlloc` or
@@ -37,10 +36,6 @@ use crate::kernel_io;
 use crate::names::{group, kernel_group};
 use crate::stacks::is_kernel_address;
 use crate::Etl;
-
-/// Opcodes of the soft page faults, as `PageFault.error_code >> 16`.
-pub const TRANSITION_FAULT: u8 = 10;
-pub const DEMAND_ZERO_FAULT: u8 = 11;
 
 /// The soft page faults read into the model, by opcode.
 pub fn soft_fault_kind(opcode: u8) -> Option<WindowsFaultKind> {
@@ -205,7 +200,7 @@ pub(super) fn on_memory_event(b: &mut Builder, etl: &Etl, e: &EtlEvent) -> Optio
             let kind = EventKind::PageFault {
                 address: f.virtual_address,
                 ip: f.program_counter,
-                error_code: (h.opcode as u64) << 16 | if user { 4 } else { 0 },
+                error_code: if user { 4 } else { 0 },
                 user,
                 windows_kind,
             };
