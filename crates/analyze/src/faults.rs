@@ -132,6 +132,7 @@ mod tests {
             ip: 0,
             error_code: 6,
             user,
+            windows_kind: None,
         };
         for (i, (thread, kind, stack)) in [
             (0, fault(true), Some(1)),

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use slowlab_model::trace::{EventKind, StackIdx, StrIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{EventKind, FileOp, StackIdx, StrIdx, ThreadIdx, Trace};
 
 use crate::faults::StackCount;
 use crate::function_stacks::FunctionStacks;
@@ -38,6 +38,9 @@ pub struct Call {
     pub args: [u64; 6],
     /// Index into the capture, when a path was matched.
     pub path: Option<usize>,
+    /// Which Windows file operation the call is (an ETL trace's
+    /// `FileIO/…`); `None` for Linux syscalls and other calls.
+    pub file_op: Option<FileOp>,
 }
 
 impl Call {
@@ -57,7 +60,11 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
     let mut pending: HashMap<ThreadIdx, usize, BuildFx> = HashMap::default();
     for ev in &trace.events {
         match ev.kind {
-            EventKind::SyscallEnter { name, args } => {
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op,
+            } => {
                 pending.insert(ev.thread, calls.len());
                 calls.push(Call {
                     thread: ev.thread,
@@ -68,9 +75,10 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     stack: ev.stack,
                     args,
                     path: None,
+                    file_op,
                 });
             }
-            EventKind::SyscallExit { name, ret } => match pending.remove(&ev.thread) {
+            EventKind::SyscallExit { name, ret, file_op } => match pending.remove(&ev.thread) {
                 Some(i) if calls[i].name == name => {
                     calls[i].exit_ns = Some(ev.time_ns);
                     calls[i].ret = Some(ret);
@@ -84,6 +92,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     stack: ev.stack,
                     args: [0; 6],
                     path: None,
+                    file_op,
                 }),
             },
             _ => {}
@@ -392,6 +401,7 @@ mod tests {
                 EventKind::SyscallEnter {
                     name: stat,
                     args: [0; 6],
+                    file_op: None,
                 },
             );
             push(
@@ -400,6 +410,7 @@ mod tests {
                 EventKind::SyscallExit {
                     name: stat,
                     ret: if i == 5 { -2 } else { 0 },
+                    file_op: None,
                 },
             );
             cap.push(CapturedPath {
@@ -415,12 +426,17 @@ mod tests {
             EventKind::SyscallEnter {
                 name: open,
                 args: [0; 6],
+                file_op: None,
             },
         );
         push(
             &mut t,
             20_005_000,
-            EventKind::SyscallExit { name: open, ret: 3 },
+            EventKind::SyscallExit {
+                name: open,
+                ret: 3,
+                file_op: None,
+            },
         );
         cap.push(CapturedPath {
             time_ns: 19_999_300,

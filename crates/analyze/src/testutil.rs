@@ -319,6 +319,7 @@ impl TraceBuilder {
                 prev_state: state,
                 next_tid: next,
                 next_prio,
+                windows: None,
             },
         );
     }
@@ -377,7 +378,11 @@ impl TraceBuilder {
             0,
             thread,
             stack,
-            EventKind::SyscallEnter { name, args },
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op: None,
+            },
         );
     }
 
@@ -390,7 +395,11 @@ impl TraceBuilder {
             0,
             thread,
             None,
-            EventKind::SyscallExit { name, ret },
+            EventKind::SyscallExit {
+                name,
+                ret,
+                file_op: None,
+            },
         );
     }
 
@@ -409,6 +418,41 @@ impl TraceBuilder {
     ) {
         self.syscall_enter(time_ns, thread, stack, name, args);
         self.syscall_exit(time_ns + duration_ns, thread, name, ret);
+    }
+
+    /// A Windows file operation of `thread`, as the ETL reader gives one: a
+    /// `SyscallEnter` named `name` (`FileIO/Create`, …) at `time_ns` and its
+    /// `SyscallExit` with `ret` `duration_ns` later, both with `op`.
+    pub fn file_op(
+        &mut self,
+        time_ns: u64,
+        thread: ThreadIdx,
+        op: FileOp,
+        name: &str,
+        ret: i64,
+        duration_ns: u64,
+    ) {
+        let name = self.intern(name);
+        let file_op = Some(op);
+        let args = [0; 6];
+        self.event(
+            time_ns,
+            0,
+            thread,
+            None,
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op,
+            },
+        );
+        self.event(
+            time_ns + duration_ns,
+            0,
+            thread,
+            None,
+            EventKind::SyscallExit { name, ret, file_op },
+        );
     }
 
     /// Makes the trace last at least until `time_ns`.
@@ -476,14 +520,13 @@ pub fn trend_edge(rising: &[f64], keep: usize, min: f64) -> (Vec<f64>, Vec<f64>)
 }
 
 impl TraceBuilder {
-    /// A page fault of `thread` at `time_ns` with the ETL reader's encoding
-    /// of a Windows soft fault: the fault kind's opcode (10 transition, 11
-    /// demand-zero, …) in `error_code` bits 16..24, bit 2 for user mode.
+    /// A Windows soft fault of `thread` at `time_ns` in user mode, as the
+    /// ETL reader gives one: its `kind`, `error_code` only the user bit.
     pub fn windows_fault(
         &mut self,
         time_ns: u64,
         thread: ThreadIdx,
-        kind: u8,
+        kind: WindowsFaultKind,
         stack: Option<StackIdx>,
     ) {
         self.event(
@@ -494,8 +537,9 @@ impl TraceBuilder {
             EventKind::PageFault {
                 address: 0x10000,
                 ip: 0x401000,
-                error_code: (kind as u64) << 16 | 4,
+                error_code: 4,
                 user: true,
+                windows_kind: Some(kind),
             },
         );
     }

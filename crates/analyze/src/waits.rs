@@ -212,6 +212,7 @@ mod tests {
             prev_state: state,
             next_tid: next,
             next_prio: 120,
+            windows: None,
         };
         ev(&mut t, 5, 10, None, sw(20, 0, 10));
         ev(&mut t, 10, 10, Some(1), sw(10, 1, 20));

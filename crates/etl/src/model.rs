@@ -10,10 +10,10 @@
 //! from the trace's start.
 //!
 //! Conventions where Windows differs from Linux:
-//! - a switch's `prev_state` low byte is the Linux-like state the analysis
-//!   reads (0 preempted/ready, 1 waiting, 2 waiting in a paging or pool
-//!   wait, the "uninterruptible" kind); bits 8..16 hold the Windows
-//!   `KTHREAD_STATE` and bits 16..24 the wait reason (`KWAIT_REASON`);
+//! - a switch's `prev_state` is the Linux-like state the analysis reads (0
+//!   preempted/ready, 1 waiting, 2 waiting in a paging or pool wait, the
+//!   "uninterruptible" kind); the Windows `KTHREAD_STATE` and wait reason
+//!   (`KWAIT_REASON`) themselves are its `windows` field;
 //! - a switch's `next_prio` maps Windows priority 8 (normal) to 120, higher
 //!   priorities lower, real-time ones (16–31) below 100;
 //! - samples on the idle thread (thread 0, not in a DPC or an interrupt) are
@@ -33,7 +33,10 @@ use std::collections::HashMap;
 
 use slowlab_model::bundle::CapturedPath;
 use slowlab_model::lifetimes::Lifetimes;
-use slowlab_model::trace::{Event, EventKind, ProcIdx, ReadStats, ThreadIdx, Trace, TraceMeta};
+use slowlab_model::trace::{
+    Event, EventKind, ProcIdx, ReadStats, ThreadIdx, Trace, TraceMeta, WindowsSwitchOut,
+    WindowsThreadState, WindowsWaitReason,
+};
 
 use crate::header::Source;
 use crate::kernel;
@@ -103,20 +106,15 @@ impl VolumeMap {
     }
 }
 
-/// The Linux-like task state of a switched-out thread (see the module doc).
-pub fn switch_state(windows_state: u8, wait_reason: u8) -> u64 {
-    const READY: u8 = 1;
-    const WAITING: u8 = 5;
-    // FreePage, PageIn, PoolAllocation and their Wr* twins.
-    const PAGING_WAITS: [u8; 6] = [1, 2, 3, 8, 9, 10];
-    let linux = match windows_state {
-        READY => 0,
-        WAITING if PAGING_WAITS.contains(&wait_reason) => 2,
-        // Running or standby when switched out: preempted.
-        2 | 3 => 0,
+/// The Linux-like task state (`prev_state`) of a switched-out thread (see
+/// the module doc): 0 ready or preempted, 2 in a paging wait, else 1.
+pub fn switch_state(out: WindowsSwitchOut) -> u64 {
+    match out.state {
+        WindowsThreadState::WAITING if out.wait_reason.is_paging() => 2,
+        // Ready, or running or standby when switched out: preempted.
+        WindowsThreadState::READY | WindowsThreadState::RUNNING | WindowsThreadState::STANDBY => 0,
         _ => 1,
-    };
-    linux | (windows_state as u64) << 8 | (wait_reason as u64) << 16
+    }
 }
 
 /// A Windows thread priority (0–31) on Linux's scale (120 = normal).
@@ -351,11 +349,16 @@ pub fn to_trace_with_symbols(
             (group::THREAD, 36) => kernel::cswitch(p).map(|c| {
                 let th = b.thread(c.old_tid, None);
                 let pid = b.t.processes[b.t.threads[th.ix()].process.ix()].pid as u32;
+                let out = WindowsSwitchOut {
+                    state: WindowsThreadState(c.old_state),
+                    wait_reason: WindowsWaitReason(c.old_wait_reason),
+                };
                 let kind = EventKind::Switch {
                     prev_tid: c.old_tid as i32,
-                    prev_state: switch_state(c.old_state, c.old_wait_reason),
+                    prev_state: switch_state(out),
                     next_tid: c.new_tid as i32,
                     next_prio: linux_priority(c.new_priority),
+                    windows: Some(out),
                 };
                 b.push_event(
                     now,
@@ -572,4 +575,37 @@ fn finish(mut b: Builder, etl: &Etl) -> Trace {
         ));
     }
     b.t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switched_out_windows_thread_gets_the_linux_state_alone() {
+        let state = |s: WindowsThreadState, r: WindowsWaitReason| {
+            switch_state(WindowsSwitchOut {
+                state: s,
+                wait_reason: r,
+            })
+        };
+        let (queue, page_in) = (WindowsWaitReason::WR_QUEUE, WindowsWaitReason::PAGE_IN);
+        // Runnable as Linux says it (`prev_state & 0xff == 0`): ready, or
+        // running or standby when switched out, whatever the reason field.
+        assert_eq!(state(WindowsThreadState::READY, page_in), 0);
+        assert_eq!(state(WindowsThreadState::RUNNING, queue), 0);
+        assert_eq!(state(WindowsThreadState::STANDBY, queue), 0);
+        // Waiting: uninterruptible in a paging wait, else interruptible.
+        assert_eq!(state(WindowsThreadState::WAITING, page_in), 2);
+        assert_eq!(
+            state(
+                WindowsThreadState::WAITING,
+                WindowsWaitReason::WR_POOL_ALLOCATION
+            ),
+            2
+        );
+        assert_eq!(state(WindowsThreadState::WAITING, queue), 1);
+        assert_eq!(state(WindowsThreadState::TERMINATED, queue), 1);
+        assert_eq!(state(WindowsThreadState(200), WindowsWaitReason(200)), 1);
+    }
 }

@@ -7,7 +7,7 @@
 
 use slowlab_etl::synth::*;
 use slowlab_etl::{read_bytes, to_trace_and_paths};
-use slowlab_model::trace::{EventKind, Trace};
+use slowlab_model::trace::{EventKind, FileOp, Trace, WindowsFaultKind};
 
 const T0: i64 = 1_000_000;
 const NOT_FOUND: u32 = 0xC000_0034;
@@ -99,28 +99,36 @@ fn read() -> (Trace, Vec<slowlab_model::bundle::CapturedPath>) {
 #[test]
 fn file_operations_become_calls_with_results_and_paths() {
     let (t, paths) = read();
-    let calls: Vec<(String, Option<i64>)> = t
+    let calls: Vec<(String, Option<FileOp>, Option<i64>)> = t
         .events
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::SyscallEnter { name, .. } => Some((t.str(name).to_string(), None)),
-            EventKind::SyscallExit { name, ret } => Some((t.str(name).to_string(), Some(ret))),
+            EventKind::SyscallEnter { name, file_op, .. } => {
+                Some((t.str(name).to_string(), file_op, None))
+            }
+            EventKind::SyscallExit { name, ret, file_op } => {
+                Some((t.str(name).to_string(), file_op, Some(ret)))
+            }
             _ => None,
         })
         .collect();
+    let (create, close) = (Some(FileOp::Create), Some(FileOp::Close));
     let expected = [
-        ("FileIO/Create", None),
-        ("FileIO/Create", Some(-2)),
-        ("FileIO/Create", None),
-        ("FileIO/Create", Some(0)),
-        ("FileIO/Close", None),
-        ("FileIO/Close", Some(0)),
-        ("VirtualAlloc", None),
-        ("VirtualAlloc", Some(0)),
-        ("VirtualFree", None),
-        ("VirtualFree", Some(0)),
+        ("FileIO/Create", create, None),
+        ("FileIO/Create", create, Some(-2)),
+        ("FileIO/Create", create, None),
+        ("FileIO/Create", create, Some(0)),
+        ("FileIO/Close", close, None),
+        ("FileIO/Close", close, Some(0)),
+        ("VirtualAlloc", None, None),
+        ("VirtualAlloc", None, Some(0)),
+        ("VirtualFree", None, None),
+        ("VirtualFree", None, Some(0)),
     ];
-    let got: Vec<(&str, Option<i64>)> = calls.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    let got: Vec<(&str, Option<FileOp>, Option<i64>)> = calls
+        .iter()
+        .map(|(n, op, r)| (n.as_str(), *op, *r))
+        .collect();
     assert_eq!(got, expected);
     let named: Vec<(&str, &str)> = paths
         .iter()
@@ -141,19 +149,28 @@ fn file_operations_become_calls_with_results_and_paths() {
 #[test]
 fn faults_keep_their_kind_and_allocations_their_flags() {
     let (t, _) = read();
-    let faults: Vec<(u64, bool)> = t
+    let faults: Vec<_> = t
         .events
         .iter()
         .filter_map(|e| match e.kind {
             EventKind::PageFault {
-                error_code, user, ..
-            } => Some((error_code >> 16, user)),
+                error_code,
+                user,
+                windows_kind,
+                ..
+            } => Some((windows_kind, error_code, user)),
             _ => None,
         })
         .collect();
-    assert_eq!(faults, [(10, true), (11, false)]);
+    assert_eq!(
+        faults,
+        [
+            (Some(WindowsFaultKind::Transition), 4, true),
+            (Some(WindowsFaultKind::DemandZero), 0, false)
+        ]
+    );
     let alloc = t.events.iter().find_map(|e| match e.kind {
-        EventKind::SyscallEnter { name, args } if t.str(name) == "VirtualAlloc" => Some(args),
+        EventKind::SyscallEnter { name, args, .. } if t.str(name) == "VirtualAlloc" => Some(args),
         _ => None,
     });
     assert_eq!(

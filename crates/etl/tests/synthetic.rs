@@ -9,7 +9,7 @@ use slowlab_etl::synth::{
     buffer, image, logfile_header, perfinfo_event, process, system_event, thread, FREQ,
 };
 use slowlab_etl::{read_bytes, to_trace};
-use slowlab_model::trace::EventKind;
+use slowlab_model::trace::{EventKind, WindowsSwitchOut, WindowsThreadState, WindowsWaitReason};
 
 const T0: i64 = 1_000_000;
 
@@ -136,9 +136,18 @@ fn a_32_bit_trace_reads_into_the_model() {
         matches!(
             kinds[..],
             [
-                EventKind::Switch { prev_tid: 101, next_tid: 102, next_prio: 119, prev_state },
+                EventKind::Switch {
+                    prev_tid: 101,
+                    next_tid: 102,
+                    next_prio: 119,
+                    prev_state: 2,
+                    windows: Some(WindowsSwitchOut {
+                        state: WindowsThreadState::WAITING,
+                        wait_reason: WindowsWaitReason::WR_PAGE_IN,
+                    }),
+                },
                 EventKind::Waking { tid: 101, .. }
-            ] if prev_state & 0xff == 2 && (prev_state >> 8) & 0xff == 5 && prev_state >> 16 == 9
+            ]
         ),
         "{kinds:?}"
     );

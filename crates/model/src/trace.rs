@@ -21,6 +21,14 @@
 //! - [`Trace::processes`] and [`Trace::threads`]: one row per lifetime (a
 //!   reused pid or tid gets a new row), with fork/exec/exit times.
 //!
+//! A Windows trace (read by the `etl` crate) fills the same types, each
+//! Linux field with its Linux meaning; what only Windows records has typed
+//! fields that a Linux trace leaves `None`: the state and wait reason of a
+//! thread switched out ([`WindowsSwitchOut`] on [`EventKind::Switch`]), the
+//! kind of a soft fault ([`WindowsFaultKind`] on [`EventKind::PageFault`])
+//! and which file operation a syscall-like call is ([`FileOp`] on
+//! [`EventKind::SyscallEnter`] and [`EventKind::SyscallExit`]).
+//!
 //! Times are nanoseconds on the trace's clock (perf's `perf_clock`, which is
 //! `CLOCK_MONOTONIC`-like); [`TraceMeta::start_ns`] is the first record's time.
 
@@ -451,7 +459,9 @@ pub struct Event {
 pub enum EventKind {
     /// `sched:sched_switch`: the CPU switched from `prev_tid` to `next_tid`.
     /// `prev_state` is the kernel task state (0 = runnable, i.e. preempted;
-    /// 1 = interruptible sleep, 2 = uninterruptible sleep, …).
+    /// 1 = interruptible sleep, 2 = uninterruptible sleep, …); a Windows
+    /// trace gives the Linux-like state its thread state maps to (0, 1 or
+    /// 2, see `slowlab_etl::model`) and keeps its own in `windows`.
     Switch {
         prev_tid: i32,
         prev_state: u64,
@@ -461,23 +471,50 @@ pub enum EventKind {
         /// 120 when the trace did not record it.
         #[serde(default = "default_prio")]
         next_prio: i32,
+        /// The Windows state and wait reason of the thread switched out
+        /// (a Windows trace's `CSwitch`); `None` in a Linux trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        windows: Option<WindowsSwitchOut>,
     },
     /// `sched:sched_waking`: the event's thread woke `tid`.
     Waking { tid: i32, target_cpu: i32 },
-    /// `exceptions:page_fault_user` / `_kernel`.
+    /// `exceptions:page_fault_user` / `_kernel`; in a Windows trace, a soft
+    /// fault (`PageFault/TransitionFault`, …) with its kind in
+    /// `windows_kind`.
     PageFault {
         address: u64,
         ip: u64,
         /// x86 page-fault error code (bit 0 protection, 1 write, 2 user).
+        /// A Windows trace records none: only bit 2 is set, from `user`.
         error_code: u64,
         user: bool,
+        /// The kind of a Windows soft fault; `None` in a Linux trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        windows_kind: Option<WindowsFaultKind>,
     },
     /// The `major-faults` software event.
     MajorFault { address: Option<u64> },
-    /// `syscalls:sys_enter_NAME`.
-    SyscallEnter { name: StrIdx, args: [u64; 6] },
-    /// `syscalls:sys_exit_NAME`; `ret` is negative errno on failure.
-    SyscallExit { name: StrIdx, ret: i64 },
+    /// `syscalls:sys_enter_NAME`; in a Windows trace, the start of a file
+    /// operation (`name` `FileIO/Create`, …; `file_op` says which) or a
+    /// `VirtualAlloc`/`VirtualFree` (see `slowlab_etl::model::io`).
+    SyscallEnter {
+        name: StrIdx,
+        args: [u64; 6],
+        /// Which Windows file operation this is; `None` for anything else,
+        /// including every syscall of a Linux trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_op: Option<FileOp>,
+    },
+    /// `syscalls:sys_exit_NAME`; `ret` is negative errno on failure. In a
+    /// Windows trace, the end of a file operation (`file_op` as at its
+    /// start) or of a `VirtualAlloc`/`VirtualFree`.
+    SyscallExit {
+        name: StrIdx,
+        ret: i64,
+        /// As [`EventKind::SyscallEnter`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_op: Option<FileOp>,
+    },
     /// `block:block_rq_issue` (`complete` false: a request sent to the
     /// device, on behalf of the event's thread) and `block:block_rq_complete`
     /// (true: the device finished it, usually in interrupt context).
@@ -493,6 +530,172 @@ pub enum EventKind {
     },
     /// `sched:sched_process_fork` etc. and any other tracepoint, not decoded.
     Other { name: StrIdx },
+}
+
+/// What a Windows trace records of the thread a context switch switched
+/// out (ETW `Thread/CSwitch`: `OldThreadState`, `OldThreadWaitReason`), as
+/// the kernel's numbers. Linux traces have none: their `prev_state` says
+/// it all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WindowsSwitchOut {
+    pub state: WindowsThreadState,
+    /// Why it waits; meaningful when `state` is [`WindowsThreadState::WAITING`].
+    pub wait_reason: WindowsWaitReason,
+}
+
+/// A Windows thread state (`KTHREAD_STATE`), kept as the kernel's number
+/// so that a value this list does not know survives; [`Self::name`] names
+/// the known ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WindowsThreadState(pub u8);
+
+impl WindowsThreadState {
+    pub const INITIALIZED: Self = Self(0);
+    pub const READY: Self = Self(1);
+    pub const RUNNING: Self = Self(2);
+    pub const STANDBY: Self = Self(3);
+    pub const TERMINATED: Self = Self(4);
+    pub const WAITING: Self = Self(5);
+    pub const TRANSITION: Self = Self(6);
+    pub const DEFERRED_READY: Self = Self(7);
+    pub const GATE_WAIT_OBSOLETE: Self = Self(8);
+    pub const WAITING_FOR_PROCESS_IN_SWAP: Self = Self(9);
+
+    /// The state's name as WPA shows it (`Waiting`); `None` for a number
+    /// this list does not know.
+    pub fn name(self) -> Option<&'static str> {
+        const NAMES: [&str; 10] = [
+            "Initialized",
+            "Ready",
+            "Running",
+            "Standby",
+            "Terminated",
+            "Waiting",
+            "Transition",
+            "DeferredReady",
+            "GateWaitObsolete",
+            "WaitingForProcessInSwap",
+        ];
+        NAMES.get(self.0 as usize).copied()
+    }
+}
+
+/// Why a Windows thread waits (`KWAIT_REASON`), kept as the kernel's number
+/// (new Windows versions add reasons); [`Self::name`] names the known ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WindowsWaitReason(pub u8);
+
+impl WindowsWaitReason {
+    pub const EXECUTIVE: Self = Self(0);
+    pub const FREE_PAGE: Self = Self(1);
+    pub const PAGE_IN: Self = Self(2);
+    pub const POOL_ALLOCATION: Self = Self(3);
+    pub const WR_FREE_PAGE: Self = Self(8);
+    pub const WR_PAGE_IN: Self = Self(9);
+    pub const WR_POOL_ALLOCATION: Self = Self(10);
+    pub const WR_QUEUE: Self = Self(15);
+
+    /// The reason's name as WPA shows it (`WrQueue`); `None` for a number
+    /// this list does not know.
+    pub fn name(self) -> Option<&'static str> {
+        const NAMES: [&str; 42] = [
+            "Executive",
+            "FreePage",
+            "PageIn",
+            "PoolAllocation",
+            "DelayExecution",
+            "Suspended",
+            "UserRequest",
+            "WrExecutive",
+            "WrFreePage",
+            "WrPageIn",
+            "WrPoolAllocation",
+            "WrDelayExecution",
+            "WrSuspended",
+            "WrUserRequest",
+            "WrEventPair",
+            "WrQueue",
+            "WrLpcReceive",
+            "WrLpcReply",
+            "WrVirtualMemory",
+            "WrPageOut",
+            "WrRendezvous",
+            "WrKeyedEvent",
+            "WrTerminated",
+            "WrProcessInSwap",
+            "WrCpuRateControl",
+            "WrCalloutStack",
+            "WrKernel",
+            "WrResource",
+            "WrPushLock",
+            "WrMutex",
+            "WrQuantumEnd",
+            "WrDispatchInt",
+            "WrPreempted",
+            "WrYieldExecution",
+            "WrFastMutex",
+            "WrGuardedMutex",
+            "WrRundown",
+            "WrAlertByThreadId",
+            "WrDeferredPreempt",
+            "WrPhysicalFault",
+            "WrIoRing",
+            "WrMdlCache",
+        ];
+        NAMES.get(self.0 as usize).copied()
+    }
+
+    /// A wait for the memory manager (`FreePage`, `PageIn`,
+    /// `PoolAllocation` and their `Wr` twins): what Linux calls an
+    /// uninterruptible sleep.
+    pub fn is_paging(self) -> bool {
+        matches!(self.0, 1..=3 | 8..=10)
+    }
+}
+
+/// The kind of a Windows soft page fault: which `PageFault` event the
+/// kernel emitted (its opcode in brackets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowsFaultKind {
+    /// The page was on the standby or modified list (10): still in memory,
+    /// just out of the working set.
+    Transition,
+    /// A page of zeroes was handed out (11).
+    DemandZero,
+    /// A shared page was copied on write (12).
+    CopyOnWrite,
+    /// A guard page was touched (13).
+    GuardPage,
+    /// An access violation (15).
+    AccessViolation,
+}
+
+/// A Windows file operation (ETW `FileIO`): a request to the file system
+/// for an open file object. Linux traces leave it empty: their syscalls'
+/// names say what they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileOp {
+    /// An open or create (`NtCreateFile`): fails when the file is missing
+    /// (open) or exists (exclusive create).
+    Create,
+    /// The last handle to the file object was closed.
+    Cleanup,
+    /// The file object was freed.
+    Close,
+    Read,
+    Write,
+    SetInfo,
+    Delete,
+    Rename,
+    DirEnum,
+    Flush,
+    QueryInfo,
+    FsControl,
+    DirNotify,
 }
 
 /// `major:minor` of a kernel `dev_t` as block tracepoints record it
@@ -630,5 +833,114 @@ mod tests {
         // The stored "none" is not a parent a damaged file can name.
         let odd: StackNode = serde_json::from_str(r#"{"parent":4294967295,"frame":1}"#).unwrap();
         assert_eq!(odd.parent(), None);
+    }
+
+    #[test]
+    fn an_event_takes_80_bytes_with_the_windows_fields() {
+        // The perf reader holds millions: the Windows fields fit in the
+        // padding of their variants.
+        assert_eq!(std::mem::size_of::<Event>(), 80);
+        assert_eq!(std::mem::size_of::<EventKind>(), 56);
+    }
+
+    #[test]
+    fn linux_events_read_and_write_without_the_windows_fields() {
+        let linux = [
+            r#"{"type":"switch","prev_tid":1,"prev_state":2,"next_tid":3,"next_prio":120}"#,
+            r#"{"type":"page_fault","address":4096,"ip":8192,"error_code":6,"user":true}"#,
+            r#"{"type":"syscall_enter","name":1,"args":[0,0,0,0,0,0]}"#,
+            r#"{"type":"syscall_exit","name":1,"ret":-2}"#,
+        ];
+        for json in linux {
+            let kind: EventKind = serde_json::from_str(json).unwrap();
+            match kind {
+                EventKind::Switch { windows, .. } => assert_eq!(windows, None),
+                EventKind::PageFault { windows_kind, .. } => assert_eq!(windows_kind, None),
+                EventKind::SyscallEnter { file_op, .. }
+                | EventKind::SyscallExit { file_op, .. } => {
+                    assert_eq!(file_op, None)
+                }
+                _ => unreachable!(),
+            }
+            assert_eq!(serde_json::to_string(&kind).unwrap(), json);
+        }
+    }
+
+    #[test]
+    fn windows_fields_read_and_write_by_name_and_number() {
+        let switch = EventKind::Switch {
+            prev_tid: 1,
+            prev_state: 2,
+            next_tid: 3,
+            next_prio: 120,
+            windows: Some(WindowsSwitchOut {
+                state: WindowsThreadState::WAITING,
+                wait_reason: WindowsWaitReason::WR_PAGE_IN,
+            }),
+        };
+        let fault = EventKind::PageFault {
+            address: 1,
+            ip: 2,
+            error_code: 4,
+            user: true,
+            windows_kind: Some(WindowsFaultKind::DemandZero),
+        };
+        let create = EventKind::SyscallEnter {
+            name: StrIdx(1),
+            args: [0; 6],
+            file_op: Some(FileOp::Create),
+        };
+        let json: Vec<String> = [&switch, &fault, &create]
+            .iter()
+            .map(|k| serde_json::to_string(k).unwrap())
+            .collect();
+        assert!(
+            json[0].ends_with(r#""windows":{"state":5,"wait_reason":9}}"#),
+            "{}",
+            json[0]
+        );
+        assert!(
+            json[1].ends_with(r#""windows_kind":"demand_zero"}"#),
+            "{}",
+            json[1]
+        );
+        assert!(json[2].ends_with(r#""file_op":"create"}"#), "{}", json[2]);
+        for j in &json {
+            let back: EventKind = serde_json::from_str(j).unwrap();
+            assert_eq!(&serde_json::to_string(&back).unwrap(), j);
+        }
+    }
+
+    #[test]
+    fn windows_states_and_wait_reasons_have_their_kernel_names() {
+        assert_eq!(WindowsThreadState::WAITING.name(), Some("Waiting"));
+        assert_eq!(
+            WindowsThreadState(9).name(),
+            Some("WaitingForProcessInSwap")
+        );
+        assert_eq!(WindowsThreadState(10).name(), None);
+        assert_eq!(WindowsWaitReason::WR_QUEUE.name(), Some("WrQueue"));
+        assert_eq!(WindowsWaitReason(38).name(), Some("WrDeferredPreempt"));
+        assert_eq!(WindowsWaitReason(200).name(), None);
+        let paging: Vec<u8> = (0..=255)
+            .filter(|&r| WindowsWaitReason(r).is_paging())
+            .collect();
+        assert_eq!(paging, [1, 2, 3, 8, 9, 10]);
+        let names = |r: &[u8]| -> Vec<_> {
+            r.iter()
+                .map(|&r| WindowsWaitReason(r).name().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names(&paging),
+            [
+                "FreePage",
+                "PageIn",
+                "PoolAllocation",
+                "WrFreePage",
+                "WrPageIn",
+                "WrPoolAllocation"
+            ]
+        );
     }
 }

@@ -15,9 +15,9 @@
 //! exclusive create of the process counts (and the finding says the names
 //! were not captured).
 //!
-//! On a Windows trace (ETL), the probes are the `FileIO/Create` operations
-//! on numbered names that find the file (or clash with it), with the paths
-//! the trace names.
+//! On a Windows trace (ETL), the probes are the file creates (calls whose
+//! `file_op` is `FileOp::Create`, named `FileIO/Create`) on numbered names
+//! that find the file (or clash with it), with the paths the trace names.
 //!
 //! Cost so far: the summed duration of the probes. Projections: the probes
 //! of N launches grow as N², so 2× and 10× as many launches cost 4× and
@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use slowlab_model::findings::Finding;
 use slowlab_model::syscalls::open_flags_arg;
-use slowlab_model::trace::{ProcIdx, StackIdx};
+use slowlab_model::trace::{FileOp, ProcIdx, StackIdx};
 
 use super::{heaviest, trend, Context};
 use crate::evidence;
@@ -40,8 +40,6 @@ pub const MIN_MAX_PROBES: u64 = 20;
 const O_CREAT: u64 = 0o100;
 const O_EXCL: u64 = 0o200;
 const EEXIST: i64 = 17;
-/// The file create of a Windows trace (`slowlab_etl`'s name for FileIO/Create).
-const WINDOWS_CREATE: &str = "FileIO/Create";
 
 /// Flags argument of an open-family syscall.
 fn open_flags(name: &str, args: &[u64; 6]) -> Option<u64> {
@@ -65,10 +63,10 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     let mut launches: HashMap<ProcIdx, Launch, BuildFx> = HashMap::default();
     for call in cx.calls() {
         let name = trace.str(call.name);
-        // Windows (an ETL trace's `FileIO/Create`): an open that finds the
+        // Windows (an ETL trace's file create): an open that finds the
         // file, or an exclusive create that clashes.
-        let windows_probe =
-            name == WINDOWS_CREATE && (call.ret == Some(0) || call.ret == Some(-EEXIST));
+        let windows_probe = call.file_op == Some(FileOp::Create)
+            && (call.ret == Some(0) || call.ret == Some(-EEXIST));
         let found = (is_existence_check(name) && call.ret == Some(0)) || windows_probe;
         let exclusive_clash = open_flags(name, &call.args)
             .is_some_and(|f| f & (O_CREAT | O_EXCL) == (O_CREAT | O_EXCL))
@@ -429,9 +427,15 @@ mod tests {
 
     /// A Windows trace as `slowlab-etl` reads it: each launch of
     /// verifier.exe opens `C:\Logs\app.N.dat` for N = 0, 1, … (the taken
-    /// names open: 0; the free one is then created), each `FileIO/Create`
-    /// with its path at its start.
+    /// names open: 0; the free one is then created), each a file create
+    /// (`FileIO/Create`) with its path at its start.
     fn windows_launches(probes: &[u64]) -> (Trace, Vec<CapturedPath>) {
+        windows_launches_of(probes, Some(FileOp::Create))
+    }
+
+    /// As `windows_launches`, the creates' `file_op` being `op`.
+    fn windows_launches_of(probes: &[u64], op: Option<FileOp>) -> (Trace, Vec<CapturedPath>) {
+        const CREATE: &str = "FileIO/Create";
         let mut b = TraceBuilder::default();
         let mut paths = Vec::new();
         for (i, &taken) in probes.iter().enumerate() {
@@ -444,10 +448,13 @@ mod tests {
                 paths.push(CapturedPath {
                     time_ns: t,
                     tid: pid,
-                    syscall: WINDOWS_CREATE.to_string(),
+                    syscall: CREATE.to_string(),
                     path: format!("C:\\Logs\\app.{k}.dat"),
                 });
-                b.syscall(t, p, None, WINDOWS_CREATE, [0; 6], 0, 80_000);
+                match op {
+                    Some(op) => b.file_op(t, p, op, CREATE, 0, 80_000),
+                    None => b.syscall(t, p, None, CREATE, [0; 6], 0, 80_000),
+                }
             }
         }
         (b.build(), paths)
@@ -464,5 +471,10 @@ mod tests {
         // The same launches probing a constant number of names: no growth.
         let (t, paths) = windows_launches(&[23; 12]);
         assert!(detect(&Context::new(&t, Some(&paths), None)).is_empty());
+        // The reader's `file_op` says what a create is, not the name.
+        for op in [None, Some(FileOp::Close)] {
+            let (t, paths) = windows_launches_of(&probes, op);
+            assert!(detect(&Context::new(&t, Some(&paths), None)).is_empty());
+        }
     }
 }

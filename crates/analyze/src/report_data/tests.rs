@@ -43,6 +43,7 @@ fn trace() -> Trace {
                 ip: 0,
                 error_code: 6,
                 user: true,
+                windows_kind: None,
             },
         });
     }

@@ -6,7 +6,9 @@
 //!   `SyscallEnter` named `FileIO/Create` (…) when the request starts, with
 //!   `args = [file object, file key, bytes, create options, IRP, 0]`, and a
 //!   `SyscallExit` when its `FileIO/OperationEnd` comes, with the
-//!   `NTSTATUS` as the nearest errno (`kernel_io::status_as_errno`). The
+//!   `NTSTATUS` as the nearest errno (`kernel_io::status_as_errno`); both
+//!   carry the operation as a [`FileOp`] (`file_op`), so readers need not
+//!   match names. The
 //!   file's path (from the create itself, or from the Name, FileCreate and
 //!   FileRundown events that name file objects and keys) becomes a
 //!   [`CapturedPath`] at the operation's start, as slowlab's eBPF capture
@@ -14,19 +16,19 @@
 //!   both alike.
 //! - Soft page faults (`PageFault/TransitionFault`, `DemandZeroFault`,
 //!   `CopyOnWrite`, `GuardPageFault`, `AccessViolation`) become `PageFault`
-//!   events whose `error_code` holds the Windows fault kind (its opcode) in
-//!   bits 16..24 and the x86 user bit (4) when the faulting code was in
-//!   user space; ETW records no x86 error code. `HardPageFault` (opcode 14)
+//!   events with their kind in `windows_kind` ([`WindowsFaultKind`]) and, as
+//!   `error_code`, only the x86 user bit (4) when the faulting code was in
+//!   user space: ETW records no x86 error code. `HardPageFault` (opcode 14)
 //!   is left out: `Memory/HardFault` already gives each hard fault.
 //! - `VirtualAlloc` and `VirtualFree` events (emitted when the call is done:
 //!   no duration) become a `SyscallEnter` named `VirtualAlloc` or
 //!   `VirtualFree` with `args = [base, size, flags, pid, 0, 0]` and a
-//!   `SyscallExit` (0) at the same time.
+//!   `SyscallExit` (0) at the same time (no `file_op`).
 
 use std::collections::HashMap;
 
 use slowlab_model::bundle::CapturedPath;
-use slowlab_model::trace::{EventKind, StrIdx, ThreadIdx};
+use slowlab_model::trace::{EventKind, FileOp, StrIdx, ThreadIdx, WindowsFaultKind};
 
 use super::{Builder, VolumeMap};
 use crate::buffer::Event as EtlEvent;
@@ -35,26 +37,35 @@ use crate::names::{group, kernel_group};
 use crate::stacks::is_kernel_address;
 use crate::Etl;
 
-/// Opcodes of the soft page faults, as `PageFault.error_code >> 16`.
-pub const TRANSITION_FAULT: u8 = 10;
-pub const DEMAND_ZERO_FAULT: u8 = 11;
-
-/// The file operations read into the model, by opcode.
-fn file_op_name(opcode: u8) -> Option<&'static str> {
+/// The soft page faults read into the model, by opcode.
+pub fn soft_fault_kind(opcode: u8) -> Option<WindowsFaultKind> {
     Some(match opcode {
-        64 => "FileIO/Create",
-        65 => "FileIO/Cleanup",
-        66 => "FileIO/Close",
-        67 => "FileIO/Read",
-        68 => "FileIO/Write",
-        69 => "FileIO/SetInfo",
-        70 => "FileIO/Delete",
-        71 => "FileIO/Rename",
-        72 => "FileIO/DirEnum",
-        73 => "FileIO/Flush",
-        74 => "FileIO/QueryInfo",
-        75 => "FileIO/FSControl",
-        77 => "FileIO/DirNotify",
+        10 => WindowsFaultKind::Transition,
+        11 => WindowsFaultKind::DemandZero,
+        12 => WindowsFaultKind::CopyOnWrite,
+        13 => WindowsFaultKind::GuardPage,
+        15 => WindowsFaultKind::AccessViolation,
+        _ => return None,
+    })
+}
+
+/// The file operations read into the model, by opcode, with their event
+/// names (what `--syscalls` lists them as).
+pub fn file_op(opcode: u8) -> Option<(FileOp, &'static str)> {
+    Some(match opcode {
+        64 => (FileOp::Create, "FileIO/Create"),
+        65 => (FileOp::Cleanup, "FileIO/Cleanup"),
+        66 => (FileOp::Close, "FileIO/Close"),
+        67 => (FileOp::Read, "FileIO/Read"),
+        68 => (FileOp::Write, "FileIO/Write"),
+        69 => (FileOp::SetInfo, "FileIO/SetInfo"),
+        70 => (FileOp::Delete, "FileIO/Delete"),
+        71 => (FileOp::Rename, "FileIO/Rename"),
+        72 => (FileOp::DirEnum, "FileIO/DirEnum"),
+        73 => (FileOp::Flush, "FileIO/Flush"),
+        74 => (FileOp::QueryInfo, "FileIO/QueryInfo"),
+        75 => (FileOp::FsControl, "FileIO/FSControl"),
+        77 => (FileOp::DirNotify, "FileIO/DirNotify"),
         _ => return None,
     })
 }
@@ -64,8 +75,8 @@ fn file_op_name(opcode: u8) -> Option<&'static str> {
 #[derive(Default)]
 pub(super) struct IoState {
     names: HashMap<u64, String>,
-    /// IRP → (thread that asked, operation name).
-    pending: HashMap<u64, (ThreadIdx, StrIdx)>,
+    /// IRP → (thread that asked, operation name, operation).
+    pending: HashMap<u64, (ThreadIdx, StrIdx, FileOp)>,
     pub paths: Vec<CapturedPath>,
     pub file_ops: u64,
 }
@@ -107,16 +118,17 @@ pub(super) fn on_file_event(
     let p = etl.payload(e);
     if h.opcode == 76 {
         let end = kernel_io::file_op_end(p)?;
-        if let Some((thread, name)) = b.io.pending.remove(&end.irp) {
+        if let Some((thread, name, op)) = b.io.pending.remove(&end.irp) {
             let kind = EventKind::SyscallExit {
                 name,
                 ret: kernel_io::status_as_errno(end.status),
+                file_op: Some(op),
             };
             b.push_event(now, e.cpu, thread, kind, None);
         }
         return Some(());
     }
-    let Some(op_name) = file_op_name(h.opcode) else {
+    let Some((file_op, op_name)) = file_op(h.opcode) else {
         return Some(()); // names (read beforehand), map events: not operations
     };
     let op = match h.opcode {
@@ -163,9 +175,10 @@ pub(super) fn on_file_event(
             op.irp,
             0,
         ],
+        file_op: Some(file_op),
     };
     b.push_event(now, e.cpu, thread, kind, Some((h.time, [tid, tid], pid)));
-    b.io.pending.insert(op.irp, (thread, name));
+    b.io.pending.insert(op.irp, (thread, name, file_op));
     b.io.file_ops += 1;
     Some(())
 }
@@ -179,6 +192,7 @@ pub(super) fn on_memory_event(b: &mut Builder, etl: &Etl, e: &EtlEvent) -> Optio
     let tid = h.tid.unwrap_or(u32::MAX);
     match h.opcode {
         10..=13 | 15 => {
+            let windows_kind = soft_fault_kind(h.opcode);
             let f = kernel_io::soft_fault(p)?;
             let thread = b.thread(tid, h.pid);
             let pid = b.t.processes[b.t.threads[thread.ix()].process.ix()].pid as u32;
@@ -186,8 +200,9 @@ pub(super) fn on_memory_event(b: &mut Builder, etl: &Etl, e: &EtlEvent) -> Optio
             let kind = EventKind::PageFault {
                 address: f.virtual_address,
                 ip: f.program_counter,
-                error_code: (h.opcode as u64) << 16 | if user { 4 } else { 0 },
+                error_code: if user { 4 } else { 0 },
                 user,
+                windows_kind,
             };
             b.push_event(now, e.cpu, thread, kind, Some((h.time, [tid, tid], pid)));
         }
@@ -206,14 +221,22 @@ pub(super) fn on_memory_event(b: &mut Builder, etl: &Etl, e: &EtlEvent) -> Optio
                 now,
                 e.cpu,
                 thread,
-                EventKind::SyscallEnter { name, args },
+                EventKind::SyscallEnter {
+                    name,
+                    args,
+                    file_op: None,
+                },
                 key,
             );
             b.push_event(
                 now,
                 e.cpu,
                 thread,
-                EventKind::SyscallExit { name, ret: 0 },
+                EventKind::SyscallExit {
+                    name,
+                    ret: 0,
+                    file_op: None,
+                },
                 None,
             );
         }

@@ -104,6 +104,7 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
             prev_state: 0,
             next_tid: 100,
             next_prio: 120,
+            windows: None,
         },
     ));
     t.events.push(ev(
@@ -115,6 +116,7 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
             prev_state: 1,
             next_tid: 200,
             next_prio: 120,
+            windows: None,
         },
     ));
     t.events.push(ev(
@@ -135,6 +137,7 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
             prev_state: 0,
             next_tid: 100,
             next_prio: 120,
+            windows: None,
         },
     ));
     t.events.push(ev(
@@ -146,6 +149,7 @@ pub fn trace(host: &str, stacks: &[(&[&str], usize)]) -> Trace {
             ip: 0x20,
             error_code: 6,
             user: true,
+            windows_kind: None,
         },
     ));
     t.meta.end_ns = time + 8_000_000;

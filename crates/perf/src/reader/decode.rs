@@ -159,6 +159,7 @@ impl Builder {
                 prev_state: get(prev_state).unwrap_or(0),
                 next_tid: get(next_pid).map_or(-1, |v| v as i32),
                 next_prio: get(next_prio).map_or(120, |v| v as i32),
+                windows: None,
             },
             AttrKind::Waking { pid, target_cpu } => EventKind::Waking {
                 tid: get(pid).map_or(-1, |v| v as i32),
@@ -174,6 +175,7 @@ impl Builder {
                 ip: get(ip).unwrap_or(0),
                 error_code: get(error_code).unwrap_or(0),
                 user: *user,
+                windows_kind: None,
             },
             AttrKind::MajorFault => EventKind::MajorFault { address: s.addr },
             AttrKind::Block {
@@ -197,11 +199,16 @@ impl Builder {
                 for (i, a) in args.iter_mut().enumerate() {
                     *a = ctx.e.u64(raw, 16 + 8 * i).unwrap_or(0);
                 }
-                EventKind::SyscallEnter { name: *name, args }
+                EventKind::SyscallEnter {
+                    name: *name,
+                    args,
+                    file_op: None,
+                }
             }
             AttrKind::SysExit(name) => EventKind::SyscallExit {
                 name: *name,
                 ret: ctx.e.u64(raw, 16).unwrap_or(0) as i64,
+                file_op: None,
             },
             AttrKind::Other(name) => EventKind::Other { name: *name },
         };

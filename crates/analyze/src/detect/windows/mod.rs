@@ -15,23 +15,18 @@ pub mod teardown_lock;
 pub mod topdown_alloc;
 pub mod working_set;
 
-use slowlab_model::trace::EventKind;
-
-/// The soft-fault kinds of an ETL trace's `PageFault` events
-/// (`error_code >> 16`: the `PageFault` event's opcode).
-pub const TRANSITION_FAULT: u64 = 10;
-pub const DEMAND_ZERO_FAULT: u64 = 11;
+use slowlab_model::trace::{EventKind, WindowsFaultKind};
 
 /// A function name without WPA's `module!` prefix.
 pub fn bare(name: &str) -> &str {
     name.rsplit_once('!').map_or(name, |(_, f)| f)
 }
 
-/// The Windows fault kind of a soft fault read from an ETL trace; `None`
-/// for other events (a Linux fault has no kind bits: `Some(0)`).
-pub fn fault_kind(kind: &EventKind) -> Option<u64> {
+/// The Windows kind of a soft fault read from an ETL trace; `None` for
+/// other events and for a Linux trace's faults, which have no kind.
+pub fn fault_kind(kind: &EventKind) -> Option<WindowsFaultKind> {
     match kind {
-        EventKind::PageFault { error_code, .. } => Some(error_code >> 16 & 0xff),
+        EventKind::PageFault { windows_kind, .. } => *windows_kind,
         _ => None,
     }
 }

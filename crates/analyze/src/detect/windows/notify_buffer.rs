@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::ProcIdx;
+use slowlab_model::trace::{ProcIdx, WindowsFaultKind};
 
-use super::{bare, fault_kind, DEMAND_ZERO_FAULT};
+use super::{bare, fault_kind};
 use crate::detect::Context;
 use crate::evidence;
 use crate::select::BuildFx;
@@ -45,7 +45,7 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     });
     let mut faults: HashMap<ProcIdx, (u64, u64), BuildFx> = HashMap::default();
     for ev in &cx.trace.events {
-        if fault_kind(&ev.kind) == Some(DEMAND_ZERO_FAULT) {
+        if fault_kind(&ev.kind) == Some(WindowsFaultKind::DemandZero) {
             let f = faults.entry(cx.process_of(ev.thread)).or_default();
             f.0 += 1;
             if cx.stack_has(ev.stack, &is_notify_report) {
@@ -124,7 +124,7 @@ mod tests {
             b.sample(i * 1_000_000, py, 0, s);
         }
         for i in 0..faults as u64 {
-            b.windows_fault(i * 1000, py, DEMAND_ZERO_FAULT as u8, fault);
+            b.windows_fault(i * 1000, py, WindowsFaultKind::DemandZero, fault);
         }
         b.build()
     }

@@ -17,9 +17,9 @@
 use std::collections::HashMap;
 
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::{EventKind, ProcIdx};
+use slowlab_model::trace::{EventKind, ProcIdx, WindowsFaultKind};
 
-use super::{bare, fault_kind, TRANSITION_FAULT};
+use super::bare;
 use crate::detect::Context;
 use crate::evidence;
 use crate::select::BuildFx;
@@ -44,10 +44,14 @@ fn fault_counts(cx: &Context) -> HashMap<ProcIdx, (u64, u64, u64), BuildFx> {
             }
             _ => continue,
         };
-        match fault_kind(&ev.kind) {
-            Some(TRANSITION_FAULT) => e.0 += 1,
-            Some(_) => e.1 += 1,
-            None => e.2 += 1,
+        match ev.kind {
+            EventKind::PageFault {
+                windows_kind: Some(WindowsFaultKind::Transition),
+                ..
+            } => e.0 += 1,
+            // Another Windows kind, or a Linux trace's fault (no kind).
+            EventKind::PageFault { .. } => e.1 += 1,
+            _ => e.2 += 1,
         }
     }
     out
@@ -129,15 +133,10 @@ mod tests {
             b.sample(i * 1_000_000, p, 0, if i < in_faults { fault } else { own });
         }
         for i in 0..transition {
-            b.windows_fault(i * 100, p, TRANSITION_FAULT as u8, None);
+            b.windows_fault(i * 100, p, WindowsFaultKind::Transition, None);
         }
         for i in 0..soft {
-            b.windows_fault(
-                i * 100 + 25,
-                p,
-                crate::detect::windows::DEMAND_ZERO_FAULT as u8,
-                None,
-            );
+            b.windows_fault(i * 100 + 25, p, WindowsFaultKind::DemandZero, None);
         }
         for i in 0..hard {
             b.major_fault(i * 100 + 50, p);
