@@ -545,6 +545,34 @@ pub use slowlab_sweep::stats::median;
 mod tests {
     use super::*;
 
+    /// The README's table of detectors (under `slowlab diagnose`) lists
+    /// exactly the registered ones, and every detector has thresholds.
+    #[test]
+    fn the_readme_lists_every_registered_detector() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let table = readme
+            .split_once("| id | signature |")
+            .map(|(_, rest)| rest.split("\n\n").next().unwrap_or(""))
+            .expect("the README has a detector table");
+        let mut listed: Vec<&str> = table
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(id, _)| id))
+            .collect();
+        let mut registered: Vec<&str> = DETECTORS.iter().map(|d| d.id()).collect();
+        listed.sort_unstable();
+        registered.sort_unstable();
+        assert_eq!(listed, registered);
+        for d in DETECTORS {
+            assert!(!d.thresholds().is_empty(), "{} has no thresholds", d.id());
+        }
+        let on_the_path: Vec<&str> = DETECTORS
+            .iter()
+            .filter(|d| d.needs_root())
+            .map(|d| d.id())
+            .collect();
+        assert_eq!(on_the_path, ["lock-contention", "io-wait", "cpu-starvation"]);
+    }
+
     #[test]
     fn trend_of_increasing_decreasing_and_flat_sequences() {
         assert!((trend(&[1.0, 2.0, 3.0, 4.0]) - 1.0).abs() < 1e-12);
