@@ -135,7 +135,8 @@ struct Builder<'t> {
     trace: &'t Trace,
     profile: Profile,
     /// Per module, its library once a frame of it was used.
-    libs: Vec<Option<LibraryHandle>>,
+    /// Per module: its library and base, once made.
+    libs: Vec<Option<(LibraryHandle, u64)>>,
     threads: FxHashMap<ThreadIdx, ThreadHandle>,
     processes: FxHashMap<ProcIdx, ProcessHandle>,
     /// The profile's stack for a trace stack, per thread (handles are per
@@ -235,11 +236,15 @@ impl Builder<'_> {
     /// to it), made on first use with a symbol table of every resolved
     /// frame of the module: exact addresses, so each frame finds its name.
     fn lib(&mut self, module: ModuleIdx) -> Option<(LibraryHandle, u64)> {
+        if let Some(known) = self.libs[module.ix()] {
+            return Some(known);
+        }
         let trace = self.trace;
         let m = &trace.modules[module.ix()];
         if m.kind == ModuleKind::Other {
             return None;
         }
+        // Once per module: the base and the symbol table scan every frame.
         let base = match m.kind {
             // User frames are file offsets already; kernel frames are
             // absolute addresses, made relative to the lowest one.
@@ -251,9 +256,6 @@ impl Builder<'_> {
                 .map(|f| f.address)
                 .min()?,
         };
-        if let Some(h) = self.libs[module.ix()] {
-            return Some((h, base));
-        }
         let symbols = trace
             .frames
             .iter()
@@ -280,7 +282,7 @@ impl Builder<'_> {
             arch: trace.meta.arch.clone(),
             symbol_table: Some(Arc::new(SymbolTable::new(symbols))),
         });
-        self.libs[module.ix()] = Some(h);
+        self.libs[module.ix()] = Some((h, base));
         Some((h, base))
     }
 
