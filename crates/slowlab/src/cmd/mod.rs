@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod export;
 pub mod fleet;
 pub mod fxprof;
+pub mod hang;
 pub mod import;
 pub mod lab;
 pub mod lab_profile;

@@ -1,0 +1,1165 @@
+//! The walk: for each thread of a process, what it waits on and who holds
+//! that, hop after hop across threads and processes, until a thread that
+//! waits on nothing slowlab can follow, or a thread already on the chain
+//! (a cycle: a deadlock).
+//!
+//! Everything is read from `/proc` under a root directory, from the
+//! waiting processes' memory through `/proc/PID/mem`, and from `sock_diag`
+//! for Unix socket peers. Nothing is stopped or attached to: each file is a
+//! snapshot, so a thread may move on between two reads; a thread or
+//! process that is gone by the time it is read ends its chain as
+//! `unknown`. This module decides and describes; it does not render.
+
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::rc::Rc;
+
+use crate::error::HangError;
+use crate::fds::{FdIndex, Holder};
+use crate::futex::{self, FutexCall, Owner};
+use crate::kernel::{self, KernelWait};
+use crate::model::{EndsIn, HangReport, Hop, Syscall, ThreadChain, ThreadId, WaitKind, WaitsOn};
+use crate::procfs::{
+    self, parse_kernel_stack, parse_locks, parse_stat, parse_status, parse_syscall, FileLock, Proc,
+    ReadError, SyscallState, PF_KTHREAD,
+};
+use crate::symbols::{Frame, Symbolizer};
+use crate::syscalls as sc;
+
+/// Chains longer than this end as `unknown` (no real chain is this long;
+/// it guards against a loop slowlab failed to see as one).
+pub const MAX_CHAIN: usize = 64;
+/// Names listed for the other waiters on a futex before "and N more".
+pub const MAX_CO_WAITERS: usize = 5;
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Report every thread, not only the blocked ones.
+    pub all_threads: bool,
+}
+
+/// Walks process `pid` under `root` (`/` on a live machine).
+pub fn walk(root: &Path, pid: i32, options: &Options) -> Result<HangReport, HangError> {
+    let mut w = Walker::new(root, pid);
+    let (comm, ns_pid) = w.check_target()?;
+    let tids = match w.proc.tids(pid) {
+        Ok(t) => t,
+        Err(ReadError::Gone) => return Err(HangError::Exited(pid)),
+        Err(ReadError::Denied) => {
+            return Err(HangError::NotPermitted {
+                pid,
+                what: format!("/proc/{pid}/task"),
+            })
+        }
+        Err(ReadError::Other(e)) => {
+            return Err(HangError::Io {
+                path: format!("/proc/{pid}/task"),
+                source: e,
+            })
+        }
+    };
+    let ids: Vec<ThreadId> = tids.iter().map(|&tid| ThreadId { pid, tid }).collect();
+    for id in &ids {
+        w.task(*id);
+    }
+    if ids.iter().all(|id| w.task(*id).is_none()) {
+        return Err(HangError::Exited(pid));
+    }
+    let mut threads = Vec::new();
+    for id in ids {
+        let Some(task) = w.task(id) else { continue };
+        let first = w.resolve(id);
+        let blocked = match &first.waits_on {
+            None => false,
+            Some(wo) => !matches!(wo.kind, WaitKind::Timer | WaitKind::Stopped),
+        };
+        if !blocked && !options.all_threads {
+            continue;
+        }
+        let chain = w.chain(id);
+        threads.push(ThreadChain {
+            tid: id.tid,
+            comm: task.comm.clone(),
+            state: procfs::state_word(task.state).to_string(),
+            waits_on: first.waits_on.clone(),
+            chain: chain.hops,
+            cycle: chain.ends_in == EndsIn::Cycle,
+            ends_in: chain.ends_in,
+        });
+    }
+    // The process went away while it was read: what was read may mix its
+    // last moments with its exit.
+    if w.proc.read(&w.proc.pid_dir(pid).join("stat")).is_err() {
+        return Err(HangError::Exited(pid));
+    }
+    let mut report = HangReport {
+        pid,
+        comm,
+        ns_pid,
+        thread_count: tids.len(),
+        threads,
+        warnings: w.warnings.into_iter().collect(),
+    };
+    report.sort();
+    Ok(report)
+}
+
+/// A thread as read once.
+struct Task {
+    id: ThreadId,
+    comm: String,
+    state: char,
+    syscall: Option<SyscallState>,
+    kernel_stack: Vec<String>,
+}
+
+/// What one thread waits on, and the next hop.
+struct Resolved {
+    waits_on: Option<WaitsOn>,
+    next: Next,
+}
+
+enum Next {
+    Thread(ThreadId),
+    End(EndsIn),
+}
+
+struct Chain {
+    hops: Vec<Hop>,
+    ends_in: EndsIn,
+}
+
+struct Walker {
+    proc: Proc,
+    target: i32,
+    tasks: HashMap<ThreadId, Option<Rc<Task>>>,
+    resolved: HashMap<ThreadId, Rc<Resolved>>,
+    frames: HashMap<ThreadId, Rc<Vec<Frame>>>,
+    process_tids: HashMap<i32, Vec<i32>>,
+    symbols: Symbolizer,
+    fds: Option<FdIndex>,
+    unix_peers: Option<Result<HashMap<u64, u64>, String>>,
+    locks: Option<Vec<FileLock>>,
+    now_ms: Option<f64>,
+    warnings: BTreeSet<String>,
+}
+
+fn name(comm: &str, tid: i32) -> String {
+    format!("{comm} [{tid}]")
+}
+
+impl Walker {
+    fn new(root: &Path, target: i32) -> Walker {
+        let proc = Proc::new(root);
+        // The scheduler's clock now: this thread's own last start, which
+        // is at most a tick old while it runs.
+        let now_ms = proc
+            .read(&proc.path("thread-self/sched"))
+            .ok()
+            .and_then(|t| procfs::parse_exec_start(&t));
+        Walker {
+            proc,
+            target,
+            tasks: HashMap::new(),
+            resolved: HashMap::new(),
+            frames: HashMap::new(),
+            process_tids: HashMap::new(),
+            symbols: Symbolizer::default(),
+            fds: None,
+            unix_peers: None,
+            locks: None,
+            now_ms,
+            warnings: BTreeSet::new(),
+        }
+    }
+
+    /// The target's name and namespace pids, or why it cannot be walked.
+    fn check_target(&mut self) -> Result<(String, Vec<i32>), HangError> {
+        let pid = self.target;
+        let dir = self.proc.pid_dir(pid);
+        let stat = match self.proc.read(&dir.join("stat")) {
+            Ok(s) => s,
+            Err(ReadError::Gone) => return Err(HangError::NoSuchProcess(pid)),
+            Err(ReadError::Denied) => {
+                return Err(HangError::NotPermitted {
+                    pid,
+                    what: format!("/proc/{pid}/stat"),
+                })
+            }
+            Err(ReadError::Other(e)) => {
+                return Err(HangError::Io {
+                    path: dir.join("stat").display().to_string(),
+                    source: e,
+                })
+            }
+        };
+        let stat = parse_stat(&stat)
+            .ok_or_else(|| HangError::Unsupported(format!("a readable /proc/{pid}/stat")))?;
+        let status = self
+            .proc
+            .read(&dir.join("status"))
+            .map(|s| parse_status(&s))
+            .unwrap_or_default();
+        if status.tgid > 0 && status.tgid != pid {
+            // A thread id: walk its process (the user gave a tid from top -H).
+            self.warnings.insert(format!(
+                "{pid} is a thread of process {}; walking the whole process",
+                status.tgid
+            ));
+        }
+        if stat.flags & PF_KTHREAD != 0 {
+            return Err(HangError::KernelThread {
+                pid,
+                comm: stat.comm,
+            });
+        }
+        if matches!(stat.state, 'Z' | 'X') && self.proc.tids(pid).map_or(true, |t| t.len() <= 1) {
+            return Err(HangError::Zombie {
+                pid,
+                comm: stat.comm,
+                ppid: stat.ppid,
+            });
+        }
+        match self.proc.read(&dir.join("syscall")) {
+            Ok(_) => {}
+            Err(ReadError::Denied) => {
+                return Err(HangError::NotPermitted {
+                    pid,
+                    what: format!("/proc/{pid}/syscall"),
+                })
+            }
+            Err(ReadError::Gone) if self.proc.read(&dir.join("stat")).is_ok() => {
+                return Err(HangError::Unsupported(format!(
+                    "/proc/{pid}/syscall (CONFIG_HAVE_ARCH_TRACEHOOK)"
+                )))
+            }
+            Err(ReadError::Gone) => return Err(HangError::Exited(pid)),
+            Err(ReadError::Other(_)) => {}
+        }
+        let mut ns_pid = status.nspid;
+        if ns_pid.is_empty() {
+            ns_pid.push(pid);
+        }
+        Ok((stat.comm, ns_pid))
+    }
+
+    /// Reads a thread once; `None` once it is gone.
+    fn task(&mut self, id: ThreadId) -> Option<Rc<Task>> {
+        if let Some(t) = self.tasks.get(&id) {
+            return t.clone();
+        }
+        let task = self.read_task(id).map(Rc::new);
+        self.tasks.insert(id, task.clone());
+        task
+    }
+
+    fn read_task(&mut self, id: ThreadId) -> Option<Task> {
+        let dir = self.proc.task_dir(id.pid, id.tid);
+        let stat = parse_stat(&self.proc.read(&dir.join("stat")).ok()?)?;
+        let syscall = match self.proc.read(&dir.join("syscall")) {
+            Ok(text) => parse_syscall(&text),
+            Err(ReadError::Denied) => {
+                self.warnings.insert(format!(
+                    "not permitted to read the system calls of process {}: run as root to follow it",
+                    id.pid
+                ));
+                None
+            }
+            Err(_) => None,
+        };
+        let kernel_stack = if matches!(stat.state, 'S' | 'D' | 'I' | 'T' | 't') {
+            match self.proc.read(&dir.join("stack")) {
+                Ok(text) => parse_kernel_stack(&text),
+                Err(ReadError::Denied) => {
+                    self.warnings.insert(
+                        "kernel stacks need root (/proc/PID/task/TID/stack): run as root to see them and kernel locks"
+                            .to_string(),
+                    );
+                    Vec::new()
+                }
+                Err(_) => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        Some(Task {
+            id,
+            comm: stat.comm,
+            state: stat.state,
+            syscall,
+            kernel_stack,
+        })
+    }
+
+    /// The thread ids of a process, read once.
+    fn tids_of(&mut self, pid: i32) -> Vec<i32> {
+        if let Some(t) = self.process_tids.get(&pid) {
+            return t.clone();
+        }
+        let tids = self.proc.tids(pid).unwrap_or_default();
+        self.process_tids.insert(pid, tids.clone());
+        tids
+    }
+
+    /// The user stack of a thread blocked in the kernel, read once.
+    fn frames(&mut self, task: &Task) -> Rc<Vec<Frame>> {
+        if let Some(f) = self.frames.get(&task.id) {
+            return f.clone();
+        }
+        let frames = match task.syscall {
+            Some(SyscallState::In { sp, pc, .. }) | Some(SyscallState::NotInSyscall { sp, pc }) => {
+                self.symbols.user_stack(&self.proc, task.id.pid, sp, pc)
+            }
+            _ => Vec::new(),
+        };
+        let frames = Rc::new(frames);
+        self.frames.insert(task.id, frames.clone());
+        frames
+    }
+
+    /// A thread id seen in a word of process `pid`'s memory, as a live
+    /// thread: one of `pid`'s own, or, when `shared`, of any process.
+    fn thread_of(&mut self, pid: i32, tid: i32, shared: bool) -> Option<ThreadId> {
+        if tid <= 0 {
+            return None;
+        }
+        if self.proc.task_dir(pid, tid).join("stat").exists() {
+            return Some(ThreadId { pid, tid });
+        }
+        if shared {
+            let tgid = self.proc.tgid_of(tid)?;
+            return Some(ThreadId { pid: tgid, tid });
+        }
+        None
+    }
+
+    /// What a thread waits on, resolved once.
+    fn resolve(&mut self, id: ThreadId) -> Rc<Resolved> {
+        if let Some(r) = self.resolved.get(&id) {
+            return r.clone();
+        }
+        let r = Rc::new(match self.task(id) {
+            None => Resolved {
+                waits_on: Some(wait(WaitKind::Unknown, "the thread exited during the walk")),
+                next: Next::End(EndsIn::Unknown),
+            },
+            Some(task) => self.resolve_task(&task),
+        });
+        self.resolved.insert(id, r.clone());
+        r
+    }
+
+    fn resolve_task(&mut self, task: &Task) -> Resolved {
+        match task.state {
+            'T' => {
+                return Resolved {
+                    waits_on: Some(wait(
+                        WaitKind::Stopped,
+                        "stopped by a signal (SIGSTOP, SIGTSTP, …): `kill -CONT` resumes it",
+                    )),
+                    next: Next::End(EndsIn::Stopped),
+                }
+            }
+            't' => {
+                return Resolved {
+                    waits_on: Some(wait(
+                        WaitKind::Stopped,
+                        "stopped by its tracer (a debugger: TracerPid in its status)",
+                    )),
+                    next: Next::End(EndsIn::Stopped),
+                }
+            }
+            'Z' | 'X' => {
+                return Resolved {
+                    waits_on: Some(wait(WaitKind::Unknown, "the thread has exited")),
+                    next: Next::End(EndsIn::Unknown),
+                }
+            }
+            'R' => {
+                let ends = if task.syscall == Some(SyscallState::Running) {
+                    EndsIn::Running
+                } else {
+                    EndsIn::Runnable
+                };
+                return Resolved {
+                    waits_on: None,
+                    next: Next::End(ends),
+                };
+            }
+            _ => {}
+        }
+        match kernel::classify(&task.kernel_stack) {
+            Some(KernelWait::Lock { function, caller }) => {
+                let mut w = wait(
+                    WaitKind::KernelLock,
+                    &format!(
+                        "kernel lock {function}{}: the kernel does not say who holds it",
+                        caller
+                            .map(|c| format!(" (called from {c})"))
+                            .unwrap_or_default()
+                    ),
+                );
+                w.function = Some(function);
+                return ended(w, EndsIn::Unknown);
+            }
+            Some(KernelWait::Io { function, caller }) => {
+                let w = wait(
+                    WaitKind::Device,
+                    &format!(
+                        "I/O: {function}{}",
+                        caller
+                            .map(|c| format!(" (called from {c})"))
+                            .unwrap_or_default()
+                    ),
+                );
+                return ended(w, EndsIn::Device);
+            }
+            Some(KernelWait::Timer) => {
+                return ended(wait(WaitKind::Timer, "a timed sleep"), EndsIn::Sleeping)
+            }
+            None => {}
+        }
+        let Some(syscall) = task.syscall.clone() else {
+            return ended(
+                wait(WaitKind::Unknown, "its system call could not be read"),
+                EndsIn::Unknown,
+            );
+        };
+        let (nr, args) = match syscall {
+            SyscallState::Running => {
+                return Resolved {
+                    waits_on: None,
+                    next: Next::End(EndsIn::Running),
+                }
+            }
+            SyscallState::NotInSyscall { .. } => {
+                return if task.state == 'D' {
+                    ended(
+                        wait(
+                            WaitKind::Device,
+                            "outside a system call (a page fault waiting for I/O)",
+                        ),
+                        EndsIn::Device,
+                    )
+                } else {
+                    ended(
+                        wait(WaitKind::Unknown, "blocked outside a system call"),
+                        EndsIn::Unknown,
+                    )
+                };
+            }
+            SyscallState::In { nr, args, .. } => (nr, args),
+        };
+        match nr {
+            sc::FUTEX => self.futex(task, args),
+            sc::NANOSLEEP | sc::CLOCK_NANOSLEEP => ended(
+                wait(WaitKind::Timer, &format!("sleeps ({})", sc::name(nr))),
+                EndsIn::Sleeping,
+            ),
+            n if sc::reads_fd(n) || sc::writes_fd(n) => {
+                self.fd_wait(task, args[0] as i32, sc::reads_fd(n))
+            }
+            sc::OPEN => self.open_wait(task, -100, args[0], args[1]),
+            sc::OPENAT => self.open_wait(task, args[0] as i32, args[1], args[2]),
+            sc::FLOCK => self.file_lock(task, args[0] as i32, &["FLOCK"]),
+            // F_SETLKW (7) and F_OFD_SETLKW (38) wait; other commands do not.
+            sc::FCNTL if args[1] == 7 || args[1] == 38 => {
+                self.file_lock(task, args[0] as i32, &["POSIX", "OFDLCK"])
+            }
+            sc::WAIT4 => self.child_wait(task, args[0] as i32),
+            // idtype P_ALL (0), P_PID (1): the pid in the second argument.
+            sc::WAITID => self.child_wait(task, if args[0] == 1 { args[1] as i32 } else { -1 }),
+            n if sc::polls(n) => ended(
+                wait(
+                    WaitKind::Events,
+                    &format!(
+                        "{}: waits for any of several descriptors, which slowlab does not follow",
+                        sc::name(n)
+                    ),
+                ),
+                EndsIn::Unknown,
+            ),
+            sc::ACCEPT | sc::ACCEPT4 => {
+                let mut w = wait(WaitKind::Socket, "waits for a connection (accept)");
+                w.path = self.fd_link(task.id.pid, args[0] as i32);
+                ended(w, EndsIn::Unknown)
+            }
+            sc::PAUSE | sc::RT_SIGSUSPEND | sc::RT_SIGTIMEDWAIT => ended(
+                wait(
+                    WaitKind::Signal,
+                    &format!("waits for a signal ({})", sc::name(nr)),
+                ),
+                EndsIn::Unknown,
+            ),
+            n if task.state == 'D' => ended(
+                wait(
+                    WaitKind::Device,
+                    &format!("uninterruptible in {}", sc::name(n)),
+                ),
+                EndsIn::Device,
+            ),
+            n => ended(
+                wait(
+                    WaitKind::Unknown,
+                    &format!("in {}, which slowlab does not follow", sc::name(n)),
+                ),
+                EndsIn::Unknown,
+            ),
+        }
+    }
+
+    fn futex(&mut self, task: &Task, args: [u64; 6]) -> Resolved {
+        let pid = task.id.pid;
+        let call = FutexCall {
+            addr: args[0],
+            op: args[1],
+            waiter_tid: task.id.tid,
+        };
+        let frames = self.frames(task);
+        let hint = futex::hint(&frames);
+        // FUTEX_PRIVATE_FLAG: the word is only seen by this process.
+        let shared = args[1] & 128 == 0;
+        let proc = self.proc.clone();
+        let read_i32 = |addr: u64| proc.read_i32(pid, addr);
+        let alive = |tid: i32| {
+            proc.task_dir(pid, tid).join("stat").exists() || (shared && proc.tgid_of(tid).is_some())
+        };
+        let found = futex::interpret(&call, hint, &read_i32, &alive);
+        let mut w = wait(found.kind, &found.how);
+        w.address = Some(format!("{:#x}", call.addr));
+        w.function = frames
+            .iter()
+            .find(|f| !f.in_libc() && f.function.is_some())
+            .and_then(|f| f.function.clone());
+        match found.owner {
+            Owner::Thread(tid) => match self.thread_of(pid, tid, true) {
+                Some(owner) => {
+                    w.held_by = Some(owner);
+                    Resolved {
+                        waits_on: Some(w),
+                        next: Next::Thread(owner),
+                    }
+                }
+                None => {
+                    w.detail = format!(
+                        "{}; held by thread {tid}, which exited during the walk",
+                        w.detail
+                    );
+                    ended(w, EndsIn::Unknown)
+                }
+            },
+            Owner::Gone(tid) => {
+                w.detail = format!(
+                    "{}; held by thread {tid}, which no longer exists: it exited holding it",
+                    w.detail
+                );
+                ended(w, EndsIn::Unknown)
+            }
+            Owner::Unknown => {
+                let others = self.co_waiters(task, call.addr);
+                if !others.is_empty() {
+                    w.detail = format!("{}; also waiting on it: {others}", w.detail);
+                }
+                ended(w, EndsIn::Unknown)
+            }
+        }
+    }
+
+    /// The other threads of the waiter's process in a futex call on the
+    /// same word, as "name [tid], …".
+    fn co_waiters(&mut self, task: &Task, addr: u64) -> String {
+        let pid = task.id.pid;
+        let mut names = Vec::new();
+        for tid in self.tids_of(pid) {
+            let id = ThreadId { pid, tid };
+            if id == task.id {
+                continue;
+            }
+            if let Some(t) = self.task(id) {
+                if let Some(SyscallState::In {
+                    nr: sc::FUTEX,
+                    args,
+                    ..
+                }) = t.syscall
+                {
+                    if args[0] == addr {
+                        names.push(name(&t.comm, tid));
+                    }
+                }
+            }
+        }
+        let more = names.len().saturating_sub(MAX_CO_WAITERS);
+        names.truncate(MAX_CO_WAITERS);
+        let mut text = names.join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    }
+
+    fn fd_link(&self, pid: i32, fd: i32) -> Option<String> {
+        let link =
+            std::fs::read_link(self.proc.pid_dir(pid).join("fd").join(fd.to_string())).ok()?;
+        Some(link.to_string_lossy().into_owned())
+    }
+
+    fn fd_index(&mut self) -> &FdIndex {
+        let proc = &self.proc;
+        self.fds.get_or_insert_with(|| FdIndex::build(proc))
+    }
+
+    fn fd_wait(&mut self, task: &Task, fd: i32, reading: bool) -> Resolved {
+        let pid = task.id.pid;
+        let Some(link) = self.fd_link(pid, fd) else {
+            return ended(
+                wait(
+                    WaitKind::Unknown,
+                    &format!("descriptor {fd}, which could not be read"),
+                ),
+                EndsIn::Unknown,
+            );
+        };
+        let end = if reading { "write" } else { "read" };
+        if link.starts_with("pipe:[") {
+            return self.other_end(task, fd, WaitKind::Pipe, &link, &link, reading, end);
+        }
+        if let Some(ino) = link
+            .strip_prefix("socket:[")
+            .and_then(|s| s.strip_suffix(']'))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            return self.socket_wait(task, &link, ino);
+        }
+        let meta = std::fs::metadata(self.proc.pid_dir(pid).join("fd").join(fd.to_string()));
+        if meta.as_ref().is_ok_and(|m| m.file_type().is_fifo()) {
+            return self.other_end(task, fd, WaitKind::Fifo, &link, &link, reading, end);
+        }
+        let mut w = wait(WaitKind::Device, "");
+        w.path = Some(link.clone());
+        if link.starts_with("/dev/pts/") || link.starts_with("/dev/tty") {
+            w.detail = format!(
+                "the terminal {link}: waits for {}",
+                if reading { "input" } else { "output to drain" }
+            );
+            return ended(w, EndsIn::Device);
+        }
+        if task.state == 'D' {
+            w.detail = format!("I/O on {link}");
+            return ended(w, EndsIn::Device);
+        }
+        w.kind = WaitKind::Unknown;
+        w.detail = format!(
+            "{} on {link}, which slowlab does not follow",
+            if reading { "reads" } else { "writes" }
+        );
+        ended(w, EndsIn::Unknown)
+    }
+
+    /// A pipe or FIFO: the processes holding the end that would end the
+    /// wait (the write end for a reader).
+    #[allow(clippy::too_many_arguments)]
+    fn other_end(
+        &mut self,
+        task: &Task,
+        own_fd: i32,
+        kind: WaitKind,
+        path: &str,
+        link: &str,
+        reading: bool,
+        end: &str,
+    ) -> Resolved {
+        let proc = self.proc.clone();
+        let holders: Vec<Holder> = self
+            .fd_index()
+            .holders(&proc, link)
+            .into_iter()
+            .filter(|h| !(h.pid == task.id.pid && h.fd == own_fd))
+            .filter(|h| if reading { h.can_write() } else { h.can_read() })
+            .collect();
+        let mut w = wait(kind, "");
+        w.path = Some(path.to_string());
+        self.follow_holders(task, w, &holders, &format!("the {end} end"))
+    }
+
+    /// Names the holders in the detail and follows the most telling thread
+    /// of the first process among them other than the waiter's own.
+    fn follow_holders(
+        &mut self,
+        task: &Task,
+        mut w: WaitsOn,
+        holders: &[Holder],
+        what: &str,
+    ) -> Resolved {
+        if holders.is_empty() {
+            w.detail = format!("no process holds {what}");
+            return ended(w, EndsIn::Unknown);
+        }
+        let mut pids: Vec<i32> = holders.iter().map(|h| h.pid).collect();
+        pids.dedup();
+        let list: Vec<String> = holders
+            .iter()
+            .take(MAX_CO_WAITERS)
+            .map(|h| format!("{} (fd {})", name(&self.comm(h.pid), h.pid), h.fd))
+            .collect();
+        let more = holders.len().saturating_sub(MAX_CO_WAITERS);
+        w.detail = format!(
+            "{what} held by {}{}",
+            list.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+        let pid = pids
+            .iter()
+            .copied()
+            .find(|&p| p != task.id.pid)
+            .unwrap_or(pids[0]);
+        match self.pick_thread(pid, task.id) {
+            Some(next) => {
+                w.held_by = Some(next);
+                Resolved {
+                    waits_on: Some(w),
+                    next: Next::Thread(next),
+                }
+            }
+            None => ended(w, EndsIn::Unknown),
+        }
+    }
+
+    fn comm(&mut self, pid: i32) -> String {
+        match self.task(ThreadId { pid, tid: pid }) {
+            Some(t) => t.comm.clone(),
+            None => "?".to_string(),
+        }
+    }
+
+    fn socket_wait(&mut self, task: &Task, link: &str, ino: u64) -> Resolved {
+        if self.unix_peers.is_none() {
+            self.unix_peers = Some(crate::unix_diag::unix_peers().map_err(|e| e.to_string()));
+        }
+        let peer = match self.unix_peers.as_ref() {
+            Some(Ok(peers)) => peers.get(&ino).copied(),
+            Some(Err(e)) => {
+                self.warnings.insert(format!(
+                    "Unix socket peers unavailable (sock_diag: {e}): load the unix_diag module (modprobe unix_diag)"
+                ));
+                None
+            }
+            None => None,
+        };
+        let Some(peer) = peer else {
+            let mut w = wait(
+                WaitKind::Socket,
+                "a socket whose other end slowlab cannot find (not a connected Unix socket of this network namespace)",
+            );
+            w.path = Some(link.to_string());
+            return ended(w, EndsIn::Unknown);
+        };
+        let peer_link = format!("socket:[{peer}]");
+        let proc = self.proc.clone();
+        let holders = self.fd_index().holders(&proc, &peer_link);
+        let mut w = wait(WaitKind::UnixSocket, "");
+        w.path = Some(link.to_string());
+        self.follow_holders(task, w, &holders, &format!("the peer {peer_link}"))
+    }
+
+    fn open_wait(&mut self, task: &Task, dirfd: i32, path_addr: u64, flags: u64) -> Resolved {
+        let pid = task.id.pid;
+        let Some(path) = self.read_c_string(pid, path_addr) else {
+            return ended(
+                wait(WaitKind::Unknown, "in open, path unreadable"),
+                EndsIn::Unknown,
+            );
+        };
+        let absolute = if path.starts_with('/') {
+            path.clone()
+        } else {
+            let base = if dirfd == -100 {
+                std::fs::read_link(self.proc.pid_dir(pid).join("cwd"))
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            } else {
+                self.fd_link(pid, dirfd)
+            };
+            match base {
+                Some(b) => format!("{}/{path}", b.trim_end_matches('/')),
+                None => path.clone(),
+            }
+        };
+        let in_root = self
+            .proc
+            .pid_dir(pid)
+            .join("root")
+            .join(absolute.trim_start_matches('/'));
+        let is_fifo = std::fs::metadata(&in_root).is_ok_and(|m| m.file_type().is_fifo());
+        if !is_fifo {
+            let mut w = wait(
+                if task.state == 'D' {
+                    WaitKind::Device
+                } else {
+                    WaitKind::Unknown
+                },
+                "opening a file",
+            );
+            w.path = Some(absolute);
+            let ends = if task.state == 'D' {
+                EndsIn::Device
+            } else {
+                EndsIn::Unknown
+            };
+            return ended(w, ends);
+        }
+        // Opening a FIFO for reading waits for a writer and the other way
+        // round; a process already holding that end would have ended it.
+        let reading = flags & libc::O_ACCMODE as u64 == libc::O_RDONLY as u64;
+        let end = if reading { "writing" } else { "reading" };
+        let proc = self.proc.clone();
+        let holders: Vec<Holder> = self
+            .fd_index()
+            .holders(&proc, &absolute)
+            .into_iter()
+            .filter(|h| if reading { h.can_write() } else { h.can_read() })
+            .collect();
+        let mut w = wait(WaitKind::Fifo, "");
+        w.path = Some(absolute.clone());
+        if holders.is_empty() {
+            w.detail = format!(
+                "opening a FIFO for {}: no process has it open for {end}",
+                if reading { "reading" } else { "writing" }
+            );
+            return ended(w, EndsIn::Unknown);
+        }
+        self.follow_holders(task, w, &holders, &format!("the FIFO open for {end}"))
+    }
+
+    fn read_c_string(&self, pid: i32, addr: u64) -> Option<String> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 256];
+        for i in 0..16u64 {
+            // A chunk may cross into an unmapped page: fall back to bytes.
+            let at = addr + i * 256;
+            if self.proc.read_mem(pid, at, &mut chunk).is_err() {
+                for j in 0..256u64 {
+                    let mut b = [0u8; 1];
+                    self.proc.read_mem(pid, at + j, &mut b).ok()?;
+                    if b[0] == 0 {
+                        return Some(String::from_utf8_lossy(&out).into_owned());
+                    }
+                    out.push(b[0]);
+                }
+                continue;
+            }
+            if let Some(end) = chunk.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                return Some(String::from_utf8_lossy(&out).into_owned());
+            }
+            out.extend_from_slice(&chunk);
+        }
+        None
+    }
+
+    fn file_lock(&mut self, task: &Task, fd: i32, classes: &[&str]) -> Resolved {
+        let pid = task.id.pid;
+        let path = self.fd_link(pid, fd).unwrap_or_else(|| format!("fd {fd}"));
+        let mut w = wait(WaitKind::FileLock, "");
+        w.path = Some(path.clone());
+        let Ok(meta) = std::fs::metadata(self.proc.pid_dir(pid).join("fd").join(fd.to_string()))
+        else {
+            w.detail = "the locked file could not be read".into();
+            return ended(w, EndsIn::Unknown);
+        };
+        if self.locks.is_none() {
+            self.locks = Some(
+                self.proc
+                    .read(&self.proc.path("locks"))
+                    .map(|t| parse_locks(&t))
+                    .unwrap_or_default(),
+            );
+        }
+        let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        let ino = meta.ino();
+        let candidates: Vec<FileLock> = self
+            .locks
+            .iter()
+            .flatten()
+            .filter(|l| !l.blocked && l.inode == ino && classes.contains(&l.class.as_str()))
+            .cloned()
+            .collect();
+        // /proc/locks names the superblock's device, which is not always
+        // what stat says (btrfs subvolumes, overlayfs): the inode alone
+        // when no lock matches both.
+        let same_dev: Vec<&FileLock> = candidates
+            .iter()
+            .filter(|l| l.major == major && l.minor == minor)
+            .collect();
+        let holders: Vec<&FileLock> = if same_dev.is_empty() {
+            candidates.iter().collect()
+        } else {
+            same_dev
+        };
+        let Some(lock) = holders.first() else {
+            w.detail = "no holder listed in /proc/locks (released just now?)".into();
+            return ended(w, EndsIn::Unknown);
+        };
+        if lock.pid <= 0 {
+            w.detail = format!(
+                "{} {} lock held through an open file description (OFD): /proc/locks does not name its process",
+                lock.class, lock.mode
+            );
+            return ended(w, EndsIn::Unknown);
+        }
+        let holder = lock.pid;
+        w.detail = format!(
+            "{} {} lock held by {}",
+            lock.class,
+            lock.mode,
+            name(&self.comm(holder), holder)
+        );
+        match self.pick_thread(holder, task.id) {
+            Some(next) => {
+                w.held_by = Some(next);
+                Resolved {
+                    waits_on: Some(w),
+                    next: Next::Thread(next),
+                }
+            }
+            None => {
+                w.detail.push_str(", which is gone");
+                ended(w, EndsIn::Unknown)
+            }
+        }
+    }
+
+    fn child_wait(&mut self, task: &Task, which: i32) -> Resolved {
+        let pid = task.id.pid;
+        let mut children = self.children(pid);
+        if which > 0 {
+            children.retain(|&c| c == which);
+        }
+        let mut w = wait(WaitKind::Child, "");
+        if children.is_empty() {
+            w.detail = "no child found".into();
+            return ended(w, EndsIn::Unknown);
+        }
+        let names: Vec<String> = children
+            .iter()
+            .take(MAX_CO_WAITERS)
+            .map(|&c| name(&self.comm(c), c))
+            .collect();
+        w.detail = if children.len() == 1 {
+            format!("waits for its child {}", names[0])
+        } else {
+            format!(
+                "waits for any of {} children: {}",
+                children.len(),
+                names.join(", ")
+            )
+        };
+        // The child whose best thread ranks first.
+        let mut best: Option<(u8, ThreadId)> = None;
+        for c in children {
+            if let Some(t) = self.pick_thread(c, task.id) {
+                let r = self.rank(t);
+                if best.is_none_or(|(br, _)| r < br) {
+                    best = Some((r, t));
+                }
+            }
+        }
+        match best {
+            Some((_, next)) => {
+                w.held_by = Some(next);
+                Resolved {
+                    waits_on: Some(w),
+                    next: Next::Thread(next),
+                }
+            }
+            None => ended(w, EndsIn::Unknown),
+        }
+    }
+
+    /// The children of every thread of `pid` (`task/*/children`), or of
+    /// the process by scanning every process's parent when the kernel has
+    /// no children files.
+    fn children(&mut self, pid: i32) -> Vec<i32> {
+        let mut children = Vec::new();
+        let mut have_files = false;
+        for tid in self.tids_of(pid) {
+            if let Ok(text) = self
+                .proc
+                .read(&self.proc.task_dir(pid, tid).join("children"))
+            {
+                have_files = true;
+                children.extend(
+                    text.split_whitespace()
+                        .filter_map(|s| s.parse::<i32>().ok()),
+                );
+            }
+        }
+        if !have_files {
+            for p in self.proc.pids() {
+                let ppid = self
+                    .proc
+                    .read(&self.proc.pid_dir(p).join("stat"))
+                    .ok()
+                    .and_then(|s| parse_stat(&s))
+                    .map(|s| s.ppid);
+                if ppid == Some(pid) {
+                    children.push(p);
+                }
+            }
+        }
+        children.sort_unstable();
+        children.dedup();
+        children
+    }
+
+    /// How telling a thread is as the one to follow into a process that
+    /// holds a resource (lower first): running or stopped, waiting on a
+    /// lock with an owner or in the disk, busy with a descriptor, idle.
+    fn rank(&mut self, id: ThreadId) -> u8 {
+        let Some(task) = self.task(id) else { return 9 };
+        match task.state {
+            'R' | 'T' | 't' => 0,
+            'D' => 1,
+            'Z' | 'X' => 8,
+            _ => match task.syscall {
+                Some(SyscallState::In { nr: sc::FUTEX, .. }) => {
+                    let r = self.resolve(id);
+                    match (&r.waits_on, &r.next) {
+                        (Some(w), Next::Thread(_)) if w.kind != WaitKind::Join => 1,
+                        (Some(w), _) if w.kind == WaitKind::Join => 5,
+                        _ => 3,
+                    }
+                }
+                Some(SyscallState::In { nr, .. })
+                    if sc::polls(nr)
+                        || matches!(
+                            nr,
+                            sc::ACCEPT
+                                | sc::ACCEPT4
+                                | sc::NANOSLEEP
+                                | sc::CLOCK_NANOSLEEP
+                                | sc::PAUSE
+                        ) =>
+                {
+                    4
+                }
+                _ => 2,
+            },
+        }
+    }
+
+    /// The thread of `pid` to follow (never `exclude`, the waiter).
+    fn pick_thread(&mut self, pid: i32, exclude: ThreadId) -> Option<ThreadId> {
+        let mut best: Option<(u8, ThreadId)> = None;
+        for tid in self.tids_of(pid) {
+            let id = ThreadId { pid, tid };
+            if id == exclude {
+                continue;
+            }
+            let r = self.rank(id);
+            if r < 9 && best.is_none_or(|(br, _)| r < br) {
+                best = Some((r, id));
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    /// The chain from `start`.
+    fn chain(&mut self, start: ThreadId) -> Chain {
+        let mut ids = vec![start];
+        let ends_in = loop {
+            let current = *ids.last().unwrap_or(&start);
+            let r = self.resolve(current);
+            match r.next {
+                Next::End(e) => break e,
+                Next::Thread(next) if ids.contains(&next) => break EndsIn::Cycle,
+                Next::Thread(_) if ids.len() >= MAX_CHAIN => break EndsIn::Unknown,
+                Next::Thread(next) => ids.push(next),
+            }
+        };
+        let hops = ids.iter().map(|&id| self.hop(id)).collect();
+        Chain { hops, ends_in }
+    }
+
+    fn hop(&mut self, id: ThreadId) -> Hop {
+        let r = self.resolve(id);
+        let task = self.task(id);
+        let (comm, state, syscall, kernel_stack) = match &task {
+            Some(t) => (
+                t.comm.clone(),
+                procfs::state_word(t.state).to_string(),
+                t.syscall.clone(),
+                t.kernel_stack.clone(),
+            ),
+            None => ("?".into(), "gone".into(), None, Vec::new()),
+        };
+        let user_stack = match &task {
+            Some(t) => self.frames(t).iter().map(Frame::text).collect(),
+            None => Vec::new(),
+        };
+        let syscall = match syscall {
+            Some(SyscallState::In { nr, args, .. }) => Some(Syscall {
+                nr,
+                name: sc::name(nr),
+                args: args.iter().map(|a| format!("{a:#x}")).collect(),
+            }),
+            _ => None,
+        };
+        let running = task.as_ref().is_some_and(|t| t.state == 'R');
+        let dir = self.proc.task_dir(id.pid, id.tid);
+        let off_cpu_s = match (running, self.now_ms) {
+            (false, Some(now)) => self
+                .proc
+                .read(&dir.join("sched"))
+                .ok()
+                .and_then(|t| procfs::parse_exec_start(&t))
+                .map(|start| ((now - start) / 1000.0).max(0.0)),
+            _ => None,
+        };
+        let (process, ns_tid) = if id.pid == self.target {
+            (None, None)
+        } else {
+            let nspid = self
+                .proc
+                .read(&dir.join("status"))
+                .map(|s| parse_status(&s).nspid)
+                .unwrap_or_default();
+            (Some(self.comm(id.pid)), (nspid.len() > 1).then_some(nspid))
+        };
+        Hop {
+            pid: id.pid,
+            tid: id.tid,
+            comm,
+            process,
+            ns_tid,
+            state,
+            waits_on: r.waits_on.clone(),
+            syscall,
+            off_cpu_s,
+            kernel_stack,
+            user_stack,
+        }
+    }
+}
+
+fn wait(kind: WaitKind, detail: &str) -> WaitsOn {
+    WaitsOn {
+        kind,
+        address: None,
+        path: None,
+        function: None,
+        detail: detail.to_string(),
+        held_by: None,
+    }
+}
+
+fn ended(w: WaitsOn, ends: EndsIn) -> Resolved {
+    Resolved {
+        waits_on: Some(w),
+        next: Next::End(ends),
+    }
+}
