@@ -55,7 +55,7 @@ pub fn text(report: &HangReport) -> String {
     let mut shown: HashSet<ThreadId> = HashSet::new();
     for t in &report.threads {
         out.push('\n');
-        out.push_str(&sentence(report.pid, t));
+        out.push_str(&sentence(t));
         out.push('\n');
         for hop in &t.chain {
             let id = ThreadId {
@@ -82,7 +82,8 @@ pub fn text(report: &HangReport) -> String {
 /// pid when it lives in another pid namespace.
 fn who(hop: &Hop) -> String {
     let mut s = format!("{} [{}]", hop.comm, hop.tid);
-    if let Some(p) = &hop.process {
+    // A thread of another process; its main thread's id is the pid.
+    if let (Some(p), true) = (&hop.process, hop.tid != hop.pid) {
         let _ = write!(s, " of {p} [{}]", hop.pid);
     }
     if let Some(ns) = hop.ns_tid.as_ref().and_then(|n| n.last()) {
@@ -99,6 +100,7 @@ fn what(w: &WaitsOn) -> String {
         | WaitKind::Condvar
         | WaitKind::Semaphore
         | WaitKind::Futex => format!("{} {}", w.kind.word(), w.address.as_deref().unwrap_or("?")),
+        WaitKind::Pipe => w.path.clone().unwrap_or_else(|| "a pipe".into()),
         WaitKind::FileLock => format!("a file lock on {}", w.path.as_deref().unwrap_or("?")),
         WaitKind::KernelLock => return w.detail.split(':').next().unwrap_or("").to_string(),
         _ => match &w.path {
@@ -124,8 +126,7 @@ fn clause(hop: &Hop, next: Option<&str>) -> String {
     match (w.kind, next) {
         (WaitKind::Join, Some(n)) => format!("waits for the exit of {n}"),
         (WaitKind::Child, Some(n)) => format!("waits for its child {n}"),
-        (WaitKind::Stopped, _) => format!("is stopped ({})", w.detail),
-        (WaitKind::Timer, _) => format!("sleeps on a timer ({})", w.detail),
+        (WaitKind::Stopped | WaitKind::Timer, _) => w.detail.clone(),
         (WaitKind::Pipe | WaitKind::Fifo | WaitKind::UnixSocket, Some(n)) => {
             format!("waits on {} whose other end {n} holds", what(w))
         }
@@ -137,8 +138,7 @@ fn clause(hop: &Hop, next: Option<&str>) -> String {
 }
 
 /// The chain as one sentence.
-pub fn sentence(target: i32, t: &ThreadChain) -> String {
-    let _ = target;
+pub fn sentence(t: &ThreadChain) -> String {
     let name_of = |id: &ThreadId| {
         t.chain
             .iter()
@@ -187,8 +187,6 @@ pub fn sentence(target: i32, t: &ThreadChain) -> String {
             let members: Vec<String> = t.chain[start..].iter().map(who).collect();
             let _ = write!(s, ": deadlock of {}", members.join(", "));
         }
-    } else if t.chain.len() > 1 || t.ends_in != EndsIn::Unknown {
-        let _ = write!(s, " (ends: {})", t.ends_in.word());
     }
     s
 }
