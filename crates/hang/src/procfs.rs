@@ -7,10 +7,13 @@
 //! permitted" from other errors, because the walk answers each differently.
 //! Nothing here interprets what a thread waits on.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// The fields of `/proc/PID/task/TID/stat` the walk uses.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,16 +279,64 @@ impl From<io::Error> for ReadError {
     }
 }
 
+/// Reads an open file to its end with a few large reads.
+fn read_all(mut file: File) -> Result<String, ReadError> {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    buf.truncate(len);
+    Ok(String::from_utf8(buf)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// An open directory of `/proc` ([`Proc::open_dir`]).
+pub struct Dir(File);
+
+impl Dir {
+    /// A file in this directory, read whole.
+    pub fn read(&self, name: &std::ffi::CStr) -> Result<String, ReadError> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: openat with a valid directory descriptor and a
+        // NUL-terminated name; the new descriptor is owned by the File.
+        let fd = unsafe {
+            libc::openat(
+                self.0.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        // SAFETY: fd was just opened and nothing else owns it.
+        read_all(unsafe { File::from_raw_fd(fd) })
+    }
+}
+
 /// `/proc` under a root directory.
 #[derive(Clone, Debug)]
 pub struct Proc {
     root: PathBuf,
+    /// `/proc/PID/mem` kept open per process (shared by clones): a walk
+    /// reads each waiting thread's stack and words.
+    mem: Rc<RefCell<HashMap<i32, Rc<File>>>>,
 }
 
 impl Proc {
     pub fn new(root: &Path) -> Proc {
         Proc {
             root: root.join("proc"),
+            mem: Rc::default(),
         }
     }
 
@@ -301,10 +352,24 @@ impl Proc {
         self.pid_dir(pid).join("task").join(tid.to_string())
     }
 
+    /// A whole `/proc` file as text. Read with a few large reads into one
+    /// buffer: `read_to_string` would first stat and seek the file for a
+    /// size that `/proc` does not know, then read it in small pieces,
+    /// which for a process with 1,000 threads was most of the walk's
+    /// system calls.
     pub fn read(&self, path: &Path) -> Result<String, ReadError> {
-        let mut text = String::new();
-        File::open(path)?.read_to_string(&mut text)?;
-        Ok(text)
+        read_all(File::open(path)?)
+    }
+
+    /// A directory kept open to read several files in it without looking
+    /// its path up again each time.
+    pub fn open_dir(&self, path: &Path) -> Result<Dir, ReadError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(path)?;
+        Ok(Dir(dir))
     }
 
     /// The thread ids of a process, ascending.
@@ -342,7 +407,15 @@ impl Proc {
     /// (`/proc/PID/mem`, which needs the right to ptrace it; it does not
     /// stop the process).
     pub fn read_mem(&self, pid: i32, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-        let file = File::open(self.pid_dir(pid).join("mem"))?;
+        let cached = self.mem.borrow().get(&pid).cloned();
+        let file = match cached {
+            Some(f) => f,
+            None => {
+                let f = Rc::new(File::open(self.pid_dir(pid).join("mem"))?);
+                self.mem.borrow_mut().insert(pid, f.clone());
+                f
+            }
+        };
         file.read_exact_at(buf, addr)?;
         Ok(())
     }

@@ -133,7 +133,8 @@ impl ElfFile {
 #[derive(Default)]
 pub struct Symbolizer {
     maps: HashMap<i32, Rc<Vec<Mapping>>>,
-    files: HashMap<(i32, String), Option<Rc<ElfFile>>>,
+    /// By process and mapping start.
+    files: HashMap<(i32, u64), Option<Rc<ElfFile>>>,
 }
 
 impl Symbolizer {
@@ -150,7 +151,7 @@ impl Symbolizer {
     }
 
     fn file(&mut self, proc: &Proc, pid: i32, m: &Mapping) -> Option<Rc<ElfFile>> {
-        let key = (pid, m.path.clone());
+        let key = (pid, m.start);
         if let Some(f) = self.files.get(&key) {
             return f.clone();
         }

@@ -112,6 +112,8 @@ struct Task {
     state: char,
     syscall: Option<SyscallState>,
     kernel_stack: Vec<String>,
+    /// When it last ran (`se.exec_start`), in ms of the scheduler's clock.
+    exec_start_ms: Option<f64>,
 }
 
 /// What one thread waits on, and the next hop.
@@ -137,6 +139,8 @@ struct Walker {
     resolved: HashMap<ThreadId, Rc<Resolved>>,
     frames: HashMap<ThreadId, Rc<Vec<Frame>>>,
     process_tids: HashMap<i32, Vec<i32>>,
+    /// Per process: its threads in a futex call, by the word's address.
+    futex_waiters: HashMap<i32, HashMap<u64, Vec<i32>>>,
     symbols: Symbolizer,
     fds: Option<FdIndex>,
     unix_peers: Option<Result<HashMap<u64, u64>, String>>,
@@ -165,6 +169,7 @@ impl Walker {
             resolved: HashMap::new(),
             frames: HashMap::new(),
             process_tids: HashMap::new(),
+            futex_waiters: HashMap::new(),
             symbols: Symbolizer::default(),
             fds: None,
             unix_peers: None,
@@ -255,9 +260,12 @@ impl Walker {
     }
 
     fn read_task(&mut self, id: ThreadId) -> Option<Task> {
-        let dir = self.proc.task_dir(id.pid, id.tid);
-        let stat = parse_stat(&self.proc.read(&dir.join("stat")).ok()?)?;
-        let syscall = match self.proc.read(&dir.join("syscall")) {
+        let dir = self
+            .proc
+            .open_dir(&self.proc.task_dir(id.pid, id.tid))
+            .ok()?;
+        let stat = parse_stat(&dir.read(c"stat").ok()?)?;
+        let syscall = match dir.read(c"syscall") {
             Ok(text) => parse_syscall(&text),
             Err(ReadError::Denied) => {
                 self.warnings.insert(format!(
@@ -269,7 +277,7 @@ impl Walker {
             Err(_) => None,
         };
         let kernel_stack = if matches!(stat.state, 'S' | 'D' | 'I' | 'T' | 't') {
-            match self.proc.read(&dir.join("stack")) {
+            match dir.read(c"stack") {
                 Ok(text) => parse_kernel_stack(&text),
                 Err(ReadError::Denied) => {
                     self.warnings.insert(
@@ -283,12 +291,20 @@ impl Walker {
         } else {
             Vec::new()
         };
+        let exec_start_ms = if stat.state == 'R' {
+            None
+        } else {
+            dir.read(c"sched")
+                .ok()
+                .and_then(|t| procfs::parse_exec_start(&t))
+        };
         Some(Task {
             id,
             comm: stat.comm,
             state: stat.state,
             syscall,
             kernel_stack,
+            exec_start_ms,
         })
     }
 
@@ -577,31 +593,38 @@ impl Walker {
     }
 
     /// The other threads of the waiter's process in a futex call on the
-    /// same word, as "name [tid], …".
+    /// same word, as "name [tid], …" (the first few, then a count). The
+    /// process's futex waiters are grouped by word once.
     fn co_waiters(&mut self, task: &Task, addr: u64) -> String {
         let pid = task.id.pid;
-        let mut names = Vec::new();
-        for tid in self.tids_of(pid) {
-            let id = ThreadId { pid, tid };
-            if id == task.id {
-                continue;
-            }
-            if let Some(t) = self.task(id) {
-                if let Some(SyscallState::In {
-                    nr: sc::FUTEX,
-                    args,
-                    ..
-                }) = t.syscall
-                {
-                    if args[0] == addr {
-                        names.push(name(&t.comm, tid));
+        if !self.futex_waiters.contains_key(&pid) {
+            let mut by_word: HashMap<u64, Vec<i32>> = HashMap::new();
+            for tid in self.tids_of(pid) {
+                if let Some(t) = self.task(ThreadId { pid, tid }) {
+                    if let Some(SyscallState::In {
+                        nr: sc::FUTEX,
+                        args,
+                        ..
+                    }) = t.syscall
+                    {
+                        by_word.entry(args[0]).or_default().push(tid);
                     }
                 }
             }
+            self.futex_waiters.insert(pid, by_word);
         }
-        let more = names.len().saturating_sub(MAX_CO_WAITERS);
-        names.truncate(MAX_CO_WAITERS);
+        let others: Vec<i32> = self.futex_waiters[&pid]
+            .get(&addr)
+            .map(|v| v.iter().copied().filter(|&t| t != task.id.tid).collect())
+            .unwrap_or_default();
+        let mut names = Vec::new();
+        for &tid in others.iter().take(MAX_CO_WAITERS) {
+            if let Some(t) = self.task(ThreadId { pid, tid }) {
+                names.push(name(&t.comm, tid));
+            }
+        }
         let mut text = names.join(", ");
+        let more = others.len().saturating_sub(MAX_CO_WAITERS);
         if more > 0 {
             text.push_str(&format!(" and {more} more"));
         }
@@ -1119,17 +1142,11 @@ impl Walker {
             }),
             _ => None,
         };
-        let running = task.as_ref().is_some_and(|t| t.state == 'R');
-        let dir = self.proc.task_dir(id.pid, id.tid);
-        let off_cpu_s = match (running, self.now_ms) {
-            (false, Some(now)) => self
-                .proc
-                .read(&dir.join("sched"))
-                .ok()
-                .and_then(|t| procfs::parse_exec_start(&t))
-                .map(|start| ((now - start) / 1000.0).max(0.0)),
+        let off_cpu_s = match (task.as_ref().and_then(|t| t.exec_start_ms), self.now_ms) {
+            (Some(start), Some(now)) => Some(((now - start) / 1000.0).max(0.0)),
             _ => None,
         };
+        let dir = self.proc.task_dir(id.pid, id.tid);
         let (process, ns_tid) = if id.pid == self.target {
             (None, None)
         } else {

@@ -175,16 +175,19 @@ fn join_follows_the_joined_thread_to_its_lock_holder() {
 fn condition_variable_waiters_have_no_owner_but_each_other() {
     let bin = need!();
     let hang = Hang::start(&bin, "threads", &["3"]);
-    let (r, c) = chain_of(hang.pid, |c| {
+    // All three on the condition variable (each passes through the mutex
+    // first); the sleeping main thread is not blocked.
+    let on_condvar = |c: &ThreadChain| {
         c.waits_on
             .as_ref()
             .is_some_and(|w| w.kind == WaitKind::Condvar)
-    });
-    assert_eq!(
-        r.threads.len(),
-        3,
-        "the sleeping main thread is not blocked"
-    );
+    };
+    let r = eventually(|| {
+        let r = report(hang.pid);
+        (r.threads.len() == 3 && r.threads.iter().all(on_condvar)).then_some(r)
+    })
+    .unwrap_or_else(|| panic!("not all on the condvar: {:#?}", report(hang.pid)));
+    let c = &r.threads[0];
     let w = c.waits_on.as_ref().unwrap();
     assert!(w.held_by.is_none());
     assert!(w.detail.contains("no owner by nature"), "{}", w.detail);

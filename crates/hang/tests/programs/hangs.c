@@ -15,6 +15,8 @@
  *            waits on a mutex that its holder thread keeps while sleeping
  *   threads  N threads (COUNTER_FILE is N here) wait on one condition
  *            variable; main sleeps (the benchmark's target)
+ *   crowd    N threads (COUNTER_FILE is N) wait on a mutex that holder keeps
+ *            while sleeping (the benchmark's other target)
  *   rwlock   writer holds a rwlock for writing and sleeps; main wants to read
  *   join     main joins worker, which waits on a mutex held by holder
  */
@@ -104,6 +106,13 @@ static void *cond_waiter(void *arg) {
     (void)arg;
     pthread_mutex_lock(&m);
     for (;;) pthread_cond_wait(&cv, &m);
+    return NULL;
+}
+
+static void *crowd_member(void *arg) {
+    (void)arg;
+    usleep(100 * 1000);
+    wait_for_lock(&m);
     return NULL;
 }
 
@@ -216,6 +225,17 @@ int main(int argc, char **argv) {
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 64 * 1024);
         for (int i = 0; i < n; i++) pthread_create(&t, &attr, cond_waiter, NULL);
+        ready();
+        sleep(100000);
+    } else if (!strcmp(mode, "crowd")) {
+        int n = argc > 2 ? atoi(argv[2]) : 1000;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 64 * 1024);
+        pthread_create(&t, NULL, holder, NULL);
+        usleep(50 * 1000);
+        for (int i = 0; i < n; i++) pthread_create(&u, &attr, crowd_member, NULL);
+        usleep(200 * 1000);
         ready();
         sleep(100000);
     } else if (!strcmp(mode, "rwlock")) {
