@@ -69,7 +69,7 @@ pub struct Hop {
     /// `/proc/PID/task/TID/stack`, innermost first (empty without root).
     pub kernel_stack: Vec<String>,
     /// Return addresses found on the user stack, innermost first, as
-    /// `function+0xOFF (module)` or `module+0xOFF`: found by scanning the
+    /// `function+0xOFF (module)` or `0xFILEOFFSET (module)`: found by scanning the
     /// stack from its pointer for values that follow a call instruction,
     /// so best effort (a stale value can appear).
     pub user_stack: Vec<String>,
@@ -79,15 +79,14 @@ pub struct Hop {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WaitsOn {
     pub kind: WaitKind,
-    /// A futex word's address in the waiting process (`0x…`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// A futex word's address in the waiting process (`0x…`); `null` for
+    /// other kinds.
     pub address: Option<String>,
-    /// A file, pipe or socket (`pipe:[123]`, `socket:[456]`, a FIFO's path).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// A file, pipe or socket (`pipe:[123]`, `socket:[456]`, a FIFO's
+    /// path); `null` for other kinds.
     pub path: Option<String>,
     /// The user function that called the lock (outside libc), when the
     /// stack shows one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
     /// Who holds it, or why that is unknown, in words.
     pub detail: String,

@@ -34,12 +34,13 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// `function+0xOFF (module)` or `module+0xOFF`.
+    /// `function+0xOFF (module)`, or `0xOFF (module)` (the offset in the
+    /// file) when no symbol covers it.
     pub fn text(&self) -> String {
         match &self.function {
             Some(f) => format!("{f}+{:#x} ({})", self.offset, self.module),
             None if self.module.is_empty() => format!("{:#x}", self.addr),
-            None => format!("{}+{:#x}", self.module, self.offset),
+            None => format!("{:#x} ({})", self.offset, self.module),
         }
     }
 
