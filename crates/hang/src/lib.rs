@@ -12,6 +12,7 @@
 //! - [`kernel`]: kernel locks and I/O waits from kernel stacks;
 //! - [`fds`]: who holds the other end of a pipe, FIFO or socket;
 //! - [`unix_diag`]: Unix socket peers from `sock_diag`;
+//! - [`net`]: the other end of a loopback TCP connection;
 //! - [`symbols`]: user stacks found by scanning, named from ELF symbols;
 //! - [`model`]: the result, as `--json` prints it; [`render`]: its text.
 //!
@@ -25,6 +26,7 @@ pub mod fds;
 pub mod futex;
 pub mod kernel;
 pub mod model;
+pub mod net;
 pub mod procfs;
 pub mod render;
 pub mod symbols;

@@ -55,8 +55,8 @@ pub struct Hop {
     /// The process's name when the hop is in another process than the one
     /// walked (`null` otherwise).
     pub process: Option<String>,
-    /// The thread's pids from the outermost namespace to its own, when it
-    /// lives in another pid namespace (`null` otherwise).
+    /// The thread's ids from the outermost pid namespace to its own, when
+    /// it lives in a nested one, as in a container (`null` otherwise).
     pub ns_tid: Option<Vec<i32>>,
     pub state: String,
     pub waits_on: Option<WaitsOn>,

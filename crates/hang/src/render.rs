@@ -80,7 +80,17 @@ pub fn text(report: &HangReport) -> String {
 
 /// `name [tid]`, with its process when it is another one, and its own
 /// pid when it lives in another pid namespace.
+/// In the sentence, a thread of the walked process leaves its namespace id
+/// to the header and its own details line ([`who_in_ns`]).
 fn who(hop: &Hop) -> String {
+    if hop.process.is_none() {
+        return format!("{} [{}]", hop.comm, hop.tid);
+    }
+    who_in_ns(hop)
+}
+
+/// `who`, always with the thread's id in its own pid namespace.
+fn who_in_ns(hop: &Hop) -> String {
     let mut s = format!("{} [{}]", hop.comm, hop.tid);
     // A thread of another process; its main thread's id is the pid.
     if let (Some(p), true) = (&hop.process, hop.tid != hop.pid) {
@@ -100,7 +110,9 @@ fn what(w: &WaitsOn) -> String {
         | WaitKind::Condvar
         | WaitKind::Semaphore
         | WaitKind::Futex => format!("{} {}", w.kind.word(), w.address.as_deref().unwrap_or("?")),
-        WaitKind::Pipe => w.path.clone().unwrap_or_else(|| "a pipe".into()),
+        WaitKind::Pipe | WaitKind::Socket => {
+            w.path.clone().unwrap_or_else(|| w.kind.word().to_string())
+        }
         WaitKind::FileLock => format!("a file lock on {}", w.path.as_deref().unwrap_or("?")),
         WaitKind::KernelLock => return w.detail.split(':').next().unwrap_or("").to_string(),
         _ => match &w.path {
@@ -127,7 +139,7 @@ fn clause(hop: &Hop, next: Option<&str>) -> String {
         (WaitKind::Join, Some(n)) => format!("waits for the exit of {n}"),
         (WaitKind::Child, Some(n)) => format!("waits for its child {n}"),
         (WaitKind::Stopped | WaitKind::Timer, _) => w.detail.clone(),
-        (WaitKind::Pipe | WaitKind::Fifo | WaitKind::UnixSocket, Some(n)) => {
+        (WaitKind::Pipe | WaitKind::Fifo | WaitKind::UnixSocket | WaitKind::Socket, Some(n)) => {
             format!("waits on {} whose other end {n} holds", what(w))
         }
         (_, Some(n)) => format!("waits on {} held by {n}", what(w)),
@@ -192,7 +204,7 @@ pub fn sentence(t: &ThreadChain) -> String {
 }
 
 fn details(out: &mut String, hop: &Hop) {
-    let mut line = format!("  {}: {}", who(hop), hop.state);
+    let mut line = format!("  {}: {}", who_in_ns(hop), hop.state);
     if let Some(s) = hop.off_cpu_s {
         let _ = write!(line, ", off the CPU for {}", seconds(s));
     }

@@ -43,6 +43,7 @@ pub struct Options {
 pub fn walk(root: &Path, pid: i32, options: &Options) -> Result<HangReport, HangError> {
     let mut w = Walker::new(root, pid);
     let (comm, ns_pid) = w.check_target()?;
+    let pid = w.target;
     let tids = match w.proc.tids(pid) {
         Ok(t) => t,
         Err(ReadError::Gone) => return Err(HangError::Exited(pid)),
@@ -141,6 +142,10 @@ struct Walker {
     process_tids: HashMap<i32, Vec<i32>>,
     /// Per process: its threads in a futex call, by the word's address.
     futex_waiters: HashMap<i32, HashMap<u64, Vec<i32>>>,
+    /// Per process: does it live in a nested pid namespace?
+    nested: HashMap<i32, bool>,
+    /// Per nested process: its threads' own ids → ours.
+    ns_maps: HashMap<i32, Option<Rc<HashMap<i32, i32>>>>,
     symbols: Symbolizer,
     fds: Option<FdIndex>,
     unix_peers: Option<Result<HashMap<u64, u64>, String>>,
@@ -170,6 +175,8 @@ impl Walker {
             frames: HashMap::new(),
             process_tids: HashMap::new(),
             futex_waiters: HashMap::new(),
+            nested: HashMap::new(),
+            ns_maps: HashMap::new(),
             symbols: Symbolizer::default(),
             fds: None,
             unix_peers: None,
@@ -207,11 +214,13 @@ impl Walker {
             .map(|s| parse_status(&s))
             .unwrap_or_default();
         if status.tgid > 0 && status.tgid != pid {
-            // A thread id: walk its process (the user gave a tid from top -H).
+            // A thread id (from `top -H`): walk its whole process.
             self.warnings.insert(format!(
-                "{pid} is a thread of process {}; walking the whole process",
+                "{pid} is a thread of process {}; walked the whole process",
                 status.tgid
             ));
+            self.target = status.tgid;
+            return self.check_target();
         }
         if stat.flags & PF_KTHREAD != 0 {
             return Err(HangError::KernelThread {
@@ -537,10 +546,24 @@ impl Walker {
 
     fn futex(&mut self, task: &Task, args: [u64; 6]) -> Resolved {
         let pid = task.id.pid;
+        // In a nested pid namespace the words hold the process's own
+        // thread ids: translated to ours through each thread's NSpid.
+        let ns = self.ns_tids(pid);
+        let global = |t: i32| match &ns {
+            Some(map) => map.get(&t).copied(),
+            None => Some(t),
+        };
+        let waiter_tid = match &ns {
+            Some(map) => map
+                .iter()
+                .find(|(_, &g)| g == task.id.tid)
+                .map_or(task.id.tid, |(&l, _)| l),
+            None => task.id.tid,
+        };
         let call = FutexCall {
             addr: args[0],
             op: args[1],
-            waiter_tid: task.id.tid,
+            waiter_tid,
         };
         let frames = self.frames(task);
         let hint = futex::hint(&frames);
@@ -548,10 +571,20 @@ impl Walker {
         let shared = args[1] & 128 == 0;
         let proc = self.proc.clone();
         let read_i32 = |addr: u64| proc.read_i32(pid, addr);
-        let alive = |tid: i32| {
-            proc.task_dir(pid, tid).join("stat").exists() || (shared && proc.tgid_of(tid).is_some())
-        };
+        let alive = |tid: i32| match global(tid) {
+            Some(g) => proc.task_dir(pid, g).join("stat").exists(),
+            // Another process's thread (a process-shared object); in a
+            // nested namespace those ids are not translated.
+            None => false,
+        } || (shared && ns.is_none() && proc.tgid_of(tid).is_some());
         let found = futex::interpret(&call, hint, &read_i32, &alive);
+        let found = futex::Finding {
+            owner: match found.owner {
+                Owner::Thread(t) => Owner::Thread(global(t).unwrap_or(t)),
+                other => other,
+            },
+            ..found
+        };
         let mut w = wait(found.kind, &found.how);
         w.address = Some(format!("{:#x}", call.addr));
         w.function = frames
@@ -590,6 +623,44 @@ impl Walker {
                 ended(w, EndsIn::Unknown)
             }
         }
+    }
+
+    /// For a process in a nested pid namespace, its threads' own ids (the
+    /// innermost of NSpid) → ours; `None` when it shares our namespace.
+    fn ns_tids(&mut self, pid: i32) -> Option<Rc<HashMap<i32, i32>>> {
+        if let Some(m) = self.ns_maps.get(&pid) {
+            return m.clone();
+        }
+        let map = if self.is_nested(pid) {
+            let mut map = HashMap::new();
+            for tid in self.tids_of(pid) {
+                let status = self.proc.read(&self.proc.task_dir(pid, tid).join("status"));
+                if let Some(own) = status
+                    .ok()
+                    .and_then(|s| parse_status(&s).nspid.last().copied())
+                {
+                    map.insert(own, tid);
+                }
+            }
+            Some(Rc::new(map))
+        } else {
+            None
+        };
+        self.ns_maps.insert(pid, map.clone());
+        map
+    }
+
+    /// Does the process live in a nested pid namespace (its NSpid says)?
+    fn is_nested(&mut self, pid: i32) -> bool {
+        if let Some(&n) = self.nested.get(&pid) {
+            return n;
+        }
+        let n = self
+            .proc
+            .read(&self.proc.pid_dir(pid).join("status"))
+            .is_ok_and(|s| parse_status(&s).nspid.len() > 1);
+        self.nested.insert(pid, n);
+        n
     }
 
     /// The other threads of the waiter's process in a futex call on the
@@ -783,10 +854,14 @@ impl Walker {
             }
             None => None,
         };
+        let (kind, peer) = match peer {
+            Some(p) => (WaitKind::UnixSocket, Some(p)),
+            None => (WaitKind::Socket, self.tcp_peer(task.id.pid, ino)),
+        };
         let Some(peer) = peer else {
             let mut w = wait(
                 WaitKind::Socket,
-                "a socket whose other end slowlab cannot find (not a connected Unix socket of this network namespace)",
+                "a socket whose other end slowlab cannot find (not a connected Unix socket of this network namespace, nor a loopback TCP connection)",
             );
             w.path = Some(link.to_string());
             return ended(w, EndsIn::Unknown);
@@ -794,9 +869,21 @@ impl Walker {
         let peer_link = format!("socket:[{peer}]");
         let proc = self.proc.clone();
         let holders = self.fd_index().holders(&proc, &peer_link);
-        let mut w = wait(WaitKind::UnixSocket, "");
+        let mut w = wait(kind, "");
         w.path = Some(link.to_string());
         self.follow_holders(task, w, &holders, &format!("the peer {peer_link}"))
+    }
+
+    /// The other end of a loopback TCP connection, from the waiting
+    /// process's own view of its network namespace.
+    fn tcp_peer(&self, pid: i32, ino: u64) -> Option<u64> {
+        let mut sockets = Vec::new();
+        for file in ["net/tcp", "net/tcp6"] {
+            if let Ok(text) = self.proc.read(&self.proc.pid_dir(pid).join(file)) {
+                sockets.extend(crate::net::parse_tcp(&text));
+            }
+        }
+        crate::net::loopback_peer(&sockets, ino)
     }
 
     fn open_wait(&mut self, task: &Task, dirfd: i32, path_addr: u64, flags: u64) -> Resolved {
@@ -1147,15 +1234,18 @@ impl Walker {
             _ => None,
         };
         let dir = self.proc.task_dir(id.pid, id.tid);
-        let (process, ns_tid) = if id.pid == self.target {
-            (None, None)
-        } else {
-            let nspid = self
-                .proc
+        let process = (id.pid != self.target).then(|| self.comm(id.pid));
+        // A thread's own ids in nested pid namespaces: read only for
+        // processes that live in one (their main thread's NSpid says).
+        let nested = self.is_nested(id.pid);
+        let ns_tid = if nested {
+            self.proc
                 .read(&dir.join("status"))
+                .ok()
                 .map(|s| parse_status(&s).nspid)
-                .unwrap_or_default();
-            (Some(self.comm(id.pid)), (nspid.len() > 1).then_some(nspid))
+                .filter(|n| n.len() > 1)
+        } else {
+            None
         };
         Hop {
             pid: id.pid,
@@ -1196,7 +1286,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
 
-    /// A fake `/proc` with process 100: threads 100 and 101 in an ABBA
+    /// A fake `/proc` with process 100 (pid 7 in a namespace of its own;
+    /// the owner words hold those inner ids): threads 100 and 101 in an ABBA
     /// deadlock, 102 asleep, 103 waiting on a word whose owner field names
     /// a thread that does not exist;
     /// its memory is a sparse `mem` file holding the mutexes.
@@ -1232,6 +1323,9 @@ mod tests {
             std::fs::write(t.join("stat"), &stat).unwrap();
             std::fs::write(t.join("syscall"), syscall).unwrap();
             std::fs::write(t.join("stack"), "[<0>] futex_wait_queue+0x60/0x90\n").unwrap();
+            // In a pid namespace of its own: tids 7 to 10 there.
+            let status = format!("Name:\t{comm}\nTgid:\t100\nNSpid:\t{tid}\t{}\n", tid - 93);
+            std::fs::write(t.join("status"), status).unwrap();
             if tid == 100 {
                 std::fs::write(p.join("stat"), &stat).unwrap();
                 std::fs::write(p.join("syscall"), syscall).unwrap();
@@ -1246,9 +1340,9 @@ mod tests {
         let mem = std::fs::File::create(p.join("mem")).unwrap();
         for (addr, value) in [
             (0x1000u64, 2i32),
-            (0x1008, 101),
+            (0x1008, 8), // worker, as its namespace numbers it
             (0x2000, 2),
-            (0x2008, 100),
+            (0x2008, 7),
             (0x3000, 2),
             (0x3008, 555),
         ] {

@@ -88,6 +88,21 @@ fn a_mutex_held_by_a_sleeping_thread_names_its_owner() {
 }
 
 #[test]
+fn a_thread_id_walks_its_whole_process() {
+    let bin = need!();
+    let hang = Hang::start(&bin, "sleeper", &[]);
+    let (_, c) = chain_of(hang.pid, |c| c.comm == "main" && c.chain.len() == 2);
+    let holder = c.chain[1].tid;
+    let r = report(holder);
+    assert_eq!(r.pid, hang.pid);
+    assert!(r.threads.iter().any(|t| t.comm == "main"));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("is a thread of process")));
+}
+
+#[test]
 fn a_pipe_whose_writer_is_stopped_ends_in_stopped() {
     let bin = need!();
     let hang = Hang::start(&bin, "pipe", &[]);
@@ -152,6 +167,19 @@ fn a_unix_socket_client_reaches_the_servers_lock_holder() {
 }
 
 #[test]
+fn a_loopback_tcp_client_reaches_the_server_process() {
+    let bin = need!();
+    let hang = Hang::start(&bin, "tcp", &[]);
+    let (_, c) = chain_of(hang.pid, |c| c.chain.len() == 2);
+    assert_eq!(comms(&c), ["client", "server"]);
+    let w = c.waits_on.as_ref().unwrap();
+    assert_eq!(w.kind, WaitKind::Socket);
+    assert!(w.path.as_deref().unwrap().starts_with("socket:["));
+    assert_ne!(c.chain[1].pid, hang.pid);
+    assert_eq!(c.ends_in, EndsIn::Sleeping);
+}
+
+#[test]
 fn a_reader_waits_for_the_rwlocks_writer() {
     let bin = need!();
     let hang = Hang::start(&bin, "rwlock", &[]);
@@ -193,6 +221,28 @@ fn condition_variable_waiters_have_no_owner_but_each_other() {
     assert!(w.detail.contains("no owner by nature"), "{}", w.detail);
     assert!(w.detail.contains("also waiting on it"), "{}", w.detail);
     assert_eq!(c.ends_in, EndsIn::Unknown);
+}
+
+#[test]
+fn a_process_in_another_pid_namespace_is_named_by_both_pids() {
+    let bin = need!();
+    let works = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        slowlab_testkit::skip("unshare --pid does not work here");
+        return;
+    }
+    let hang = Hang::start_wrapped(&["unshare", "--pid", "--fork"], &bin, "sleeper", &[]);
+    let (r, c) = chain_of(hang.pid, |c| c.comm == "main" && c.chain.len() == 2);
+    assert_eq!(r.ns_pid, vec![hang.pid, 1]);
+    assert_eq!(comms(&c), ["main", "holder"]);
+    let holder = c.chain[1].ns_tid.as_ref().expect("the holder's ids");
+    assert_eq!(holder[0], c.chain[1].tid);
+    assert!(holder[1] > 1 && holder[1] < 10, "{holder:?}");
+    let text = slowlab_hang::render::text(&r);
+    assert!(text.contains(", pid 1 in its namespace"), "{text}");
 }
 
 fn counter(path: &Path) -> u64 {

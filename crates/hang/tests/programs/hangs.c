@@ -13,6 +13,8 @@
  *   fifo     main waits for its child, which opens a FIFO nobody writes
  *   unix     main (client) reads a Unix socket; the server process's handler
  *            waits on a mutex that its holder thread keeps while sleeping
+ *   tcp      the child (the one that says ready) reads a loopback TCP
+ *            connection whose server, the parent, sleeps
  *   threads  N threads (COUNTER_FILE is N here) wait on one condition
  *            variable; main sleeps (the benchmark's target)
  *   crowd    N threads (COUNTER_FILE is N) wait on a mutex that holder keeps
@@ -21,7 +23,9 @@
  *   join     main joins worker, which waits on a mutex held by holder
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -219,6 +223,27 @@ int main(int argc, char **argv) {
         ready();
         char x;
         (void)!read(sv[0], &x, 1);
+    } else if (!strcmp(mode, "tcp")) {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof addr;
+        if (bind(l, (struct sockaddr *)&addr, len) || listen(l, 1) ||
+            getsockname(l, (struct sockaddr *)&addr, &len))
+            return 1;
+        pid_t c = fork();
+        if (c == 0) {
+            name("client");
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(s, (struct sockaddr *)&addr, len)) _exit(1);
+            ready();
+            char x;
+            (void)!read(s, &x, 1);
+            _exit(0);
+        }
+        name("server");
+        int s = accept(l, NULL, NULL);
+        (void)s;
+        sleep(100000);
     } else if (!strcmp(mode, "threads")) {
         int n = argc > 2 ? atoi(argv[2]) : 1000;
         pthread_attr_t attr;

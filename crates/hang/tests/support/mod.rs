@@ -62,12 +62,27 @@ impl Hang {
     /// Starts `hangs MODE ARGS…` and waits for its "ready" line. `{dir}`
     /// in an argument is replaced by a fresh temporary directory.
     pub fn start(binary: &Path, mode: &str, args: &[&str]) -> Hang {
+        Hang::start_wrapped(&[], binary, mode, args)
+    }
+
+    /// The same under a wrapper command (`unshare --pid --fork`): the hang
+    /// is then the wrapper's child, whose own pid is found from the
+    /// wrapper's `children`.
+    pub fn start_wrapped(wrapper: &[&str], binary: &Path, mode: &str, args: &[&str]) -> Hang {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let args: Vec<String> = args
             .iter()
             .map(|a| a.replace("{dir}", &dir.path().display().to_string()))
             .collect();
-        let mut child = Command::new(binary)
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        let mut child = command
             .arg(mode)
             .args(&args)
             .stdout(Stdio::piped())
@@ -91,6 +106,16 @@ impl Hang {
             .strip_prefix("ready ")
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("hangs {mode} did not get ready: {line:?}"));
+        if !wrapper.is_empty() {
+            let children =
+                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", hang.child.id()))
+                    .unwrap_or_default();
+            hang.pid = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no child of the wrapper {wrapper:?}"));
+        }
         hang
     }
 }
