@@ -279,24 +279,29 @@ impl From<io::Error> for ReadError {
     }
 }
 
-/// Reads an open file to its end with a few large reads.
+/// Reads an open file to its end with a few large reads into a buffer
+/// reused across calls (a walk reads thousands of small files).
 fn read_all(mut file: File) -> Result<String, ReadError> {
-    let mut buf = vec![0u8; 4096];
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        match file.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        }
+    thread_local! {
+        static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; 8192]);
     }
-    buf.truncate(len);
-    Ok(String::from_utf8(buf)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let mut len = 0;
+        loop {
+            if len == buf.len() {
+                let grown = buf.len() * 2;
+                buf.resize(grown, 0);
+            }
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf[..len]).into_owned())
+    })
 }
 
 /// An open directory of `/proc` ([`Proc::open_dir`]).
