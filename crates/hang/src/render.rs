@@ -129,7 +129,9 @@ fn what(w: &WaitsOn) -> String {
 /// One hop's clause, given the name of the thread it waits for.
 fn clause(hop: &Hop, next: Option<&str>) -> String {
     let Some(w) = &hop.waits_on else {
-        return if hop.state == "running" && hop.syscall.is_none() {
+        return if matches!(hop.state.as_str(), "zombie" | "dead") {
+            "has exited".to_string()
+        } else if hop.state == "running" && hop.syscall.is_none() {
             "is running".to_string()
         } else {
             "is runnable (waiting for a CPU)".to_string()

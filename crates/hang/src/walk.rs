@@ -395,9 +395,11 @@ impl Walker {
                     next: Next::End(EndsIn::Stopped),
                 }
             }
+            // An exited thread (a zombie leader whose other threads live
+            // on) waits on nothing.
             'Z' | 'X' => {
                 return Resolved {
-                    waits_on: Some(wait(WaitKind::Unknown, "the thread has exited")),
+                    waits_on: None,
                     next: Next::End(EndsIn::Unknown),
                 }
             }
