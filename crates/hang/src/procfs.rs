@@ -345,6 +345,15 @@ impl Proc {
         }
     }
 
+    /// The root directory given to [`Proc::new`] (to make another `Proc`
+    /// on another thread: its caches are not shared).
+    pub fn root(&self) -> PathBuf {
+        self.root
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }

@@ -61,9 +61,7 @@ pub fn walk(root: &Path, pid: i32, options: &Options) -> Result<HangReport, Hang
         }
     };
     let ids: Vec<ThreadId> = tids.iter().map(|&tid| ThreadId { pid, tid }).collect();
-    for id in &ids {
-        w.task(*id);
-    }
+    w.prefetch(&ids);
     if ids.iter().all(|id| w.task(*id).is_none()) {
         return Err(HangError::Exited(pid));
     }
@@ -269,52 +267,48 @@ impl Walker {
     }
 
     fn read_task(&mut self, id: ThreadId) -> Option<Task> {
-        let dir = self
-            .proc
-            .open_dir(&self.proc.task_dir(id.pid, id.tid))
-            .ok()?;
-        let stat = parse_stat(&dir.read(c"stat").ok()?)?;
-        let syscall = match dir.read(c"syscall") {
-            Ok(text) => parse_syscall(&text),
-            Err(ReadError::Denied) => {
-                self.warnings.insert(format!(
-                    "not permitted to read the system calls of process {}: run as root to follow it",
-                    id.pid
-                ));
-                None
+        let (task, warnings) = read_task(&self.proc, id);
+        self.warnings.extend(warnings);
+        task
+    }
+
+    /// Reads many threads of one process at once, on a few threads of
+    /// slowlab's own (the kernel formats each file: on a process with
+    /// 1,000 threads that is most of the walk).
+    fn prefetch(&mut self, ids: &[ThreadId]) {
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
+        if ids.len() < 64 || workers < 2 {
+            for id in ids {
+                self.task(*id);
             }
-            Err(_) => None,
-        };
-        let kernel_stack = if matches!(stat.state, 'S' | 'D' | 'I' | 'T' | 't') {
-            match dir.read(c"stack") {
-                Ok(text) => parse_kernel_stack(&text),
-                Err(ReadError::Denied) => {
-                    self.warnings.insert(
-                        "kernel stacks need root (/proc/PID/task/TID/stack): run as root to see them and kernel locks"
-                            .to_string(),
-                    );
-                    Vec::new()
-                }
-                Err(_) => Vec::new(),
-            }
-        } else {
-            Vec::new()
-        };
-        let exec_start_ms = if stat.state == 'R' {
-            None
-        } else {
-            dir.read(c"sched")
-                .ok()
-                .and_then(|t| procfs::parse_exec_start(&t))
-        };
-        Some(Task {
-            id,
-            comm: stat.comm,
-            state: stat.state,
-            syscall,
-            kernel_stack,
-            exec_start_ms,
-        })
+            return;
+        }
+        let chunk = ids.len().div_ceil(workers);
+        let results: Vec<Vec<ReadTask>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ids
+                .chunks(chunk)
+                .map(|part| {
+                    // Each worker has its own Proc (its caches are not shared).
+                    let root = self.proc.root();
+                    scope.spawn(move || {
+                        let proc = Proc::new(&root);
+                        part.iter()
+                            .map(|&id| {
+                                let (task, warnings) = read_task(&proc, id);
+                                (id, task, warnings)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (id, task, warnings) in results.into_iter().flatten() {
+            self.warnings.extend(warnings);
+            self.tasks.insert(id, task.map(Rc::new));
+        }
     }
 
     /// The thread ids of a process, read once.
@@ -1263,6 +1257,60 @@ impl Walker {
             user_stack,
         }
     }
+}
+
+/// A thread as a prefetch worker read it, with its warnings.
+type ReadTask = (ThreadId, Option<Task>, Vec<String>);
+
+/// Reads one thread's files; the warnings for what could not be read.
+fn read_task(proc: &Proc, id: ThreadId) -> (Option<Task>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let task = (|| {
+        let dir = proc.open_dir(&proc.task_dir(id.pid, id.tid)).ok()?;
+        let stat = parse_stat(&dir.read(c"stat").ok()?)?;
+        let syscall = match dir.read(c"syscall") {
+            Ok(text) => parse_syscall(&text),
+            Err(ReadError::Denied) => {
+                warnings.push(format!(
+                    "not permitted to read the system calls of process {}: run as root to follow it",
+                    id.pid
+                ));
+                None
+            }
+            Err(_) => None,
+        };
+        let kernel_stack = if matches!(stat.state, 'S' | 'D' | 'I' | 'T' | 't') {
+            match dir.read(c"stack") {
+                Ok(text) => parse_kernel_stack(&text),
+                Err(ReadError::Denied) => {
+                    warnings.push(
+                        "kernel stacks need root (/proc/PID/task/TID/stack): run as root to see them and kernel locks"
+                            .to_string(),
+                    );
+                    Vec::new()
+                }
+                Err(_) => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        let exec_start_ms = if stat.state == 'R' {
+            None
+        } else {
+            dir.read(c"sched")
+                .ok()
+                .and_then(|t| procfs::parse_exec_start(&t))
+        };
+        Some(Task {
+            id,
+            comm: stat.comm,
+            state: stat.state,
+            syscall,
+            kernel_stack,
+            exec_start_ms,
+        })
+    })();
+    (task, warnings)
 }
 
 fn wait(kind: WaitKind, detail: &str) -> WaitsOn {
