@@ -22,6 +22,10 @@ pub enum KernelWait {
         caller: Option<String>,
     },
     Timer,
+    /// A page fault on memory registered with userfaultfd, waiting for
+    /// whoever reads that userfaultfd to fill the page (even inside a
+    /// system call that copies from that memory).
+    UserFault,
 }
 
 /// A frame's function without its compiler suffix
@@ -110,6 +114,9 @@ pub fn classify(stack: &[String]) -> Option<KernelWait> {
         }
         if is_timer(f) {
             return Some(KernelWait::Timer);
+        }
+        if f == "handle_userfault" {
+            return Some(KernelWait::UserFault);
         }
         let lock = is_lock(f);
         let io = is_io(f);
@@ -200,6 +207,21 @@ mod tests {
         );
         let s = stack(&["__schedule", "do_nanosleep", "hrtimer_nanosleep"]);
         assert_eq!(classify(&s), Some(KernelWait::Timer));
+    }
+
+    #[test]
+    fn a_fault_inside_a_write_waits_for_userfaultfd_not_for_the_pipe() {
+        let s = stack(&[
+            "handle_userfault",
+            "__handle_mm_fault",
+            "handle_mm_fault",
+            "exc_page_fault",
+            "asm_exc_page_fault",
+            "_copy_from_iter",
+            "anon_pipe_write",
+            "vfs_write",
+        ]);
+        assert_eq!(classify(&s), Some(KernelWait::UserFault));
     }
 
     #[test]

@@ -436,6 +436,15 @@ impl Walker {
                 );
                 return ended(w, EndsIn::Device);
             }
+            Some(KernelWait::UserFault) => {
+                return ended(
+                    wait(
+                        WaitKind::Unknown,
+                        "a page fault on memory registered with userfaultfd: waits for the process that serves it to fill the page",
+                    ),
+                    EndsIn::Unknown,
+                )
+            }
             Some(KernelWait::Timer) => {
                 let call = match &task.syscall {
                     Some(SyscallState::In { nr, .. }) => format!(" ({})", sc::name(*nr)),
@@ -812,6 +821,11 @@ impl Walker {
                 String::new()
             }
         );
+        if pids.iter().all(|&p| p == task.id.pid) {
+            w.detail.push_str(
+                ": only its own process, so only another of its threads can end the wait",
+            );
+        }
         let pid = pids
             .iter()
             .copied()

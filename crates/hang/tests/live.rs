@@ -179,6 +179,24 @@ fn a_loopback_tcp_client_reaches_the_server_process() {
     assert_eq!(c.ends_in, EndsIn::Sleeping);
 }
 
+/// Two threads of one process share their descriptors: each holds "the
+/// other end" of the pipe the other is in. The writer is really stuck in a
+/// page fault that userfaultfd leaves unserved (holding the pipe's mutex,
+/// so the reader cannot even take it): no deadlock between them.
+#[test]
+fn a_writer_stuck_in_a_userfault_is_no_deadlock() {
+    let bin = need!();
+    let hang = Hang::start(&bin, "userfault", &[]);
+    let (r, c) = chain_of(hang.pid, |c| c.comm == "main" && c.chain.len() == 2);
+    assert_eq!(comms(&c), ["main", "writer"]);
+    assert!(!c.cycle);
+    assert_eq!(r.exit_code(), 1);
+    assert_eq!(c.waits_on.as_ref().unwrap().kind, WaitKind::Pipe);
+    let fault = c.chain[1].waits_on.as_ref().unwrap();
+    assert!(fault.detail.contains("userfaultfd"), "{}", fault.detail);
+    assert_eq!(c.ends_in, EndsIn::Unknown);
+}
+
 #[test]
 fn a_reader_waits_for_the_rwlocks_writer() {
     let bin = need!();

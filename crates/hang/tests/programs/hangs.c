@@ -19,6 +19,8 @@
  *            variable; main sleeps (the benchmark's target)
  *   crowd    N threads (COUNTER_FILE is N) wait on a mutex that holder keeps
  *            while sleeping (the benchmark's other target)
+ *   userfault  writer writes a pipe from a page that userfaultfd leaves
+ *            unfilled, holding the pipe's mutex; main reads the pipe
  *   rwlock   writer holds a rwlock for writing and sleeps; main wants to read
  *   join     main joins worker, which waits on a mutex held by holder
  */
@@ -31,10 +33,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/userfaultfd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +123,16 @@ static void *crowd_member(void *arg) {
     (void)arg;
     usleep(100 * 1000);
     wait_for_lock(&m);
+    return NULL;
+}
+
+static int uf_pipe[2];
+static char *uf_page;
+
+static void *uf_writer(void *arg) {
+    (void)arg;
+    name("writer");
+    (void)!write(uf_pipe[1], uf_page, 4096);
     return NULL;
 }
 
@@ -263,6 +279,24 @@ int main(int argc, char **argv) {
         usleep(200 * 1000);
         ready();
         sleep(100000);
+    } else if (!strcmp(mode, "userfault")) {
+        name("main");
+        int uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+        struct uffdio_api api = {.api = UFFD_API};
+        if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api)) {
+            perror("userfaultfd");
+            return 3;
+        }
+        uf_page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        struct uffdio_register reg = {
+            .range = {.start = (unsigned long)uf_page, .len = 4096},
+            .mode = UFFDIO_REGISTER_MODE_MISSING};
+        if (ioctl(uffd, UFFDIO_REGISTER, &reg) || pipe(uf_pipe)) return 1;
+        pthread_create(&t, NULL, uf_writer, NULL);
+        usleep(100 * 1000);
+        ready();
+        char x[16];
+        (void)!read(uf_pipe[0], x, sizeof x);
     } else if (!strcmp(mode, "rwlock")) {
         name("main");
         pthread_create(&t, NULL, rw_writer, NULL);
