@@ -192,7 +192,13 @@ impl Symbolizer {
         if addr >= m.end || !m.executable {
             return None;
         }
-        let module = m.path.rsplit('/').next().unwrap_or("").to_string();
+        let module = m
+            .path
+            .trim_end_matches(" (deleted)")
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
         if m.path.is_empty() || m.path.starts_with('[') {
             // Anonymous or [vdso] code: no file to check a call in.
             return (!must_follow_call).then_some(Frame {

@@ -30,6 +30,9 @@ use crate::syscalls as sc;
 /// Chains longer than this end as `unknown` (no real chain is this long;
 /// it guards against a loop slowlab failed to see as one).
 pub const MAX_CHAIN: usize = 64;
+/// Processes holding a descriptor whose threads are ranked to choose the
+/// next hop (a jobserver pipe is held by every job of a build).
+pub const MAX_HOLDER_PROCESSES: usize = 16;
 /// Names listed for the other waiters on a futex before "and N more".
 pub const MAX_CO_WAITERS: usize = 5;
 
@@ -788,23 +791,27 @@ impl Walker {
             .collect();
         let mut w = wait(kind, "");
         w.path = Some(path.to_string());
-        self.follow_holders(task, w, &holders, &format!("the {end} end"))
+        self.follow_holders(task, w, &holders, &format!("the {end} end"), Some(link))
     }
 
     /// Names the holders in the detail and follows the most telling thread
-    /// of the first process among them other than the waiter's own.
+    /// among the processes holding it (other processes before the waiter's
+    /// own; at most [`MAX_HOLDER_PROCESSES`] looked at). With `avoid`, a
+    /// thread waiting on that same pipe is the last choice: it waits too.
     fn follow_holders(
         &mut self,
         task: &Task,
         mut w: WaitsOn,
         holders: &[Holder],
         what: &str,
+        avoid: Option<&str>,
     ) -> Resolved {
         if holders.is_empty() {
             w.detail = format!("no process holds {what}");
             return ended(w, EndsIn::Unknown);
         }
         let mut pids: Vec<i32> = holders.iter().map(|h| h.pid).collect();
+        pids.sort_unstable();
         pids.dedup();
         let list: Vec<String> = holders
             .iter()
@@ -826,12 +833,17 @@ impl Walker {
                 ": only its own process, so only another of its threads can end the wait",
             );
         }
-        let pid = pids
-            .iter()
-            .copied()
-            .find(|&p| p != task.id.pid)
-            .unwrap_or(pids[0]);
-        match self.pick_thread(pid, task.id) {
+        let others: Vec<i32> = pids.iter().copied().filter(|&p| p != task.id.pid).collect();
+        let candidates = if others.is_empty() { pids } else { others };
+        let mut best: Option<(u8, ThreadId)> = None;
+        for pid in candidates.into_iter().take(MAX_HOLDER_PROCESSES) {
+            if let Some((r, id)) = self.pick_ranked(pid, task.id, avoid) {
+                if best.is_none_or(|(br, _)| r < br) {
+                    best = Some((r, id));
+                }
+            }
+        }
+        match best.map(|(_, id)| id) {
             Some(next) => {
                 w.held_by = Some(next);
                 Resolved {
@@ -881,7 +893,7 @@ impl Walker {
         let holders = self.fd_index().holders(&proc, &peer_link);
         let mut w = wait(kind, "");
         w.path = Some(link.to_string());
-        self.follow_holders(task, w, &holders, &format!("the peer {peer_link}"))
+        self.follow_holders(task, w, &holders, &format!("the peer {peer_link}"), None)
     }
 
     /// The other end of a loopback TCP connection, from the waiting
@@ -962,7 +974,7 @@ impl Walker {
             );
             return ended(w, EndsIn::Unknown);
         }
-        self.follow_holders(task, w, &holders, &format!("the FIFO open for {end}"))
+        self.follow_holders(task, w, &holders, &format!("the FIFO open for {end}"), None)
     }
 
     fn read_c_string(&self, pid: i32, addr: u64) -> Option<String> {
@@ -1092,7 +1104,7 @@ impl Walker {
         let mut best: Option<(u8, ThreadId)> = None;
         for c in children {
             if let Some(t) = self.pick_thread(c, task.id) {
-                let r = self.rank(t);
+                let r = self.rank(t, None);
                 if best.is_none_or(|(br, _)| r < br) {
                     best = Some((r, t));
                 }
@@ -1149,8 +1161,17 @@ impl Walker {
     /// How telling a thread is as the one to follow into a process that
     /// holds a resource (lower first): running or stopped, waiting on a
     /// lock with an owner or in the disk, busy with a descriptor, idle.
-    fn rank(&mut self, id: ThreadId) -> u8 {
+    fn rank(&mut self, id: ThreadId, avoid: Option<&str>) -> u8 {
         let Some(task) = self.task(id) else { return 9 };
+        // Waiting on the very pipe it is supposed to hold the other end
+        // of (a jobserver pipe that everyone reads): a fellow waiter.
+        if let (Some(avoid), Some(SyscallState::In { nr, args, .. })) = (avoid, &task.syscall) {
+            if (sc::reads_fd(*nr) || sc::writes_fd(*nr))
+                && self.fd_link(id.pid, args[0] as i32).as_deref() == Some(avoid)
+            {
+                return 7;
+            }
+        }
         match task.state {
             'R' | 'T' | 't' => 0,
             'D' => 1,
@@ -1184,18 +1205,29 @@ impl Walker {
 
     /// The thread of `pid` to follow (never `exclude`, the waiter).
     fn pick_thread(&mut self, pid: i32, exclude: ThreadId) -> Option<ThreadId> {
+        self.pick_ranked(pid, exclude, None).map(|(_, id)| id)
+    }
+
+    /// The best-ranked thread of `pid` and its rank; threads waiting on
+    /// `avoid` rank last.
+    fn pick_ranked(
+        &mut self,
+        pid: i32,
+        exclude: ThreadId,
+        avoid: Option<&str>,
+    ) -> Option<(u8, ThreadId)> {
         let mut best: Option<(u8, ThreadId)> = None;
         for tid in self.tids_of(pid) {
             let id = ThreadId { pid, tid };
             if id == exclude {
                 continue;
             }
-            let r = self.rank(id);
+            let r = self.rank(id, avoid);
             if r < 9 && best.is_none_or(|(br, _)| r < br) {
                 best = Some((r, id));
             }
         }
-        best.map(|(_, id)| id)
+        best
     }
 
     /// The chain from `start`.
