@@ -145,6 +145,7 @@ fn clause(hop: &Hop, next: Option<&str>) -> String {
             format!("waits on {} whose other end {n} holds", what(w))
         }
         (_, Some(n)) => format!("waits on {} held by {n}", what(w)),
+        (WaitKind::Child, None) => w.detail.clone(),
         (WaitKind::Device, None) => format!("waits on a device ({})", w.detail),
         (WaitKind::KernelLock, None) => format!("waits on a {}", w.detail),
         (_, None) => format!("waits on {} ({})", what(w), w.detail),

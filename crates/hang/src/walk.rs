@@ -125,7 +125,12 @@ struct Resolved {
 }
 
 enum Next {
+    /// The one thread that can end the wait (a lock's owner).
     Thread(ThreadId),
+    /// The most telling of several threads that could end it (a process
+    /// holding a pipe's other end, any of several children): a cycle
+    /// through such a hop is not a deadlock by itself.
+    Likely(ThreadId),
     End(EndsIn),
 }
 
@@ -836,7 +841,13 @@ impl Walker {
         let others: Vec<i32> = pids.iter().copied().filter(|&p| p != task.id.pid).collect();
         let candidates = if others.is_empty() { pids } else { others };
         let mut best: Option<(u8, ThreadId)> = None;
+        let mut threads = 0;
         for pid in candidates.into_iter().take(MAX_HOLDER_PROCESSES) {
+            threads += self
+                .tids_of(pid)
+                .iter()
+                .filter(|&&t| t != task.id.tid)
+                .count();
             if let Some((r, id)) = self.pick_ranked(pid, task.id, avoid) {
                 if best.is_none_or(|(br, _)| r < br) {
                     best = Some((r, id));
@@ -844,13 +855,7 @@ impl Walker {
             }
         }
         match best.map(|(_, id)| id) {
-            Some(next) => {
-                w.held_by = Some(next);
-                Resolved {
-                    waits_on: Some(w),
-                    next: Next::Thread(next),
-                }
-            }
+            Some(next) => followed(w, next, threads == 1),
             None => ended(w, EndsIn::Unknown),
         }
     }
@@ -1060,14 +1065,9 @@ impl Walker {
             lock.mode,
             name(&self.comm(holder), holder)
         );
+        let threads = self.tids_of(holder).len();
         match self.pick_thread(holder, task.id) {
-            Some(next) => {
-                w.held_by = Some(next);
-                Resolved {
-                    waits_on: Some(w),
-                    next: Next::Thread(next),
-                }
-            }
+            Some(next) => followed(w, next, threads == 1),
             None => {
                 w.detail.push_str(", which is gone");
                 ended(w, EndsIn::Unknown)
@@ -1102,7 +1102,9 @@ impl Walker {
         };
         // The child whose best thread ranks first.
         let mut best: Option<(u8, ThreadId)> = None;
+        let mut threads = 0;
         for c in children {
+            threads += self.tids_of(c).len();
             if let Some(t) = self.pick_thread(c, task.id) {
                 let r = self.rank(t, None);
                 if best.is_none_or(|(br, _)| r < br) {
@@ -1111,13 +1113,7 @@ impl Walker {
             }
         }
         match best {
-            Some((_, next)) => {
-                w.held_by = Some(next);
-                Resolved {
-                    waits_on: Some(w),
-                    next: Next::Thread(next),
-                }
-            }
+            Some((_, next)) => followed(w, next, threads == 1),
             None => ended(w, EndsIn::Unknown),
         }
     }
@@ -1180,7 +1176,11 @@ impl Walker {
                 Some(SyscallState::In { nr: sc::FUTEX, .. }) => {
                     let r = self.resolve(id);
                     match (&r.waits_on, &r.next) {
-                        (Some(w), Next::Thread(_)) if w.kind != WaitKind::Join => 1,
+                        (Some(w), Next::Thread(_) | Next::Likely(_))
+                            if w.kind != WaitKind::Join =>
+                        {
+                            1
+                        }
                         (Some(w), _) if w.kind == WaitKind::Join => 5,
                         _ => 3,
                     }
@@ -1233,17 +1233,52 @@ impl Walker {
     /// The chain from `start`.
     fn chain(&mut self, start: ThreadId) -> Chain {
         let mut ids = vec![start];
+        // Whether each hop's next thread is the only one that can end its
+        // wait.
+        let mut exact = Vec::new();
+        let mut back_to: Option<ThreadId> = None;
         let ends_in = loop {
             let current = *ids.last().unwrap_or(&start);
             let r = self.resolve(current);
-            match r.next {
+            let next = match r.next {
                 Next::End(e) => break e,
-                Next::Thread(next) if ids.contains(&next) => break EndsIn::Cycle,
-                Next::Thread(_) if ids.len() >= MAX_CHAIN => break EndsIn::Unknown,
-                Next::Thread(next) => ids.push(next),
+                Next::Thread(next) => {
+                    exact.push(true);
+                    next
+                }
+                Next::Likely(next) => {
+                    exact.push(false);
+                    next
+                }
+            };
+            if let Some(at) = ids.iter().position(|&id| id == next) {
+                // A deadlock only when every wait around the loop has a
+                // single way out; with choices it is an "any of" wait that
+                // another of its candidates may yet end.
+                if exact[at..].iter().all(|&e| e) {
+                    break EndsIn::Cycle;
+                }
+                back_to = Some(next);
+                break EndsIn::Unknown;
             }
+            if ids.len() >= MAX_CHAIN {
+                break EndsIn::Unknown;
+            }
+            ids.push(next);
         };
-        let hops = ids.iter().map(|&id| self.hop(id)).collect();
+        let mut hops: Vec<Hop> = ids.iter().map(|&id| self.hop(id)).collect();
+        if let (Some(back), Some(last)) = (back_to, hops.last_mut()) {
+            let back_name = self
+                .task(back)
+                .map_or_else(|| format!("[{}]", back.tid), |t| name(&t.comm, back.tid));
+            if let Some(w) = last.waits_on.as_mut() {
+                w.detail = format!(
+                    "{}; the most telling of them, {back_name}, is already on this chain, but others could end the wait: not a deadlock by itself",
+                    w.detail
+                );
+                w.held_by = None;
+            }
+        }
         Chain { hops, ends_in }
     }
 
@@ -1367,6 +1402,20 @@ fn wait(kind: WaitKind, detail: &str) -> WaitsOn {
         function: None,
         detail: detail.to_string(),
         held_by: None,
+    }
+}
+
+/// A wait that the thread `next` can end; `only` when no other thread
+/// could.
+fn followed(mut w: WaitsOn, next: ThreadId, only: bool) -> Resolved {
+    w.held_by = Some(next);
+    Resolved {
+        waits_on: Some(w),
+        next: if only {
+            Next::Thread(next)
+        } else {
+            Next::Likely(next)
+        },
     }
 }
 

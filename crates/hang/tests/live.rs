@@ -197,6 +197,27 @@ fn a_writer_stuck_in_a_userfault_is_no_deadlock() {
     assert_eq!(c.ends_in, EndsIn::Unknown);
 }
 
+/// A job waits for a token on a pipe that make and the other jobs hold
+/// too; make waits for any of its children. Following the most telling
+/// holder leads back to the job, but that loop is made of "any of" waits
+/// (the sleeping job could return a token): no deadlock.
+#[test]
+fn a_loop_through_any_of_waits_is_no_deadlock() {
+    let bin = need!();
+    let hang = Hang::start(&bin, "jobserver", &[]);
+    let (r, c) = chain_of(hang.pid, |c| {
+        c.comm == "job"
+            && c.waits_on
+                .as_ref()
+                .is_some_and(|w| w.kind == WaitKind::Pipe)
+    });
+    assert!(!c.cycle, "{c:#?}");
+    assert_ne!(c.ends_in, EndsIn::Cycle);
+    assert_eq!(r.exit_code(), 1);
+    let last = c.chain.last().unwrap().waits_on.as_ref().unwrap();
+    assert!(last.detail.contains("not a deadlock by itself"), "{c:#?}");
+}
+
 #[test]
 fn a_reader_waits_for_the_rwlocks_writer() {
     let bin = need!();

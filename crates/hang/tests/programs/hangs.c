@@ -21,6 +21,8 @@
  *            while sleeping (the benchmark's other target)
  *   userfault  writer writes a pipe from a page that userfaultfd leaves
  *            unfilled, holding the pipe's mutex; main reads the pipe
+ *   jobserver  make holds both ends of a token pipe and waits for its two
+ *            children: job reads a token (it says ready), sleeper sleeps
  *   rwlock   writer holds a rwlock for writing and sleeps; main wants to read
  *   join     main joins worker, which waits on a mutex held by holder
  */
@@ -297,6 +299,27 @@ int main(int argc, char **argv) {
         ready();
         char x[16];
         (void)!read(uf_pipe[0], x, sizeof x);
+    } else if (!strcmp(mode, "jobserver")) {
+        int js[2];
+        if (pipe(js)) return 1;
+        if (fork() == 0) {
+            name("sleeper");
+            sleep(100000);
+            _exit(0);
+        }
+        pid_t job = fork();
+        if (job == 0) {
+            name("job");
+            usleep(100 * 1000);
+            char x;
+            (void)!read(js[0], &x, 1);
+            _exit(0);
+        }
+        name("make");
+        printf("ready %d\n", job);
+        fflush(stdout);
+        while (wait(NULL) > 0) {
+        }
     } else if (!strcmp(mode, "rwlock")) {
         name("main");
         pthread_create(&t, NULL, rw_writer, NULL);
