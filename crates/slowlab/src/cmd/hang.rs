@@ -16,9 +16,10 @@ use slowlab_hang::{render, walk, Options};
 /// deadlock, reported with every member). Follows glibc mutexes (their
 /// owner field), rwlocks held for writing, pthread_join, pipes and FIFOs
 /// (who holds the other end), Unix sockets (the peer, from sock_diag),
-/// flock and fcntl locks (/proc/locks), wait4 on children; names kernel
-/// locks from the kernel stack. Condition variables and semaphores have no
-/// owner: their other waiters are listed.
+/// loopback TCP connections, flock and fcntl locks (/proc/locks), wait4
+/// on children; names kernel locks from the kernel stack. Condition
+/// variables and semaphores have no owner: their other waiters are listed.
+/// A loop is a deadlock when every wait in it has a single way out.
 ///
 /// Only reads /proc (and the process's memory through /proc/PID/mem): the
 /// process is never stopped or attached to. Needs the right to ptrace it
