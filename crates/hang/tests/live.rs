@@ -103,6 +103,28 @@ fn a_thread_id_walks_its_whole_process() {
 }
 
 #[test]
+fn every_kind_of_glibc_mutex_names_its_owner() {
+    let bin = need!();
+    for kind in ["normal", "recursive", "errorcheck", "robust", "pi"] {
+        let hang = Hang::start(&bin, "kind", &[kind]);
+        let (_, c) = chain_of(hang.pid, |c| c.comm == "main" && c.chain.len() == 2);
+        assert_eq!(comms(&c), ["main", "holder"], "{kind}");
+        let w = c.waits_on.as_ref().unwrap();
+        assert_eq!(w.kind, WaitKind::Mutex, "{kind}");
+        assert_eq!(c.ends_in, EndsIn::Sleeping, "{kind}");
+        if kind == "pi" {
+            let call = c.chain[0].syscall.as_ref().unwrap();
+            // FUTEX_LOCK_PI (6) or FUTEX_LOCK_PI2 (13), private.
+            assert!(
+                ["0x86", "0x8d"].contains(&call.args[1].as_str()),
+                "{call:?}"
+            );
+            assert!(w.detail.contains("priority-inheritance"), "{}", w.detail);
+        }
+    }
+}
+
+#[test]
 fn a_pipe_whose_writer_is_stopped_ends_in_stopped() {
     let bin = need!();
     let hang = Hang::start(&bin, "pipe", &[]);

@@ -23,6 +23,8 @@
  *            unfilled, holding the pipe's mutex; main reads the pipe
  *   jobserver  make holds both ends of a token pipe and waits for its two
  *            children: job reads a token (it says ready), sleeper sleeps
+ *   kind K   sleeper, with the mutex made K: normal, recursive, errorcheck,
+ *            robust or pi (priority inheritance)
  *   rwlock   writer holds a rwlock for writing and sleeps; main wants to read
  *   join     main joins worker, which waits on a mutex held by holder
  */
@@ -320,6 +322,21 @@ int main(int argc, char **argv) {
         fflush(stdout);
         while (wait(NULL) > 0) {
         }
+    } else if (!strcmp(mode, "kind")) {
+        const char *kind = argv[2];
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        if (!strcmp(kind, "recursive")) pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+        else if (!strcmp(kind, "errorcheck")) pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+        else if (!strcmp(kind, "robust")) pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+        else if (!strcmp(kind, "pi")) pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+        else if (strcmp(kind, "normal")) return 2;
+        pthread_mutex_init(&m, &attr);
+        name("main");
+        pthread_create(&t, NULL, holder, NULL);
+        usleep(100 * 1000);
+        ready();
+        wait_for_lock(&m);
     } else if (!strcmp(mode, "rwlock")) {
         name("main");
         pthread_create(&t, NULL, rw_writer, NULL);
