@@ -23,18 +23,23 @@ pub fn hangs_binary() -> Result<PathBuf, String> {
                 .join("../hang/tests/programs/hangs.c")
                 .canonicalize()
                 .map_err(|e| format!("hangs.c not found: {e}"))?;
-            let dir = std::env::temp_dir().join(format!("slowlab-hangs-{}", std::process::id()));
+            // In the target directory (not /tmp, where it would be left):
+            // built under a name of this process's own, then renamed, as
+            // test binaries build it at the same time.
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("slowlab-hangs");
             std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
             let out = dir.join("hangs");
+            let building = dir.join(format!("hangs.{}", std::process::id()));
             let status = Command::new("gcc")
                 .args(["-O1", "-g", "-pthread", "-fno-omit-frame-pointer", "-o"])
-                .arg(&out)
+                .arg(&building)
                 .arg(&src)
                 .status()
                 .map_err(|e| format!("gcc not available: {e}"))?;
             if !status.success() {
                 return Err(format!("gcc failed on {}", src.display()));
             }
+            std::fs::rename(&building, &out).map_err(|e| e.to_string())?;
             Ok(out)
         })
         .clone()
