@@ -4,6 +4,13 @@
 //!
 //! The holder of a kernel mutex or semaphore is in kernel memory that
 //! `/proc` does not show; this module names the lock, not who holds it.
+//! On kernels whose unwinder hides the scheduler's section (`__sched`
+//! functions: `mutex_lock`, `down_read`, `rwsem_down_*_slowpath`,
+//! `io_schedule`, as 6.x does), the lock functions themselves never show
+//! and the walk names the function that took the lock instead (the
+//! innermost frame of an uninterruptible sleep); the patterns here still
+//! catch the ones that are not in that section (`folio_wait_bit_common`,
+//! `percpu_rwsem_wait`, `handle_userfault`, …).
 
 use crate::procfs::frame_function;
 

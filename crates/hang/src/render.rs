@@ -146,6 +146,7 @@ fn clause(hop: &Hop, next: Option<&str>) -> String {
         }
         (_, Some(n)) => format!("waits on {} held by {n}", what(w)),
         (WaitKind::Child, None) => w.detail.clone(),
+        (WaitKind::Unknown, None) => format!("is blocked: {}", w.detail),
         (WaitKind::Device, None) => format!("waits on a device ({})", w.detail),
         (WaitKind::KernelLock, None) => format!("waits on a {}", w.detail),
         (_, None) => format!("waits on {} ({})", what(w), w.detail),

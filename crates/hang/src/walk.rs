@@ -540,13 +540,7 @@ impl Walker {
                 ),
                 EndsIn::Unknown,
             ),
-            n if task.state == 'D' => ended(
-                wait(
-                    WaitKind::Device,
-                    &format!("uninterruptible in {}", sc::name(n)),
-                ),
-                EndsIn::Device,
-            ),
+            n if task.state == 'D' => self.uninterruptible(task, &sc::name(n)),
             n => ended(
                 wait(
                     WaitKind::Unknown,
@@ -739,6 +733,9 @@ impl Walker {
         };
         let end = if reading { "write" } else { "read" };
         if link.starts_with("pipe:[") {
+            if task.state == 'D' {
+                return self.pipe_mutex(task, &link);
+            }
             return self.other_end(task, fd, WaitKind::Pipe, &link, &link, reading, end);
         }
         if let Some(ino) = link
@@ -771,6 +768,109 @@ impl Walker {
             if reading { "reads" } else { "writes" }
         );
         ended(w, EndsIn::Unknown)
+    }
+
+    /// Uninterruptible sleep that the kernel stack does not explain: the
+    /// kernel's unwinder hides every function of the scheduler's section,
+    /// which holds the sleeping locks' own (`mutex_lock`, `down_read`,
+    /// `rwsem_down_*`, `wait_for_completion`, `io_schedule`), so the
+    /// innermost frame shown is the function that took the lock.
+    fn uninterruptible(&mut self, task: &Task, call: &str) -> Resolved {
+        let frames: Vec<&str> = task
+            .kernel_stack
+            .iter()
+            .map(|f| procfs::frame_function(f))
+            .collect();
+        let mut w = wait(WaitKind::KernelLock, "");
+        match frames.first() {
+            Some(f) => {
+                w.function = Some(f.to_string());
+                w.detail = format!(
+                    "kernel lock taken in {f}{}: uninterruptible in {call}; the kernel stack hides the lock's own functions and does not say who holds it (or I/O that the stack does not show)",
+                    frames
+                        .get(1)
+                        .map(|c| format!(" (called from {c})"))
+                        .unwrap_or_default()
+                );
+            }
+            None => {
+                w.kind = WaitKind::Device;
+                w.detail =
+                    format!("uninterruptible in {call} (no kernel stack: run as root to see why)");
+            }
+        }
+        let ends = if w.kind == WaitKind::Device {
+            EndsIn::Device
+        } else {
+            EndsIn::Unknown
+        };
+        ended(w, ends)
+    }
+
+    /// Uninterruptible in a read or write of a pipe: waiting for data or
+    /// room is interruptible, so this is the pipe's mutex, which a thread
+    /// inside a read or write of the same pipe holds (one that is not
+    /// itself waiting for the mutex). A guess when there are several.
+    fn pipe_mutex(&mut self, task: &Task, link: &str) -> Resolved {
+        let function = task
+            .kernel_stack
+            .first()
+            .map(|f| procfs::frame_function(f).to_string());
+        let mut w = wait(
+            WaitKind::KernelLock,
+            &format!(
+                "the pipe's mutex (uninterruptible in {})",
+                function.as_deref().unwrap_or("a read or write of the pipe")
+            ),
+        );
+        w.path = Some(link.to_string());
+        w.function = function;
+        let proc = self.proc.clone();
+        let mut pids: Vec<i32> = self
+            .fd_index()
+            .holders(&proc, link)
+            .iter()
+            .map(|h| h.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let mut inside = Vec::new();
+        for pid in pids.into_iter().take(MAX_HOLDER_PROCESSES) {
+            for tid in self.tids_of(pid) {
+                let id = ThreadId { pid, tid };
+                if id == task.id {
+                    continue;
+                }
+                let Some(t) = self.task(id) else { continue };
+                if let Some(SyscallState::In { nr, args, .. }) = t.syscall {
+                    if t.state != 'D'
+                        && (sc::reads_fd(nr) || sc::writes_fd(nr))
+                        && self.fd_link(pid, args[0] as i32).as_deref() == Some(link)
+                    {
+                        inside.push(id);
+                    }
+                }
+            }
+        }
+        match inside.first() {
+            Some(&next) => {
+                w.detail.push_str(&format!(
+                    ": held by the thread inside a {} of the same pipe",
+                    if inside.len() == 1 {
+                        "read or write"
+                    } else {
+                        "read or write (one of several)"
+                    }
+                ));
+                followed(w, next, false)
+            }
+            None => {
+                w.detail.push_str(
+                    ": no other thread is inside a read or write of it; the holder is unknown",
+                );
+                ended(w, EndsIn::Unknown)
+            }
+        }
     }
 
     /// A pipe or FIFO: the processes holding the end that would end the

@@ -203,8 +203,9 @@ fn a_loopback_tcp_client_reaches_the_server_process() {
 
 /// Two threads of one process share their descriptors: each holds "the
 /// other end" of the pipe the other is in. The writer is really stuck in a
-/// page fault that userfaultfd leaves unserved (holding the pipe's mutex,
-/// so the reader cannot even take it): no deadlock between them.
+/// page fault that userfaultfd leaves unserved, holding the pipe's mutex,
+/// so the reader waits for that mutex (uninterruptibly), not for data: no
+/// deadlock between them.
 #[test]
 fn a_writer_stuck_in_a_userfault_is_no_deadlock() {
     let bin = need!();
@@ -213,7 +214,10 @@ fn a_writer_stuck_in_a_userfault_is_no_deadlock() {
     assert_eq!(comms(&c), ["main", "writer"]);
     assert!(!c.cycle);
     assert_eq!(r.exit_code(), 1);
-    assert_eq!(c.waits_on.as_ref().unwrap().kind, WaitKind::Pipe);
+    // Uninterruptible in the pipe's read: its mutex, held by the writer.
+    let w = c.waits_on.as_ref().unwrap();
+    assert_eq!(w.kind, WaitKind::KernelLock, "{w:?}");
+    assert!(w.detail.contains("the pipe's mutex"), "{}", w.detail);
     let fault = c.chain[1].waits_on.as_ref().unwrap();
     assert!(fault.detail.contains("userfaultfd"), "{}", fault.detail);
     assert_eq!(c.ends_in, EndsIn::Unknown);
