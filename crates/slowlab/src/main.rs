@@ -35,6 +35,7 @@ enum Command {
     Import(cmd::import::ImportArgs),
     Export(cmd::export::ExportArgs),
     Fleet(cmd::fleet::FleetArgs),
+    Hang(cmd::hang::HangArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
     Child(cmd::child::ChildArgs),
@@ -89,6 +90,7 @@ fn main() {
         Command::Import(args) => cmd::import::run(args),
         Command::Export(args) => cmd::export::run(args),
         Command::Fleet(args) => cmd::fleet::run(args),
+        Command::Hang(args) => cmd::hang::run(args),
         Command::Child(args) => cmd::child::run(args),
     };
     match result {

@@ -8,6 +8,7 @@ pub mod diff;
 pub mod doctor;
 pub mod export;
 pub mod fleet;
+pub mod hang;
 pub mod import;
 pub mod input;
 pub mod lab;
