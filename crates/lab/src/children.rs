@@ -1,4 +1,5 @@
-//! The command line of the lab's child programs, `slowlab __child …`: one
+//! The command line of the child programs slowlab launches (the lab's, and
+//! the sweep's known workloads, `burn`), `slowlab __child …`: one
 //! subcommand per program, each dispatching to the scenario module that
 //! owns it. The binary flattens `LabChild` into its hidden `__child`
 //! command; scenarios build the matching argument lists next to their code
@@ -45,6 +46,15 @@ pub enum LabChild {
         creator_cpu: Option<usize>,
         #[arg(long, requires = "creator_cpu")]
         watcher_cpu: Option<usize>,
+    },
+    /// CPU-bound work of known complexity (the sweep's known workloads).
+    Burn {
+        #[arg(value_enum)]
+        model: crate::burn::BurnModel,
+        n: u64,
+        /// Multiplies the work (not the memory).
+        #[arg(long, default_value_t = 1)]
+        scale: u64,
     },
     /// notify-buffer: a fanotify permission watcher answering every open.
     NotifyWatcher {
@@ -93,6 +103,10 @@ pub fn run(child: LabChild) -> Result<(), LabError> {
             mount_point,
             cpu,
         } => notify_buffer::watcher_main(buffer, &mount_point, cpu),
+        LabChild::Burn { model, n, scale } => {
+            std::hint::black_box(crate::burn::burn(model, n, scale));
+            Ok(())
+        }
         LabChild::TeardownLock(child) => teardown_lock::child_main(child),
         LabChild::WorkingSetCap(child) => working_set_cap::child_main(child),
     }

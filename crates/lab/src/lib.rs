@@ -20,6 +20,7 @@
 //! Nothing here renders a table; see the `report` crate.
 
 pub mod cgroup;
+pub mod burn;
 pub mod children;
 pub mod cleanup;
 pub mod context;

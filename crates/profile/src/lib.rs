@@ -10,14 +10,17 @@
 //!   that runs the wrapped command and keeps each run's counts;
 //! - `run`: a whole profiled sweep, what the binary calls;
 //! - `fit`: pure; the counts of all runs → `FunctionGrowth` per function,
-//!   fitted with `slowlab_sweep::fit_series`.
+//!   fitted with `slowlab_sweep::fit_series`;
+//! - `lab`: `lab --profile`, a profiled sweep of each lab scenario's
+//!   pathological child program (the scenarios give the arguments and sizes).
 //!
-//! What it does not do: schedule runs (the `sweep` engine does), print or
-//! render (the `report` crate does), or know about the lab.
+//! What it does not do: schedule runs (the `sweep` engine does), or render
+//! (the caller passes how a result is said; the `report` crate says it).
 
 pub mod counts;
 pub mod executor;
 pub mod fit;
+pub mod lab;
 pub mod perf;
 pub mod run;
 

@@ -13,7 +13,6 @@ use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_ver
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
-use super::lab_profile::profile_lab;
 use super::lab_trace::LabTracer;
 use crate::progress::LabProgress;
 use crate::signals::cancel_on_interrupt;
@@ -149,7 +148,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     }
     if args.profile {
         slowlab_profile::PerfWrapper::new(args.profile_freq, Some(&ctx.work_root))?.check()?;
-        let profiles = profile_lab(&scenarios, &mut ctx, args.profile_freq);
+        let profiles = slowlab_profile::lab::profile_lab(
+            &scenarios,
+            &mut ctx,
+            args.profile_freq,
+            &slowlab_report::sweep::render_functions,
+        );
         output.finish();
         print_table(&profiles_summary(&profiles), json_to_stdout);
         if let Some(path) = &args.json {

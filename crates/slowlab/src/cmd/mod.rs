@@ -12,7 +12,6 @@ pub mod hang;
 pub mod import;
 pub mod input;
 pub mod lab;
-pub mod lab_profile;
 pub mod lab_trace;
 pub mod record;
 pub mod sweep;

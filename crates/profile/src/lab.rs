@@ -2,14 +2,14 @@
 //! variant is a cost that grows with n (topdown-alloc's top-down probing,
 //! log-probe's probed names), a profiled sweep of that variant's child
 //! program (`slowlab_profile::profiled_sweep`), printed with the functions
-//! that grow; the other scenarios are listed as not profiled, with why.
-//! Glue only: the child programs' arguments and sizes are the scenarios'.
+//! that grow (rendered by the caller); the other scenarios are listed as not
+//! profiled, with why. The child programs' arguments and sizes are the
+//! scenarios'.
 
 use slowlab_lab::context::TempDir;
 use slowlab_lab::scenarios::{log_probe, topdown_alloc};
 use slowlab_lab::{LabContext, LabError, Scenario};
-use slowlab_model::results::{ScenarioProfile, ScenarioStatus};
-use slowlab_report::sweep::render_functions;
+use slowlab_model::results::{ScenarioProfile, ScenarioStatus, SweepResult};
 use slowlab_sweep::SweepConfig;
 
 /// What to sweep for one scenario: the pathological child's arguments
@@ -43,11 +43,13 @@ fn target(id: &str, ctx: &LabContext) -> Option<Result<Target, LabError>> {
 }
 
 /// Profiles each scenario's pathological variant, `frequency_hz` samples per
-/// CPU second; one result per scenario.
+/// CPU second, printing each result's functions as `render` says them; one
+/// result per scenario.
 pub fn profile_lab(
     scenarios: &[&dyn Scenario],
     ctx: &mut LabContext,
     frequency_hz: u32,
+    render: &dyn Fn(&SweepResult) -> String,
 ) -> Vec<ScenarioProfile> {
     let mut profiles = Vec::new();
     for scenario in scenarios {
@@ -105,7 +107,7 @@ pub fn profile_lab(
         };
         let work_root = ctx.work_root.clone();
         let cancel = ctx.cancel.clone();
-        let outcome = slowlab_profile::profiled_sweep(
+        let outcome = crate::profiled_sweep(
             &command,
             &config,
             frequency_hz,
@@ -117,7 +119,7 @@ pub fn profile_lab(
             Ok(mut sweep) => {
                 // The child runs as `slowlab __child …`, whatever the path.
                 sweep.command = command_for_humans(&target.child_args);
-                for line in render_functions(&sweep).lines() {
+                for line in render(&sweep).lines() {
                     ctx.out.line(line);
                 }
                 profiles.push(ScenarioProfile {
