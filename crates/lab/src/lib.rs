@@ -19,8 +19,8 @@
 //!
 //! Nothing here renders a table; see the `report` crate.
 
-pub mod cgroup;
 pub mod burn;
+pub mod cgroup;
 pub mod children;
 pub mod cleanup;
 pub mod context;
