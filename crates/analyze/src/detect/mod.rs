@@ -570,7 +570,10 @@ mod tests {
             .filter(|d| d.needs_root())
             .map(|d| d.id())
             .collect();
-        assert_eq!(on_the_path, ["lock-contention", "io-wait", "cpu-starvation"]);
+        assert_eq!(
+            on_the_path,
+            ["lock-contention", "io-wait", "cpu-starvation"]
+        );
     }
 
     #[test]
