@@ -191,6 +191,7 @@ mod tests {
             segments,
             summary: "`<b>app` ran 4.00 s: 75% sleeping".into(),
             unknown_s: 0.0,
+            killed: None,
         }
     }
 

@@ -27,12 +27,13 @@
 //! `unknown_s`. The segments' durations add up to the wall time exactly.
 //! Pure: reads the trace and its replayed states ([`ThreadStates`]).
 
+mod killed;
 mod summary;
 
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{
-    Breakdown, CriticalPath, PathRoot, PathThread, Segment, SegmentState, WaitKind,
+    Breakdown, CriticalPath, Killed, PathRoot, PathThread, Segment, SegmentState, WaitKind,
 };
 use slowlab_model::trace::{FuncIdx, ProcIdx, StackIdx, ThreadIdx, Trace};
 
@@ -664,6 +665,7 @@ pub fn critical_path(
     if states.cpu_runs.iter().all(Vec::is_empty) {
         return Err(PathError::NoSchedEvents);
     }
+    let root_proc = root;
     let thread = main_thread(trace, root).ok_or(PathError::NoRoot)?;
     let (start, end) = window(trace, root);
     let mut w = Walker {
@@ -748,20 +750,43 @@ pub fn critical_path(
         comm: trace.str(trace.processes[root.ix()].comm).to_string(),
         start_s: start.saturating_sub(trace.meta.start_ns) as f64 / 1e9,
     };
-    let shares: Vec<Segment> = weighted
-        .into_iter()
-        .map(|(i, function, share)| {
-            let s = &segments[i];
-            Segment {
-                from_s: 0.0,
-                to_s: s.duration_s() * share,
-                top_function: function,
-                ..s.clone()
-            }
-        })
-        .collect();
-    let parts = parts(&shares, wall_s);
-    let summary = summary::sentence(&root, wall_s, &parts);
+    // Each segment's share per function, up to `until_s` (seconds after
+    // the start).
+    let shares = |until_s: f64| -> Vec<Segment> {
+        weighted
+            .iter()
+            .map(|(i, function, share)| {
+                let s = &segments[*i];
+                Segment {
+                    from_s: 0.0,
+                    to_s: (s.to_s.min(until_s) - s.from_s).max(0.0) * share,
+                    top_function: function.clone(),
+                    ..s.clone()
+                }
+            })
+            .collect()
+    };
+    let parts = parts(&shares(f64::INFINITY), wall_s);
+    let tree = process_tree(trace, root_proc);
+    let killed = killed::find(trace, &tree, start, end).map(|k| Killed {
+        process: main_thread(trace, k.process)
+            .map(|t| path_thread(trace, t))
+            .unwrap_or_else(|| PathThread {
+                pid: trace.processes[k.process.ix()].pid,
+                tid: trace.processes[k.process.ix()].pid,
+                comm: trace.str(trace.processes[k.process.ix()].comm).to_string(),
+            }),
+        by: path_thread(trace, k.by),
+        signal: k.signal.map(killed::signal_name),
+        at_s: secs(k.at_ns),
+    });
+    let summary = match &killed {
+        Some(k) if k.at_s > 0.0 => {
+            let before = summary::parts(&shares(k.at_s), k.at_s);
+            summary::sentence(&root, wall_s, &before, Some(k))
+        }
+        _ => summary::sentence(&root, wall_s, &parts, None),
+    };
     Ok(CriticalPath {
         wall_s,
         root,
@@ -770,6 +795,7 @@ pub fn critical_path(
         parts,
         summary,
         unknown_s: unknown_ns as f64 / 1e9,
+        killed,
     })
 }
 
