@@ -222,13 +222,20 @@ const CHILD_WAIT: &[&str] = &[
     "__x64_sys_wait4",
     "__x64_sys_waitid",
     "sigsuspend",
+    "__x64_sys_rt_sigsuspend",
     "__x64_sys_pause",
     "do_sigtimedwait",
+    "__x64_sys_rt_sigtimedwait",
 ];
 
-/// Whether a blocking stack waits for a child process (see [`CHILD_WAIT`]).
+/// Whether a blocking stack waits for a child process (see [`CHILD_WAIT`]):
+/// whole names, less a compiler's suffix (`sigsuspend.isra.0`), so that
+/// `futex_do_wait` is not `do_wait`.
 pub fn is_child_wait(blocked_names: &[&str]) -> bool {
-    any_part(blocked_names, CHILD_WAIT)
+    blocked_names.iter().any(|n| {
+        let base = n.split('.').next().unwrap_or(n);
+        CHILD_WAIT.contains(&base)
+    })
 }
 
 /// Function names of a stack, innermost first.
@@ -455,6 +462,23 @@ mod tests {
             WaitKind::Io
         );
         assert_eq!(wake_context(&["futex_wake", "do_futex"]), NO_WAKE);
+    }
+
+    #[test]
+    fn child_waits_and_signal_wake_ups() {
+        assert!(is_child_wait(&["schedule", "do_wait", "kernel_wait4"]));
+        assert!(is_child_wait(&["schedule", "sigsuspend.isra.0"]));
+        assert!(!is_child_wait(&[
+            "schedule",
+            "futex_do_wait",
+            "__futex_wait"
+        ]));
+        let kill = wake_context(&["complete_signal", "__send_signal_locked", "__x64_sys_kill"]);
+        assert!(kill.signal && kill.interrupt.is_none());
+        let sigchld = wake_context(&["complete_signal", "do_notify_parent", "do_exit"]);
+        assert!(!sigchld.signal);
+        let alarm = wake_context(&["complete_signal", "posix_timer_fn", "hrtimer_interrupt"]);
+        assert!(!alarm.signal && alarm.interrupt == Some(EndedBy::Timer));
     }
 
     #[test]

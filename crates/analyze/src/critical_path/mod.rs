@@ -154,9 +154,10 @@ impl Walker<'_> {
     /// not say: a child it waits for (`wait4`, `waitid`, `sigsuspend`; the
     /// child that ran most in the interval, else the last to exit), else
     /// the thread that ended its last wait on the same stack (a pipe's
-    /// writer, a lock's holder) while that thread lives, else — for a
-    /// lock or pipe wait — a child that ran in the interval (cargo waits
-    /// for its jobs on a futex while rustc runs). `None` for sleeps,
+    /// writer, a lock's holder) while that thread lives, else for a lock
+    /// the other thread of its process that ran most (rustc's main thread
+    /// joins its compiler thread), else a child that ran most in the
+    /// interval (cargo waits for its jobs on a futex while rustc runs). `None` for sleeps,
     /// storage and faults, which have no owner.
     ///
     /// A lone wait that timed out (`timed_out`) was a sleep unless it
@@ -193,13 +194,43 @@ impl Walker<'_> {
             let j = self.judge(&prev);
             if let Some(w) = j.follow {
                 let alive = trace.threads[w.ix()].end_ns.is_none_or(|e| e > from);
-                if alive && w != thread {
+                if alive && w != thread && !self.chain.contains(&w) {
                     return Some((w, own));
                 }
                 break;
             }
         }
+        if own == WaitKind::Lock {
+            if let Some(t) = self.busiest_sibling(thread, from, to) {
+                return Some((t, own));
+            }
+        }
         self.busiest_child(thread, from, to).map(|c| (c, own))
+    }
+
+    /// Nanoseconds `threads` ran during `[from, to)`.
+    fn ran(&self, threads: &[ThreadIdx], from: u64, to: u64) -> u64 {
+        threads
+            .iter()
+            .flat_map(|&t| self.states.spans_in(t, from, to))
+            .filter(|sp| matches!(sp.state, SpanState::Running { .. }))
+            .map(|sp| sp.end_ns.min(to).saturating_sub(sp.start_ns.max(from)))
+            .sum()
+    }
+
+    /// The other thread of `thread`'s process that ran most during
+    /// `[from, to)`, if any ran (a lock's holder, a joined thread, when no
+    /// wake-up names it).
+    fn busiest_sibling(&self, thread: ThreadIdx, from: u64, to: u64) -> Option<ThreadIdx> {
+        let p = self.trace.thread_process(thread);
+        p.threads
+            .iter()
+            .copied()
+            .filter(|&t| t != thread && !self.chain.contains(&t))
+            .map(|t| (self.ran(&[t], from, to), t))
+            .filter(|&(ran, _)| ran > 0)
+            .max_by_key(|&(ran, t)| (ran, std::cmp::Reverse(t)))
+            .map(|(_, t)| t)
     }
 
     /// The main thread of the child process of `thread`'s process that ran
@@ -218,13 +249,7 @@ impl Walker<'_> {
             let Some(main) = main_thread(trace, c) else {
                 continue;
             };
-            let ran: u64 = trace.processes[c.ix()]
-                .threads
-                .iter()
-                .flat_map(|&t| self.states.spans_in(t, from, to))
-                .filter(|sp| matches!(sp.state, SpanState::Running { .. }))
-                .map(|sp| sp.end_ns.min(to).saturating_sub(sp.start_ns.max(from)))
-                .sum();
+            let ran = self.ran(&trace.processes[c.ix()].threads, from, to);
             if best.is_none_or(|(r, end, _)| (ran, e) > (r, end)) {
                 best = Some((ran, e, main));
             }
