@@ -474,10 +474,15 @@ mod tests {
             "__futex_wait"
         ]));
         let kill = wake_context(&["complete_signal", "__send_signal_locked", "__x64_sys_kill"]);
-        assert!(kill.signal && kill.interrupt.is_none());
+        assert!(kill.signal && kill.interrupt.is_none(), "{kill:?}");
         let sigchld = wake_context(&["complete_signal", "do_notify_parent", "do_exit"]);
         assert!(!sigchld.signal);
-        let alarm = wake_context(&["complete_signal", "posix_timer_fn", "hrtimer_interrupt"]);
+        let alarm = wake_context(&[
+            "complete_signal",
+            "posix_timer_fn",
+            "__hrtimer_run_queues",
+            "hrtimer_interrupt",
+        ]);
         assert!(!alarm.signal && alarm.interrupt == Some(EndedBy::Timer));
     }
 
