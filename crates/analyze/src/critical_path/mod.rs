@@ -17,10 +17,25 @@
 //!   interrupt woke), stays with the waiter, as its blocked kind, naming
 //!   the waker in `woken_by`.
 //!
+//! How a wait ended does not decide whom it is credited to when what ended
+//! it is not what the thread waited for: a signal from another thread (the
+//! sender is named in `woken_by`, `ended_by` `signal`, never followed), the
+//! trace's end, or — for a wait for a child — a timer or an unseen wake-up.
+//! Such a wait is followed into its owner ([`Walker::owner`]): the child
+//! that ran most (a `wait4`, `waitid`, `sigsuspend` or `pause`), else the
+//! thread that ended the thread's last wait on the same stack (a pipe's
+//! writer, a lock's holder), else for a lock the busiest other thread of
+//! its process, else the busiest child.
+//!
 //! A poll loop — a timed wait on a lock, a pipe or a poll that times out
 //! (a timer ends it, or nothing in the trace: perf misses wake-ups raised
 //! on an idle CPU) and waits again on the same stack, until a thread ends
-//! one — counts as one wait for that thread, followed over the whole loop.
+//! one — counts as one wait for that thread, followed over the whole loop;
+//! a loop ends at the first wait a thread ended, so each waker keeps its
+//! own loop, and a loop that a signal or the trace's end ends is one wait
+//! for its owner.
+//!
+//! Who killed the root or a process it started is `killed.rs`.
 //!
 //! Time of the root thread itself with no scheduler event at all (before
 //! its first one) is counted as blocked `other` and reported as
