@@ -228,7 +228,8 @@ const CHILD_WAIT: &[&str] = &[
     "__x64_sys_rt_sigtimedwait",
 ];
 
-/// Whether a blocking stack waits for a child process (see [`CHILD_WAIT`]):
+/// Whether a blocking stack waits for a child process (`wait4`, `waitid`,
+/// `sigsuspend`, `pause`, `sigtimedwait`):
 /// whole names, less a compiler's suffix (`sigsuspend.isra.0`), so that
 /// `futex_do_wait` is not `do_wait`.
 pub fn is_child_wait(blocked_names: &[&str]) -> bool {

@@ -21,7 +21,7 @@
 //! it is not what the thread waited for: a signal from another thread (the
 //! sender is named in `woken_by`, `ended_by` `signal`, never followed), the
 //! trace's end, or — for a wait for a child — a timer or an unseen wake-up.
-//! Such a wait is followed into its owner ([`Walker::owner`]): the child
+//! Such a wait is followed into its owner (`Walker::owner`): the child
 //! that ran most (a `wait4`, `waitid`, `sigsuspend` or `pause`), else the
 //! thread that ended the thread's last wait on the same stack (a pipe's
 //! writer, a lock's holder), else for a lock the busiest other thread of
