@@ -130,7 +130,10 @@ fn a_parent_killed_while_its_child_computes_is_the_childs_work() {
     );
     let p = diagnose(dir.path(), &["sh", "-c", &script], &[]);
     let summary = p["summary"].as_str().unwrap();
-    assert_adds_up(&p, Some(0.8));
+    // The kill comes after the subshell's 0.8 s sleep, later on a busy machine.
+    assert_adds_up(&p, None);
+    let wall = p["wall_s"].as_f64().unwrap();
+    assert!(wall > 0.7 && wall < 1.5, "{summary}");
     let (share, top) = cpu_in(&p, "spin");
     assert!(share > 0.7, "{summary}");
     assert_eq!(top["function"], "crunch", "{summary}");
