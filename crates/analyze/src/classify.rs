@@ -186,6 +186,59 @@ fn any_part(names: &[&str], set: &[&str]) -> bool {
     names.iter().any(|n| set.iter().any(|p| n.contains(p)))
 }
 
+/// A waker stack that sends a signal from another thread (`kill`,
+/// `tgkill`, a process group's kill, `pidfd_send_signal`): the sender is
+/// not what the woken thread waited for. A child's exit (`do_notify_parent`)
+/// and a timer's signal (interrupt context) are not in this set's sense a
+/// sender; [`wake_context`] leaves them out.
+const SIGNAL: &[&str] = &[
+    "complete_signal",
+    "signal_wake_up_state",
+    "__send_signal_locked",
+    "send_signal_locked",
+    "do_send_sig_info",
+    "kill_something_info",
+    "kill_pid_info",
+    "__kill_pgrp_info",
+    "do_send_specific",
+    "__x64_sys_kill",
+    "__x64_sys_tgkill",
+    "__x64_sys_tkill",
+    "__x64_sys_pidfd_send_signal",
+];
+
+/// The parent told of a child's exit or stop (`SIGCHLD`, a pidfd): the
+/// resource a child-waiter waits for.
+const CHILD_NOTICE: &[&str] = &["do_notify_parent", "do_notify_pidfd", "wake_up_parent"];
+
+/// Blocking frames of a wait for a child process: `wait4`/`waitid`
+/// (`do_wait`), and the signal waits that a `SIGCHLD` ends (`sigsuspend`
+/// as `timeout` waits, `pause`, `sigtimedwait`).
+const CHILD_WAIT: &[&str] = &[
+    "do_wait",
+    "kernel_wait4",
+    "kernel_waitid",
+    "__do_sys_wait4",
+    "__x64_sys_wait4",
+    "__x64_sys_waitid",
+    "sigsuspend",
+    "__x64_sys_rt_sigsuspend",
+    "__x64_sys_pause",
+    "do_sigtimedwait",
+    "__x64_sys_rt_sigtimedwait",
+];
+
+/// Whether a blocking stack waits for a child process (`wait4`, `waitid`,
+/// `sigsuspend`, `pause`, `sigtimedwait`):
+/// whole names, less a compiler's suffix (`sigsuspend.isra.0`), so that
+/// `futex_do_wait` is not `do_wait`.
+pub fn is_child_wait(blocked_names: &[&str]) -> bool {
+    blocked_names.iter().any(|n| {
+        let base = n.split('.').next().unwrap_or(n);
+        CHILD_WAIT.contains(&base)
+    })
+}
+
 /// Function names of a stack, innermost first.
 pub(crate) fn names(trace: &Trace, stack: Option<StackIdx>) -> Vec<&str> {
     trace
@@ -200,6 +253,9 @@ pub enum EndedBy {
     Timer,
     Device,
     Interrupt,
+    /// A signal sent by another thread (`kill`, `tgkill`…), not from
+    /// interrupt context: the waker is the sender, not what was waited for.
+    Signal,
 }
 
 impl EndedBy {
@@ -208,6 +264,7 @@ impl EndedBy {
             EndedBy::Timer => "timer",
             EndedBy::Device => "device",
             EndedBy::Interrupt => "interrupt",
+            EndedBy::Signal => "signal",
         }
     }
 }
@@ -219,6 +276,9 @@ pub struct WakeContext {
     pub interrupt: Option<EndedBy>,
     /// The waker was exiting.
     pub exiting: bool,
+    /// The wake-up sent a signal from a thread (not a timer's, not a
+    /// child's exit notice): see [`EndedBy::Signal`].
+    pub signal: bool,
 }
 
 /// Reads a waker's stack.
@@ -238,8 +298,18 @@ pub fn wake_context(waker_names: &[&str]) -> WakeContext {
     WakeContext {
         interrupt,
         exiting: any_part(waker_names, EXIT),
+        signal: interrupt.is_none()
+            && any_part(waker_names, SIGNAL)
+            && !any_part(waker_names, CHILD_NOTICE),
     }
 }
+
+/// No wake-up to read (a wait the trace's end cut, or its own kind).
+pub const NO_WAKE: WakeContext = WakeContext {
+    interrupt: None,
+    exiting: false,
+    signal: false,
+};
 
 /// The kind of a wait (see the module doc for the rules).
 pub fn wait_kind(blocked_names: &[&str], task_state: u64, wake: WakeContext) -> WaitKind {
@@ -277,10 +347,7 @@ pub fn span_kind(trace: &Trace, b: &crate::states::BlockedSpan) -> WaitKind {
     let wake = if b.woken {
         wake_context(&names(trace, b.waker_stack))
     } else {
-        WakeContext {
-            interrupt: None,
-            exiting: false,
-        }
+        NO_WAKE
     };
     wait_kind(&names(trace, b.stack), b.task_state, wake)
 }
@@ -341,11 +408,6 @@ pub fn syscall_of(blocked_names: &[&str]) -> Option<String> {
 mod tests {
     use super::*;
 
-    const NO_WAKE: WakeContext = WakeContext {
-        interrupt: None,
-        exiting: false,
-    };
-
     #[test]
     fn kinds_from_blocking_stacks() {
         let k = |names: &[&str]| wait_kind(names, 1, NO_WAKE);
@@ -401,6 +463,28 @@ mod tests {
             WaitKind::Io
         );
         assert_eq!(wake_context(&["futex_wake", "do_futex"]), NO_WAKE);
+    }
+
+    #[test]
+    fn child_waits_and_signal_wake_ups() {
+        assert!(is_child_wait(&["schedule", "do_wait", "kernel_wait4"]));
+        assert!(is_child_wait(&["schedule", "sigsuspend.isra.0"]));
+        assert!(!is_child_wait(&[
+            "schedule",
+            "futex_do_wait",
+            "__futex_wait"
+        ]));
+        let kill = wake_context(&["complete_signal", "__send_signal_locked", "__x64_sys_kill"]);
+        assert!(kill.signal && kill.interrupt.is_none(), "{kill:?}");
+        let sigchld = wake_context(&["complete_signal", "do_notify_parent", "do_exit"]);
+        assert!(!sigchld.signal);
+        let alarm = wake_context(&[
+            "complete_signal",
+            "posix_timer_fn",
+            "__hrtimer_run_queues",
+            "hrtimer_interrupt",
+        ]);
+        assert!(!alarm.signal && alarm.interrupt == Some(EndedBy::Timer));
     }
 
     #[test]

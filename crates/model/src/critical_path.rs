@@ -200,4 +200,25 @@ pub struct CriticalPath {
     /// Seconds of the path where no scheduler event said what the thread
     /// was doing (counted as blocked `other`).
     pub unknown_s: f64,
+    /// When the root, or a process it started, was killed by a signal from
+    /// another process (`timeout`, `kill`, a recording stopped by Ctrl-C):
+    /// who, by whom, when. The summary's shares are then of the time
+    /// before the kill. Absent in files written before it existed.
+    #[serde(default)]
+    pub killed: Option<Killed>,
+}
+
+/// A kill of the root or of a process it started (the earliest, in its
+/// wall time), by a thread of another process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Killed {
+    /// The process killed: its main thread.
+    pub process: PathThread,
+    /// The thread that sent the signal.
+    pub by: PathThread,
+    /// The signal's name (`SIGTERM`); `null` when the trace shows the
+    /// kill only by its wake-up (no `kill` syscall recorded).
+    pub signal: Option<String>,
+    /// Seconds after the root's start.
+    pub at_s: f64,
 }

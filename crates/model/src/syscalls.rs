@@ -137,6 +137,10 @@ syscall_table! {
     "unshare",            -,                  [],        RECORDED;
     "clone",              -,                  [],        RECORDED;
     "clone3",             -,                  [],        RECORDED;
+    // Signals sent to a process or thread: who killed a command.
+    "kill",               -,                  [],        RECORDED;
+    "tgkill",             -,                  [],        RECORDED;
+    "tkill",              -,                  [],        RECORDED;
     // The other syscalls whose paths the eBPF capture records, by id.
     "openat2",            Openat2 = 3,        [1],       TAKES_PATH;
     "creat",              Creat = 4,          [0],       TAKES_PATH;

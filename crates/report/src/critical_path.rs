@@ -67,7 +67,9 @@ fn segment_text(s: &Segment) -> String {
                     .map(|f| format!(" in {f}"))
                     .unwrap_or_default()
             );
-            if let Some(w) = &s.woken_by {
+            if let (Some(w), Some("signal")) = (&s.woken_by, s.ended_by.as_deref()) {
+                t.push_str(&format!(", ended by a signal from {} [{}]", w.comm, w.tid));
+            } else if let Some(w) = &s.woken_by {
                 t.push_str(&format!(", ended by {} [{}]", w.comm, w.tid));
             } else if let Some(e) = &s.ended_by {
                 let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
@@ -191,6 +193,7 @@ mod tests {
             segments,
             summary: "`<b>app` ran 4.00 s: 75% sleeping".into(),
             unknown_s: 0.0,
+            killed: None,
         }
     }
 

@@ -17,22 +17,38 @@
 //!   interrupt woke), stays with the waiter, as its blocked kind, naming
 //!   the waker in `woken_by`.
 //!
+//! How a wait ended does not decide whom it is credited to when what ended
+//! it is not what the thread waited for: a signal from another thread (the
+//! sender is named in `woken_by`, `ended_by` `signal`, never followed), the
+//! trace's end, or — for a wait for a child — a timer or an unseen wake-up.
+//! Such a wait is followed into its owner (`Walker::owner`): the child
+//! that ran most (a `wait4`, `waitid`, `sigsuspend` or `pause`), else the
+//! thread that ended the thread's last wait on the same stack (a pipe's
+//! writer, a lock's holder), else for a lock the busiest other thread of
+//! its process, else the busiest child.
+//!
 //! A poll loop — a timed wait on a lock, a pipe or a poll that times out
 //! (a timer ends it, or nothing in the trace: perf misses wake-ups raised
 //! on an idle CPU) and waits again on the same stack, until a thread ends
-//! one — counts as one wait for that thread, followed over the whole loop.
+//! one — counts as one wait for that thread, followed over the whole loop;
+//! a loop ends at the first wait a thread ended, so each waker keeps its
+//! own loop, and a loop that a signal or the trace's end ends is one wait
+//! for its owner.
+//!
+//! Who killed the root or a process it started is `killed.rs`.
 //!
 //! Time of the root thread itself with no scheduler event at all (before
 //! its first one) is counted as blocked `other` and reported as
 //! `unknown_s`. The segments' durations add up to the wall time exactly.
 //! Pure: reads the trace and its replayed states ([`ThreadStates`]).
 
+mod killed;
 mod summary;
 
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{
-    Breakdown, CriticalPath, PathRoot, PathThread, Segment, SegmentState, WaitKind,
+    Breakdown, CriticalPath, Killed, PathRoot, PathThread, Segment, SegmentState, WaitKind,
 };
 use slowlab_model::trace::{FuncIdx, ProcIdx, StackIdx, ThreadIdx, Trace};
 
@@ -70,9 +86,16 @@ struct Judged {
     kind: WaitKind,
     follow: Option<ThreadIdx>,
     ended_by: Option<EndedBy>,
+    /// The thread the wake-up was recorded on, followed or not (a signal's
+    /// sender is named, not followed).
+    waker: Option<ThreadIdx>,
 }
 
 type JudgeKey = (Option<StackIdx>, Option<StackIdx>, u64, bool);
+
+/// Spans looked back through for the thread that ended an earlier wait on
+/// the same stack (the writer of a pipe, the holder of a lock).
+const OWNER_LOOKBACK: usize = 512;
 
 struct Walker<'a> {
     trace: &'a Trace,
@@ -82,6 +105,8 @@ struct Walker<'a> {
     /// (blocking stack, waker stack, task state, woken) → (kind, interrupt
     /// that woke it): most waits repeat, so each is judged once.
     judged: HashMap<JudgeKey, (WaitKind, Option<EndedBy>), BuildFx>,
+    /// Per process (by pid): its children's processes, in start order.
+    children: HashMap<i32, Vec<ProcIdx>, BuildFx>,
 }
 
 impl Walker<'_> {
@@ -92,7 +117,12 @@ impl Walker<'_> {
             .entry((b.stack, b.waker_stack, b.task_state, b.woken))
             .or_insert_with(|| {
                 let wake = wake_context(&classify::names(trace, b.waker_stack));
-                (classify::span_kind(trace, b), wake.interrupt)
+                let ended = match wake.interrupt {
+                    Some(e) => Some(e),
+                    None if wake.signal => Some(EndedBy::Signal),
+                    None => None,
+                };
+                (classify::span_kind(trace, b), ended)
             });
         let interrupt = if b.woken { wake_interrupt } else { None };
         let follow = match (b.woken, interrupt, b.waker) {
@@ -109,7 +139,137 @@ impl Walker<'_> {
             kind,
             follow,
             ended_by,
+            waker: if b.woken { b.waker } else { None },
         }
+    }
+
+    /// The kind of a wait from its blocking stack alone (not from what
+    /// ended it).
+    fn own_kind(&self, b: &BlockedSpan) -> WaitKind {
+        classify::wait_kind(
+            &classify::names(self.trace, b.stack),
+            b.task_state,
+            classify::NO_WAKE,
+        )
+    }
+
+    /// Whether a wait ended by something other than what it waited for:
+    /// a signal from another thread, a timer or an unknown interrupt (a
+    /// time-out, or a wake-up perf lost), or the trace's end.
+    fn not_ended_by_its_resource(j: &Judged, b: &BlockedSpan) -> bool {
+        !b.woken
+            || matches!(
+                j.ended_by,
+                Some(EndedBy::Signal | EndedBy::Timer | EndedBy::Interrupt)
+            )
+    }
+
+    /// Who owns what `thread` waited for over `[from, to)` (`k` is the
+    /// wait's index in the thread's spans), when what ended the wait does
+    /// not say: a child it waits for (`wait4`, `waitid`, `sigsuspend`; the
+    /// child that ran most in the interval, else the last to exit), else
+    /// the thread that ended its last wait on the same stack (a pipe's
+    /// writer, a lock's holder) while that thread lives, else for a lock
+    /// the other thread of its process that ran most (rustc's main thread
+    /// joins its compiler thread), else a child that ran most in the
+    /// interval (cargo waits for its jobs on a futex while rustc runs). `None` for sleeps,
+    /// storage and faults, which have no owner.
+    ///
+    /// A lone wait that timed out (`timed_out`) was a sleep unless it
+    /// waited for a child: a time-out is what most timed waits are for,
+    /// and a poll loop is judged as a whole ([`Self::poll_loop`]).
+    fn owner(
+        &mut self,
+        thread: ThreadIdx,
+        k: usize,
+        b: &BlockedSpan,
+        (from, to): (u64, u64),
+        timed_out: bool,
+    ) -> Option<(ThreadIdx, WaitKind)> {
+        let own = self.own_kind(b);
+        if !matches!(own, WaitKind::Lock | WaitKind::Ipc) {
+            return None;
+        }
+        let trace = self.trace;
+        let names = classify::names(trace, b.stack);
+        if classify::is_child_wait(&names) {
+            return self.busiest_child(thread, from, to).map(|c| (c, own));
+        }
+        if timed_out {
+            return None;
+        }
+        let spans = &self.states.spans[thread.ix()];
+        for span in spans[..k].iter().rev().take(OWNER_LOOKBACK) {
+            let SpanState::Blocked(prev) = span.state else {
+                continue;
+            };
+            if prev.stack != b.stack {
+                continue;
+            }
+            let j = self.judge(&prev);
+            if let Some(w) = j.follow {
+                let alive = trace.threads[w.ix()].end_ns.is_none_or(|e| e > from);
+                if alive && w != thread && !self.chain.contains(&w) {
+                    return Some((w, own));
+                }
+                break;
+            }
+        }
+        if own == WaitKind::Lock {
+            if let Some(t) = self.busiest_sibling(thread, from, to) {
+                return Some((t, own));
+            }
+        }
+        self.busiest_child(thread, from, to).map(|c| (c, own))
+    }
+
+    /// Nanoseconds `threads` ran during `[from, to)`.
+    fn ran(&self, threads: &[ThreadIdx], from: u64, to: u64) -> u64 {
+        threads
+            .iter()
+            .flat_map(|&t| self.states.spans_in(t, from, to))
+            .filter(|sp| matches!(sp.state, SpanState::Running { .. }))
+            .map(|sp| sp.end_ns.min(to).saturating_sub(sp.start_ns.max(from)))
+            .sum()
+    }
+
+    /// The other thread of `thread`'s process that ran most during
+    /// `[from, to)`, if any ran (a lock's holder, a joined thread, when no
+    /// wake-up names it).
+    fn busiest_sibling(&self, thread: ThreadIdx, from: u64, to: u64) -> Option<ThreadIdx> {
+        let p = self.trace.thread_process(thread);
+        p.threads
+            .iter()
+            .copied()
+            .filter(|&t| t != thread && !self.chain.contains(&t))
+            .map(|t| (self.ran(&[t], from, to), t))
+            .filter(|&(ran, _)| ran > 0)
+            .max_by_key(|&(ran, t)| (ran, std::cmp::Reverse(t)))
+            .map(|(_, t)| t)
+    }
+
+    /// The main thread of the child process of `thread`'s process that ran
+    /// most during `[from, to)` (ties: the last to exit), among those alive
+    /// then.
+    fn busiest_child(&mut self, thread: ThreadIdx, from: u64, to: u64) -> Option<ThreadIdx> {
+        let trace = self.trace;
+        let pid = trace.thread_process(thread).pid;
+        let children = self.children.get(&pid)?;
+        let mut best: Option<(u64, u64, ThreadIdx)> = None;
+        for &c in children {
+            let (s, e) = window(trace, c);
+            if s >= to || e <= from {
+                continue;
+            }
+            let Some(main) = main_thread(trace, c) else {
+                continue;
+            };
+            let ran = self.ran(&trace.processes[c.ix()].threads, from, to);
+            if best.is_none_or(|(r, end, _)| (ran, e) > (r, end)) {
+                best = Some((ran, e, main));
+            }
+        }
+        best.map(|b| b.2)
     }
 
     /// A poll loop starting at `spans[k]`: a wait on a lock or for another
@@ -118,12 +278,14 @@ impl Walker<'_> {
     /// [`MAX_POLL_GAP_NS`] on a CPU each time, until a thread ended one.
     /// Returns the index of that last wait, its waker and its kind. (Cargo
     /// waits for its jobs this way, with a 500 ms timeout: the timeouts are
-    /// not what it waited for.)
+    /// not what it waited for.) A loop that a signal or the trace's end
+    /// (or the window's) ends instead has no waker (`None`): the walker
+    /// asks who owns what it waited for.
     fn poll_loop(
         &mut self,
         spans: &[crate::states::Span],
         k: usize,
-    ) -> Option<(usize, ThreadIdx, WaitKind)> {
+    ) -> Option<(usize, Option<ThreadIdx>, WaitKind)> {
         let SpanState::Blocked(first) = spans[k].state else {
             return None;
         };
@@ -131,6 +293,7 @@ impl Walker<'_> {
             return None;
         }
         let mut busy = 0;
+        let mut last = k;
         for (m, span) in spans.iter().enumerate().skip(k + 1) {
             match span.state {
                 SpanState::Runnable => {}
@@ -142,16 +305,24 @@ impl Walker<'_> {
                 }
                 SpanState::Blocked(b) if b.stack == first.stack => {
                     busy = 0;
+                    last = m;
                     if self.timed_out_waiting_for_others(&b) {
                         continue;
                     }
                     let j = self.judge(&b);
-                    return j.follow.map(|w| (m, w, j.kind));
+                    if j.follow.is_some() {
+                        return Some((m, j.follow, j.kind));
+                    }
+                    if Self::not_ended_by_its_resource(&j, &b) {
+                        return Some((m, None, self.own_kind(&b)));
+                    }
+                    return None;
                 }
                 SpanState::Blocked(_) => return None,
             }
         }
-        None
+        // The window ended inside the loop.
+        (last > k).then(|| (last, None, self.own_kind(&first)))
     }
 
     /// A wait on a lock or another thread's action that a timer ended, or
@@ -170,10 +341,7 @@ impl Walker<'_> {
         let own = classify::wait_kind(
             &classify::names(self.trace, b.stack),
             b.task_state,
-            classify::WakeContext {
-                interrupt: None,
-                exiting: false,
-            },
+            classify::NO_WAKE,
         );
         matches!(own, WaitKind::Lock | WaitKind::Ipc)
     }
@@ -189,6 +357,7 @@ impl Walker<'_> {
     ) {
         let states = self.states;
         let spans = states.spans_in(thread, from, to);
+        let first_span = states.spans[thread.ix()].partition_point(|s| s.end_ns <= from);
         let mut t = from;
         let mut k = 0;
         while k < spans.len() {
@@ -222,12 +391,23 @@ impl Walker<'_> {
                 }),
                 SpanState::Blocked(blocked) => {
                     let j = self.judge(&blocked);
-                    let polled = self
-                        .poll_loop(spans, k)
-                        .filter(|(_, w, _)| may_follow(w, &self.chain));
+                    // The span's index in all the thread's spans.
+                    let at = first_span + k;
+                    let polled = match self.poll_loop(spans, k) {
+                        Some((last, Some(w), kind)) => Some((last, w, kind)),
+                        Some((last, None, _)) => {
+                            let end = spans[last].end_ns.min(to);
+                            self.owner(thread, at, &blocked, (a, end), false)
+                                .map(|(w, kind)| (last, w, kind))
+                        }
+                        None => None,
+                    }
+                    .filter(|(_, w, _)| may_follow(w, &self.chain));
+                    let unexplained = Self::not_ended_by_its_resource(&j, &blocked);
                     if let Some((last, w, kind)) = polled {
                         // A timed wait that timed out and waited again until
-                        // a thread ended it: one wait for that thread.
+                        // a thread ended it (or a signal, or the end): one
+                        // wait for that thread, or for what it waited for.
                         b = spans[last].end_ns.min(to);
                         k = last;
                         self.chain.push(thread);
@@ -236,6 +416,19 @@ impl Walker<'_> {
                     } else if let Some(w) = j.follow.filter(|w| may_follow(w, &self.chain)) {
                         self.chain.push(thread);
                         self.walk(w, a, b, depth + 1, Some((j.kind, thread)));
+                        self.chain.pop();
+                    } else if let Some((w, kind)) = unexplained
+                        .then(|| {
+                            let timed_out = blocked.woken && j.ended_by != Some(EndedBy::Signal);
+                            self.owner(thread, at, &blocked, (a, b), timed_out)
+                        })
+                        .flatten()
+                        .filter(|(w, _)| may_follow(w, &self.chain))
+                    {
+                        // Ended by a signal, a time-out or the trace's end:
+                        // the path follows what the thread waited for.
+                        self.chain.push(thread);
+                        self.walk(w, a, b, depth + 1, Some((kind, thread)));
                         self.chain.pop();
                     } else if let (Some((via_kind, waiter)), WaitKind::Other) = (via, j.kind) {
                         // The waker was itself waiting for nothing the trace
@@ -254,7 +447,9 @@ impl Walker<'_> {
                         self.out.push(Raw {
                             state: SegmentState::Blocked,
                             kind: Some(j.kind),
-                            woken_by: j.follow,
+                            woken_by: j
+                                .follow
+                                .or(j.waker.filter(|_| j.ended_by == Some(EndedBy::Signal))),
                             ended_by: j.ended_by,
                             blocked_stack: blocked.stack,
                             ..base
@@ -310,6 +505,17 @@ impl Walker<'_> {
         };
         self.out.push(raw);
     }
+}
+
+/// Every process's children, by the parent's pid, in start order.
+fn children_by_pid(trace: &Trace) -> HashMap<i32, Vec<ProcIdx>, BuildFx> {
+    let mut out: HashMap<i32, Vec<ProcIdx>, BuildFx> = HashMap::default();
+    for (i, p) in trace.processes.iter().enumerate() {
+        if let Some(pp) = p.ppid {
+            out.entry(pp).or_default().push(ProcIdx(i as u32));
+        }
+    }
+    out
 }
 
 /// Why a path cannot be computed.
@@ -499,6 +705,7 @@ pub fn critical_path(
     if states.cpu_runs.iter().all(Vec::is_empty) {
         return Err(PathError::NoSchedEvents);
     }
+    let root_proc = root;
     let thread = main_thread(trace, root).ok_or(PathError::NoRoot)?;
     let (start, end) = window(trace, root);
     let mut w = Walker {
@@ -507,6 +714,7 @@ pub fn critical_path(
         out: Vec::new(),
         chain: Vec::new(),
         judged: HashMap::default(),
+        children: children_by_pid(trace),
     };
     w.walk(thread, start, end, 0, None);
     let raws = merge(w.out);
@@ -582,20 +790,43 @@ pub fn critical_path(
         comm: trace.str(trace.processes[root.ix()].comm).to_string(),
         start_s: start.saturating_sub(trace.meta.start_ns) as f64 / 1e9,
     };
-    let shares: Vec<Segment> = weighted
-        .into_iter()
-        .map(|(i, function, share)| {
-            let s = &segments[i];
-            Segment {
-                from_s: 0.0,
-                to_s: s.duration_s() * share,
-                top_function: function,
-                ..s.clone()
-            }
-        })
-        .collect();
-    let parts = parts(&shares, wall_s);
-    let summary = summary::sentence(&root, wall_s, &parts);
+    // Each segment's share per function, up to `until_s` (seconds after
+    // the start).
+    let shares = |until_s: f64| -> Vec<Segment> {
+        weighted
+            .iter()
+            .map(|(i, function, share)| {
+                let s = &segments[*i];
+                Segment {
+                    from_s: 0.0,
+                    to_s: (s.to_s.min(until_s) - s.from_s).max(0.0) * share,
+                    top_function: function.clone(),
+                    ..s.clone()
+                }
+            })
+            .collect()
+    };
+    let parts = parts(&shares(f64::INFINITY), wall_s);
+    let tree = process_tree(trace, root_proc);
+    let killed = killed::find(trace, &tree, start, end).map(|k| Killed {
+        process: main_thread(trace, k.process)
+            .map(|t| path_thread(trace, t))
+            .unwrap_or_else(|| PathThread {
+                pid: trace.processes[k.process.ix()].pid,
+                tid: trace.processes[k.process.ix()].pid,
+                comm: trace.str(trace.processes[k.process.ix()].comm).to_string(),
+            }),
+        by: path_thread(trace, k.by),
+        signal: k.signal.map(killed::signal_name),
+        at_s: secs(k.at_ns),
+    });
+    let summary = match &killed {
+        Some(k) if k.at_s > 0.0 => {
+            let before = summary::parts(&shares(k.at_s), k.at_s);
+            summary::sentence(&root, wall_s, &before, Some(k))
+        }
+        _ => summary::sentence(&root, wall_s, &parts, None),
+    };
     Ok(CriticalPath {
         wall_s,
         root,
@@ -604,6 +835,7 @@ pub fn critical_path(
         parts,
         summary,
         unknown_s: unknown_ns as f64 / 1e9,
+        killed,
     })
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use slowlab_model::critical_path::{PathPart, PathRoot, Segment, SegmentState, WaitKind};
+use slowlab_model::critical_path::{Killed, PathPart, PathRoot, Segment, SegmentState, WaitKind};
 
 /// Segments grouped by (process, state, kind, function, via), largest first.
 /// A CPU segment counts for its `top_function` (the walker passes one
@@ -55,8 +55,17 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
 
 /// The answer: the root's wall time and where the largest shares went,
 /// from `parts` (largest first): grouped by process, state, kind and the
-/// wait followed; a CPU group named by its largest function.
-pub fn sentence(root: &PathRoot, wall_s: f64, parts: &[PathPart]) -> String {
+/// wait followed; a CPU group named by its largest function. When the root
+/// or a process it started was killed, the sentence says so first, and
+/// `parts` are those of the time before the kill ("`timeout` ran 1.20 s:
+/// bash was killed by timeout (SIGTERM) after 1.20 s; until then 97% on a
+/// CPU in h_producer (slow_digest)").
+pub fn sentence(
+    root: &PathRoot,
+    wall_s: f64,
+    parts: &[PathPart],
+    killed: Option<&Killed>,
+) -> String {
     if wall_s <= 0.0 {
         return format!("`{}` ran for no measurable time in the trace", root.comm);
     }
@@ -90,7 +99,28 @@ pub fn sentence(root: &PathRoot, wall_s: f64, parts: &[PathPart]) -> String {
     if pieces.is_empty() {
         pieces.push("in many short stretches, none above 3%".to_string());
     }
-    format!("`{}` ran {:.2} s: {}", root.comm, wall_s, pieces.join(", "))
+    let Some(k) = killed else {
+        return format!("`{}` ran {:.2} s: {}", root.comm, wall_s, pieces.join(", "));
+    };
+    let signal = k
+        .signal
+        .as_deref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    let head = if k.process.pid == root.pid {
+        format!("`{}` ran {:.2} s, killed", root.comm, wall_s)
+    } else {
+        format!(
+            "`{}` ran {:.2} s: {} was killed",
+            root.comm, wall_s, k.process.comm
+        )
+    };
+    format!(
+        "{head} by {}{signal} after {:.2} s; until then {}",
+        k.by.comm,
+        k.at_s,
+        pieces.join(", ")
+    )
 }
 
 /// What a blocked thread was waiting on, in words.

@@ -115,7 +115,7 @@ pub fn spans(
                             Some(EndedBy::Interrupt) => -2,
                             Some(EndedBy::Timer) => -3,
                             Some(EndedBy::Device) => -4,
-                            None => -1,
+                            Some(EndedBy::Signal) | None => -1,
                         };
                         (kind_code(span_kind(trace, &b)), interrupt)
                     });
