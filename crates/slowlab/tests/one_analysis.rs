@@ -49,7 +49,11 @@ fn a_command_with_a_view_the_page_the_profile_and_the_findings_replays_once() {
     // The waits view alone replays once too, and says what it replayed.
     let waits = slowlab(&["analyze", trace.to_str().unwrap(), "--waits"]);
     assert!(text(&waits.stderr).contains("scheduler replays: 1"));
-    assert!(text(&waits.stdout).contains("blocked"), "{}", text(&waits.stdout));
+    assert!(
+        text(&waits.stdout).contains("blocked"),
+        "{}",
+        text(&waits.stdout)
+    );
 }
 
 #[test]
