@@ -8,7 +8,9 @@
 //! - a recording stopped by SIGINT while the command computes → `analyze`'s
 //!   default root finds the child's `crunch`;
 //! - a cargo build of a small crate under a `timeout` that fires during
-//!   compilation → rustc's CPU, "cargo was killed by timeout".
+//!   compilation → rustc's CPU, "cargo was killed by timeout";
+//! - a parent waiting for its child on a pidfd (poll, not wait4) → the
+//!   child's `crunch`.
 //!
 //! Each path adds up to the wall time. Tests skip, with the reason, where
 //! perf is missing.
@@ -286,4 +288,34 @@ fn a_cargo_build_killed_by_timeout_during_compilation_is_rustcs_work() {
     assert!(share > 0.5, "{summary}");
     assert_eq!(top["comm"], "rustc", "{summary}");
     assert!(summary.contains("cargo was killed by timeout"), "{summary}");
+}
+
+#[test]
+fn a_parent_waiting_on_a_pidfd_is_its_childs_work() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    if Command::new("python3").arg("-V").output().is_err() {
+        slowlab_testkit::skip(format_args!("the pidfd waiter: python3 is not on PATH"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = program("spin");
+    // The parent waits for its child in poll on a pidfd (not wait4): the
+    // path still finds the child's work.
+    let code = "import os, select, subprocess, sys\n\
+                p = subprocess.Popen([sys.argv[1], '0.8'])\n\
+                fd = os.pidfd_open(p.pid)\n\
+                select.select([fd], [], [])\n\
+                p.wait()\n";
+    let p = diagnose(
+        dir.path(),
+        &["python3", "-c", code, spin.to_str().unwrap()],
+        &[],
+    );
+    let summary = p["summary"].as_str().unwrap();
+    assert_adds_up(&p, None);
+    let (share, top) = cpu_in(&p, "spin");
+    assert!(share > 0.6, "{summary}");
+    assert_eq!(top["function"], "crunch", "{summary}");
+    assert!(p["killed"].is_null(), "nobody was killed: {summary}");
 }
