@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod child;
+pub mod completions;
 pub mod diagnose;
 pub mod diff;
 pub mod doctor;
@@ -14,5 +15,6 @@ pub mod input;
 pub mod lab;
 pub mod lab_profile;
 pub mod lab_trace;
+pub mod man;
 pub mod record;
 pub mod sweep;
