@@ -22,7 +22,14 @@ pub struct CompletionsArgs {
 }
 
 pub fn run(args: CompletionsArgs) -> anyhow::Result<i32> {
-    let mut cmd = crate::Cli::command();
+    // The commands a user types: clap_complete would offer the hidden
+    // `__child` too, so the program is rebuilt without hidden commands.
+    let full = crate::Cli::command();
+    let mut cmd = clap::Command::new("slowlab")
+        .version(env!("SLOWLAB_LONG_VERSION"))
+        .propagate_version(true)
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "slowlab", &mut script);
     // Into a pipe that closes early (`| head`): done, not an error.
