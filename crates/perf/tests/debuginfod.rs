@@ -181,7 +181,7 @@ fn a_stripped_programs_functions_are_named_through_a_local_debuginfod() {
     let probe = format!("{url}/buildid/{id}/debuginfo");
     let start = Instant::now();
     loop {
-        let status = ureq::head(&probe)
+        let status = ureq::get(&probe)
             .config()
             .http_status_as_error(false)
             .build()
@@ -205,7 +205,8 @@ fn a_stripped_programs_functions_are_named_through_a_local_debuginfod() {
     let t = read(&trace, Some(cache.clone()), with.clone());
     let names = names_in(&t, "prog");
     assert!(
-        names.iter().any(|n| n == "spin") && names.iter().any(|n| n == "fill"),
+        // (`fill`'s time is in libc's memset: it may have no frame.)
+        names.iter().any(|n| n == "spin") && names.iter().any(|n| n == "main"),
         "{names:?}; warnings {:?}",
         t.stats.warnings
     );
