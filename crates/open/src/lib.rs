@@ -407,6 +407,28 @@ mod tests {
     }
 
     #[test]
+    fn debuginfod_servers_offline_and_time_out_come_from_the_environment() {
+        let o = OpenOptions::from_env(env(&[])).unwrap();
+        assert_eq!(o.debuginfod, DebuginfodOptions::default());
+        let o = OpenOptions::from_env(env(&[
+            ("DEBUGINFOD_URLS", "http://a:8002 https://b"),
+            ("DEBUGINFOD_TIMEOUT", "3"),
+            ("SLOWLAB_OFFLINE", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(o.debuginfod.urls, ["http://a:8002", "https://b"]);
+        assert_eq!(
+            o.debuginfod.timeout,
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert!(o.debuginfod.offline);
+        let o = OpenOptions::from_env(env(&[("SLOWLAB_OFFLINE", "0")])).unwrap();
+        assert!(!o.debuginfod.offline);
+        let e = OpenOptions::from_env(env(&[("DEBUGINFOD_TIMEOUT", "soon")])).unwrap_err();
+        assert!(e.to_string().starts_with("DEBUGINFOD_TIMEOUT="), "{e}");
+    }
+
+    #[test]
     fn a_directory_opens_its_diagnose_trace_or_says_what_to_give() {
         let dir = tempfile::tempdir().unwrap();
         let e = trace_file(dir.path()).unwrap_err();
