@@ -225,13 +225,16 @@ fn a_stripped_programs_functions_are_named_through_a_local_debuginfod() {
         offline: true,
         ..with.clone()
     };
-    let again = read(&trace, Some(cache), offline.clone());
+    let again = read(&trace, Some(cache.clone()), offline.clone());
     assert!(names_in(&again, "prog").iter().any(|n| n == "spin"));
     assert!(
         !again.stats.warnings.iter().any(|w| w.contains("fetch")),
         "{:?}",
         again.stats.warnings
     );
+    // No server given at all: what was fetched is still read.
+    let kept = read(&trace, Some(cache.clone()), DebuginfodOptions::default());
+    assert!(names_in(&kept, "prog").iter().any(|n| n == "spin"));
     // Offline without the cache: nothing to name them with.
     let bare = read(&trace, None, offline);
     assert!(!names_in(&bare, "prog").iter().any(|n| n == "spin"));

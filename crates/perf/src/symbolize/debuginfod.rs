@@ -81,9 +81,10 @@ static TMP: AtomicU64 = AtomicU64::new(0);
 impl Fetcher {
     /// A fetcher with `opts`, keeping files under `cache_dir` (the symbol
     /// cache's directory); `None` when there is no server to ask and no
-    /// cache to read fetched files from.
+    /// cache to read files fetched before from.
     pub(super) fn new(opts: &DebuginfodOptions, cache_dir: Option<&Path>) -> Option<Fetcher> {
-        if opts.urls.is_empty() {
+        // Without servers, files fetched before are still read.
+        if opts.urls.is_empty() && cache_dir.is_none() {
             return None;
         }
         let timeout = opts.timeout.unwrap_or(DEFAULT_TIMEOUT);
@@ -131,7 +132,7 @@ impl Fetcher {
         if let Some(k) = kept.as_ref().filter(|k| k.is_file()) {
             return Some((k.clone(), false));
         }
-        if self.opts.offline {
+        if self.opts.offline || self.opts.urls.is_empty() {
             return None;
         }
         let miss = kept
