@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Installs what slowlab needs on a Debian machine: the Debian packages listed in
-# scripts/debian-packages.txt (only the missing ones) and the Rust toolchain's
-# rustfmt and clippy. Safe to run again: it does nothing when all is present.
+# scripts/debian-packages.txt (only the missing ones) and DuckDB's library.
+# With --tests (scripts/test.sh), also what only the tests and benchmarks
+# need: the packages marked `tests` there (mingw, Wine, Chromium, …),
+# Playwright, PySpark and its Java, lld, and the Rust toolchain's rustfmt
+# and clippy; without it a first run installs only what `slowlab` needs to
+# build and run. Safe to run again: it does nothing when all is present.
 # It does not build slowlab (cargo does that).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-want=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" | awk '{print $1}')
+tests=0
+case "${1:-}" in
+  --tests) tests=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
+want=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" |
+  awk -v tests="$tests" '$2 != "tests" || tests == 1 {print $1}')
 missing=()
 for pkg in $want; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
@@ -45,6 +57,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# What only the tests and benchmarks need, from here to the DuckDB library:
+# with --tests.
+if [ "$tests" = 1 ]; then
 # Playwright (Python) drives Debian's chromium (installed above from the
 # package list) in the interactive report's test and benchmark
 # (crates/slowlab/tests/report_html.rs, bench/report/). Only the Python
@@ -94,6 +109,8 @@ if ! python3 -c 'import pyspark' >/dev/null 2>&1; then
   fi
 fi
 
+fi # --tests
+
 # DuckDB's prebuilt shared library for `slowlab fleet` (the duckdb crate
 # links it: no C++ compile): libduckdb.so 1.5.6 from the npm package of
 # DuckDB's Node bindings, installed where the linker and ld.so look.
@@ -128,7 +145,7 @@ fi
 # lld-link (with clang, from the package list) rebuilds the PDB test
 # fixture, crates/etl/tests/fixtures/pdb/build.sh; the tests use the
 # committed files, so a failure here is only a notice.
-if ! command -v lld-link >/dev/null 2>&1; then
+if [ "$tests" = 1 ] && ! command -v lld-link >/dev/null 2>&1; then
   sudo=""
   if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
   echo "setup: installing lld (rebuilds the PDB test fixture) (log: $log)" >&2
@@ -137,7 +154,7 @@ if ! command -v lld-link >/dev/null 2>&1; then
   fi
 fi
 
-if command -v rustup >/dev/null 2>&1; then
+if [ "$tests" = 1 ] && command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
     if ! rustup component list --installed 2>/dev/null | grep -q "^$comp"; then
       echo "setup: rustup component add $comp (log: $log)" >&2

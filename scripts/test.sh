@@ -21,8 +21,8 @@ trap 'rm -f "$SLOWLAB_SKIP_LOG"' EXIT
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "setup (missing system packages)"
-bash scripts/setup.sh
+step "setup (missing system packages, with the tests' own)"
+bash scripts/setup.sh --tests
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

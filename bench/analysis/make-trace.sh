@@ -4,14 +4,14 @@
 # critical path and the detectors read) of a cargo build of slowlab, stopped
 # after SECONDS (default 60). Never committed: it is made again here.
 #
-#   SLOWLAB=target/release/slowlab bench/analysis/make-trace.sh [OUT.data] [SECONDS]
+#   SLOWLAB=target/release-lto/slowlab bench/analysis/make-trace.sh [OUT.data] [SECONDS]
 #
 # Needs root and perf. A build that ends before SECONDS is started again
 # after `cargo clean`, so the trace is of compilation to the end.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-slowlab="${SLOWLAB:-$repo/target/release/slowlab}"
+slowlab="${SLOWLAB:-$repo/target/release-lto/slowlab}"
 out="${1:-/tmp/slowlab-bench/build-60s.data}"
 seconds="${2:-60}"
 mkdir -p "$(dirname "$out")"
@@ -19,6 +19,6 @@ target="$(mktemp -d /tmp/slowlab-bench-target.XXXXXX)"
 trap 'rm -rf "$target"' EXIT
 cd "$repo"
 cargo fetch -q
-build_loop="while true; do cargo build -q --release --offline -p slowlab-analyze --target-dir '$target'; cargo clean -q --target-dir '$target'; done"
+build_loop="while true; do cargo build -q --profile release-lto --offline -p slowlab-analyze --target-dir '$target'; cargo clean -q --target-dir '$target'; done"
 "$slowlab" record -o "$out" -- timeout "$seconds" bash -c "$build_loop" || true
 ls -l "$out"

@@ -10,8 +10,8 @@ whether a change does less work even where the wall time cannot tell.
     bench/analyze/alternate.py N TRACE LABEL=[VAR=VALUE,...]:BINARY ...
 
     bench/analyze/alternate.py 30 /tmp/slowlab-bench/cargo-10m.data \\
-        cache=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \\
-        none=SLOWLAB_CACHE_DIR=off:target/release/slowlab
+        cache=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release-lto/slowlab \\
+        none=SLOWLAB_CACHE_DIR=off:target/release-lto/slowlab
 
 A setting whose binary is `perf` runs `perf report -i TRACE --stdio
 --no-children --sort comm,dso,sym` (the command run.sh and scale.sh
@@ -22,7 +22,7 @@ commands' runs, as a hyperfine run's (one command's runs after the
 other's) is:
 
     COLD=1 bench/analyze/alternate.py 10 /tmp/slowlab-bench/cargo-10m.data \
-        slowlab=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab \
+        slowlab=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release-lto/slowlab \
         perf=:perf
 
 Each ratio comes with a 95% confidence interval: the rounds are drawn
@@ -39,7 +39,7 @@ cold-start figures:
 
     COLD=1 bench/analyze/alternate.py 8 /tmp/slowlab-bench/cargo-10m.data \
         before=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:/tmp/slowlab-before \
-        after=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release/slowlab
+        after=SLOWLAB_CACHE_DIR=/tmp/slowlab-bench/symbol-cache:target/release-lto/slowlab
 """
 import os
 import random

@@ -4,8 +4,8 @@
 
 # SLOWLAB: the binary given, else a release build of this checkout.
 if [ -z "${SLOWLAB:-}" ]; then
-    (cd "$repo" && cargo build -q --release -p slowlab)
-    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+    (cd "$repo" && cargo build -q --profile release-lto -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release-lto/slowlab"
 fi
 
 peak_rss_mb() {  # command... -> peak RSS in MB (one run, /usr/bin/time -v)

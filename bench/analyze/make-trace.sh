@@ -32,7 +32,7 @@ if [ "$freq" -gt "$max_rate" ]; then
     echo "raising kernel.perf_event_max_sample_rate from $max_rate to $freq" >&2
     echo "$freq" > /proc/sys/kernel/perf_event_max_sample_rate
 fi
-build_loop="while true; do cargo build -q --release --offline -p slowlab --target-dir '$target'; cargo clean -q --target-dir '$target'; done"
+build_loop="while true; do cargo build -q --profile release-lto --offline -p slowlab --target-dir '$target'; cargo clean -q --target-dir '$target'; done"
 perf record -a -g -F "$freq" -o "$out" -- timeout "$seconds" bash -c "$build_loop" || true
 perf report -i "$out" --stats 2>/dev/null | grep -m1 "SAMPLE events" || true
 ls -l "$out"

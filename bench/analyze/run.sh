@@ -24,8 +24,8 @@ out="${BENCH_OUT:-/tmp/slowlab-bench}"
 mkdir -p "$out"
 [ -f "$trace" ] || "$here/make-trace.sh" "$trace"
 if [ -z "${SLOWLAB:-}" ]; then
-    (cd "$repo" && cargo build -q --release -p slowlab)
-    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+    (cd "$repo" && cargo build -q --profile release-lto -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release-lto/slowlab"
 fi
 samples=$(perf report -i "$trace" --stats 2>/dev/null | awk '/SAMPLE events/ {print $3; exit}')
 bytes=$(stat -c %s "$trace")

@@ -26,8 +26,8 @@ fi
 command -v hyperfine > /dev/null || { echo "hyperfine not found: apt-get install hyperfine" >&2; exit 2; }
 [ "$#" -gt 0 ] || set -- "$out/cargo-10m.data" "$out/cargo-90m.data"
 if [ -z "${SLOWLAB:-}" ]; then
-    (cd "$repo" && cargo build -q --release -p slowlab)
-    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+    (cd "$repo" && cargo build -q --profile release-lto -p slowlab)
+    SLOWLAB="${CARGO_TARGET_DIR:-$repo/target}/release-lto/slowlab"
 fi
 profile="$(mktemp -d /tmp/slowlab-samply.XXXXXX)"
 trap 'rm -rf "$profile"' EXIT

@@ -7,14 +7,14 @@
 #   bench/hang/run.sh [N] [RUNS]
 #
 # Needs root (kernel stacks, /proc/PID/mem), gcc and hyperfine; uses
-# $CARGO_TARGET_DIR/release/slowlab (or SLOWLAB=path). Each target runs in
+# $CARGO_TARGET_DIR/release-lto/slowlab (or SLOWLAB=path). Each target runs in
 # its own process group, killed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${1:-1000}
 RUNS=${2:-30}
-SLOWLAB=${SLOWLAB:-${CARGO_TARGET_DIR:-target}/release/slowlab}
-[ -x "$SLOWLAB" ] || { echo "build it first: cargo build --release -p slowlab (or set SLOWLAB)" >&2; exit 2; }
+SLOWLAB=${SLOWLAB:-${CARGO_TARGET_DIR:-target}/release-lto/slowlab}
+[ -x "$SLOWLAB" ] || { echo "build it first: cargo build --profile release-lto -p slowlab (or set SLOWLAB)" >&2; exit 2; }
 work=$(mktemp -d)
 pgids=()
 cleanup() {

@@ -14,7 +14,7 @@
 #
 # Usage (root; perf installed):
 #   bench/record/overhead.sh [SLOWLAB_BEFORE]
-#   ROUNDS=4 RUNS=5 FILES=4000 SLOWLAB=target/release/slowlab bench/record/overhead.sh /tmp/old/slowlab
+#   ROUNDS=4 RUNS=5 FILES=4000 SLOWLAB=target/release-lto/slowlab bench/record/overhead.sh /tmp/old/slowlab
 #
 # Writes WORK/MODE.ROUND.json (hyperfine) and WORK/overhead.md (WORK: $WORK
 # or a temp dir) and prints the table; the loop file system is unmounted at
@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-SLOWLAB=$(realpath "${SLOWLAB:-target/release/slowlab}")
+SLOWLAB=$(realpath "${SLOWLAB:-target/release-lto/slowlab}")
 BEFORE=${1:-}
 ROUNDS=${ROUNDS:-4}
 RUNS=${RUNS:-5}
@@ -30,7 +30,7 @@ FILES=${FILES:-4000}
 WORK=${WORK:-$(mktemp -d /tmp/slowlab-record-bench.XXXXXX)}
 mkdir -p "$WORK"
 
-[ -x "$SLOWLAB" ] || { echo "no $SLOWLAB: cargo build --release -p slowlab first" >&2; exit 1; }
+[ -x "$SLOWLAB" ] || { echo "no $SLOWLAB: cargo build --profile release-lto -p slowlab first" >&2; exit 1; }
 command -v hyperfine >/dev/null || { echo "hyperfine is missing: sudo apt-get install hyperfine" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
 

@@ -16,15 +16,15 @@ repo="$(cd "$here/../.." && pwd)"
 trace="${1:-/tmp/slowlab-bench/views.data}"
 runs="${RUNS:-5}"
 mkdir -p "$(dirname "$trace")"
-(cd "$repo" && cargo build -q --release -p slowlab)
-slowlab="${CARGO_TARGET_DIR:-$repo/target}/release/slowlab"
+(cd "$repo" && cargo build -q --profile release-lto -p slowlab)
+slowlab="${CARGO_TARGET_DIR:-$repo/target}/release-lto/slowlab"
 if [ ! -f "$trace" ]; then
     target="$(mktemp -d /tmp/slowlab-bench-target.XXXXXX)"
     trap 'rm -rf "$target"' EXIT
     (cd "$repo" && cargo fetch -q)
     # 2999 Hz on two CPUs for 22 s of a build: about 130,000 samples.
     "$slowlab" record --freq 2999 -o "$trace" -- \
-        timeout 22 cargo build -q --release --offline -p slowlab-perf \
+        timeout 22 cargo build -q --profile release-lto --offline -p slowlab-perf \
         --manifest-path "$repo/Cargo.toml" --target-dir "$target" || true
 fi
 report="$(dirname "$trace")/report.html"

@@ -8,8 +8,8 @@
 set -euo pipefail
 runs=${1:-10}
 cd "$(dirname "$0")/../.."
-cargo build --release -q -p slowlab
-bin=$PWD/target/release/slowlab
+cargo build --profile release-lto -q -p slowlab
+bin=$PWD/target/release-lto/slowlab
 out=$(mktemp -d)
 hog_pid=""
 cleanup() { [ -n "$hog_pid" ] && kill "$hog_pid" 2>/dev/null; rm -rf "$out"; }

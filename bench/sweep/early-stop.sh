@@ -7,8 +7,8 @@
 set -euo pipefail
 runs=${1:-3}
 cd "$(dirname "$0")/../.."
-cargo build --release -q -p slowlab
-bin=$PWD/target/release/slowlab
+cargo build --profile release-lto -q -p slowlab
+bin=$PWD/target/release-lto/slowlab
 out=${OUT:-bench/sweep/early-stop.json}
 work="$bin __child burn n2 {n}"
 hyperfine --runs "$runs" --export-json "$out" \

@@ -22,6 +22,8 @@ pub const DIAGNOSE_TRACE: &str = "trace.data";
 /// The default of [`OpenOptions::memory_budget`]: 1 GiB.
 pub use slowlab_perf::DEFAULT_MEMORY_BUDGET;
 
+pub use slowlab_perf::symbolize::DebuginfodOptions;
+
 /// How to read a trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenOptions {
@@ -42,6 +44,10 @@ pub struct OpenOptions {
     pub paths: bool,
     /// Read the cgroup notes beside a perf.data trace.
     pub cgroups: bool,
+    /// Debuginfod servers to fetch by build id the debug files (and gone
+    /// binaries) of a perf.data trace that nothing on the machine has,
+    /// whether to ask them at all (`offline`), and their time-out.
+    pub debuginfod: DebuginfodOptions,
 }
 
 impl Default for OpenOptions {
@@ -54,6 +60,7 @@ impl Default for OpenOptions {
             symbol_cache: None,
             paths: true,
             cgroups: true,
+            debuginfod: DebuginfodOptions::default(),
         }
     }
 }
@@ -91,7 +98,11 @@ impl OpenOptions {
     /// - `SLOWLAB_MEMORY`: the model's memory budget, MB or a number with
     ///   K, M or G (1 GiB by default);
     /// - `SLOWLAB_CACHE_DIR`: the symbol cache (empty or `off`: none), else
-    ///   `$XDG_CACHE_HOME/slowlab`, else `$HOME/.cache/slowlab`.
+    ///   `$XDG_CACHE_HOME/slowlab`, else `$HOME/.cache/slowlab`;
+    /// - `DEBUGINFOD_URLS`: debuginfod servers (space-separated, as gdb and
+    ///   perf read it), `DEBUGINFOD_TIMEOUT`: their time-out in seconds
+    ///   (10 by default), `SLOWLAB_OFFLINE` (set, not empty or `0`: the
+    ///   binary's `--offline`): ask no server, use what was fetched before.
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<OpenOptions, OpenError> {
         let text = |name: &'static str| var(name).map(|v| v.to_string_lossy().into_owned());
         let threads = match text("SLOWLAB_THREADS") {
@@ -125,10 +136,31 @@ impl OpenOptions {
                     .map(|base| base.join("slowlab"))
             }
         };
+        let timeout = match text("DEBUGINFOD_TIMEOUT") {
+            None => None,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Some(std::time::Duration::from_secs(n)),
+                _ => {
+                    return Err(OpenError::BadVariable {
+                        name: "DEBUGINFOD_TIMEOUT",
+                        value: v,
+                        what: "a time-out in seconds: give a whole number from 1 up, or unset it",
+                    })
+                }
+            },
+        };
+        let debuginfod = DebuginfodOptions {
+            urls: text("DEBUGINFOD_URLS")
+                .map(|v| slowlab_perf::symbolize::parse_debuginfod_urls(&v))
+                .unwrap_or_default(),
+            offline: text("SLOWLAB_OFFLINE").is_some_and(|v| !v.is_empty() && v != "0"),
+            timeout,
+        };
         Ok(OpenOptions {
             threads,
             memory_budget: Some(memory_budget),
             symbol_cache,
+            debuginfod,
             ..OpenOptions::default()
         })
     }
@@ -200,6 +232,7 @@ pub fn open(
         threads: opts.threads,
         memory_budget: opts.memory_budget,
         symbol_cache: opts.symbol_cache.clone(),
+        debuginfod: opts.debuginfod.clone(),
         ..slowlab_perf::ReadOptions::default()
     };
     let trace =
@@ -371,6 +404,28 @@ mod tests {
             let e = OpenOptions::from_env(env(&[(name, bad)])).unwrap_err();
             assert!(e.to_string().starts_with(&format!("{name}=")), "{e}");
         }
+    }
+
+    #[test]
+    fn debuginfod_servers_offline_and_time_out_come_from_the_environment() {
+        let o = OpenOptions::from_env(env(&[])).unwrap();
+        assert_eq!(o.debuginfod, DebuginfodOptions::default());
+        let o = OpenOptions::from_env(env(&[
+            ("DEBUGINFOD_URLS", "http://a:8002 https://b"),
+            ("DEBUGINFOD_TIMEOUT", "3"),
+            ("SLOWLAB_OFFLINE", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(o.debuginfod.urls, ["http://a:8002", "https://b"]);
+        assert_eq!(
+            o.debuginfod.timeout,
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert!(o.debuginfod.offline);
+        let o = OpenOptions::from_env(env(&[("SLOWLAB_OFFLINE", "0")])).unwrap();
+        assert!(!o.debuginfod.offline);
+        let e = OpenOptions::from_env(env(&[("DEBUGINFOD_TIMEOUT", "soon")])).unwrap_err();
+        assert!(e.to_string().starts_with("DEBUGINFOD_TIMEOUT="), "{e}");
     }
 
     #[test]

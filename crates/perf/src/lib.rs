@@ -107,6 +107,9 @@ pub struct ReadOptions {
     /// symbol tables, parsed kallsyms, demangled names: see
     /// [`SymbolCache`]); `None`: nothing is kept.
     pub symbol_cache: Option<PathBuf>,
+    /// Debuginfod servers to fetch the debug files (and gone binaries)
+    /// that nothing on the machine has, by build id.
+    pub debuginfod: symbolize::DebuginfodOptions,
 }
 
 impl ReadOptions {
@@ -130,6 +133,7 @@ impl Default for ReadOptions {
             threads: 0,
             memory_budget: Some(DEFAULT_MEMORY_BUDGET),
             symbol_cache: None,
+            debuginfod: symbolize::DebuginfodOptions::default(),
         }
     }
 }
@@ -268,7 +272,9 @@ pub fn read_file(
     // Binaries are opened as their first frame is read, by a few threads
     // that mostly wait for the disk; symbolization starts without waiting
     // for them to finish.
-    let preload = std::sync::Arc::new(symbolize::Preload::new(cache.clone()));
+    let preload = std::sync::Arc::new(
+        symbolize::Preload::new(cache.clone()).with_debuginfod(&opts.debuginfod),
+    );
     let (tx, rx) = std::sync::mpsc::channel::<(String, Option<String>)>();
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
     let preload_threads = match opts.threads {

@@ -5,7 +5,9 @@
 //! cache the tasks mostly wait for the disk), and only the symbols actually
 //! hit are demangled. A stripped binary falls back to its separate debug
 //! file found by build id (`/usr/lib/debug/.build-id/xx/yyyy.debug`), a
-//! rebuilt or deleted one to perf's build-id cache (`~/.debug`). Kernel
+//! rebuilt or deleted one to perf's build-id cache (`~/.debug`), and when
+//! neither is on the machine both are fetched by build id from debuginfod
+//! servers, if given ([`DebuginfodOptions`]). Kernel
 //! frames are named from the copy of kallsyms that `perf record` saved in
 //! that cache for the trace's kernel, when it was saved in the same boot
 //! (a plain file; the kernel spends tens of milliseconds of CPU formatting
@@ -29,6 +31,7 @@
 
 mod binaries;
 mod cache;
+mod debuginfod;
 mod jobs;
 mod kernel;
 
@@ -39,6 +42,7 @@ use slowlab_model::trace::{
 pub use binaries::Preload;
 pub(crate) use binaries::{hex, will_need};
 pub use cache::SymbolCache;
+pub use debuginfod::{parse_urls as parse_debuginfod_urls, DebuginfodOptions};
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;
 use kernel::symbolize_kernel;
@@ -163,7 +167,7 @@ pub fn leave_unsymbolized(trace: &mut Trace) {
 pub fn symbolize(trace: &mut Trace, opts: &ReadOptions, progress: ProgressFn) {
     let path = kallsyms_path(opts);
     let cache = opts.symbol_cache();
-    let preload = Preload::new(cache.clone());
+    let preload = Preload::new(cache.clone()).with_debuginfod(&opts.debuginfod);
     symbolize_with(
         trace,
         move |_| load_kallsyms(&path, &cache),
@@ -235,6 +239,7 @@ pub fn symbolize_with(
         intern_result(&mut it, &mut func_of, &mut warnings, r);
         warnings.extend(w);
     }
+    warnings.extend(preload.notes().into_iter().map(|n| format!("symbols: {n}")));
     preload.clear();
     drop(jobs);
     // Frames of modules that were not symbolized (anonymous memory, vdso,

@@ -17,10 +17,18 @@ use one_line::one_line;
 /// (`sweep`), records system-wide traces (`record`), analyzes them
 /// (`analyze`) and names the culprit (`diagnose`).
 #[derive(Parser)]
-#[command(name = "slowlab", version, propagate_version = true)]
+#[command(
+    name = "slowlab",
+    version = env!("SLOWLAB_LONG_VERSION"),
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Ask no debuginfod server (DEBUGINFOD_URLS) for the symbols of
+    /// stripped binaries; debug files fetched before are still used.
+    #[arg(long, global = true)]
+    offline: bool,
 }
 
 #[derive(Subcommand)]
@@ -36,6 +44,8 @@ enum Command {
     Export(cmd::export::ExportArgs),
     Fleet(cmd::fleet::FleetArgs),
     Hang(cmd::hang::HangArgs),
+    Completions(cmd::completions::CompletionsArgs),
+    Man(cmd::man::ManArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
     Child(cmd::child::ChildArgs),
@@ -79,6 +89,11 @@ fn report_replays() {
 fn main() {
     tune_malloc();
     let cli = Cli::parse();
+    if cli.offline {
+        // Read with the rest of the environment by
+        // `slowlab_open::OpenOptions::from_env` (no thread runs yet).
+        std::env::set_var("SLOWLAB_OFFLINE", "1");
+    }
     let result = match cli.command {
         Command::Lab(args) => cmd::lab::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
@@ -91,6 +106,8 @@ fn main() {
         Command::Export(args) => cmd::export::run(args),
         Command::Fleet(args) => cmd::fleet::run(args),
         Command::Hang(args) => cmd::hang::run(args),
+        Command::Completions(args) => cmd::completions::run(args),
+        Command::Man(args) => cmd::man::run(args),
         Command::Child(args) => cmd::child::run(args),
     };
     match result {

@@ -6,7 +6,9 @@
 //! (`MADV_WILLNEED`) unless the symbol cache knows the file (then what the
 //! names need is in the cache), and a big table given a sorted index
 //! (made, or read from the symbol cache, with the names the cache keeps
-//! demangled for it).
+//! demangled for it). When nothing on the machine has a stripped binary's
+//! symbols (or the binary itself), they are fetched by build id from the
+//! debuginfod servers, if any are given (`debuginfod`).
 //!
 //! It names no frame (`jobs` does, with what is opened here).
 
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::cache::{FileIdentity, FileKey, SymbolCache};
+use super::debuginfod::{Artifact, DebuginfodOptions, Fetcher};
 use crate::intern::FxMap;
 use crate::symbols::{DemangledNames, Elf, SortedSymbols};
 use crate::{PerfError, PAGE};
@@ -30,6 +33,8 @@ pub struct Preload {
     ready: Condvar,
     /// Where sorted indexes and demangled names are kept between runs.
     pub(super) cache: SymbolCache,
+    /// Fetches what nothing local has, from debuginfod servers.
+    fetcher: Option<Fetcher>,
 }
 
 enum Slot {
@@ -104,6 +109,22 @@ impl Preload {
         }
     }
 
+    /// The same, fetching debug files (and binaries that are gone) by
+    /// build id from the servers in `opts` when nothing local has them,
+    /// keeping them in the symbol cache's directory.
+    pub fn with_debuginfod(mut self, opts: &DebuginfodOptions) -> Preload {
+        self.fetcher = Fetcher::new(opts, self.cache.dir());
+        self
+    }
+
+    /// One line per file fetched from a debuginfod server (or failure to).
+    pub fn notes(&self) -> Vec<String> {
+        self.fetcher
+            .as_ref()
+            .map(Fetcher::notes)
+            .unwrap_or_default()
+    }
+
     /// Opens `path` and requests its symbol table, unless that is done or
     /// under way (call from a background thread: it may wait for the disk).
     pub fn prepare(&self, path: &str, build_id: Option<&str>) {
@@ -116,7 +137,12 @@ impl Preload {
             }
             files.insert(path.to_owned(), Slot::Opening);
         }
-        let opened = Arc::new(open_binary(path, build_id, &self.cache));
+        let opened = Arc::new(open_binary(
+            path,
+            build_id,
+            &self.cache,
+            self.fetcher.as_ref(),
+        ));
         if let Ok(mut files) = self.files.lock() {
             files.insert(path.to_owned(), Slot::Open(opened));
         }
@@ -126,19 +152,36 @@ impl Preload {
     /// The binary at `path`: prepared, or opened now.
     pub(super) fn open(&self, path: &str, build_id: Option<&str>) -> Arc<Opened> {
         let Ok(mut files) = self.files.lock() else {
-            return Arc::new(open_binary(path, build_id, &self.cache));
+            return Arc::new(open_binary(
+                path,
+                build_id,
+                &self.cache,
+                self.fetcher.as_ref(),
+            ));
         };
         loop {
             match files.get(path) {
                 Some(Slot::Open(o)) => return o.clone(),
                 Some(Slot::Opening) => match self.ready.wait(files) {
                     Ok(f) => files = f,
-                    Err(_) => return Arc::new(open_binary(path, build_id, &self.cache)),
+                    Err(_) => {
+                        return Arc::new(open_binary(
+                            path,
+                            build_id,
+                            &self.cache,
+                            self.fetcher.as_ref(),
+                        ))
+                    }
                 },
                 None => {
                     files.insert(path.to_owned(), Slot::Opening);
                     drop(files);
-                    let opened = Arc::new(open_binary(path, build_id, &self.cache));
+                    let opened = Arc::new(open_binary(
+                        path,
+                        build_id,
+                        &self.cache,
+                        self.fetcher.as_ref(),
+                    ));
                     if let Ok(mut files) = self.files.lock() {
                         files.insert(path.to_owned(), Slot::Open(opened.clone()));
                     }
@@ -163,19 +206,28 @@ impl Preload {
 /// knows the table (then a big table's index, names already demangled
 /// and the table's key are all in the cache, and the table is read only
 /// for what is not).
-fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opened {
+fn open_binary(
+    path: &str,
+    build_id: Option<&str>,
+    cache: &SymbolCache,
+    fetcher: Option<&Fetcher>,
+) -> Opened {
     let map = map_binary(Path::new(path)).map_err(PerfError::BinaryOpen);
+    // What perf did not keep, from a debuginfod server.
+    let fetched = |id: Option<&str>, artifact| fetch_map(fetcher, id?, artifact, path);
     // The file as it is now; perf's cached copy if it is gone or rebuilt.
     let now = map
         .as_ref()
         .ok()
         .and_then(|(m, _)| Elf::parse(m).ok()?.build_id.map(|b| hex(&b)));
     let map = match (map, build_id, now) {
-        (Ok(_), Some(recorded), Some(now)) if recorded != now => {
-            cached_copy(Some(recorded)).ok_or(PerfError::BinaryChanged)
-        }
+        (Ok(_), Some(recorded), Some(now)) if recorded != now => cached_copy(Some(recorded))
+            .or_else(|| fetched(Some(recorded), Artifact::Executable))
+            .ok_or(PerfError::BinaryChanged),
         (Ok(m), _, _) => Ok(m),
-        (Err(e), _, _) => cached_copy(build_id).ok_or(e),
+        (Err(e), _, _) => cached_copy(build_id)
+            .or_else(|| fetched(build_id, Artifact::Executable))
+            .ok_or(e),
     };
     let (map, mut identity) = match map {
         Ok((m, id)) => (Ok(m), id),
@@ -189,11 +241,18 @@ fn open_binary(path: &str, build_id: Option<&str>, cache: &SymbolCache) -> Opene
         if let Ok(elf) = Elf::parse(m) {
             if elf.dynsym_only {
                 let id = elf.build_id.as_deref().map(hex);
-                if let Some((d, id)) = debug_file_candidates(id.as_deref(), path)
+                let has_functions =
+                    |d: &memmap2::Mmap| Elf::parse(d).is_ok_and(|e| e.has_functions);
+                let local = debug_file_candidates(id.as_deref(), path)
                     .into_iter()
                     .filter_map(|p| map_binary(&p).ok())
-                    .find(|(d, _)| Elf::parse(d).is_ok_and(|e| e.has_functions))
-                {
+                    .find(|(d, _)| has_functions(d));
+                // `.dynsym`'s exported functions are not enough: the
+                // functions between them would take their names.
+                let remote = || {
+                    fetched(id.as_deref(), Artifact::DebugInfo).filter(|(d, _)| has_functions(d))
+                };
+                if let Some((d, id)) = local.or_else(remote) {
                     debug = Some(d);
                     identity = id;
                 }
@@ -345,6 +404,24 @@ pub(super) fn perf_buildid_dir() -> Option<PathBuf> {
     std::env::var_os("PERF_BUILDID_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")))
+}
+
+/// The file fetched (or fetched before) for the binary at `path`, mapped;
+/// a temporary file is removed once mapped.
+fn fetch_map(
+    fetcher: Option<&Fetcher>,
+    build_id: &str,
+    artifact: Artifact,
+    path: &str,
+) -> Option<(memmap2::Mmap, Option<FileIdentity>)> {
+    let (file, temporary) = fetcher?.fetch(build_id, artifact, path)?;
+    let mapped = map_binary(&file).ok();
+    if temporary {
+        let _ = std::fs::remove_file(&file);
+        // An unlinked file's identity names nothing later runs could find.
+        return mapped.map(|(m, _)| (m, None));
+    }
+    mapped
 }
 
 /// perf record's copy of a binary in its build-id cache.

@@ -86,6 +86,11 @@ impl SymbolCache {
         SymbolCache { dir: Some(dir) }
     }
 
+    /// The directory, when the cache is on.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// Whether anything is kept.
     pub(crate) fn is_on(&self) -> bool {
         self.dir.is_some()

@@ -115,7 +115,7 @@ fn symbolize_user_module(
         return ModuleResult::unnamed(
             idx,
             frames,
-            "stripped, and no debug file found (install its -dbgsym package)".into(),
+            "stripped, and no debug file found (install its -dbgsym package, or set DEBUGINFOD_URLS)".into(),
         );
     }
     let symbols = debug.as_ref().unwrap_or(&elf);

@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod child;
+pub mod completions;
 pub mod diagnose;
 pub mod diff;
 pub mod doctor;
@@ -13,5 +14,6 @@ pub mod import;
 pub mod input;
 pub mod lab;
 pub mod lab_trace;
+pub mod man;
 pub mod record;
 pub mod sweep;
