@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use slowlab_analyze::analysis::{Analysis, Root};
+use slowlab_analyze::critical_path::process_by_pid;
 use slowlab_analyze::select::Selection;
 use slowlab_exports::{Export, ParquetOptions, Request};
 use slowlab_report::critical_path::critical_path_text;
@@ -39,9 +40,16 @@ use super::input::open_all;
 /// (threads, functions, waits, faults, syscalls, lifetimes) that follow the
 /// time range and threads selected in the page.
 ///
-/// Example:
+/// With --pid PID instead of CMD, attaches to a process that is already
+/// running: records the whole system for --seconds (Ctrl-C ends early,
+/// with the answer so far) and answers for that process over the window.
+/// A process that did not run at all in the window looks hung: its wait
+/// chains are walked as `slowlab hang` does. Returns 0 (130 on Ctrl-C).
+///
+/// Examples:
 ///
 ///   sudo slowlab diagnose -o why -- ./build.sh
+///   sudo slowlab diagnose --pid 4242 --seconds 20    a service, running
 ///   slowlab analyze why/trace.data --waits      look further
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
@@ -69,25 +77,55 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "DIR")]
     parquet: Option<PathBuf>,
 
+    /// Attach to this running process instead of running CMD
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pid: Option<i32>,
+
+    /// With --pid: how long to record (90, 20s, 500ms, 2m)
+    #[arg(long, default_value = "10", value_name = "DURATION", value_parser = window_seconds, requires = "pid")]
+    seconds: f64,
+
     /// The command to run while recording
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
     command: Vec<String>,
 }
 
+/// From half a second to an hour.
+fn window_seconds(s: &str) -> Result<f64, String> {
+    slowlab_model::units::parse_seconds(s, 0.5, 3600.0)
+}
+
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
+    if let Some(pid) = args.pid {
+        anyhow::ensure!(
+            Path::new(&format!("/proc/{pid}")).is_dir(),
+            "no process with pid {pid} is running: give the pid of a running process (`pgrep NAME`)"
+        );
+    }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let trace_path = args.output.join("trace.data");
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    // Attached to a running process: the whole system for the window.
+    let recorded = match args.pid {
+        Some(_) => vec!["sleep".to_string(), format!("{}", args.seconds)],
+        None => args.command.clone(),
+    };
     let cfg = slowlab_record::Config {
         output: trace_path.clone(),
         freq: args.freq,
         ring_seconds: None,
         call_graph: slowlab_record::CallGraph::Fp,
-        command: args.command.clone(),
+        command: recorded,
         cpus,
         capture_paths: true,
     };
+    if let Some(pid) = args.pid {
+        eprintln!(
+            "slowlab: recording the whole system for {} s for pid {pid} (Ctrl-C ends early)",
+            args.seconds
+        );
+    }
     let outcome = slowlab_record::run(&cfg)?;
     let mut warnings = outcome.warnings.clone();
     let mut extra = Vec::new();
@@ -97,10 +135,15 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     if let Some(dir) = &args.parquet {
         extra.push((Export::Parquet(ParquetOptions::default()), dir.clone()));
     }
+    let (root, title) = match args.pid {
+        Some(pid) => (Target::Pid(pid), vec![format!("pid {pid}")]),
+        None => (Target::Command, args.command.clone()),
+    };
     let report = analyze_into(
         &trace_path,
         &args.output,
-        &args.command,
+        &title,
+        root,
         &extra,
         &mut warnings,
     )?;
@@ -129,11 +172,34 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     for line in &report.written {
         say(&format!("{line}\n"));
     }
+    if let (Some(pid), true) = (args.pid, report.did_not_run) {
+        say(&format!(
+            "\npid {pid} did not run at all in the {} s window: it looks hung. Its wait chains now:\n",
+            args.seconds
+        ));
+        let every_thread = slowlab_hang::Options { all_threads: true };
+        match slowlab_hang::walk(Path::new("/"), pid, &every_thread) {
+            Ok(chains) => say(&slowlab_hang::render::text(&chains)),
+            Err(e) => say(&format!("cannot walk its wait chains: {e}\n")),
+        }
+    }
     if args.json {
         println!("{}", report.findings_json);
     }
     crate::report_replays();
-    Ok(outcome.exit_code)
+    Ok(match (args.pid, outcome.stopped_by) {
+        (Some(_), Some(_)) => 130,
+        (Some(_), None) => 0,
+        (None, _) => outcome.exit_code,
+    })
+}
+
+/// Whose critical path a recording answers for.
+pub enum Target {
+    /// The command recorded (`diagnose -- CMD`, `lab --trace`).
+    Command,
+    /// A process that was running before the recording (`--pid`).
+    Pid(i32),
 }
 
 /// What `analyze_into` produced.
@@ -148,22 +214,29 @@ pub struct Diagnosis {
     pub has_path: bool,
     /// A line for each extra export written.
     pub written: Vec<String>,
+    /// The root's path has no CPU or runnable time at all.
+    pub did_not_run: bool,
 }
 
 /// Opens a recording (with its side files), makes its one analysis for
-/// `command` (its critical path, every detector), and writes
-/// `critical_path.json`, `findings.json`, `report.html` and the `extra`
-/// exports into `dir`.
+/// `target` (its critical path, every detector; `command` names it), and
+/// writes `critical_path.json`, `findings.json`, `report.html` and the
+/// `extra` exports into `dir`.
 pub fn analyze_into(
     trace_path: &Path,
     dir: &Path,
     command: &[String],
+    target: Target,
     extra: &[(Export, PathBuf)],
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Diagnosis> {
     let bundle = open_all(trace_path, true)?;
     warnings.extend(bundle.warnings.iter().cloned());
-    let analysis = Analysis::new(&bundle, Root::Command(command.to_vec()));
+    let root = match target {
+        Target::Command => Root::Command(command.to_vec()),
+        Target::Pid(pid) => Root::Process(process_by_pid(&bundle.trace, pid)?),
+    };
+    let analysis = Analysis::new(&bundle, root);
     if let Err(why) = analysis.root_path() {
         warnings.push(format!("no critical path: {why}"));
     }
@@ -218,5 +291,6 @@ pub fn analyze_into(
             .collect(),
         has_path: path.is_some(),
         written,
+        did_not_run: path.is_some_and(|p| p.breakdown.cpu + p.breakdown.runnable == 0.0),
     })
 }

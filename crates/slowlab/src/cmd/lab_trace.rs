@@ -10,7 +10,7 @@ use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
 use slowlab_record::Recording;
 
-use super::diagnose::analyze_into;
+use super::diagnose::{analyze_into, Target};
 
 pub struct LabTracer {
     dir: PathBuf,
@@ -58,8 +58,15 @@ impl Tracer for LabTracer {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         // The whole chain of causes, as the binary prints errors.
-        let diagnosis = analyze_into(&outcome.output, &run_dir, &[label], &[], &mut warnings)
-            .map_err(|e| format!("{e:#}"))?;
+        let diagnosis = analyze_into(
+            &outcome.output,
+            &run_dir,
+            &[label],
+            Target::Command,
+            &[],
+            &mut warnings,
+        )
+        .map_err(|e| format!("{e:#}"))?;
         let (findings, titles) = diagnosis.findings.into_iter().unzip();
         Ok(TracedRun {
             trace: outcome.output.display().to_string(),
