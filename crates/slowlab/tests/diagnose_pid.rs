@@ -11,16 +11,7 @@ mod common;
 use common::{one_recording_at_a_time, slowlab};
 
 fn spin() -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/why/spin.c");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diagnose-pid-spin");
-    let st = Command::new("cc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cc spin.c failed");
-    out
+    common::why_program("spin")
 }
 
 /// A target process, killed when dropped.

@@ -17,30 +17,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 mod common;
 use common::{one_recording_at_a_time, slowlab};
 
 fn program(name: &str) -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    let dir = BUILT.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/why");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("killed");
-        std::fs::create_dir_all(&out).unwrap();
-        for p in ["producer", "spin"] {
-            let st = Command::new("cc")
-                .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-                .arg(out.join(p))
-                .arg(src.join(format!("{p}.c")))
-                .status()
-                .unwrap();
-            assert!(st.success(), "cc {p}.c failed");
-        }
-        out
-    });
-    dir.join(name)
+    common::why_program(name)
 }
 
 /// `slowlab diagnose -o DIR -- CMD`: its `critical_path.json`.

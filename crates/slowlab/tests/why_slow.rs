@@ -19,7 +19,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 
 mod common;
 use common::{one_recording_at_a_time, slowlab};
@@ -28,30 +27,7 @@ const EVERYDAY: [&str; 3] = ["lock-contention", "io-wait", "cpu-starvation"];
 
 /// The fixture programs, compiled once per test run with frame pointers.
 fn program(name: &str) -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    let dir = BUILT.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/why");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("why");
-        std::fs::create_dir_all(&out).unwrap();
-        for p in [
-            "mutex_sleep",
-            "fsync_loop",
-            "spin",
-            "producer",
-            "retry_sleep",
-            "poll_wait",
-        ] {
-            let st = Command::new("cc")
-                .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
-                .arg(out.join(p))
-                .arg(src.join(format!("{p}.c")))
-                .status()
-                .unwrap();
-            assert!(st.success(), "cc {p}.c failed");
-        }
-        out
-    });
-    dir.join(name)
+    common::why_program(name)
 }
 
 struct Diagnosis {

@@ -2,13 +2,16 @@
 //! cache in the build's scratch directory), whether we are
 //! root, whether perf can record here (and why not), one recording at a
 //! time, JSON from a successful run, and waiting for a `slowlab lab` child
-//! with a deadline and picking its scenario's result line; `browser`:
-//! driving a page in headless Chromium.
+//! with a deadline and picking its scenario's result line; the small C
+//! programs of `tests/fixtures/why`, built once per test binary;
+//! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
 
 pub mod browser;
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The binary, keeping its symbol cache in the build's scratch directory
@@ -125,4 +128,37 @@ pub fn compile_workload(rel_src: &str, dir: &std::path::Path, name: &str) -> std
         .expect("cc");
     assert!(st.success(), "cc {rel_src} failed");
     exe
+}
+
+/// The program `tests/fixtures/why/NAME.c`, compiled (once per test
+/// binary) with frame pointers and debug information into the build's
+/// scratch directory.
+pub fn why_program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("why")
+        .join(name);
+    let mut built = BUILT
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/why")
+            .join(format!("{name}.c"));
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        // Built to a name of its own, then renamed: test binaries running
+        // at once never run a half-written program.
+        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        let st = Command::new("cc")
+            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc {name}.c failed");
+        std::fs::rename(&tmp, &out).unwrap();
+        built.push(name.to_string());
+    }
+    out
 }
