@@ -120,7 +120,12 @@ impl<'a> Analysis<'a> {
     pub fn root_path(&self) -> Result<&RootPath, &PathError> {
         self.root_path
             .get_or_init(|| match self.root {
-                Some(root) => RootPath::new(self.trace(), self.states(), Some(root)),
+                Some(root) => RootPath::with_locks(
+                    self.trace(),
+                    self.states(),
+                    self.context().locks(),
+                    Some(root),
+                ),
                 None => Err(PathError::NoRoot),
             })
             .as_ref()

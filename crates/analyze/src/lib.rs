@@ -23,12 +23,15 @@ pub mod diff_tree;
 pub mod export;
 pub mod faults;
 pub mod function_stacks;
+pub mod locks;
 pub mod procs;
 pub mod report_data;
+pub mod resources;
 pub mod select;
 pub mod states;
 pub mod syscalls;
 pub mod timeline;
+pub mod wait_calls;
 pub mod waits;
 
 /// Why a view could not be computed.

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use slowlab_model::trace::{EventKind, StackIdx, ThreadIdx, Trace};
 
 use crate::select::BuildFx;
+use crate::wait_calls::{CallIdx, Names, WaitCall};
 
 /// Resolves a tid from an event payload to the thread lifetime alive at a
 /// time (a reused tid has several).
@@ -95,6 +96,12 @@ pub struct BlockedSpan {
     /// interrupt hit: look at `waker_stack`.
     pub waker: Option<ThreadIdx>,
     pub waker_stack: Option<StackIdx>,
+    /// The waiting syscall the thread was in (a futex word, a child, a
+    /// file lock: [`ThreadStates::calls`]), when the trace records it.
+    pub call: Option<CallIdx>,
+    /// The waiting syscall the waker was in when it woke the thread (a
+    /// mutex's unlock, a condition variable's signal).
+    pub waker_call: Option<CallIdx>,
 }
 
 /// What a thread was doing during a span.
@@ -121,6 +128,9 @@ pub struct ThreadStates {
     /// Per CPU: (time, thread switched in; `None` for idle), in time order.
     pub cpu_runs: Vec<Vec<(u64, Option<ThreadIdx>)>>,
     pub end_ns: u64,
+    /// Every waiting syscall (futex, `wait4`, `waitid`, `flock`) in the
+    /// order of their entries.
+    pub calls: Vec<WaitCall>,
 }
 
 #[derive(Clone, Copy)]
@@ -140,6 +150,9 @@ struct Replay {
     cpu_last: Vec<u64>,
     /// Per CPU: the thread last seen running there (`None`: idle).
     current: Vec<Option<ThreadIdx>>,
+    /// Per thread: the waiting syscall it is in.
+    in_call: Vec<Option<CallIdx>>,
+    calls: Vec<WaitCall>,
 }
 
 impl Replay {
@@ -168,6 +181,8 @@ impl Replay {
                     woken: false,
                     waker: None,
                     waker_stack: None,
+                    call: self.in_call[i],
+                    waker_call: None,
                 }),
             ),
             Open::Unknown => {}
@@ -185,6 +200,7 @@ impl Replay {
         waker_stack: Option<StackIdx>,
     ) {
         if let Open::Blocked(since, stack, task_state) = self.open[i] {
+            let waker_call = waker.and_then(|w| self.in_call[w.ix()]);
             self.push(
                 i,
                 since,
@@ -195,6 +211,8 @@ impl Replay {
                     woken: true,
                     waker,
                     waker_stack,
+                    call: self.in_call[i],
+                    waker_call,
                 }),
             );
         }
@@ -259,7 +277,10 @@ impl ThreadStates {
             cpu_runs: vec![Vec::new(); cpus],
             cpu_last: vec![trace.meta.start_ns; cpus],
             current: vec![None; cpus],
+            in_call: vec![None; n],
+            calls: Vec::new(),
         };
+        let mut wait_names = Names::default();
         let thread_start = |t: ThreadIdx| trace.threads[t.ix()].start_ns;
         let real = |t: ThreadIdx| trace.threads.get(t.ix()).is_some_and(|th| th.tid > 0);
         let samples = &trace.samples;
@@ -355,6 +376,30 @@ impl ThreadStates {
                         _ => {}
                     }
                 }
+                EventKind::SyscallEnter { name, ref args, .. } => {
+                    if real(ev.thread) {
+                        r.seen_running(ev.thread, ev.cpu, now, now);
+                        if let Some(call) = wait_names.call(trace, name, args) {
+                            r.in_call[ev.thread.ix()] = Some(CallIdx(r.calls.len() as u32));
+                            r.calls.push(WaitCall {
+                                thread: ev.thread,
+                                enter_ns: now,
+                                exit_ns: u64::MAX,
+                                call,
+                            });
+                        }
+                    }
+                }
+                EventKind::SyscallExit { name, .. } => {
+                    if real(ev.thread) {
+                        r.seen_running(ev.thread, ev.cpu, now, now);
+                        if wait_names.is_wait(trace, name) {
+                            if let Some(c) = r.in_call[ev.thread.ix()].take() {
+                                r.calls[c.ix()].exit_ns = now;
+                            }
+                        }
+                    }
+                }
                 _ => {
                     if real(ev.thread) {
                         r.seen_running(ev.thread, ev.cpu, now, now);
@@ -378,6 +423,7 @@ impl ThreadStates {
             spans: r.spans,
             cpu_runs: r.cpu_runs,
             end_ns: end,
+            calls: r.calls,
         }
     }
 

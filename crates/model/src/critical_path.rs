@@ -63,8 +63,83 @@ impl WaitKind {
     }
 }
 
+/// What a blocked thread waited for: the resource behind the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceKind {
+    /// A mutex (a futex word used as a lock: glibc's, Rust's, a PI mutex).
+    Mutex,
+    /// A reader-writer lock.
+    Rwlock,
+    /// A condition variable or a semaphore: another thread signals it.
+    Condvar,
+    /// A thread to finish (`pthread_join`: the kernel's clear-tid futex).
+    Join,
+    /// A child process to exit or stop (`wait4`, `waitid`, `sigsuspend`).
+    Child,
+    Pipe,
+    Socket,
+    /// A file lock (`flock`, `fcntl`).
+    FileLock,
+    /// A futex word whose use the trace does not tell.
+    Futex,
+    /// A lock inside the kernel (`mutex_lock`, `down_write`…).
+    KernelLock,
+    /// Storage: the disk, a page fault's read.
+    Device,
+    /// A timed sleep, or a time-out nobody ended.
+    Timer,
+    /// Nothing the trace names.
+    None,
+}
+
+impl ResourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Mutex => "mutex",
+            ResourceKind::Rwlock => "rwlock",
+            ResourceKind::Condvar => "condvar",
+            ResourceKind::Join => "join",
+            ResourceKind::Child => "child",
+            ResourceKind::Pipe => "pipe",
+            ResourceKind::Socket => "socket",
+            ResourceKind::FileLock => "file-lock",
+            ResourceKind::Futex => "futex",
+            ResourceKind::KernelLock => "kernel-lock",
+            ResourceKind::Device => "device",
+            ResourceKind::Timer => "timer",
+            ResourceKind::None => "none",
+        }
+    }
+
+    /// A lock some thread holds, that waiters queue on.
+    pub fn is_lock(self) -> bool {
+        matches!(
+            self,
+            ResourceKind::Mutex
+                | ResourceKind::Rwlock
+                | ResourceKind::FileLock
+                | ResourceKind::KernelLock
+        )
+    }
+}
+
+/// The resource of a wait and the thread that held it (a lock's holder
+/// that released it, the thread that signalled, the joined thread, the
+/// child, the pipe's writer).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Resource {
+    pub kind: ResourceKind,
+    /// The futex word (`0x…`, in the waiter's address space).
+    pub address: Option<String>,
+    /// A name when the trace gives one: the syscall of a sleep or a disk
+    /// wait, the kernel lock's taker, the child's command.
+    pub name: Option<String>,
+    pub holder: Option<PathThread>,
+}
+
 /// A thread named in the path's output.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PathThread {
     pub pid: i32,
     pub tid: i32,
@@ -162,6 +237,18 @@ pub struct Segment {
     /// thread that waited (absent at depth 0).
     pub via: Option<WaitKind>,
     pub waiter: Option<PathThread>,
+    /// For blocked segments: what the thread waited for, and who held it.
+    /// Absent in files written before it existed.
+    #[serde(default)]
+    pub resource: Option<Resource>,
+    /// At depth > 0: the resource of the wait followed into this thread
+    /// (the waiter's `resource`; its holder is this thread).
+    #[serde(default)]
+    pub via_resource: Option<Resource>,
+    /// A lock this thread held during the segment while others waited on
+    /// it (from the trace's lock analysis).
+    #[serde(default)]
+    pub holding: Option<Resource>,
 }
 
 impl Segment {
@@ -181,6 +268,17 @@ pub struct PathPart {
     /// CPU: the top function; blocked: where it blocked.
     pub function: Option<String>,
     pub via: Option<WaitKind>,
+    /// Blocked: what the part waited for (its holder), as the segments'.
+    #[serde(default)]
+    pub resource: Option<Resource>,
+    /// Followed into: what the waiter waited for, and who the waiter was.
+    #[serde(default)]
+    pub via_resource: Option<Resource>,
+    #[serde(default)]
+    pub waiter: Option<String>,
+    /// A lock held meanwhile.
+    #[serde(default)]
+    pub holding: Option<Resource>,
     pub seconds: f64,
     pub share: f64,
 }

@@ -23,6 +23,9 @@ const RECORDED: u8 = 1 << 2;
 /// The syscall moves bulk data (read, write, copy, splice, send, receive): a process
 /// spending its kernel time in it is doing its job.
 const MOVES_DATA: u8 = 1 << 3;
+/// `slowlab record` records it without a call stack: it names the resource of a wait
+/// (a futex word, a child), whose stack is already the blocking context switch's.
+const NO_STACK: u8 = 1 << 4;
 /// No flag.
 const NONE: u8 = 0;
 
@@ -141,6 +144,12 @@ syscall_table! {
     "kill",               -,                  [],        RECORDED;
     "tgkill",             -,                  [],        RECORDED;
     "tkill",              -,                  [],        RECORDED;
+    // What a wait waits for (issue "Who holds it?"): the futex word and its operation,
+    // the child waited for, the file locked. Their stacks are the switches'.
+    "futex",              -,                  [],        RECORDED | NO_STACK;
+    "wait4",              -,                  [],        RECORDED | NO_STACK;
+    "waitid",             -,                  [],        RECORDED | NO_STACK;
+    "flock",              -,                  [],        RECORDED | NO_STACK;
     // The other syscalls whose paths the eBPF capture records, by id.
     "openat2",            Openat2 = 3,        [1],       TAKES_PATH;
     "creat",              Creat = 4,          [0],       TAKES_PATH;
@@ -230,6 +239,11 @@ impl SyscallInfo {
     /// `slowlab record` records its entry and exit.
     pub const fn recorded_by_perf(&self) -> bool {
         self.flags & RECORDED != 0
+    }
+
+    /// `slowlab record` records it without a call stack.
+    pub const fn recorded_without_stack(&self) -> bool {
+        self.flags & NO_STACK != 0
     }
 
     /// Moves bulk data (read, write, copy, splice, send, receive).

@@ -96,10 +96,18 @@ pub(crate) fn perf_args_to(
     // Every major fault, not a sample of them.
     ev("major-faults/period=1/".into());
     for sc in SYSCALLS {
+        let stackless =
+            slowlab_model::syscalls::lookup(sc).is_some_and(|info| info.recorded_without_stack());
         for dir in ["enter", "exit"] {
             let tp = format!("syscalls:sys_{dir}_{sc}");
             if has_tracepoint(&tp) {
-                ev(tp);
+                // A wait's resource needs no stack of its own (the switch
+                // away has it): perf's per-event term saves the walk.
+                ev(if stackless {
+                    format!("{tp}/call-graph=no/")
+                } else {
+                    tp
+                });
             }
         }
     }
@@ -295,9 +303,14 @@ mod tests {
             "tgkill",
             "tkill",
         ];
+        // Added after, without stacks: the resource of a wait.
+        let stackless = ["futex", "wait4", "waitid", "flock"];
         let expected: Vec<String> = before
             .iter()
             .flat_map(|sc| ["enter", "exit"].map(|dir| format!("syscalls:sys_{dir}_{sc}")))
+            .chain(stackless.iter().flat_map(|sc| {
+                ["enter", "exit"].map(|dir| format!("syscalls:sys_{dir}_{sc}/call-graph=no/"))
+            }))
             .collect();
         let args = perf_args(&cfg(), &|_| true);
         let syscalls: Vec<&String> = args.iter().filter(|a| a.starts_with("syscalls:")).collect();

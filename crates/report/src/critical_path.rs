@@ -5,7 +5,7 @@
 //! `CriticalPath`; computes nothing. (The HTML report draws the path itself,
 //! from `report_data`.)
 
-use slowlab_analyze::critical_path::describe_part;
+use slowlab_analyze::critical_path::{describe_part, waited_for, while_waited};
 use slowlab_model::critical_path::{CriticalPath, Segment, SegmentState, WaitKind};
 
 use crate::format;
@@ -59,17 +59,25 @@ fn segment_text(s: &Segment) -> String {
                 .unwrap_or_default()
         ),
         SegmentState::Blocked => {
-            let mut t = format!(
-                "blocked ({}){}",
-                s.kind.unwrap_or(WaitKind::Other).as_str(),
-                s.blocked_in
-                    .as_ref()
-                    .map(|f| format!(" in {f}"))
-                    .unwrap_or_default()
-            );
+            let mut t = match &s.resource {
+                Some(r) => format!(
+                    "blocked ({}): {}",
+                    s.kind.unwrap_or(WaitKind::Other).as_str(),
+                    waited_for(r, s.blocked_in.as_deref(), s.pid)
+                ),
+                None => format!(
+                    "blocked ({}){}",
+                    s.kind.unwrap_or(WaitKind::Other).as_str(),
+                    s.blocked_in
+                        .as_ref()
+                        .map(|f| format!(" in {f}"))
+                        .unwrap_or_default()
+                ),
+            };
+            let named_holder = s.resource.as_ref().and_then(|r| r.holder.as_ref());
             if let (Some(w), Some("signal")) = (&s.woken_by, s.ended_by.as_deref()) {
                 t.push_str(&format!(", ended by a signal from {} [{}]", w.comm, w.tid));
-            } else if let Some(w) = &s.woken_by {
+            } else if let Some(w) = s.woken_by.as_ref().filter(|w| Some(*w) != named_holder) {
                 t.push_str(&format!(", ended by {} [{}]", w.comm, w.tid));
             } else if let Some(e) = &s.ended_by {
                 let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
@@ -82,8 +90,12 @@ fn segment_text(s: &Segment) -> String {
             t
         }
     };
-    let via = match (&s.via, &s.waiter) {
-        (Some(k), Some(w)) => format!("  ← {} [{}] waited ({})", w.comm, w.tid, k.as_str()),
+    let via = match (&s.via, &s.waiter, &s.via_resource) {
+        (_, Some(w), Some(r)) => format!(
+            "  ←{}",
+            while_waited(r, &format!("{} [{}]", w.comm, w.tid)).trim_start_matches(" while")
+        ),
+        (Some(k), Some(w), None) => format!("  ← {} [{}] waited ({})", w.comm, w.tid, k.as_str()),
         _ => String::new(),
     };
     format!(

@@ -48,15 +48,18 @@ mod summary;
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{
-    Breakdown, CriticalPath, Killed, PathRoot, PathThread, Segment, SegmentState, WaitKind,
+    Breakdown, CriticalPath, Killed, PathRoot, PathThread, Resource, Segment, SegmentState,
+    WaitKind,
 };
 use slowlab_model::trace::{FuncIdx, ProcIdx, StackIdx, ThreadIdx, Trace};
 
 use crate::classify::{self, wake_context, EndedBy};
+use crate::locks::Locks;
+use crate::resources::{self, wait_on, WaitOn};
 use crate::select::BuildFx;
 use crate::states::{BlockedSpan, SpanState, ThreadStates};
 
-pub use summary::{describe_part, parts};
+pub use summary::{describe_part, parts, waited_for, while_waited};
 
 /// Followed waits at most, from the root thread.
 pub const MAX_DEPTH: u32 = 8;
@@ -76,9 +79,15 @@ struct Raw {
     ended_by: Option<EndedBy>,
     blocked_stack: Option<StackIdx>,
     depth: u32,
-    via: Option<(WaitKind, ThreadIdx)>,
+    via: Option<Via>,
     unknown: bool,
+    /// For blocked stretches: what the thread waited for.
+    resource: Option<WaitOn>,
 }
+
+/// The wait followed into a thread: its kind, the thread that waited, and
+/// what it waited for.
+type Via = (WaitKind, ThreadIdx, Option<WaitOn>);
 
 /// A wait judged once: its kind, whether the walk may follow its waker,
 /// and what ended it.
@@ -347,14 +356,7 @@ impl Walker<'_> {
     }
 
     /// Cuts `thread`'s `[from, to)` into raw segments, following waits.
-    fn walk(
-        &mut self,
-        thread: ThreadIdx,
-        from: u64,
-        to: u64,
-        depth: u32,
-        via: Option<(WaitKind, ThreadIdx)>,
-    ) {
+    fn walk(&mut self, thread: ThreadIdx, from: u64, to: u64, depth: u32, via: Option<Via>) {
         let states = self.states;
         let spans = states.spans_in(thread, from, to);
         let first_span = states.spans[thread.ix()].partition_point(|s| s.end_ns <= from);
@@ -379,6 +381,7 @@ impl Walker<'_> {
                 depth,
                 via,
                 unknown: false,
+                resource: None,
             };
             let may_follow = |w: &ThreadIdx, chain: &[ThreadIdx]| {
                 *w != thread && depth < MAX_DEPTH && !chain.contains(w)
@@ -404,18 +407,30 @@ impl Walker<'_> {
                     }
                     .filter(|(_, w, _)| may_follow(w, &self.chain));
                     let unexplained = Self::not_ended_by_its_resource(&j, &blocked);
+                    let on = |span: &crate::states::Span, holder: Option<ThreadIdx>| {
+                        let SpanState::Blocked(bs) = span.state else {
+                            return None;
+                        };
+                        let mut r = wait_on(self.trace, states, thread, &bs, span.start_ns);
+                        if holder.is_some() {
+                            r.holder = holder;
+                        }
+                        Some(r)
+                    };
                     if let Some((last, w, kind)) = polled {
                         // A timed wait that timed out and waited again until
                         // a thread ended it (or a signal, or the end): one
                         // wait for that thread, or for what it waited for.
                         b = spans[last].end_ns.min(to);
+                        let res = on(&spans[last], Some(w));
                         k = last;
                         self.chain.push(thread);
-                        self.walk(w, a, b, depth + 1, Some((kind, thread)));
+                        self.walk(w, a, b, depth + 1, Some((kind, thread, res)));
                         self.chain.pop();
                     } else if let Some(w) = j.follow.filter(|w| may_follow(w, &self.chain)) {
+                        let res = on(span, Some(w));
                         self.chain.push(thread);
-                        self.walk(w, a, b, depth + 1, Some((j.kind, thread)));
+                        self.walk(w, a, b, depth + 1, Some((j.kind, thread, res)));
                         self.chain.pop();
                     } else if let Some((w, kind)) = unexplained
                         .then(|| {
@@ -427,10 +442,13 @@ impl Walker<'_> {
                     {
                         // Ended by a signal, a time-out or the trace's end:
                         // the path follows what the thread waited for.
+                        let res = on(span, Some(w));
                         self.chain.push(thread);
-                        self.walk(w, a, b, depth + 1, Some((kind, thread)));
+                        self.walk(w, a, b, depth + 1, Some((kind, thread, res)));
                         self.chain.pop();
-                    } else if let (Some((via_kind, waiter)), WaitKind::Other) = (via, j.kind) {
+                    } else if let (Some((via_kind, waiter, via_res)), WaitKind::Other) =
+                        (via, j.kind)
+                    {
                         // The waker was itself waiting for nothing the trace
                         // explains (an idle kernel worker woken by an
                         // interrupt): the waiter's own kind says more.
@@ -441,6 +459,7 @@ impl Walker<'_> {
                             woken_by: Some(thread),
                             depth: depth - 1,
                             via: None,
+                            resource: via_res,
                             ..base
                         });
                     } else {
@@ -452,6 +471,7 @@ impl Walker<'_> {
                                 .or(j.waker.filter(|_| j.ended_by == Some(EndedBy::Signal))),
                             ended_by: j.ended_by,
                             blocked_stack: blocked.stack,
+                            resource: on(span, None),
                             ..base
                         });
                     }
@@ -467,16 +487,9 @@ impl Walker<'_> {
 
     /// Time with no known state: the waiter's wait (when following), else
     /// unknown blocked time of the root.
-    fn gap(
-        &mut self,
-        thread: ThreadIdx,
-        from: u64,
-        to: u64,
-        depth: u32,
-        via: Option<(WaitKind, ThreadIdx)>,
-    ) {
+    fn gap(&mut self, thread: ThreadIdx, from: u64, to: u64, depth: u32, via: Option<Via>) {
         let raw = match via {
-            Some((kind, waiter)) => Raw {
+            Some((kind, waiter, resource)) => Raw {
                 from,
                 to,
                 thread: waiter,
@@ -488,6 +501,7 @@ impl Walker<'_> {
                 depth: depth - 1,
                 via: None,
                 unknown: false,
+                resource,
             },
             None => Raw {
                 from,
@@ -501,6 +515,7 @@ impl Walker<'_> {
                 depth,
                 via: None,
                 unknown: true,
+                resource: None,
             },
         };
         self.out.push(raw);
@@ -628,14 +643,7 @@ pub fn process_tree(trace: &Trace, root: ProcIdx) -> Vec<ProcIdx> {
     tree
 }
 
-fn path_thread(trace: &Trace, t: ThreadIdx) -> PathThread {
-    let th = &trace.threads[t.ix()];
-    PathThread {
-        pid: trace.thread_process(t).pid,
-        tid: th.tid,
-        comm: trace.str(th.comm).to_string(),
-    }
-}
+use resources::path_thread;
 
 /// Merges neighbours that say the same thing.
 fn merge(raws: Vec<Raw>) -> Vec<Raw> {
@@ -700,6 +708,17 @@ fn leaf_functions(
 pub fn critical_path(
     trace: &Trace,
     states: &ThreadStates,
+    root: ProcIdx,
+) -> Result<CriticalPath, PathError> {
+    critical_path_with(trace, states, &Locks::build(trace, states), root)
+}
+
+/// [`critical_path`] with the trace's [`Locks`] already found (segments
+/// say which lock their thread held).
+pub fn critical_path_with(
+    trace: &Trace,
+    states: &ThreadStates,
+    locks: &Locks,
     root: ProcIdx,
 ) -> Result<CriticalPath, PathError> {
     if states.cpu_runs.iter().all(Vec::is_empty) {
@@ -780,6 +799,17 @@ pub fn critical_path(
             depth: r.depth,
             via: r.via.map(|v| v.0),
             waiter: r.via.map(|v| path_thread(trace, v.1)),
+            resource: r.resource.map(|w| resources::resource(trace, &w)),
+            via_resource: r
+                .via
+                .and_then(|v| v.2)
+                .map(|w| resources::resource(trace, &w)),
+            holding: locks.held_by(r.thread, r.from, r.to).map(|l| Resource {
+                kind: l.kind,
+                address: Some(l.address()),
+                name: None,
+                holder: Some(path_thread(trace, r.thread)),
+            }),
         });
     }
     let wall_s = (end - start) as f64 / 1e9;

@@ -5,19 +5,22 @@
 
 use std::collections::HashMap;
 
-use slowlab_model::critical_path::{Killed, PathPart, PathRoot, Segment, SegmentState, WaitKind};
+use slowlab_model::critical_path::{
+    Killed, PathPart, PathRoot, Resource, ResourceKind, Segment, SegmentState, WaitKind,
+};
 
-/// Segments grouped by (process, state, kind, function, via), largest first.
+/// Segments grouped by (process, state, kind, function, via, and the
+/// resources waited on, followed and held), largest first.
 /// A CPU segment counts for its `top_function` (the walker passes one
 /// share of each CPU segment per sampled function).
 pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
     type Key = (
-        i32,
-        String,
-        SegmentState,
+        (i32, String, SegmentState, Option<WaitKind>, Option<String>),
         Option<WaitKind>,
+        Option<Resource>,
+        Option<Resource>,
         Option<String>,
-        Option<WaitKind>,
+        Option<Resource>,
     );
     let mut by: HashMap<Key, f64> = HashMap::new();
     for s in segments {
@@ -26,19 +29,33 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
             SegmentState::Blocked => s.blocked_in.clone(),
             SegmentState::Runnable => None,
         };
-        *by.entry((s.pid, s.comm.clone(), s.state, s.kind, function, s.via))
-            .or_default() += s.duration_s();
+        let key = (
+            (s.pid, s.comm.clone(), s.state, s.kind, function),
+            s.via,
+            s.resource.clone(),
+            s.via_resource.clone(),
+            s.waiter.as_ref().map(|w| w.comm.clone()),
+            s.holding.clone(),
+        );
+        *by.entry(key).or_default() += s.duration_s();
     }
     let mut out: Vec<PathPart> = by
         .into_iter()
         .map(
-            |((pid, comm, state, kind, function, via), seconds)| PathPart {
+            |(
+                ((pid, comm, state, kind, function), via, resource, via_resource, waiter, holding),
+                seconds,
+            )| PathPart {
                 pid,
                 comm,
                 state,
                 kind,
                 function,
                 via,
+                resource,
+                via_resource,
+                waiter,
+                holding,
                 seconds,
                 share: if wall_s > 0.0 { seconds / wall_s } else { 0.0 },
             },
@@ -71,10 +88,18 @@ pub fn sentence(
     }
     let mut merged: Vec<PathPart> = Vec::new();
     for p in parts {
-        match merged
-            .iter_mut()
-            .find(|m| m.pid == p.pid && m.state == p.state && m.kind == p.kind && m.via == p.via)
-        {
+        let same = |m: &PathPart| {
+            m.pid == p.pid
+                && m.comm == p.comm
+                && m.state == p.state
+                && m.kind == p.kind
+                && m.via == p.via
+                && m.resource == p.resource
+                && m.via_resource == p.via_resource
+                && m.waiter == p.waiter
+                && m.holding == p.holding
+        };
+        match merged.iter_mut().find(|m| same(m)) {
             // Parts come largest first: the group keeps its first function.
             Some(m) => {
                 m.seconds += p.seconds;
@@ -94,7 +119,13 @@ pub fn sentence(
         .iter()
         .filter(|p| p.share >= 0.03)
         .take(4)
-        .map(|p| format!("{:.0}% {}", p.share * 100.0, describe_part(p, root.pid)))
+        .map(|p| {
+            format!(
+                "{:.0}% {}",
+                p.share * 100.0,
+                describe_part_in(p, root.pid, &root.comm)
+            )
+        })
         .collect();
     if pieces.is_empty() {
         pieces.push("in many short stretches, none above 3%".to_string());
@@ -123,7 +154,8 @@ pub fn sentence(
     )
 }
 
-/// What a blocked thread was waiting on, in words.
+/// What a blocked thread was waiting on, in words, when the trace names
+/// no resource (files written before resources were recorded).
 fn waiting_on(kind: WaitKind, blocked_in: Option<&str>) -> &'static str {
     let f = blocked_in.unwrap_or("");
     match kind {
@@ -148,12 +180,124 @@ fn waiting_on(kind: WaitKind, blocked_in: Option<&str>) -> &'static str {
     }
 }
 
-/// One part in words, relative to the root process (`root_pid`).
-pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
-    let who = if part.pid == root_pid {
+/// A holder's name: its command, and its pid when another process's.
+fn named(holder: &Option<slowlab_model::critical_path::PathThread>, pid: i32) -> Option<String> {
+    holder.as_ref().map(|h| {
+        if h.pid == pid {
+            h.comm.clone()
+        } else {
+            format!("{} [{}]", h.comm, h.pid)
+        }
+    })
+}
+
+/// A wait on resource `r` in words (the README's table): what the thread
+/// waited for and who held it, ended it, or was waited for.
+pub fn waited_for(r: &Resource, blocked_in: Option<&str>, pid: i32) -> String {
+    let holder = named(&r.holder, pid);
+    let addr = r.address.as_deref().unwrap_or("");
+    let by = |text: &str| match &holder {
+        Some(h) => format!("{text} {h}"),
+        None => String::new(),
+    };
+    let f = blocked_in.unwrap_or("");
+    match r.kind {
+        ResourceKind::Mutex | ResourceKind::Rwlock => format!(
+            "waiting on {} {addr}{}",
+            r.kind.as_str(),
+            prefixed(&by("held by"))
+        ),
+        ResourceKind::Condvar => match &holder {
+            Some(h) => format!("waiting for {h} to signal a condition variable"),
+            None => "waiting on a condition variable".into(),
+        },
+        ResourceKind::Join => match &holder {
+            Some(h) => format!("waiting to join thread {h}"),
+            None => "waiting to join a thread".into(),
+        },
+        ResourceKind::Child => match holder.or(r.name.clone()) {
+            Some(c) => format!("waiting for its child {c} to exit"),
+            None => "waiting for a child to exit".into(),
+        },
+        ResourceKind::Pipe if f.contains("write") => {
+            format!("writing to a pipe{}", prefixed(&by("read by")))
+        }
+        ResourceKind::Pipe => format!("reading from a pipe{}", prefixed(&by("written by"))),
+        ResourceKind::Socket => format!("waiting on a socket{}", prefixed(&by("for"))),
+        ResourceKind::FileLock => format!("waiting on a file lock{}", prefixed(&by("held by"))),
+        ResourceKind::Futex => format!("waiting on futex {addr}{}", prefixed(&by("woken by"))),
+        ResourceKind::KernelLock => format!(
+            "waiting on a kernel lock{}{}",
+            r.name
+                .as_deref()
+                .map(|n| format!(" in {n}"))
+                .unwrap_or_default(),
+            prefixed(&by("held by"))
+        ),
+        ResourceKind::Device => match r.name.as_deref() {
+            Some(sc) => format!("waiting for the disk ({sc})"),
+            None if f.contains("fault") => "waiting for the disk in a page fault".into(),
+            None => "waiting for the disk".into(),
+        },
+        ResourceKind::Timer => match r.name.as_deref() {
+            Some(sc) => format!("sleeping ({sc})"),
+            None => "sleeping".into(),
+        },
+        ResourceKind::None => {
+            let place = if f.is_empty() {
+                "blocked".to_string()
+            } else {
+                format!("blocked in {f}")
+            };
+            format!("{place}{}", prefixed(&by("until woken by")))
+        }
+    }
+}
+
+fn prefixed(text: &str) -> String {
+    if text.is_empty() {
         String::new()
     } else {
+        format!(" {text}")
+    }
+}
+
+/// What the waiter that a part was followed from waited for, in words
+/// ("while `main` waited to join it").
+pub fn while_waited(r: &Resource, waiter: &str) -> String {
+    let addr = r.address.as_deref().unwrap_or("");
+    let what = match r.kind {
+        ResourceKind::Mutex | ResourceKind::Rwlock => {
+            format!("on {} {addr} it held", r.kind.as_str())
+        }
+        ResourceKind::Condvar => "for it to signal a condition variable".into(),
+        ResourceKind::Join => "to join it".into(),
+        ResourceKind::Child => "for it to exit".into(),
+        ResourceKind::Pipe => "on a pipe for it".into(),
+        ResourceKind::Socket => "on a socket for it".into(),
+        ResourceKind::FileLock => "on a file lock it held".into(),
+        ResourceKind::Futex => format!("on futex {addr} until it woke it"),
+        ResourceKind::KernelLock => "on a kernel lock it held".into(),
+        ResourceKind::Device | ResourceKind::Timer | ResourceKind::None => "for it".into(),
+    };
+    format!(" while {waiter} waited {what}")
+}
+
+/// One part in words, relative to the root process (`root_pid`).
+pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
+    describe_part_in(part, root_pid, &part.comm)
+}
+
+/// One part in words, relative to the root process (`root_pid`, whose
+/// main thread is `root_comm`): another thread of the root's process is
+/// named too.
+pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> String {
+    let who = if part.pid != root_pid {
         format!(" in {}", part.comm)
+    } else if part.comm != root_comm {
+        format!(" in thread {}", part.comm)
+    } else {
+        String::new()
     };
     let mut text = match part.state {
         SegmentState::Cpu => match &part.function {
@@ -162,24 +306,36 @@ pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
             None => format!("on a CPU{who}"),
         },
         SegmentState::Runnable => format!("runnable{who}, waiting for a CPU"),
-        SegmentState::Blocked => {
-            let kind = part.kind.unwrap_or(WaitKind::Other);
-            let what = waiting_on(kind, part.function.as_deref());
-            match &part.function {
-                Some(f) => format!("{what}{who} ({f})"),
-                None => format!("{what}{who}"),
+        SegmentState::Blocked => match &part.resource {
+            Some(r) => format!("{}{who}", waited_for(r, part.function.as_deref(), part.pid)),
+            None => {
+                let kind = part.kind.unwrap_or(WaitKind::Other);
+                let what = waiting_on(kind, part.function.as_deref());
+                match &part.function {
+                    Some(f) => format!("{what}{who} ({f})"),
+                    None => format!("{what}{who}"),
+                }
             }
-        }
+        },
     };
-    if let Some(via) = part.via {
-        text.push_str(match via {
+    if let Some(h) = &part.holding {
+        text.push_str(&format!(
+            " holding {} {}",
+            h.kind.as_str(),
+            h.address.as_deref().unwrap_or("")
+        ));
+    }
+    match (&part.via_resource, &part.waiter, part.via) {
+        (Some(r), Some(w), _) => text.push_str(&while_waited(r, w)),
+        (None, _, Some(via)) => text.push_str(match via {
             WaitKind::Lock => " behind a lock",
             WaitKind::Io => " behind a storage wait",
             WaitKind::Sleep => " behind a sleep",
-            WaitKind::Ipc => " behind a pipe, socket or exit",
+            WaitKind::Ipc => " while another thread waited for it",
             WaitKind::Fault => " behind a page fault",
             WaitKind::Other => " behind a wait",
-        });
+        }),
+        _ => {}
     }
     text
 }

@@ -46,6 +46,9 @@ pub const MIN_WAITERS: usize = 2;
 pub const MIN_WAITER_SHARE: f64 = 0.10;
 
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
+    if let Some(found) = super::lock_view::detect(cx, rp) {
+        return found;
+    }
     let path = &rp.path;
     let is_lock = |s: &slowlab_model::critical_path::Segment| {
         let blocked_on_lock = s.state == SegmentState::Blocked && s.kind == Some(WaitKind::Lock);

@@ -17,6 +17,7 @@ pub mod io_wait;
 pub mod kernel_dominated;
 pub mod linear_probe_names;
 pub mod lock_contention;
+pub mod lock_view;
 pub mod memcg_thrash;
 pub mod notify;
 pub mod serialized_teardown;
@@ -31,7 +32,8 @@ use slowlab_model::critical_path::CriticalPath;
 use slowlab_model::findings::{Culprit, Finding, Severity};
 use slowlab_model::trace::{ProcIdx, StackIdx, ThreadIdx, Trace};
 
-use crate::critical_path::{critical_path, default_root, process_tree, window, PathError};
+use crate::critical_path::{critical_path_with, default_root, process_tree, window, PathError};
+use crate::locks::Locks;
 use crate::select::BuildFx;
 use crate::states::{Schedule, ThreadStates};
 use crate::syscalls::{attach_paths, pair_calls, Call, CapturedPath};
@@ -50,6 +52,7 @@ pub struct Context<'a> {
     /// Its sums: every thread's times and every wait that ended.
     pub schedule: Schedule,
     calls: OnceCell<Vec<Call>>,
+    locks: OnceCell<Locks>,
     pub captured: Option<&'a [CapturedPath]>,
     pub cgroups: Option<&'a CgroupInfo>,
     /// Seconds of time the trace can hold: duration × CPUs.
@@ -77,6 +80,7 @@ impl<'a> Context<'a> {
             states,
             schedule,
             calls: OnceCell::new(),
+            locks: OnceCell::new(),
             captured,
             cgroups,
             examined_s: (trace.meta.duration_s() * cpus).max(1e-9),
@@ -94,6 +98,12 @@ impl<'a> Context<'a> {
             }
             calls
         })
+    }
+
+    /// The trace's locks, their waits and holds (found on first use).
+    pub fn locks(&self) -> &Locks {
+        self.locks
+            .get_or_init(|| Locks::build(self.trace, &self.states))
     }
 
     /// Seconds a sample stands for (cpu-clock: 1/frequency).
@@ -219,10 +229,20 @@ impl RootPath {
         states: &ThreadStates,
         root: Option<ProcIdx>,
     ) -> Result<RootPath, PathError> {
+        RootPath::with_locks(trace, states, &Locks::build(trace, states), root)
+    }
+
+    /// [`RootPath::new`] with the trace's locks already found.
+    pub fn with_locks(
+        trace: &Trace,
+        states: &ThreadStates,
+        locks: &Locks,
+        root: Option<ProcIdx>,
+    ) -> Result<RootPath, PathError> {
         let root = root
             .or_else(|| default_root(trace))
             .ok_or(PathError::NoRoot)?;
-        let path = critical_path(trace, states, root)?;
+        let path = critical_path_with(trace, states, locks, root)?;
         let tree_threads = process_tree(trace, root)
             .into_iter()
             .flat_map(|p| trace.processes[p.ix()].threads.iter().copied())
