@@ -455,6 +455,14 @@ fn a_parent_reading_a_pipe_then_waiting_for_its_child_is_the_childs_cpu() {
 #[test]
 fn no_lock_contention_on_a_tar() {
     require_perf!();
+    if std::process::Command::new("tar")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        slowlab_testkit::skip(format_args!("tar is not installed"));
+        return;
+    }
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join("files");
