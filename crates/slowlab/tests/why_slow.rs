@@ -21,46 +21,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 mod common;
-use common::{one_recording_at_a_time, slowlab};
+use common::{assert_adds_up, diagnose, finding, ids, one_recording_at_a_time, share, slowlab};
 
 const EVERYDAY: [&str; 3] = ["lock-contention", "io-wait", "cpu-starvation"];
 
 /// The fixture programs, compiled once per test run with frame pointers.
 fn program(name: &str) -> PathBuf {
     common::why_program(name)
-}
-
-struct Diagnosis {
-    findings: Vec<serde_json::Value>,
-    path: serde_json::Value,
-    /// What the program measured itself (`wall_s=` on its stderr).
-    wall_s: Option<f64>,
-    stdout_text: String,
-}
-
-fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
-    let out = slowlab()
-        .args(["diagnose", "--json", "-o"])
-        .arg(dir)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "diagnose failed: {stderr}");
-    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
-    let path: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("critical_path.json")).unwrap()).unwrap();
-    let wall_s = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("wall_s="))
-        .and_then(|v| v.trim().parse().ok());
-    Diagnosis {
-        findings: findings.as_array().unwrap().clone(),
-        path,
-        wall_s,
-        stdout_text: stderr,
-    }
 }
 
 /// The last CPU, as `taskset -c` takes it: the tests that share one CPU
@@ -70,56 +37,6 @@ fn last_cpu() -> String {
         .map_or(1, |n| n.get())
         .saturating_sub(1)
         .to_string()
-}
-
-fn ids(d: &Diagnosis) -> Vec<&str> {
-    d.findings
-        .iter()
-        .map(|f| f["id"].as_str().unwrap())
-        .collect()
-}
-
-fn finding<'a>(d: &'a Diagnosis, id: &str) -> &'a serde_json::Value {
-    d.findings
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("no {id} finding: {:?}\n{}", ids(d), d.stdout_text))
-}
-
-fn share(d: &Diagnosis, f: impl Fn(&serde_json::Value) -> f64) -> f64 {
-    f(&d.path["breakdown"]) / d.path["wall_s"].as_f64().unwrap()
-}
-
-/// The breakdown sums to `wall_s`, segments are in time order and cover
-/// it, and `wall_s` is the program's own wall time within 10%.
-fn assert_adds_up(d: &Diagnosis) {
-    let p = &d.path;
-    let wall = p["wall_s"].as_f64().unwrap();
-    let b = &p["breakdown"];
-    let blocked: f64 = ["lock", "io", "sleep", "ipc", "fault", "other"]
-        .iter()
-        .map(|k| b["blocked"][k].as_f64().unwrap())
-        .sum();
-    let sum = b["cpu"].as_f64().unwrap() + b["runnable"].as_f64().unwrap() + blocked;
-    assert!((sum - wall).abs() < 1e-6 * wall.max(1.0), "{sum} vs {wall}");
-    let segs = p["segments"].as_array().unwrap();
-    let covered: f64 = segs
-        .iter()
-        .map(|s| s["to_s"].as_f64().unwrap() - s["from_s"].as_f64().unwrap())
-        .sum();
-    assert!(
-        (covered - wall).abs() < 1e-6 * wall.max(1.0),
-        "{covered} vs {wall}"
-    );
-    for w in segs.windows(2) {
-        assert!(w[0]["to_s"].as_f64() <= w[1]["from_s"].as_f64().map(|v| v + 1e-9));
-    }
-    if let Some(measured) = d.wall_s {
-        assert!(
-            (wall - measured).abs() <= 0.1 * measured,
-            "critical path {wall} s vs measured {measured} s"
-        );
-    }
 }
 
 #[test]

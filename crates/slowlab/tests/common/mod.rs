@@ -3,7 +3,9 @@
 //! root, whether perf can record here (and why not), one recording at a
 //! time, JSON from a successful run, and waiting for a `slowlab lab` child
 //! with a deadline and picking its scenario's result line; the small C
-//! programs of `tests/fixtures/why`, built once per test binary;
+//! programs of `tests/fixtures/why`, built once per test binary, and
+//! `slowlab diagnose` on one of them (findings, critical path, whether it
+//! adds up to the program's own wall time);
 //! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
 
@@ -161,4 +163,95 @@ pub fn why_program(name: &str) -> PathBuf {
         built.push(name.to_string());
     }
     out
+}
+
+/// What `slowlab diagnose` said about one command: its findings, its
+/// critical path, and the command's own measured wall time.
+pub struct Diagnosis {
+    pub findings: Vec<serde_json::Value>,
+    pub path: serde_json::Value,
+    /// What the program measured itself (`wall_s=` on its stderr).
+    pub wall_s: Option<f64>,
+    /// What slowlab and the program printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs `slowlab diagnose --json -o DIR -- CMD…`: the findings (stdout), the
+/// critical path (`DIR/critical_path.json`), and `wall_s=` from stderr.
+pub fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
+    let out = slowlab()
+        .args(["diagnose", "--json", "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "diagnose failed: {stderr}");
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
+    let path: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("critical_path.json")).unwrap()).unwrap();
+    let wall_s = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("wall_s="))
+        .and_then(|v| v.trim().parse().ok());
+    Diagnosis {
+        findings: findings.as_array().unwrap().clone(),
+        path,
+        wall_s,
+        stderr,
+    }
+}
+
+/// The ids of the findings, in their order.
+pub fn ids(d: &Diagnosis) -> Vec<&str> {
+    d.findings
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect()
+}
+
+/// The finding `id`, or a failure listing those there are.
+pub fn finding<'a>(d: &'a Diagnosis, id: &str) -> &'a serde_json::Value {
+    d.findings
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} finding: {:?}\n{}", ids(d), d.stderr))
+}
+
+/// A share of the path's wall time: `f` picks seconds from its breakdown.
+pub fn share(d: &Diagnosis, f: impl Fn(&serde_json::Value) -> f64) -> f64 {
+    f(&d.path["breakdown"]) / d.path["wall_s"].as_f64().unwrap()
+}
+
+/// The breakdown sums to `wall_s`, segments are in time order and cover
+/// it, and `wall_s` is the program's own wall time within 10%.
+pub fn assert_adds_up(d: &Diagnosis) {
+    let p = &d.path;
+    let wall = p["wall_s"].as_f64().unwrap();
+    let b = &p["breakdown"];
+    let blocked: f64 = ["lock", "io", "sleep", "ipc", "fault", "other"]
+        .iter()
+        .map(|k| b["blocked"][k].as_f64().unwrap())
+        .sum();
+    let sum = b["cpu"].as_f64().unwrap() + b["runnable"].as_f64().unwrap() + blocked;
+    assert!((sum - wall).abs() < 1e-6 * wall.max(1.0), "{sum} vs {wall}");
+    let segs = p["segments"].as_array().unwrap();
+    let covered: f64 = segs
+        .iter()
+        .map(|s| s["to_s"].as_f64().unwrap() - s["from_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (covered - wall).abs() < 1e-6 * wall.max(1.0),
+        "{covered} vs {wall}"
+    );
+    for w in segs.windows(2) {
+        assert!(w[0]["to_s"].as_f64() <= w[1]["from_s"].as_f64().map(|v| v + 1e-9));
+    }
+    if let Some(measured) = d.wall_s {
+        assert!(
+            (wall - measured).abs() <= 0.1 * measured,
+            "critical path {wall} s vs measured {measured} s"
+        );
+    }
 }
