@@ -127,6 +127,9 @@ impl Locks {
             })
         };
         let mut words = Words::default();
+        // A word inside a lock object (a glibc rwlock's futex words) →
+        // the object, per process.
+        let mut object_of: HashMap<WordKey, u64, BuildFx> = HashMap::default();
         // The lock waits, with their word.
         let mut found: Vec<(WordKey, ResourceKind, LockWait)> = Vec::new();
         for (i, spans) in states.spans.iter().enumerate() {
@@ -142,10 +145,13 @@ impl Locks {
                 if !matches!(on.kind, ResourceKind::Mutex | ResourceKind::Rwlock) {
                     continue;
                 }
-                let key = (pid_of(waiter), uaddr);
+                let key = (pid_of(waiter), on.address.unwrap_or(uaddr));
+                object_of.insert((key.0, uaddr), key.1);
                 if op & futex_op::PRIVATE == 0 {
                     if let (Some(h), Some((waddr, _))) = (on.holder, futex(b.waker_call)) {
-                        words.union(key, (pid_of(h), waddr));
+                        let wkey = (pid_of(h), waddr);
+                        let wobj = (wkey.0, object_of.get(&wkey).copied().unwrap_or(waddr));
+                        words.union(key, wobj);
                     }
                 }
                 found.push((
@@ -169,7 +175,8 @@ impl Locks {
             let WaitSyscall::Futex { uaddr, .. } = c.call else {
                 continue;
             };
-            let key = words.find((pid_of(c.thread), uaddr));
+            let pid = pid_of(c.thread);
+            let key = words.find((pid, object_of.get(&(pid, uaddr)).copied().unwrap_or(uaddr)));
             let entry = calls.entry((c.thread, key)).or_default();
             if c.call.futex_wakes() {
                 entry.push((c.enter_ns, true));

@@ -107,6 +107,28 @@ fn user_frames(trace: &Trace, stack: Option<StackIdx>, n: usize) -> Vec<&str> {
         .collect()
 }
 
+/// Whether the innermost user frame of a stack is glibc's.
+fn in_glibc(trace: &Trace, stack: Option<StackIdx>) -> bool {
+    trace
+        .stack_frames(stack)
+        .map(|f| trace.frame_function(f))
+        .find(|&func| !trace.functions[func.ix()].kernel)
+        .is_some_and(|func| trace.function_module(func).starts_with("libc.so"))
+}
+
+/// The `pthread_rwlock_t` a glibc rwlock's futex word is in: readers and
+/// a writer waiting for readers wait on `__wrphase_futex` (offset 8),
+/// writers waiting for a writer on `__writers_futex` (offset 12); the
+/// object is 8-byte aligned (x86-64 `bits/struct_rwlock.h`, glibc 2.25 and
+/// later).
+fn glibc_rwlock_object(word: u64) -> u64 {
+    if word % 8 == 4 {
+        word.wrapping_sub(12)
+    } else {
+        word.wrapping_sub(8)
+    }
+}
+
 /// The futex object a user frame names, if it names one.
 fn object_in(frames: &[&str]) -> Option<ResourceKind> {
     for f in frames {
@@ -244,9 +266,13 @@ pub fn wait_on(
     if futex_call.is_some() || any_part(&names, FUTEX) {
         let timed_out = b.woken && wake.interrupt == Some(EndedBy::Timer);
         let kind = futex_kind(trace, states, waiter, b, wake.exiting, at);
+        let glibc = in_glibc(trace, b.stack) || in_glibc(trace, b.waker_stack);
         return WaitOn {
             kind,
-            address: futex_call,
+            address: futex_call.map(|word| match kind {
+                ResourceKind::Rwlock if glibc => glibc_rwlock_object(word),
+                _ => word,
+            }),
             holder: if timed_out { None } else { by_thread },
             ..base
         };
