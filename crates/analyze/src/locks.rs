@@ -248,7 +248,7 @@ fn holds<'c>(
         let calls = calls_of(h).unwrap_or(&[]);
         // The holder's calls on the word before this release: the wake
         // that is the release itself starts at or just before `release`.
-        let before = &calls[..calls.partition_point(|&(t, _)| t < release)];
+        let before = &calls[..calls.partition_point(|&(t, _)| t <= release)];
         // Skip the release's own wake (the last wake before it).
         let mut rest = before;
         if let Some((&(_, true), head)) = rest.split_last() {

@@ -176,6 +176,9 @@ mod tests {
             depth: 0,
             via: None,
             waiter: None,
+            resource: None,
+            via_resource: None,
+            holding: None,
         };
         let mut breakdown = Breakdown {
             cpu: 1.0,

@@ -302,7 +302,10 @@ fn a_chain_of_two_mutexes_is_followed_to_the_cpu_work_at_its_end() {
             .map(|s| len(&s))
             .sum();
         let all: f64 = theirs.iter().map(|s| len(&s)).sum();
-        assert!(on_sem <= 0.2 * all, "{comm}: {on_sem} of {all} s through a semaphore");
+        assert!(
+            on_sem <= 0.2 * all,
+            "{comm}: {on_sem} of {all} s through a semaphore"
+        );
         for s in theirs
             .into_iter()
             .filter(|s| s["via_resource"]["kind"] != "condvar")

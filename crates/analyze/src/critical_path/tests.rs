@@ -146,6 +146,8 @@ fn a_cycle_stops_at_the_thread_already_on_the_chain() {
             woken: true,
             waker: Some(waker),
             waker_stack: None,
+            call: None,
+            waker_call: None,
         })
     };
     let span = |from, to, state| Span {
@@ -167,6 +169,7 @@ fn a_cycle_stops_at_the_thread_already_on_the_chain() {
         ],
         cpu_runs: vec![vec![(0, Some(a))], vec![(0, Some(bb))]],
         end_ns: ms(60),
+        calls: Vec::new(),
     };
     let cp = critical_path(&t, &states, ProcIdx(0)).unwrap();
     assert_eq!(
