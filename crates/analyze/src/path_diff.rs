@@ -120,8 +120,28 @@ pub struct Cause {
     pub significant: bool,
 }
 
+/// The causes of one (state, kind, process, thread) together: a disk
+/// wait's `blocked_in` differs from one fsync to the next
+/// (`jbd2_log_wait_commit`, `bit_wait_io`, …), a CPU stretch's function
+/// too; the answer speaks of these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub state: SegmentState,
+    pub kind: Option<WaitKind>,
+    pub process: String,
+    pub thread: String,
+    /// The function or resource of its cause that changed most.
+    pub mostly: Option<String>,
+    pub a_s: f64,
+    pub b_s: f64,
+    pub delta_s: f64,
+    pub interval: Option<[f64; 2]>,
+    pub significant: bool,
+}
+
 /// The comparison: the wall-time change and its causes, largest change
-/// first. The causes' `delta_s` add up to `delta_s`.
+/// first. The causes' `delta_s` add up to `delta_s`, and so do the
+/// groups'.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathDiff {
     pub a: Side,
@@ -133,6 +153,7 @@ pub struct PathDiff {
     /// The answer in one sentence with numbers.
     pub summary: String,
     pub causes: Vec<Cause>,
+    pub groups: Vec<Group>,
     /// What the reader should know: unknown noise, roots that differ.
     pub warnings: Vec<String>,
 }
@@ -185,6 +206,7 @@ pub fn diff_paths(a: &[Run], b: &[Run]) -> Option<PathDiff> {
             .total_cmp(&x.delta_s.abs())
             .then_with(|| x.key.cmp(&y.key))
     });
+    let groups = groups_of(&a_causes, &b_causes, &causes, noise_known, floor);
     // The wall change is the sum of the causes' (exact up to rounding),
     // its interval and significance from the runs' wall times.
     let wall_change = Change::of(&a_walls, &b_walls, noise_known, floor);
@@ -220,10 +242,72 @@ pub fn diff_paths(a: &[Run], b: &[Run]) -> Option<PathDiff> {
         significant: wall_change.significant,
         summary: String::new(),
         causes,
+        groups,
         warnings,
     };
     out.summary = sentence(&out);
     Some(out)
+}
+
+/// The causes summed by (state, kind, process, thread), largest change
+/// first; `causes` come largest change first.
+fn groups_of(
+    a: &[HashMap<CauseKey, f64>],
+    b: &[HashMap<CauseKey, f64>],
+    causes: &[Cause],
+    noise_known: bool,
+    floor: f64,
+) -> Vec<Group> {
+    type GroupKey = (SegmentState, Option<WaitKind>, String, String);
+    let key = |k: &CauseKey| (k.state, k.kind, k.process.clone(), k.thread.clone());
+    let sums = |runs: &[HashMap<CauseKey, f64>]| -> Vec<HashMap<GroupKey, f64>> {
+        runs.iter()
+            .map(|m| {
+                let mut by: HashMap<GroupKey, f64> = HashMap::new();
+                for (k, v) in m {
+                    *by.entry(key(k)).or_default() += v;
+                }
+                by
+            })
+            .collect()
+    };
+    let (ga, gb) = (sums(a), sums(b));
+    let keys: BTreeSet<GroupKey> = causes.iter().map(|c| key(&c.key)).collect();
+    let mut out: Vec<Group> = keys
+        .into_iter()
+        .map(|k| {
+            let values = |runs: &[HashMap<GroupKey, f64>]| -> Vec<f64> {
+                runs.iter()
+                    .map(|m| m.get(&k).copied().unwrap_or(0.0))
+                    .collect()
+            };
+            let (va, vb) = (values(&ga), values(&gb));
+            let change = Change::of(&va, &vb, noise_known, floor);
+            let mostly = causes
+                .iter()
+                .find(|c| key(&c.key) == k)
+                .and_then(|c| c.key.function.clone().or_else(|| c.key.resource.clone()));
+            let (state, kind, process, thread) = k;
+            Group {
+                state,
+                kind,
+                process,
+                thread,
+                mostly,
+                a_s: mean(&va),
+                b_s: mean(&vb),
+                delta_s: change.delta,
+                interval: change.interval,
+                significant: change.significant,
+            }
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.delta_s.abs().total_cmp(&x.delta_s.abs()).then_with(|| {
+            (x.state, x.kind, &x.process, &x.thread).cmp(&(y.state, y.kind, &y.process, &y.thread))
+        })
+    });
+    out
 }
 
 /// One run's seconds by cause.
@@ -344,26 +428,27 @@ fn sentence(d: &PathDiff) -> String {
     } else {
         format!("B took {:.2} s less ({a:.2} → {b:.2} s)", -d.delta_s)
     };
-    let named: Vec<&Cause> = d
-        .causes
-        .iter()
-        .filter(|c| c.significant)
-        .take(NAMED)
-        .collect();
+    let (named, rest): (Vec<&Group>, Vec<&Group>) = d.groups.iter().partition(|g| g.significant);
+    let (named, more) = (&named[..named.len().min(NAMED)], named.len() > NAMED);
     let mut pieces: Vec<String> = named
         .iter()
-        .map(|c| format!("{} s {}", signed(c.delta_s), describe(&c.key)))
+        .map(|g| {
+            let mostly = |state| g.mostly.clone().filter(|_| g.state == state);
+            let key = CauseKey {
+                state: g.state,
+                kind: g.kind,
+                process: g.process.clone(),
+                thread: g.thread.clone(),
+                function: mostly(SegmentState::Cpu),
+                resource: mostly(SegmentState::Blocked),
+            };
+            format!("{} s {}", signed(g.delta_s), describe(&key))
+        })
         .collect();
-    let rest = d
-        .causes
-        .iter()
-        .filter(|c| !named.iter().any(|n| n.key == c.key));
     let floor = FLOOR_SHARE * a;
-    let (mut noisy, mut small, mut more) = (false, false, false);
+    let (mut noisy, mut small) = (false, false);
     for c in rest {
-        if c.significant {
-            more = true;
-        } else if c.delta_s.abs() >= floor {
+        if c.delta_s.abs() >= floor {
             noisy = true;
         } else if c.delta_s != 0.0 {
             small = true;
@@ -558,6 +643,42 @@ mod tests {
         );
         assert!(d.significant);
         assert_eq!(d.warnings.len(), 1, "one run per side: noise unknown");
+    }
+
+    #[test]
+    fn a_disk_wait_split_across_kernel_functions_is_one_group() {
+        let a = path(&[
+            cpu(1, 1, "app", "work", 1.0),
+            wait(1, 1, "app", WaitKind::Io, "bit_wait_io", 0.01),
+        ]);
+        let b = path(&[
+            cpu(1, 1, "app", "work", 1.07),
+            wait(1, 1, "app", WaitKind::Io, "bit_wait_io", 0.04),
+            wait(1, 1, "app", WaitKind::Io, "jbd2_log_wait_commit", 0.06),
+            wait(1, 1, "app", WaitKind::Io, "wait_for_completion_io", 0.05),
+        ]);
+        let d = one(a, b);
+        assert_sums(&d);
+        // No one kernel function grew as much as the CPU did...
+        assert_eq!(d.causes[0].key.function.as_deref(), Some("work"));
+        // ...but the disk wait did, and the answer says so first.
+        let g = &d.groups[0];
+        assert_eq!(
+            (g.state, g.kind),
+            (SegmentState::Blocked, Some(WaitKind::Io))
+        );
+        assert!((g.delta_s - 0.14).abs() < 1e-12, "{g:?}");
+        assert_eq!(g.mostly.as_deref(), Some("jbd2_log_wait_commit"));
+        let sum: f64 = d.groups.iter().map(|g| g.delta_s).sum();
+        assert!((sum - d.delta_s).abs() < 1e-9);
+        assert!(
+            d.summary.starts_with(
+                "B took 0.21 s longer (1.01 → 1.22 s): +0.14 s waiting for the disk in \
+                 jbd2_log_wait_commit (app); +0.07 s on a CPU in work (app)"
+            ),
+            "{}",
+            d.summary
+        );
     }
 
     #[test]
