@@ -9,6 +9,10 @@
 //! thread's `comm` where the path shows it, else by the `comm` of its
 //! lowest thread id on the path.
 //!
+//! The answer ([`PathDiff::summary`]) speaks of [`Group`]s, the causes of
+//! one (state, kind, process, thread) together: a disk wait's `blocked_in`
+//! changes from one fsync to the next, and no one of them is the cause.
+//!
 //! Each run's wall time is taken as the sum of its segments' durations
 //! (`critical_path.json` promises they add up to `wall_s`), so the causes'
 //! changes add up to the wall-time change by construction.

@@ -63,7 +63,9 @@ use super::input::{open, SymbolArgs};
 /// JSON of directories: {"a":{"wall_s","runs_s","root"},"b":{…},"delta_s",
 ///        "interval","significant","summary","causes":[{"state","kind",
 ///        "process","thread","function","resource","a_s","b_s","delta_s",
-///        "interval","significant"}],"warnings"}, largest change first.
+///        "interval","significant"}],"groups":[{"state","kind","process",
+///        "thread","mostly","a_s","b_s","delta_s","interval","significant"}],
+///        "warnings"}, largest change first.
 /// JSON of traces: {"key","normalize","metric","a":{"samples","duration_s"},
 ///        "b":{…},"omitted_rows","functions":[{"name","module","a","b",
 ///        "delta","ratio","a_samples","b_samples","status"}]}, sorted by
