@@ -23,8 +23,7 @@ use slowlab_report::write_atomically;
 
 use super::input::{open, SymbolArgs};
 
-/// Why did B get slower? Compare two runs' critical paths, or the sampled
-/// CPU of two traces.
+/// Why did B get slower: two runs' critical paths (or traces' CPU) compared
 ///
 /// On `slowlab diagnose` directories (they hold critical_path.json): the
 /// root's wall-time change split by cause: on a CPU (by function), waiting
