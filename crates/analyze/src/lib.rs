@@ -4,7 +4,8 @@
 //! data of the exports to folded stacks and pprof ([`export`]), the waits,
 //! faults, processes, syscalls and timeline views, the one replay of thread
 //! states ([`states`]), why a thread waited ([`classify`]), the critical
-//! path ([`critical_path`]) and the detectors ([`detect`]); and the
+//! path ([`critical_path`]), two runs' critical paths compared
+//! ([`path_diff`]) and the detectors ([`detect`]); and the
 //! [`analysis::Analysis`] that computes each derived product of a trace once
 //! for every consumer of one command.
 //!
@@ -24,6 +25,7 @@ pub mod export;
 pub mod faults;
 pub mod function_stacks;
 pub mod locks;
+pub mod path_diff;
 pub mod procs;
 pub mod report_data;
 pub mod resources;

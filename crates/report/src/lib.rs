@@ -17,6 +17,7 @@ pub mod fxprof;
 pub mod html;
 pub mod interactive;
 pub mod lab;
+pub mod path_diff;
 pub mod plot;
 pub mod sweep;
 pub mod table;

@@ -1,25 +1,44 @@
 //! `slowlab diff A B`: reads two traces (perf.data or ETL), compares their
 //! sampled CPU with `slowlab_analyze::diff`, prints the table or JSON and
-//! writes the differential flame graph. Only wiring; the comparison and its
-//! rendering live in `analyze` and `report`. Also writes the interactive
-//! page (`--html`).
+//! writes the differential flame graph. Also writes the interactive page
+//! (`--html`). On `slowlab diagnose` directories (`diff A1 A2 … -- B1 B2
+//! …` for several runs per side) it first compares their critical paths
+//! with `slowlab_analyze::path_diff` and then, on the terminal, the CPU of
+//! the first run of each side. Only wiring; the comparisons and their
+//! rendering live in `analyze` and `report`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
 use slowlab_analyze::diff_tree::diff_tree;
+use slowlab_analyze::path_diff::{diff_paths, Run};
 use slowlab_analyze::select::Selection;
 use slowlab_report::diff_page::{diff_page, DiffPageData};
 use slowlab_report::export::flamegraph_svg;
+use slowlab_report::path_diff::path_diff_text;
 use slowlab_report::write_atomically;
 
 use super::input::{open, SymbolArgs};
 
-/// Compare the sampled CPU of two traces: what grew, what shrank.
+/// Why did B get slower: two runs' critical paths (or traces' CPU) compared
 ///
+/// On `slowlab diagnose` directories (they hold critical_path.json): the
+/// root's wall-time change split by cause: on a CPU (by function), waiting
+/// for a CPU, or blocked on a lock, the disk, a sleep, another thread or
+/// process, a page fault (by where it blocked), in which process and thread
+/// (matched by name, not pid). The causes' changes add up to the wall-time
+/// change. With several runs per side (A1 A2 A3 -- B1 B2 B3) each change
+/// gets an interval, [min B - max A, max B - min A] over the runs, and a
+/// change that does not clear the runs' own spread is "no significant
+/// change"; one run per side works, with a warning that the noise is
+/// unknown. Then, on the terminal, the CPU comparison below of the first
+/// run of each side (DIR/trace.data; of the root's process unless --filter
+/// says otherwise).
+///
+/// On traces (perf.data, .etl): which function's sampled CPU grew.
 /// Rows (functions by default) are matched by name (and module) across the
 /// traces and ranked by the change of their cost: the most grown first, the
 /// most shrunk last. Costs are normalised
@@ -31,6 +50,8 @@ use super::input::{open, SymbolArgs};
 ///
 /// Examples:
 ///
+///   slowlab diff before/ after/                      why it got slower
+///   slowlab diff a1/ a2/ a3/ -- b1/ b2/ b3/          ... beyond the runs' noise
 ///   slowlab diff small.data big.data                 which function grew
 ///   slowlab diff a.data b.data --by module --top 10
 ///   slowlab diff a.data b.data --filter process=prog --inclusive
@@ -38,16 +59,26 @@ use super::input::{open, SymbolArgs};
 ///   slowlab diff a.data b.data --html diff.html       explore it in a browser
 ///   slowlab diff a.data b.data --json | jq '.functions[0]'
 ///
-/// JSON: {"key","normalize","metric","a":{"samples","duration_s"},"b":{…},
-///        "omitted_rows","functions":[{"name","module","a","b","delta","ratio",
-///        "a_samples","b_samples","status"}]}, sorted by delta, largest first.
+/// JSON of directories: {"a":{"wall_s","runs_s","root"},"b":{…},"delta_s",
+///        "interval","significant","summary","causes":[{"state","kind",
+///        "process","thread","function","resource","a_s","b_s","delta_s",
+///        "interval","significant"}],"groups":[{"state","kind","process",
+///        "thread","mostly","a_s","b_s","delta_s","interval","significant"}],
+///        "warnings"}, largest change first.
+/// JSON of traces: {"key","normalize","metric","a":{"samples","duration_s"},
+///        "b":{…},"omitted_rows","functions":[{"name","module","a","b",
+///        "delta","ratio","a_samples","b_samples","status"}]}, sorted by
+///        delta, largest first.
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct DiffArgs {
-    /// The baseline trace (perf.data, .etl or .etl.zip)
-    pub a: PathBuf,
-    /// The trace compared with it
-    pub b: PathBuf,
+    /// A then B: two traces (perf.data, .etl or .etl.zip) or two `slowlab
+    /// diagnose` directories; or A's runs (directories), then B's after --
+    #[arg(required = true, value_name = "A B | A1 A2…")]
+    pub inputs: Vec<PathBuf>,
+    /// B's runs (directories), after --
+    #[arg(last = true, value_name = "B1 B2…")]
+    pub b_runs: Vec<PathBuf>,
     /// Compare by function, module, process or thread (by name)
     #[arg(long, default_value = "function", value_name = "KEY")]
     pub by: String,
@@ -88,6 +119,96 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: DiffArgs) -> Result<i32> {
+    let (a_runs, b_runs) = sides(&args)?;
+    let dirs = a_runs.iter().chain(&b_runs).filter(|p| p.is_dir()).count();
+    if dirs == 0 {
+        if a_runs.len() > 1 || b_runs.len() > 1 {
+            bail!("several runs per side are compared by their critical paths: give `slowlab diagnose` directories, not traces");
+        }
+        return cpu_diff(&args, &a_runs[0], &b_runs[0]);
+    }
+    if dirs < a_runs.len() + b_runs.len() {
+        bail!("give either traces or `slowlab diagnose` directories, not both");
+    }
+    let read =
+        |runs: &[PathBuf]| -> Result<Vec<Run>> { runs.iter().map(|d| read_run(d)).collect() };
+    let (a, b) = (read(&a_runs)?, read(&b_runs)?);
+    let Some(d) = diff_paths(&a, &b) else {
+        bail!("nothing to compare");
+    };
+    for w in &d.warnings {
+        eprintln!("slowlab: warning: {w}");
+    }
+    let label = |runs: &[PathBuf]| match runs {
+        [one] => one.display().to_string(),
+        many => format!("{} … ({} runs)", many[0].display(), many.len()),
+    };
+    if args.json {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        serde_json::to_writer_pretty(&mut out, &d)?;
+        writeln!(out)?;
+        out.flush()?;
+        return Ok(0);
+    }
+    print!("{}", path_diff_text(&d, &label(&a_runs), &label(&b_runs)));
+    // The CPU of the first run of each side, as for two traces.
+    let (ta, tb) = (a_runs[0].join("trace.data"), b_runs[0].join("trace.data"));
+    if ta.is_file() && tb.is_file() {
+        // The recordings are system-wide: without a filter of the user's,
+        // the root's process (by name) is compared.
+        let mut cpu_args = args;
+        let only = if cpu_args.filter.is_empty() {
+            cpu_args.filter = vec![format!("process={}", d.a.root)];
+            format!(", process {}", d.a.root)
+        } else {
+            String::new()
+        };
+        println!("\nsampled CPU{only}, {} → {}\n", ta.display(), tb.display());
+        std::io::stdout().flush()?;
+        if let Err(e) = cpu_diff(&cpu_args, &ta, &tb) {
+            eprintln!("slowlab: warning: no CPU comparison: {e:#}");
+        }
+    } else if args.flamegraph.is_some() || args.html.is_some() {
+        eprintln!(
+            "slowlab: warning: no trace.data in both directories: no flame graph or page written"
+        );
+    }
+    Ok(0)
+}
+
+/// A's runs and B's: `A B`, or `A1 A2 … -- B1 B2 …`.
+fn sides(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    if args.b_runs.is_empty() {
+        match args.inputs.as_slice() {
+            [a, b] => Ok((vec![a.clone()], vec![b.clone()])),
+            _ => bail!(
+                "give A and B, or several runs per side as A1 A2 … -- B1 B2 … (got {} inputs and no --)",
+                args.inputs.len()
+            ),
+        }
+    } else {
+        Ok((args.inputs.clone(), args.b_runs.clone()))
+    }
+}
+
+/// DIR/critical_path.json of a `slowlab diagnose` directory.
+fn read_run(dir: &Path) -> Result<Run> {
+    let file = dir.join("critical_path.json");
+    let text = std::fs::read(&file).map_err(|e| {
+        anyhow!(
+            "{}: {e}: is {} a `slowlab diagnose` directory of a command it could follow?",
+            file.display(),
+            dir.display()
+        )
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| anyhow!("{}: not JSON: {e}", file.display()))?;
+    Run::from_json(&value).map_err(|e| anyhow!("{}: not a critical path: {e}", file.display()))
+}
+
+/// Today's comparison of two traces' sampled CPU.
+fn cpu_diff(args: &DiffArgs, a_path: &Path, b_path: &Path) -> Result<i32> {
     let key = slowlab_analyze::cpu::parse_key(&args.by)?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
@@ -96,8 +217,8 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         cgroups: false,
         ..args.symbols.options()?
     };
-    let (a, b) = (open(&args.a, &opts)?, open(&args.b, &opts)?);
-    for (name, bundle) in [(&args.a, &a), (&args.b, &b)] {
+    let (a, b) = (open(a_path, &opts)?, open(b_path, &opts)?);
+    for (name, bundle) in [(a_path, &a), (b_path, &b)] {
         for w in &bundle.warnings {
             eprintln!("slowlab: warning: {}: {w}", name.display());
         }
@@ -129,12 +250,7 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     if view.a.samples == 0 || view.b.samples == 0 {
         eprintln!(
             "slowlab: warning: {} has no samples in the selection: every row is new or vanished",
-            if view.a.samples == 0 {
-                &args.a
-            } else {
-                &args.b
-            }
-            .display()
+            if view.a.samples == 0 { a_path } else { b_path }.display()
         );
     }
     // The merged folded stacks, for the flame graph and the page's tree.
@@ -144,12 +260,12 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         Vec::new()
     };
     if let Some(p) = &args.flamegraph {
-        let title = format!("{} → {}", args.a.display(), args.b.display());
+        let title = format!("{} → {}", a_path.display(), b_path.display());
         write_atomically(p, &flamegraph_svg(&lines, &title, "samples")?)?;
         eprintln!("slowlab: wrote differential flame graph {}", p.display());
     }
     if let (Some(p), Some(page_view)) = (&args.html, &page_view) {
-        let (a_name, b_name) = (args.a.display().to_string(), args.b.display().to_string());
+        let (a_name, b_name) = (a_path.display().to_string(), b_path.display().to_string());
         let title = format!("slowlab diff: {a_name} → {b_name}");
         let tree = diff_tree(&lines);
         let page = diff_page(&DiffPageData {
@@ -170,8 +286,8 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     } else {
         let text = slowlab_report::diff::diff_text(
             &view,
-            &args.a.display().to_string(),
-            &args.b.display().to_string(),
+            &a_path.display().to_string(),
+            &b_path.display().to_string(),
         );
         write!(out, "{text}")?;
     }
