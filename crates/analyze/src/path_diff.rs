@@ -56,29 +56,32 @@ pub struct Run {
 }
 
 impl Run {
-    /// A path without resource identities.
+    /// A run of `path`, each segment's resource said as `kind name`
+    /// (`kind` alone when it has no name) and its holder's command when
+    /// it has one (`mutex (holder)`): addresses and pids change between
+    /// runs, names do not.
     pub fn new(path: CriticalPath) -> Run {
-        let resources = vec![None; path.segments.len()];
+        let resources = path
+            .segments
+            .iter()
+            .map(|s| {
+                let r = s.resource.as_ref()?;
+                let mut text = r.kind.as_str().to_string();
+                if let Some(name) = r.name.as_deref().filter(|n| !n.is_empty()) {
+                    text = format!("{text} {name}");
+                }
+                if let Some(h) = &r.holder {
+                    text = format!("{text} ({})", h.comm);
+                }
+                Some(text)
+            })
+            .collect();
         Run { path, resources }
     }
 
-    /// A run from `critical_path.json`, with each segment's optional
-    /// `resource` object (`{"kind","address","name","holder"}`) said as
-    /// `kind name` (`kind` alone when it has no name).
+    /// A run from `critical_path.json`.
     pub fn from_json(value: &serde_json::Value) -> Result<Run, serde_json::Error> {
-        let path = CriticalPath::deserialize(value)?;
-        let segments = value["segments"].as_array();
-        let resources = (0..path.segments.len())
-            .map(|i| {
-                let r = segments.and_then(|s| s.get(i)).map(|s| &s["resource"])?;
-                let kind = r["kind"].as_str()?;
-                Some(match r["name"].as_str() {
-                    Some(name) if !name.is_empty() => format!("{kind} {name}"),
-                    _ => kind.to_string(),
-                })
-            })
-            .collect();
-        Ok(Run { path, resources })
+        Ok(Run::new(CriticalPath::deserialize(value)?))
     }
 }
 
@@ -570,6 +573,9 @@ mod tests {
                     depth: 0,
                     via: None,
                     waiter: None,
+                    resource: None,
+                    via_resource: None,
+                    holding: None,
                 };
                 t += secs;
                 s
@@ -798,7 +804,7 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_from_the_json_names_the_wait_instead_of_blocked_in() {
+    fn a_resource_names_the_wait_and_its_holder_instead_of_blocked_in() {
         let a = path(&[wait(1, 1, "app", WaitKind::Lock, "futex_wait", 0.2)]);
         let mut v = serde_json::to_value(&a).unwrap();
         v["segments"][0]["resource"] = serde_json::json!({
@@ -806,9 +812,12 @@ mod tests {
             "holder": {"pid": 1, "tid": 2, "comm": "w"}
         });
         let run = Run::from_json(&v).unwrap();
-        assert_eq!(run.resources, vec![Some("mutex cache_lock".to_string())]);
+        assert_eq!(
+            run.resources,
+            vec![Some("mutex cache_lock (w)".to_string())]
+        );
         let d = diff_paths(&[Run::new(a)], &[run]).unwrap();
-        assert!(find(&d, "app", "mutex cache_lock").delta_s == 0.2);
+        assert!(find(&d, "app", "mutex cache_lock (w)").delta_s == 0.2);
         assert!(find(&d, "app", "futex_wait").delta_s == -0.2);
     }
 
