@@ -17,11 +17,27 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
     type Key = (
         (i32, String, SegmentState, Option<WaitKind>, Option<String>),
         Option<WaitKind>,
-        Option<Resource>,
-        Option<Resource>,
+        Option<ResKey>,
+        Option<ResKey>,
         Option<String>,
-        Option<Resource>,
+        Option<ResKey>,
     );
+    // A resource as parts are grouped by: its holder by process and
+    // command (threads of one pool that take turns make one part); the
+    // part keeps the first segment's resource.
+    type ResKey = (ResourceKind, Option<String>, Option<String>, Option<(i32, String)>);
+    let res_key = |r: &Option<Resource>| {
+        r.as_ref().map(|r| {
+            (
+                r.kind,
+                r.address.clone(),
+                r.name.clone(),
+                r.holder.as_ref().map(|h| (h.pid, h.comm.clone())),
+            )
+        })
+    };
+    type Firsts = (Option<Resource>, Option<Resource>, Option<Resource>);
+    let mut first: HashMap<Key, Firsts> = HashMap::new();
     let mut by: HashMap<Key, f64> = HashMap::new();
     for s in segments {
         let function = match s.state {
@@ -32,20 +48,27 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
         let key = (
             (s.pid, s.comm.clone(), s.state, s.kind, function),
             s.via,
-            s.resource.clone(),
-            s.via_resource.clone(),
+            res_key(&s.resource),
+            res_key(&s.via_resource),
             s.waiter.as_ref().map(|w| w.comm.clone()),
-            s.holding.clone(),
+            res_key(&s.holding),
         );
+        first.entry(key.clone()).or_insert_with(|| {
+            (
+                s.resource.clone(),
+                s.via_resource.clone(),
+                s.holding.clone(),
+            )
+        });
         *by.entry(key).or_default() += s.duration_s();
     }
     let mut out: Vec<PathPart> = by
         .into_iter()
         .map(
-            |(
-                ((pid, comm, state, kind, function), via, resource, via_resource, waiter, holding),
-                seconds,
-            )| PathPart {
+            |(key, seconds)| {
+                let (resource, via_resource, holding) = first.remove(&key).unwrap_or_default();
+                let ((pid, comm, state, kind, function), via, _, _, waiter, _) = key;
+                PathPart {
                 pid,
                 comm,
                 state,
@@ -58,6 +81,7 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
                 holding,
                 seconds,
                 share: if wall_s > 0.0 { seconds / wall_s } else { 0.0 },
+            }
             },
         )
         .collect();
@@ -86,19 +110,17 @@ pub fn sentence(
     if wall_s <= 0.0 {
         return format!("`{}` ran for no measurable time in the trace", root.comm);
     }
+    // Parts said in the same words are one piece of the answer.
+    let words = |p: &PathPart| {
+        let mut p = p.clone();
+        if p.state != SegmentState::Cpu {
+            p.function = None;
+        }
+        describe_part_in(&p, root.pid, &root.comm)
+    };
     let mut merged: Vec<PathPart> = Vec::new();
     for p in parts {
-        let same = |m: &PathPart| {
-            m.pid == p.pid
-                && m.comm == p.comm
-                && m.state == p.state
-                && m.kind == p.kind
-                && m.via == p.via
-                && m.resource == p.resource
-                && m.via_resource == p.via_resource
-                && m.waiter == p.waiter
-                && m.holding == p.holding
-        };
+        let same = |m: &PathPart| m.state == p.state && words(m) == words(p);
         match merged.iter_mut().find(|m| same(m)) {
             // Parts come largest first: the group keeps its first function.
             Some(m) => {
@@ -195,7 +217,7 @@ fn named(holder: &Option<slowlab_model::critical_path::PathThread>, pid: i32) ->
 /// waited for and who held it, ended it, or was waited for.
 pub fn waited_for(r: &Resource, blocked_in: Option<&str>, pid: i32) -> String {
     let holder = named(&r.holder, pid);
-    let addr = r.address.as_deref().unwrap_or("");
+    let addr = r.address.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
     let by = |text: &str| match &holder {
         Some(h) => format!("{text} {h}"),
         None => String::new(),
@@ -203,8 +225,9 @@ pub fn waited_for(r: &Resource, blocked_in: Option<&str>, pid: i32) -> String {
     let f = blocked_in.unwrap_or("");
     match r.kind {
         ResourceKind::Mutex | ResourceKind::Rwlock => format!(
-            "waiting on {} {addr}{}",
-            r.kind.as_str(),
+            "waiting on {}{}{}",
+            if addr.is_empty() { "a " } else { "" },
+            format_args!("{}{addr}", r.kind.as_str()),
             prefixed(&by("held by"))
         ),
         ResourceKind::Condvar => match &holder {
@@ -225,7 +248,7 @@ pub fn waited_for(r: &Resource, blocked_in: Option<&str>, pid: i32) -> String {
         ResourceKind::Pipe => format!("reading from a pipe{}", prefixed(&by("written by"))),
         ResourceKind::Socket => format!("waiting on a socket{}", prefixed(&by("for"))),
         ResourceKind::FileLock => format!("waiting on a file lock{}", prefixed(&by("held by"))),
-        ResourceKind::Futex => format!("waiting on futex {addr}{}", prefixed(&by("woken by"))),
+        ResourceKind::Futex => format!("waiting on futex{addr}{}", prefixed(&by("woken by"))),
         ResourceKind::KernelLock => format!(
             "waiting on a kernel lock{}{}",
             r.name
@@ -265,10 +288,13 @@ fn prefixed(text: &str) -> String {
 /// What the waiter that a part was followed from waited for, in words
 /// ("while `main` waited to join it").
 pub fn while_waited(r: &Resource, waiter: &str) -> String {
-    let addr = r.address.as_deref().unwrap_or("");
+    let addr = r.address.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
     let what = match r.kind {
+        ResourceKind::Mutex | ResourceKind::Rwlock if addr.is_empty() => {
+            format!("on a {} it held", r.kind.as_str())
+        }
         ResourceKind::Mutex | ResourceKind::Rwlock => {
-            format!("on {} {addr} it held", r.kind.as_str())
+            format!("on {}{addr} it held", r.kind.as_str())
         }
         ResourceKind::Condvar => "for it to signal a condition variable".into(),
         ResourceKind::Join => "to join it".into(),
@@ -276,7 +302,7 @@ pub fn while_waited(r: &Resource, waiter: &str) -> String {
         ResourceKind::Pipe => "on a pipe for it".into(),
         ResourceKind::Socket => "on a socket for it".into(),
         ResourceKind::FileLock => "on a file lock it held".into(),
-        ResourceKind::Futex => format!("on futex {addr} until it woke it"),
+        ResourceKind::Futex => format!("on futex{addr} until it woke it"),
         ResourceKind::KernelLock => "on a kernel lock it held".into(),
         ResourceKind::Device | ResourceKind::Timer | ResourceKind::None => "for it".into(),
     };
@@ -319,11 +345,10 @@ pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> Stri
         },
     };
     if let Some(h) = &part.holding {
-        text.push_str(&format!(
-            " holding {} {}",
-            h.kind.as_str(),
-            h.address.as_deref().unwrap_or("")
-        ));
+        text.push_str(&format!(" holding {}", h.kind.as_str()));
+        if let Some(a) = &h.address {
+            text.push_str(&format!(" {a}"));
+        }
     }
     match (&part.via_resource, &part.waiter, part.via) {
         (Some(r), Some(w), _) => text.push_str(&while_waited(r, w)),

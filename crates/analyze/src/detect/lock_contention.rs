@@ -144,6 +144,8 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
         .next()
         .map(|mut p| {
             p.via = None;
+            p.via_resource = None;
+            p.waiter = None;
             describe_part(&p, p.pid)
         })
         .unwrap_or_else(|| "holding it".into());
