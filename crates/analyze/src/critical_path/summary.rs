@@ -25,7 +25,12 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
     // A resource as parts are grouped by: its holder by process and
     // command (threads of one pool that take turns make one part); the
     // part keeps the first segment's resource.
-    type ResKey = (ResourceKind, Option<String>, Option<String>, Option<(i32, String)>);
+    type ResKey = (
+        ResourceKind,
+        Option<String>,
+        Option<String>,
+        Option<(i32, String)>,
+    );
     let res_key = |r: &Option<Resource>| {
         r.as_ref().map(|r| {
             (
@@ -64,11 +69,10 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
     }
     let mut out: Vec<PathPart> = by
         .into_iter()
-        .map(
-            |(key, seconds)| {
-                let (resource, via_resource, holding) = first.remove(&key).unwrap_or_default();
-                let ((pid, comm, state, kind, function), via, _, _, waiter, _) = key;
-                PathPart {
+        .map(|(key, seconds)| {
+            let (resource, via_resource, holding) = first.remove(&key).unwrap_or_default();
+            let ((pid, comm, state, kind, function), via, _, _, waiter, _) = key;
+            PathPart {
                 pid,
                 comm,
                 state,
@@ -82,8 +86,7 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
                 seconds,
                 share: if wall_s > 0.0 { seconds / wall_s } else { 0.0 },
             }
-            },
-        )
+        })
         .collect();
     out.sort_by(|a, b| {
         b.seconds
@@ -217,7 +220,11 @@ fn named(holder: &Option<slowlab_model::critical_path::PathThread>, pid: i32) ->
 /// waited for and who held it, ended it, or was waited for.
 pub fn waited_for(r: &Resource, blocked_in: Option<&str>, pid: i32) -> String {
     let holder = named(&r.holder, pid);
-    let addr = r.address.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
+    let addr = r
+        .address
+        .as_deref()
+        .map(|a| format!(" {a}"))
+        .unwrap_or_default();
     let by = |text: &str| match &holder {
         Some(h) => format!("{text} {h}"),
         None => String::new(),
@@ -288,7 +295,11 @@ fn prefixed(text: &str) -> String {
 /// What the waiter that a part was followed from waited for, in words
 /// ("while `main` waited to join it").
 pub fn while_waited(r: &Resource, waiter: &str) -> String {
-    let addr = r.address.as_deref().map(|a| format!(" {a}")).unwrap_or_default();
+    let addr = r
+        .address
+        .as_deref()
+        .map(|a| format!(" {a}"))
+        .unwrap_or_default();
     let what = match r.kind {
         ResourceKind::Mutex | ResourceKind::Rwlock if addr.is_empty() => {
             format!("on a {} it held", r.kind.as_str())
