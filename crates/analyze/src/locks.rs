@@ -278,6 +278,7 @@ fn holds<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::TraceBuilder;
 
     fn wait(waiter: u32, from: u64, to: u64, holder: Option<u32>) -> LockWait {
         LockWait {
@@ -334,6 +335,201 @@ mod tests {
         // A time-out, or a holder that exited holding it (nobody released).
         let h = holds(&[wait(2, 200, 500, None)], |_| None);
         assert!(h.is_empty());
+    }
+
+    /// Futex waits and releases in an in-memory trace: process 10 with
+    /// threads 11 (the holder, `h`), 12 and 13 (waiters) and 14.
+    struct Futexes {
+        b: TraceBuilder,
+        blocked: Option<StackIdx>,
+        wake: Option<StackIdx>,
+        t: [ThreadIdx; 5],
+    }
+
+    const PRIVATE_WAIT: u64 = 0x80;
+    const PRIVATE_WAKE: u64 = 0x81;
+
+    impl Futexes {
+        fn new() -> Futexes {
+            let mut b = TraceBuilder::default();
+            let main = b.process(10, "app");
+            let t = [
+                main,
+                b.thread(main, 11, "h"),
+                b.thread(main, 12, "w1"),
+                b.thread(main, 13, "w2"),
+                b.thread(main, 14, "x"),
+            ];
+            let blocked = b.stack(&["do_futex", "futex_wait", "schedule"]);
+            let wake = b.stack(&["do_futex", "futex_wake"]);
+            Futexes {
+                b,
+                blocked,
+                wake,
+                t,
+            }
+        }
+
+        /// Thread `tid` calls futex(`addr`, `op`, `val`) at `at` and blocks.
+        fn wait_op(&mut self, at: u64, tid: i32, addr: u64, op: u64, val: u64) {
+            let t = self.t[(tid - 10) as usize];
+            self.b
+                .syscall_enter(at, t, None, "futex", [addr, op, val, 0, 0, 0]);
+            self.b.switch(at + 1, 0, tid, 1, 0, self.blocked);
+        }
+
+        /// A mutex wait (glibc's: a private wait expecting 2).
+        fn wait(&mut self, at: u64, tid: i32, addr: u64) {
+            self.wait_op(at, tid, addr, PRIVATE_WAIT, 2);
+        }
+
+        /// Thread `tid` releases `addr` at `at` (a wake), waking `woken`.
+        fn release(&mut self, at: u64, tid: i32, addr: u64, woken: Option<i32>) {
+            let t = self.t[(tid - 10) as usize];
+            self.b
+                .syscall_enter(at, t, None, "futex", [addr, PRIVATE_WAKE, 1, 0, 0, 0]);
+            if let Some(w) = woken {
+                self.b.waking(at + 1, 0, t, w, self.wake);
+            }
+            self.b
+                .syscall_exit(at + 2, t, "futex", i64::from(woken.is_some()));
+        }
+
+        /// Thread `tid`, woken, runs at `at` and returns from its wait.
+        fn acquired(&mut self, at: u64, tid: i32) {
+            let t = self.t[(tid - 10) as usize];
+            self.b.switch(at, 1, 0, 0, tid, None);
+            self.b.syscall_exit(at + 1, t, "futex", 0);
+        }
+
+        fn locks(mut self, end: u64) -> (Trace, Locks) {
+            self.b.end(end);
+            let trace = self.b.build();
+            let states = ThreadStates::build(&trace);
+            let locks = Locks::build(&trace, &states);
+            (trace, locks)
+        }
+    }
+
+    fn lock_at(locks: &Locks, addr: u64) -> &Lock {
+        locks
+            .locks
+            .iter()
+            .find(|l| l.key.1 == addr)
+            .unwrap_or_else(|| panic!("no lock at {addr:#x}: {locks:?}"))
+    }
+
+    #[test]
+    fn nested_locks_are_two_locks_with_their_own_holds() {
+        let mut f = Futexes::new();
+        f.wait(10, 12, 0xa0);
+        f.wait(20, 13, 0xb0);
+        f.release(40, 11, 0xb0, Some(13)); // h lets go of B first
+        f.acquired(45, 13);
+        f.release(50, 11, 0xa0, Some(12)); // then of A
+        f.acquired(55, 12);
+        let (trace, locks) = f.locks(100);
+        assert_eq!(locks.locks.len(), 2);
+        let (a, b) = (lock_at(&locks, 0xa0), lock_at(&locks, 0xb0));
+        assert_eq!(a.kind, ResourceKind::Mutex);
+        let h = ThreadIdx(1);
+        assert_eq!(trace.threads[h.ix()].tid, 11);
+        // Held at least since each waiter began waiting, to the release.
+        assert_eq!(
+            (a.holds[0].holder, a.holds[0].from_ns, a.holds[0].to_ns),
+            (h, 11, 51)
+        );
+        assert_eq!((b.holds[0].from_ns, b.holds[0].to_ns), (21, 41));
+        assert!(!a.holds[0].start_known);
+        // Between the two releases h holds only A.
+        assert_eq!(locks.held_by(h, 42, 50).map(|l| l.key.1), Some(0xa0));
+        assert!(locks.held_by(ThreadIdx(2), 0, 100).is_none());
+    }
+
+    /// h takes A contended (x releases it to h at 8), and, with
+    /// `bare_release`, lets it go at 20 with nobody waiting; then thread
+    /// 12 waits on it from 30 until h releases it at 60.
+    fn contended_then(bare_release: bool) -> Hold {
+        let mut f = Futexes::new();
+        f.wait(5, 11, 0xa0);
+        f.release(8, 14, 0xa0, Some(11));
+        f.acquired(9, 11); // h's wait returns at 10: acquired
+        if bare_release {
+            f.release(20, 11, 0xa0, None);
+        }
+        f.wait(30, 12, 0xa0);
+        f.release(60, 11, 0xa0, Some(12));
+        f.acquired(65, 12);
+        let (_, locks) = f.locks(100);
+        let lock = lock_at(&locks, 0xa0);
+        *lock.holds.iter().find(|h| h.to_ns == 61).unwrap()
+    }
+
+    #[test]
+    fn a_hold_after_a_contended_acquisition_starts_there() {
+        let hold = contended_then(false);
+        assert_eq!((hold.from_ns, hold.start_known), (10, true));
+    }
+
+    #[test]
+    fn a_release_without_waiters_ends_the_known_hold() {
+        // After the bare release at 20, h took A again without a syscall:
+        // held at least since thread 12 began waiting (31).
+        let hold = contended_then(true);
+        assert_eq!((hold.from_ns, hold.start_known), (31, false));
+    }
+
+    #[test]
+    fn a_holder_that_exits_holding_or_a_trace_that_ends_mid_hold_makes_no_hold() {
+        let mut f = Futexes::new();
+        f.wait(10, 12, 0xa0);
+        // h exits without letting go; nobody wakes thread 12.
+        f.b.switch(30, 1, 11, 16, 0, None);
+        let (_, locks) = f.locks(100);
+        let lock = lock_at(&locks, 0xa0);
+        assert_eq!(lock.waits.len(), 1);
+        assert_eq!(lock.waits[0].holder, None);
+        assert!(lock.holds.is_empty());
+    }
+
+    #[test]
+    fn a_trace_that_starts_mid_wait_has_no_lock_for_it() {
+        let mut f = Futexes::new();
+        // Thread 12's wait began before the trace: only its end is seen.
+        f.release(20, 11, 0xa0, Some(12));
+        f.acquired(25, 12);
+        let (_, locks) = f.locks(100);
+        assert!(locks.locks.is_empty(), "{locks:?}");
+    }
+
+    #[test]
+    fn a_requeued_wait_keeps_its_word_and_names_who_woke_it() {
+        let mut f = Futexes::new();
+        // A wait on a condition word (wait-bitset, expecting 0)…
+        f.wait_op(10, 12, 0xc0, 0x89, 0);
+        // … requeued onto 0xd0 by h (no wake-up), then woken by a release
+        // of 0xd0.
+        let h = f.t[1];
+        f.b.syscall_enter(20, h, None, "futex", [0xc0, 0x84, 0, 1, 0xd0, 0]);
+        f.b.syscall_exit(21, h, "futex", 1);
+        f.release(30, 11, 0xd0, Some(12));
+        f.acquired(35, 12);
+        let (trace, locks) = f.locks(100);
+        // Not a mutex by its own wait: no lock, but the resource says it.
+        assert!(locks.locks.is_empty(), "{locks:?}");
+        let states = ThreadStates::build(&trace);
+        let w = ThreadIdx(2);
+        let span = states.spans[w.ix()]
+            .iter()
+            .find(|s| matches!(s.state, SpanState::Blocked(_)))
+            .unwrap();
+        let SpanState::Blocked(b) = span.state else {
+            unreachable!()
+        };
+        let on = wait_on(&trace, &states, w, &b, span.start_ns);
+        assert_eq!(on.kind, ResourceKind::Futex);
+        assert_eq!(on.address, Some(0xc0));
+        assert_eq!(on.holder, Some(h));
     }
 
     #[test]
