@@ -273,10 +273,9 @@ fn a_cargo_build_killed_by_timeout_during_compilation_is_rustcs_work() {
     assert!(summary.contains("cargo was killed by timeout"), "{summary}");
     // Issue 37: cargo's and rustc's threads wait on condition variables,
     // channels and the jobserver, not on a lock they queue for.
-    let findings: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("d").join("findings.json")).unwrap(),
-    )
-    .unwrap();
+    let findings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("d").join("findings.json")).unwrap())
+            .unwrap();
     let ids: Vec<&str> = findings
         .as_array()
         .unwrap()

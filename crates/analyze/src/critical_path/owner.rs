@@ -1,0 +1,196 @@
+//! Who owns a wait that what ended it does not explain (a signal, a
+//! time-out, the trace's end): the child waited for, the thread that ended
+//! the thread's last wait on the same stack, the busiest sibling or child;
+//! and poll loops, which count as one wait for the thread that ended the
+//! last. Part of the [`super::Walker`]; pure.
+
+use slowlab_model::critical_path::WaitKind;
+use slowlab_model::trace::ThreadIdx;
+
+use super::{main_thread, window, EndedBy, Walker, MAX_POLL_GAP_NS, OWNER_LOOKBACK};
+use crate::classify;
+use crate::states::{BlockedSpan, SpanState};
+
+impl Walker<'_> {
+    /// Who owns what `thread` waited for over `[from, to)` (`k` is the
+    /// wait's index in the thread's spans), when what ended the wait does
+    /// not say: a child it waits for (`wait4`, `waitid`, `sigsuspend`; the
+    /// child that ran most in the interval, else the last to exit), else
+    /// the thread that ended its last wait on the same stack (a pipe's
+    /// writer, a lock's holder) while that thread lives, else for a lock
+    /// the other thread of its process that ran most (rustc's main thread
+    /// joins its compiler thread), else a child that ran most in the
+    /// interval (cargo waits for its jobs on a futex while rustc runs). `None` for sleeps,
+    /// storage and faults, which have no owner.
+    ///
+    /// A lone wait that timed out (`timed_out`) was a sleep unless it
+    /// waited for a child: a time-out is what most timed waits are for,
+    /// and a poll loop is judged as a whole ([`Self::poll_loop`]).
+    pub(super) fn owner(
+        &mut self,
+        thread: ThreadIdx,
+        k: usize,
+        b: &BlockedSpan,
+        (from, to): (u64, u64),
+        timed_out: bool,
+    ) -> Option<(ThreadIdx, WaitKind)> {
+        let own = self.own_kind(b);
+        if !matches!(own, WaitKind::Lock | WaitKind::Ipc) {
+            return None;
+        }
+        let trace = self.trace;
+        let names = classify::names(trace, b.stack);
+        if classify::is_child_wait(&names) {
+            return self.busiest_child(thread, from, to).map(|c| (c, own));
+        }
+        if timed_out {
+            return None;
+        }
+        let spans = &self.states.spans[thread.ix()];
+        for span in spans[..k].iter().rev().take(OWNER_LOOKBACK) {
+            let SpanState::Blocked(prev) = span.state else {
+                continue;
+            };
+            if prev.stack != b.stack {
+                continue;
+            }
+            let j = self.judge(&prev);
+            if let Some(w) = j.follow {
+                let alive = trace.threads[w.ix()].end_ns.is_none_or(|e| e > from);
+                if alive && w != thread && !self.chain.contains(&w) {
+                    return Some((w, own));
+                }
+                break;
+            }
+        }
+        if own == WaitKind::Lock {
+            if let Some(t) = self.busiest_sibling(thread, from, to) {
+                return Some((t, own));
+            }
+        }
+        self.busiest_child(thread, from, to).map(|c| (c, own))
+    }
+
+    /// Nanoseconds `threads` ran during `[from, to)`.
+    fn ran(&self, threads: &[ThreadIdx], from: u64, to: u64) -> u64 {
+        threads
+            .iter()
+            .flat_map(|&t| self.states.spans_in(t, from, to))
+            .filter(|sp| matches!(sp.state, SpanState::Running { .. }))
+            .map(|sp| sp.end_ns.min(to).saturating_sub(sp.start_ns.max(from)))
+            .sum()
+    }
+
+    /// The other thread of `thread`'s process that ran most during
+    /// `[from, to)`, if any ran (a lock's holder, a joined thread, when no
+    /// wake-up names it).
+    fn busiest_sibling(&self, thread: ThreadIdx, from: u64, to: u64) -> Option<ThreadIdx> {
+        let p = self.trace.thread_process(thread);
+        p.threads
+            .iter()
+            .copied()
+            .filter(|&t| t != thread && !self.chain.contains(&t))
+            .map(|t| (self.ran(&[t], from, to), t))
+            .filter(|&(ran, _)| ran > 0)
+            .max_by_key(|&(ran, t)| (ran, std::cmp::Reverse(t)))
+            .map(|(_, t)| t)
+    }
+
+    /// The main thread of the child process of `thread`'s process that ran
+    /// most during `[from, to)` (ties: the last to exit), among those alive
+    /// then.
+    fn busiest_child(&mut self, thread: ThreadIdx, from: u64, to: u64) -> Option<ThreadIdx> {
+        let trace = self.trace;
+        let pid = trace.thread_process(thread).pid;
+        let children = self.children.get(&pid)?;
+        let mut best: Option<(u64, u64, ThreadIdx)> = None;
+        for &c in children {
+            let (s, e) = window(trace, c);
+            if s >= to || e <= from {
+                continue;
+            }
+            let Some(main) = main_thread(trace, c) else {
+                continue;
+            };
+            let ran = self.ran(&trace.processes[c.ix()].threads, from, to);
+            if best.is_none_or(|(r, end, _)| (ran, e) > (r, end)) {
+                best = Some((ran, e, main));
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    /// A poll loop starting at `spans[k]`: a wait on a lock or for another
+    /// thread (futex, poll, pipe) that a timer (or no wake-up in the trace)
+    /// ended, waited again on the same stack after at most
+    /// [`MAX_POLL_GAP_NS`] on a CPU each time, until a thread ended one.
+    /// Returns the index of that last wait, its waker and its kind. (Cargo
+    /// waits for its jobs this way, with a 500 ms timeout: the timeouts are
+    /// not what it waited for.) A loop that a signal or the trace's end
+    /// (or the window's) ends instead has no waker (`None`): the walker
+    /// asks who owns what it waited for.
+    pub(super) fn poll_loop(
+        &mut self,
+        spans: &[crate::states::Span],
+        k: usize,
+    ) -> Option<(usize, Option<ThreadIdx>, WaitKind)> {
+        let SpanState::Blocked(first) = spans[k].state else {
+            return None;
+        };
+        if !self.timed_out_waiting_for_others(&first) {
+            return None;
+        }
+        let mut busy = 0;
+        let mut last = k;
+        for (m, span) in spans.iter().enumerate().skip(k + 1) {
+            match span.state {
+                SpanState::Runnable => {}
+                SpanState::Running { .. } => {
+                    busy += span.end_ns - span.start_ns;
+                    if busy > MAX_POLL_GAP_NS {
+                        return None;
+                    }
+                }
+                SpanState::Blocked(b) if b.stack == first.stack => {
+                    busy = 0;
+                    last = m;
+                    if self.timed_out_waiting_for_others(&b) {
+                        continue;
+                    }
+                    let j = self.judge(&b);
+                    if j.follow.is_some() {
+                        return Some((m, j.follow, j.kind));
+                    }
+                    if Self::not_ended_by_its_resource(&j, &b) {
+                        return Some((m, None, self.own_kind(&b)));
+                    }
+                    return None;
+                }
+                SpanState::Blocked(_) => return None,
+            }
+        }
+        // The window ended inside the loop.
+        (last > k).then(|| (last, None, self.own_kind(&first)))
+    }
+
+    /// A wait on a lock or another thread's action that a timer ended, or
+    /// that ended without a wake-up in the trace. perf drops events raised
+    /// in an idle CPU's interrupts (on this 2-core VM, all of CPU 1's), so
+    /// a timeout that fires there leaves no `sched_waking`: the thread is
+    /// just seen running again. A thread's wake-up is always recorded (it
+    /// runs in that thread's context), so an unseen one came from an
+    /// interrupt, and for a futex or poll wait that is its timer.
+    fn timed_out_waiting_for_others(&mut self, b: &BlockedSpan) -> bool {
+        let j = self.judge(b);
+        let unseen_wake_up = b.woken && b.waker.is_none() && b.waker_stack.is_none();
+        if j.ended_by != Some(EndedBy::Timer) && !unseen_wake_up {
+            return false;
+        }
+        let own = classify::wait_kind(
+            &classify::names(self.trace, b.stack),
+            b.task_state,
+            classify::NO_WAKE,
+        );
+        matches!(own, WaitKind::Lock | WaitKind::Ipc)
+    }
+}
