@@ -24,3 +24,4 @@ pub mod syscalls;
 pub mod trace;
 pub mod units;
 pub mod views;
+pub mod windows_fields;
