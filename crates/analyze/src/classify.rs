@@ -10,7 +10,7 @@
 //!    writeback, fsync) → `io`;
 //! 3. a wake-up by a timer (`hrtimer_wakeup`, `process_timeout`) → `sleep`
 //!    (timed sleeps, and timeouts nobody ended);
-//! 4. futex, kernel mutex, rw-semaphore frames → `lock`, unless the waker
+//! 4. futex, kernel mutex, rw-semaphore, file lock frames → `lock`, unless the waker
 //!    was exiting (a thread join through the kernel's clear-tid futex) →
 //!    `ipc`;
 //! 5. pipe, socket, poll, wait-for-child, signal frames → `ipc`;
@@ -67,11 +67,17 @@ const IO: &[&str] = &[
     "nfs_",
 ];
 
-const LOCK: &[&str] = &[
+/// A futex wait's frames.
+pub(crate) const FUTEX: &[&str] = &[
     "futex_wait",
     "__futex_wait",
+    "futex_do_wait",
     "futex_lock_pi",
     "futex_wait_requeue_pi",
+];
+
+/// A kernel lock's frames (a mutex, an rw-semaphore…).
+pub(crate) const KERNEL_LOCK: &[&str] = &[
     "__mutex_lock",
     "mutex_lock",
     "rwsem_down_",
@@ -85,11 +91,22 @@ const LOCK: &[&str] = &[
     "ww_mutex_lock",
 ];
 
-const IPC: &[&str] = &[
-    "pipe_read",
-    "pipe_write",
-    "pipe_wait",
-    "wait_for_partner",
+/// A file lock's frames (`flock`, `fcntl`).
+pub(crate) const FILE_LOCK: &[&str] = &[
+    "locks_lock_inode_wait",
+    "locks_lock_file_wait",
+    "flock_lock_inode_wait",
+    "posix_lock_inode_wait",
+    "fcntl_setlk",
+    "__do_sys_flock",
+    "__x64_sys_flock",
+];
+
+/// A pipe's or FIFO's frames.
+pub(crate) const PIPE: &[&str] = &["pipe_read", "pipe_write", "pipe_wait", "wait_for_partner"];
+
+/// A socket's frames.
+pub(crate) const SOCKET: &[&str] = &[
     "unix_stream_",
     "unix_dgram_",
     "unix_wait_for_peer",
@@ -99,6 +116,10 @@ const IPC: &[&str] = &[
     "__skb_recv_",
     "inet_csk_accept",
     "tcp_recvmsg",
+];
+
+/// Other waits for another thread or process.
+const IPC: &[&str] = &[
     "wait_woken",
     "do_wait",
     "kernel_wait4",
@@ -182,7 +203,7 @@ const EXIT: &[&str] = &[
     "exit_notify",
 ];
 
-fn any_part(names: &[&str], set: &[&str]) -> bool {
+pub(crate) fn any_part(names: &[&str], set: &[&str]) -> bool {
     names.iter().any(|n| set.iter().any(|p| n.contains(p)))
 }
 
@@ -322,14 +343,20 @@ pub fn wait_kind(blocked_names: &[&str], task_state: u64, wake: WakeContext) -> 
     if wake.interrupt == Some(EndedBy::Timer) {
         return WaitKind::Sleep;
     }
-    if any_part(blocked_names, LOCK) {
+    if [FUTEX, KERNEL_LOCK, FILE_LOCK]
+        .iter()
+        .any(|set| any_part(blocked_names, set))
+    {
         return if wake.exiting {
             WaitKind::Ipc
         } else {
             WaitKind::Lock
         };
     }
-    if any_part(blocked_names, IPC) {
+    if [PIPE, SOCKET, IPC]
+        .iter()
+        .any(|set| any_part(blocked_names, set))
+    {
         return WaitKind::Ipc;
     }
     if any_part(blocked_names, SLEEP) {

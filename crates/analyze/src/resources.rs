@@ -33,7 +33,9 @@ use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
 
 use slowlab_model::critical_path::WaitKind;
 
-use crate::classify::{self, wake_context, EndedBy};
+use crate::classify::{
+    self, any_part, wake_context, EndedBy, FILE_LOCK, FUTEX, KERNEL_LOCK, PIPE, SOCKET,
+};
 use crate::states::{BlockedSpan, ThreadStates};
 use crate::wait_calls::{futex_op, WaitSyscall};
 
@@ -48,52 +50,8 @@ pub struct WaitOn {
     pub stack: Option<StackIdx>,
 }
 
-const PIPE: &[&str] = &["pipe_read", "pipe_write", "pipe_wait", "wait_for_partner"];
-const SOCKET: &[&str] = &[
-    "unix_stream_",
-    "unix_dgram_",
-    "unix_wait_for_peer",
-    "sk_wait_data",
-    "sk_stream_wait",
-    "__skb_wait_for_more_packets",
-    "__skb_recv_",
-    "inet_csk_accept",
-    "tcp_recvmsg",
-    "sock_",
-];
-const FILE_LOCK: &[&str] = &[
-    "locks_lock_inode_wait",
-    "locks_lock_file_wait",
-    "flock_lock_inode_wait",
-    "posix_lock_inode_wait",
-    "fcntl_setlk",
-    "__do_sys_flock",
-    "__x64_sys_flock",
-];
-const KERNEL_LOCK: &[&str] = &[
-    "__mutex_lock",
-    "mutex_lock",
-    "rwsem_down_",
-    "down_read",
-    "down_write",
-    "percpu_down_write",
-    "percpu_rwsem_wait",
-    "rt_mutex",
-    "__rt_mutex",
-    "rtlock_slowlock",
-    "ww_mutex_lock",
-    "schedule_preempt_disabled",
-];
-const FUTEX: &[&str] = &[
-    "futex_wait",
-    "__futex_wait",
-    "futex_do_wait",
-    "futex_lock_pi",
-];
-
-fn any_part(names: &[&str], set: &[&str]) -> bool {
-    names.iter().any(|n| set.iter().any(|p| n.contains(p)))
-}
+/// The kernel's own locks, and the frame that takes one.
+const KERNEL_LOCK_WAIT: &[&str] = &["schedule_preempt_disabled"];
 
 /// The user-space frames of a stack (after its kernel frames), innermost
 /// first, at most `n`.
@@ -279,7 +237,7 @@ pub fn wait_on(
     }
     let kind = if any_part(&names, FILE_LOCK) {
         ResourceKind::FileLock
-    } else if any_part(&names, KERNEL_LOCK) {
+    } else if any_part(&names, KERNEL_LOCK) || any_part(&names, KERNEL_LOCK_WAIT) {
         ResourceKind::KernelLock
     } else if any_part(&names, PIPE) {
         ResourceKind::Pipe
@@ -308,7 +266,10 @@ pub fn wait_on(
 fn kernel_lock_taker(names: &[&str]) -> Option<String> {
     let mut past_lock = false;
     for n in names {
-        let in_lock = KERNEL_LOCK.iter().any(|p| n.contains(p));
+        let in_lock = KERNEL_LOCK
+            .iter()
+            .chain(KERNEL_LOCK_WAIT)
+            .any(|p| n.contains(p));
         if in_lock {
             past_lock = true;
         } else if past_lock && !classify::is_plumbing(n) {
