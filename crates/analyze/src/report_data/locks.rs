@@ -5,9 +5,11 @@
 //!
 //! A lock's name is where its waiters took it: the innermost function of
 //! their user stacks outside the lock's own code (glibc's `__lll_lock_wait`,
-//! `pthread_mutex_lock`, the futex wrapper), weighted by wait time; or, with
-//! no user frames, the innermost function of the blocking stack that is
-//! not scheduler plumbing.
+//! `pthread_mutex_lock`, the futex wrapper) and the thread's start
+//! (`start_thread`, `clone3`), weighted by wait time; none when no stack
+//! has one (glibc has no frame pointers: the caller of
+//! `pthread_mutex_lock` is often lost, and the kernel's part of the stack
+//! is futex code for every lock).
 //!
 //! It does not find locks (`crate::locks` does) nor draw anything.
 
@@ -19,7 +21,6 @@ use slowlab_model::views::report_data::{
 };
 
 use super::events::Scope;
-use crate::classify;
 use crate::locks::{LockWait, Locks};
 use crate::select::BuildFx;
 
@@ -156,8 +157,17 @@ fn shipped<'l>(waits: &[&'l LockWait], max: usize) -> Vec<&'l LockWait> {
 
 /// Where a wait took its lock (module doc).
 fn site(trace: &Trace, stack: Option<StackIdx>) -> Option<String> {
-    const LOCK_CODE: [&str; 6] = ["lll_", "mutex", "rwlock", "futex", "syscall", "[unknown]"];
-    let user = trace
+    const LOCK_CODE: [&str; 8] = [
+        "lll_",
+        "mutex",
+        "rwlock",
+        "futex",
+        "syscall",
+        "[unknown]",
+        "start_thread",
+        "clone",
+    ];
+    trace
         .stack_frames(stack)
         .map(|f| trace.frame_function(f))
         .filter(|&f| !trace.functions[f.ix()].kernel)
@@ -165,11 +175,8 @@ fn site(trace: &Trace, stack: Option<StackIdx>) -> Option<String> {
         .find(|n| {
             let l = n.to_ascii_lowercase();
             !LOCK_CODE.iter().any(|p| l.contains(p))
-        });
-    match user {
-        Some(n) => Some(n.to_string()),
-        None => classify::blocked_in(&classify::names(trace, stack)).map(str::to_string),
-    }
+        })
+        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -190,5 +197,25 @@ mod tests {
         let kept: Vec<u64> = shipped(&refs, 2).iter().map(|w| w.from_ns).collect();
         assert_eq!(kept, [20, 200]);
         assert_eq!(shipped(&refs, 9).len(), 4);
+    }
+
+    #[test]
+    fn a_lock_is_named_by_the_function_that_took_it() {
+        let mut b = crate::testutil::TraceBuilder::default();
+        let kernel = ["do_futex", "futex_wait_queue", "schedule"];
+        let named = b.mixed_stack(
+            &[
+                "start_thread",
+                "worker",
+                "pthread_mutex_lock",
+                "__lll_lock_wait",
+            ],
+            &kernel,
+        );
+        // glibc without frame pointers: the caller is lost.
+        let lost = b.mixed_stack(&["start_thread", "__GI___lll_lock_wait"], &kernel);
+        let t = b.build();
+        assert_eq!(site(&t, named).as_deref(), Some("worker"));
+        assert_eq!(site(&t, lost), None);
     }
 }
