@@ -24,6 +24,10 @@ use super::events::Scope;
 use crate::locks::{LockWait, Locks};
 use crate::select::BuildFx;
 
+/// The most waits of all locks together the page ships (~150 bytes each
+/// in the JSON): the most waited-on locks get theirs first.
+pub const MAX_WAITS: usize = 20_000;
+
 /// The locks with waits by kept threads in the scope's range, most
 /// waited-on (in the range) first.
 pub fn locks(scope: &Scope, locks: &Locks) -> Vec<LockData> {
@@ -41,7 +45,7 @@ pub fn locks(scope: &Scope, locks: &Locks) -> Vec<LockData> {
     };
     let tid = |t: ThreadIdx| trace.threads[t.ix()].tid;
     let comm = |t: ThreadIdx| trace.str(trace.threads[t.ix()].comm).to_string();
-    let mut out: Vec<(u64, LockData)> = Vec::new();
+    let mut out: Vec<(u64, LockData, Vec<&LockWait>)> = Vec::new();
     for lock in &locks.locks {
         let waits: Vec<_> = lock
             .waits
@@ -78,7 +82,6 @@ pub fn locks(scope: &Scope, locks: &Locks) -> Vec<LockData> {
         }
         let mut holders: Vec<_> = by_holder.into_iter().collect();
         holders.sort_by_key(|&(t, (ns, _))| (std::cmp::Reverse(ns), tid(t)));
-        let kept = shipped(&waits, MAX_LOCK_WAITS);
         let name = sites
             .into_iter()
             .filter_map(|(stack, ns)| site(trace, stack).map(|s| (s, ns)))
@@ -125,23 +128,33 @@ pub fn locks(scope: &Scope, locks: &Locks) -> Vec<LockData> {
                 total_wait_s: secs(total),
                 longest_hold_s: secs(longest),
                 waits_total: waits.len(),
-                waits: kept
-                    .into_iter()
-                    .map(|w| LockWaitData {
-                        waiter_tid: tid(w.waiter),
-                        holder_tid: w.holder.map(tid),
-                        waiter: shown(w.waiter),
-                        holder: w.holder.map_or(-1, shown),
-                        from_s: after_start(w.from_ns),
-                        to_s: after_start(w.to_ns),
-                    })
-                    .collect(),
+                waits: Vec::new(),
             },
+            waits,
         ));
     }
     out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.address.cmp(&b.1.address)));
     out.truncate(MAX_LOCKS);
-    out.into_iter().map(|(_, l)| l).collect()
+    // The waits shipped, most waited-on lock first, within the budget.
+    let mut budget = MAX_WAITS;
+    out.into_iter()
+        .map(|(_, mut l, waits)| {
+            let kept = shipped(&waits, budget.min(MAX_LOCK_WAITS));
+            budget -= kept.len();
+            l.waits = kept
+                .into_iter()
+                .map(|w| LockWaitData {
+                    waiter_tid: tid(w.waiter),
+                    holder_tid: w.holder.map(tid),
+                    waiter: shown(w.waiter),
+                    holder: w.holder.map_or(-1, shown),
+                    from_s: after_start(w.from_ns),
+                    to_s: after_start(w.to_ns),
+                })
+                .collect();
+            l
+        })
+        .collect()
 }
 
 /// The waits shipped: all, or the `max` longest, in time order.

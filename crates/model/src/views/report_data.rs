@@ -141,7 +141,8 @@ pub struct LockData {
     pub holders: Vec<LockHolder>,
     pub total_wait_s: f64,
     pub longest_hold_s: f64,
-    /// In time order; the longest [`MAX_LOCK_WAITS`] when there are more.
+    /// In time order; the longest [`MAX_LOCK_WAITS`] when there are more
+    /// (fewer, for the less waited-on locks of a page with very many).
     pub waits: Vec<LockWaitData>,
     /// The waits in the range, shipped or not.
     pub waits_total: usize,
