@@ -2,8 +2,8 @@
 //! value: the trace's processes and threads, its CPU samples, thread state
 //! spans, page faults and syscalls as compact columns (see `events` and
 //! `tables`), the critical path with its segments placed on the trace's
-//! clock and its threads, and the
-//! findings each with the time range and threads they are about.
+//! clock and its threads, the findings each with the time range and
+//! threads they are about, and the locks waited on (see `locks`).
 //!
 //! Times are microseconds after the trace start. The page filters by time
 //! range and thread itself, so per-event data is kept here, not views.
@@ -13,6 +13,7 @@
 //! [`crate::analysis::Analysis::report_data`], the one builder of it.
 
 mod events;
+mod locks;
 pub mod tables;
 
 use slowlab_model::critical_path::{CriticalPath, SegmentState};
@@ -21,9 +22,9 @@ use slowlab_model::trace::{ProcIdx, ThreadIdx, Trace};
 
 pub use events::{FAULT_BUCKET_US, MAX_FAULT_ROWS};
 pub use slowlab_model::views::report_data::{
-    FaultColumns, FindingData, FuncColumns, Meta, PathData, ProcessColumns, ReportData,
-    SampleColumns, SpanColumns, StackColumns, SyscallColumns, ThreadColumns, WaitNames,
-    FORMAT_VERSION,
+    FaultColumns, FindingData, FuncColumns, LockData, LockHolder, LockWaitData, LockWaiter, Meta,
+    PathData, ProcessColumns, ReportData, SampleColumns, SpanColumns, StackColumns, SyscallColumns,
+    ThreadColumns, WaitNames, FORMAT_VERSION, MAX_LOCKS, MAX_LOCK_WAITS,
 };
 
 use crate::detect::Context;
@@ -112,6 +113,7 @@ pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
         .iter()
         .map(|f| finding_data(trace, &scope, f, inputs.command_processes))
         .collect();
+    let locks = locks::locks(&scope, cx.locks());
 
     let periods = &trace.samples.period;
     let sample_us = if periods.is_empty() {
@@ -158,6 +160,7 @@ pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
         syscalls,
         critical_path,
         findings,
+        locks,
     }
 }
 

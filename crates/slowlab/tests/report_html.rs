@@ -7,14 +7,18 @@
 //! drives the report in headless Chromium with Playwright (see its doc for
 //! the checks) and keeps a screenshot of each view in
 //! `target/report-screenshots/`. `slowlab analyze --html` is checked on the
-//! same trace with a time range. Skips without perf; a missing Chromium,
+//! same trace with a time range. The Locks table on a recording of the
+//! `lock_hold` fixture (a holder sleeping with a mutex held while three
+//! threads queue on it): `tests/report/check_locks.py` finds the mutex the
+//! program printed with its three waiters and its holder, and the arrows
+//! choosing it draws. Skips without perf; a missing Chromium,
 //! Python or Playwright fails (`scripts/setup.sh` installs them).
 
 use std::path::Path;
 
 mod common;
 use common::browser::{require_browser, run_check, screenshot_dir};
-use common::{one_recording_at_a_time, slowlab};
+use common::{diagnose, one_recording_at_a_time, slowlab, why_program};
 
 fn check(report: &Path, shots: &Path, hostile: &[&str]) {
     let mut args = vec![report.as_os_str(), shots.as_os_str()];
@@ -94,4 +98,30 @@ fn the_interactive_report_is_explorable_and_shows_hostile_names_as_text() {
         "the range is in the page"
     );
     check(&part, &screenshot_dir("analyze"), &["<b>hb</b>"]);
+}
+
+#[test]
+fn the_locks_table_lists_a_mutex_and_draws_its_holder_to_waiter_arrows() {
+    require_perf!();
+    require_browser();
+    let _one = one_recording_at_a_time();
+    let program = why_program("lock_hold");
+    let dir = tempfile::tempdir().unwrap();
+    let d = diagnose(dir.path(), &[program.to_str().unwrap()]);
+    let lock = d
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("lock="))
+        .unwrap_or_else(|| panic!("no lock= on stderr: {}", d.stderr))
+        .trim()
+        .to_string();
+    let report = dir.path().join("report.html");
+    run_check(
+        "check_locks.py",
+        &[
+            report.as_os_str(),
+            screenshot_dir("locks").as_os_str(),
+            std::ffi::OsStr::new(&lock),
+        ],
+    );
 }

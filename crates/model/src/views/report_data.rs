@@ -2,14 +2,15 @@
 //! value: the trace's processes and threads, its CPU samples, thread state
 //! spans, page faults and syscalls as compact columns (small integers, times
 //! in microseconds after the trace start, delta-encoded where they come in
-//! order), the critical path on the trace's clock, and the findings with the
-//! time range and threads they are about. Assembled by
+//! order), the critical path on the trace's clock, the findings with the
+//! time range and threads they are about, and the locks threads waited on
+//! with who held them. Assembled by
 //! `slowlab_analyze::report_data`, embedded in the page by
 //! `slowlab_report::interactive`.
 
 use serde::Serialize;
 
-use crate::critical_path::{Breakdown, PathPart, PathRoot};
+use crate::critical_path::{Breakdown, PathPart, PathRoot, ResourceKind};
 use crate::findings::Finding;
 
 /// The format of [`ReportData`]; the page refuses data of another.
@@ -112,6 +113,75 @@ pub struct ReportData {
     pub syscalls: SyscallColumns,
     pub critical_path: Option<PathData>,
     pub findings: Vec<FindingData>,
+    /// The locks with waits in the report's threads and time range, most
+    /// waited-on first (at most [`MAX_LOCKS`]).
+    pub locks: Vec<LockData>,
+}
+
+/// The most locks the page lists, and the most waits of one it ships.
+pub const MAX_LOCKS: usize = 50;
+pub const MAX_LOCK_WAITS: usize = 2000;
+
+/// A lock (a mutex or rwlock futex word) for the page. Seconds are
+/// clipped to the report's time range; times (`from_s`, `to_s`) are
+/// seconds after the trace start, the timeline's origin.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LockData {
+    /// `0x…`, in the address space of `pid`.
+    pub address: String,
+    pub kind: ResourceKind,
+    pub pid: i32,
+    pub process: String,
+    /// Where its waiters blocked (the function most of the wait time was
+    /// in), when their stacks name one.
+    pub name: Option<String>,
+    /// Most blocked first.
+    pub waiters: Vec<LockWaiter>,
+    /// Most held first: the threads whose releases ended waits.
+    pub holders: Vec<LockHolder>,
+    pub total_wait_s: f64,
+    pub longest_hold_s: f64,
+    /// In time order; the longest [`MAX_LOCK_WAITS`] when there are more
+    /// (fewer, for the less waited-on locks of a page with very many).
+    pub waits: Vec<LockWaitData>,
+    /// The waits in the range, shipped or not.
+    pub waits_total: usize,
+}
+
+/// A thread that waited on a lock: its blocked time and number of waits.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LockWaiter {
+    pub tid: i32,
+    pub comm: String,
+    /// Report thread index, -1 when the thread is not shown.
+    pub thread: i32,
+    pub blocked_s: f64,
+    pub waits: usize,
+}
+
+/// A thread that held a lock while others waited: its time holding it
+/// and its number of holds that ended waits.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LockHolder {
+    pub tid: i32,
+    pub comm: String,
+    /// Report thread index, -1 when the thread is not shown.
+    pub thread: i32,
+    pub held_s: f64,
+    pub holds: usize,
+}
+
+/// One wait on a lock: who waited, from when to when, and whose release
+/// ended it (`null`: a time-out, or the trace lost the wake-up).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LockWaitData {
+    pub waiter_tid: i32,
+    pub holder_tid: Option<i32>,
+    /// Report thread indices, -1 when not shown (or no holder).
+    pub waiter: i32,
+    pub holder: i32,
+    pub from_s: f64,
+    pub to_s: f64,
 }
 
 /// Functions as columns: name and module (string indices) and kind

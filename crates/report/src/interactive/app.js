@@ -3,14 +3,16 @@
 // graphs and the tables, all following one selection (a time range and
 // optionally threads). Clicking a finding or a path segment selects its
 // time range and threads everywhere. Exposes `window.slowlab` (the
-// selection and the last redraw's time) for tests and benchmarks.
+// selection and the last redraw's time) for tests and benchmarks. A lock
+// chosen in the Locks table (`app.lock`) selects its waiters and holders
+// and has the timeline draw its waits.
 'use strict';
 
 function main() {
   const t0 = performance.now();
   const M = decode(JSON.parse(document.getElementById('slowlab-data').textContent));
   const D = M.D, meta = M.meta;
-  const app = { sel: { from: meta.from_us, to: meta.to_us, threads: null }, timings: {} };
+  const app = { sel: { from: meta.from_us, to: meta.to_us, threads: null }, timings: {}, lock: -1 };
   window.slowlab = app;
   const root = document.getElementById('app');
   const section = (id, title) => {
@@ -112,6 +114,15 @@ function main() {
     app.timings.parts = parts;
     app.timings.select = performance.now() - start;
     timing.textContent = `redrawn in ${app.timings.select.toFixed(0)} ms`;
+  };
+  app.selectLock = (i) => {
+    app.lock = app.lock === i ? -1 : i;
+    const L = M.locks[app.lock];
+    if (!L) { app.select(app.sel); return; }
+    const ts = new Set();
+    for (const p of L.l.waiters.concat(L.l.holders)) if (p.thread >= 0) ts.add(p.thread);
+    app.timeline.show(ts);
+    app.select({ from: app.sel.from, to: app.sel.to, threads: ts.size ? ts : app.sel.threads });
   };
   app.select(app.sel);
   app.timings.load = performance.now() - t0;

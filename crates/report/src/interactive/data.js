@@ -91,6 +91,14 @@ function decode(D) {
   M.sysThread = Int32Array.from(D.syscalls.thread);
   M.threadLabel = (t) => D.strings[D.threads.comm[t]] + ' (' + D.threads.tid[t] + ')';
   M.procLabel = (p) => D.strings[D.processes.comm[p]] + ' (' + D.processes.pid[p] + ')';
+  // Locks: each one's waits as µs columns, in time order.
+  M.locks = (D.locks || []).map((l, i) => {
+    const n = l.waits.length;
+    const L = { i, l, n, from: new Float64Array(n), to: new Float64Array(n), waiter: new Int32Array(n), holder: new Int32Array(n) };
+    l.waits.forEach((w, k) => { L.from[k] = w.from_s * 1e6; L.to[k] = w.to_s * 1e6; L.waiter[k] = w.waiter; L.holder[k] = w.holder; });
+    L.label = l.kind + ' ' + l.address + (l.name ? ' in ' + l.name : '');
+    return L;
+  });
   return M;
 }
 
@@ -177,6 +185,18 @@ function waitRows(M, sel, mask) {
     });
   }
   return [...by.values()];
+}
+
+// The locks with a shipped wait in the selection's time whose waiter or
+// holder is selected (the figures are the report's, not the selection's).
+function lockRows(M, sel, mask) {
+  return M.locks.filter((L) => {
+    for (let k = 0; k < L.n; k++) {
+      if (L.to[k] <= sel.from || L.from[k] >= sel.to) continue;
+      if (!mask || (L.waiter[k] >= 0 && mask[L.waiter[k]]) || (L.holder[k] >= 0 && mask[L.holder[k]])) return true;
+    }
+    return false;
+  });
 }
 
 // Faults in the selection by (thread, stack).

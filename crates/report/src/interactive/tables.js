@@ -57,6 +57,7 @@ class Table {
       const tr = el('tr');
       for (const col of this.columns) tr.append(el('td', { text: this.text(col, r), class: col.num ? 'num' : '' }));
       if (this.opts.onClick) { tr.classList.add('clickable'); tr.addEventListener('click', () => this.opts.onClick(r)); }
+      if (this.opts.chosen && this.opts.chosen(r)) tr.classList.add('chosen');
       tbody.append(tr);
     }
     this.table.replaceChildren(thead, tbody);
@@ -195,6 +196,20 @@ function buildTables(M, root, app) {
     return s >= 0 && e >= 0 ? e - s : -1;
   }
 
+  const lockPane = make('locks', 'Locks');
+  lockPane.append(el('p', { class: 'hint', text: 'mutexes and rwlocks threads waited on, with the threads whose release ended the waits (holders); click a lock to draw its waits and holder → waiter arrows on the timeline (again to clear). Figures are over the report\'s time range.' }));
+  const people = (list, secs) => list.slice(0, 2).map((p) => p.comm + ' (' + p.tid + ') ' + fmtTime(p[secs] * 1e6)).join(', ') + (list.length > 2 ? ', …' : '');
+  const locks = new Table(lockPane, 'locks-table', [
+    { title: 'lock', get: (L) => L.l.address + (L.l.name ? ' in ' + L.l.name : '') },
+    { title: 'kind', get: (L) => L.l.kind },
+    { title: 'process', get: (L) => L.l.process + ' (' + L.l.pid + ')' },
+    { title: 'waiters', get: (L) => L.l.waiters.length, fmt: (n, L) => n + ': ' + people(L.l.waiters, 'blocked_s') },
+    { title: 'holders', get: (L) => L.l.holders.length, fmt: (n, L) => n + ': ' + people(L.l.holders, 'held_s') },
+    { title: 'total wait', get: (L) => L.l.total_wait_s * 1e6, num: true, fmt: fmtUs },
+    { title: 'longest hold', get: (L) => L.l.longest_hold_s * 1e6, num: true, fmt: fmtUs },
+    { title: 'waits', get: (L) => L.l.waits_total, num: true, fmt: (n, L) => fmtNum(n) + (L.n < n ? ` (${L.n} longest drawn)` : '') },
+  ], { onClick: (L) => app.selectLock(L.i), chosen: (L) => app.lock === L.i, sort: 5, empty: 'no lock waits in the selection (they need the futex calls slowlab record records)' });
+
   const fill = {
     threads(sel, mask) {
       const st = threadStats(M, sel, mask);
@@ -216,6 +231,7 @@ function buildTables(M, root, app) {
       functions.setRows(frows);
     },
     waits(sel, mask) { waits.setRows(waitRows(M, sel, mask)); },
+    locks(sel, mask) { locks.setRows(lockRows(M, sel, mask)); },
     faults(sel, mask) { faults.setRows(faultRows(M, sel, mask)); },
     syscalls(sel, mask) {
       const sc = syscallRows(M, sel, mask);

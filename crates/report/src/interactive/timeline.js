@@ -1,7 +1,9 @@
 // timeline.js — one lane per thread over time, drawn on a canvas: state
 // spans coloured by state (running, runnable, blocked by kind), sample
 // density on top, faults and launches as marks, wake-up arrows into the
-// focused thread. The command's processes come first, the others grouped
+// focused thread, and the waits of the lock chosen in the Locks table
+// outlined with an arrow from the holder that released each to its waiter.
+// The command's processes come first, the others grouped
 // by process and folded. Ctrl+wheel or the buttons zoom, shift+wheel or a
 // drag on the axis pans, a drag over the lanes selects a time range; a
 // click on a lane focuses its thread, on a thread's name selects it (shift
@@ -41,6 +43,10 @@ class Timeline {
     const lm = el('i', { class: 'sw' }); lm.style.background = '#000'; lm.style.width = '2px';
     legend.append(sm, el('span', { text: 'samples  ' }), fm, el('span', { text: 'faults  ' }), lm, el('span', { text: 'launch' }));
     bar.append(legend);
+    this.lockStatus = el('span', { class: 'lock-status', id: 'lock-status' });
+    this.lockClear = el('button', { text: 'clear lock' });
+    this.lockClear.addEventListener('click', () => this.app.selectLock(this.app.lock));
+    bar.append(this.lockStatus, this.lockClear);
     this.hint = el('div', { class: 'hint', text: 'drag over the lanes to select a time range · ctrl+wheel zooms · shift+wheel or dragging the axis pans · click a lane to show the wake-ups of its thread · click a thread name to select the thread (shift adds)' });
     this.axis = el('canvas', { class: 'tl-axis' });
     this.canvas = el('canvas', { class: 'tl-canvas' });
@@ -109,6 +115,15 @@ class Timeline {
     if (g && !g.open) { g.open = true; this.layoutRows(); }
     const r = this.rowOf.get(t);
     if (r !== undefined) this.scroll.scrollTop = this.scrollTop = Math.max(0, r * LANE - LANE * 2);
+  }
+
+  // Unfolds the processes of threads `ts` and scrolls to the first lane.
+  show(ts) {
+    let changed = false, top = Infinity;
+    for (const g of this.groups) if (!g.open && g.threads.some((t) => ts.has(t))) { g.open = true; changed = true; }
+    if (changed) this.layoutRows();
+    for (const t of ts) { const r = this.rowOf.get(t); if (r !== undefined) top = Math.min(top, r); }
+    if (top < Infinity) this.scroll.scrollTop = this.scrollTop = Math.max(0, top * LANE - LANE);
   }
 
   x(t) { return LABEL_W + (t - this.view.from) / (this.view.to - this.view.from) * this.plotW; }
@@ -186,6 +201,7 @@ class Timeline {
     g.fillStyle = '#ddd'; g.fillRect(LABEL_W - 1, 0, 1, this.visibleH);
     this.shadeSelection(g, this.visibleH);
     if (this.focus >= 0) this.drawWakeups(g, top);
+    this.drawLock(g, top);
     if (this.dragFrom !== undefined && this.dragTo !== undefined) {
       g.fillStyle = 'rgba(0,100,255,0.2)';
       const x0 = Math.min(this.dragFrom, this.dragTo), x1 = Math.max(this.dragFrom, this.dragTo);
@@ -295,6 +311,64 @@ class Timeline {
     });
   }
 
+  // The chosen lock's waits in view: each outlined on its waiter's lane,
+  // and an arrow at its end from the lane of the holder that released it
+  // (a folded process's lane stands for its threads). One arrow per pixel
+  // column and pair of lanes, so thousands of waits stay readable.
+  // Records what it drew in `app.lockDrawn` for tests.
+  drawLock(g, top) {
+    const L = this.M.locks[this.app.lock];
+    this.lockClear.style.display = L ? '' : 'none';
+    if (!L) { this.lockStatus.textContent = ''; this.app.lockDrawn = null; return; }
+    const vf = this.view.from, vt = this.view.to, h = this.visibleH;
+    const groupRow = new Map();
+    this.rows.forEach((r, i) => { if (r.thread < 0) groupRow.set(r.group, i); });
+    const laneY = (t) => {
+      if (t < 0) return undefined;
+      let r = this.rowOf.get(t);
+      if (r === undefined) { const grp = this.groups.find((x) => x.threads.includes(t)); r = grp && groupRow.get(grp); }
+      return r === undefined ? undefined : r * LANE - top;
+    };
+    const yOf = new Map();
+    const y = (t) => { if (!yOf.has(t)) yOf.set(t, laneY(t)); return yOf.get(t); };
+    g.save(); g.beginPath(); g.rect(LABEL_W, 0, this.plotW, h); g.clip();
+    let waits = 0, arrows = 0, released = 0;
+    const seen = new Set();
+    g.lineWidth = 1;
+    for (let k = 0; k < L.n; k++) {
+      const a = L.from[k], b = L.to[k];
+      if (b < vf || a > vt) continue;
+      const wy = y(L.waiter[k]);
+      if (wy === undefined || wy <= -LANE || wy >= h) continue;
+      waits++;
+      const x0 = this.x(Math.max(a, vf)), x1 = this.x(Math.min(b, vt));
+      g.fillStyle = 'rgba(176,0,140,0.18)'; g.fillRect(x0, wy + 2, Math.max(1, x1 - x0), LANE - 4);
+      g.strokeStyle = '#b0008c'; g.strokeRect(x0 + 0.5, wy + 2.5, Math.max(1, x1 - x0 - 1), LANE - 5);
+    }
+    g.strokeStyle = '#b0008c'; g.fillStyle = '#b0008c';
+    for (let k = 0; k < L.n; k++) {
+      const b = L.to[k];
+      if (b < vf || b > vt || L.holder[k] < 0) continue;
+      released++;
+      const wy = y(L.waiter[k]), hy = y(L.holder[k]);
+      if (wy === undefined || hy === undefined) continue;
+      const ty = wy + LANE / 2, fy = hy + LANE / 2;
+      if ((ty < 0 && fy < 0) || (ty > h && fy > h) || ty === fy) continue;
+      const x = Math.round(this.x(b));
+      const key = x + ':' + fy + ':' + ty;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const dir = ty > fy ? 1 : -1;
+      g.beginPath(); g.arc(x, fy, 2, 0, 2 * Math.PI); g.fill();
+      g.beginPath(); g.moveTo(x, fy); g.lineTo(x, ty - dir * 2); g.stroke();
+      g.beginPath(); g.moveTo(x, ty); g.lineTo(x - 3, ty - dir * 6); g.lineTo(x + 3, ty - dir * 6); g.fill();
+      arrows++;
+    }
+    g.restore();
+    this.app.lockDrawn = { lock: L.i, address: L.l.address, waits, arrows, released };
+    this.lockStatus.textContent = `${L.label}: ${waits} waits in view, ${released} released by a holder (${arrows} arrows drawn)` + (L.n < L.l.waits_total ? ` · the ${L.n} longest of ${L.l.waits_total} waits are drawn` : '');
+  }
+
   rowAt(clientY) {
     const box = this.canvas.getBoundingClientRect();
     const r = Math.floor((clientY - box.top + this.scrollTop) / LANE);
@@ -367,6 +441,11 @@ class Timeline {
           text += '\nwoken by ' + (w >= 0 ? M.threadLabel(w) : ['?', 'nobody (still blocked or unknown)', 'an interrupt', 'a timer', 'a device'][-w] || '?');
         }
       });
+      const L = M.locks[this.app.lock];
+      for (let k = 0; L && k < L.n; k++) {
+        if (L.waiter[k] !== row.thread || L.from[k] > t || L.to[k] < t) continue;
+        text += '\nwaiting on ' + L.label + (L.holder[k] >= 0 ? ', released by ' + M.threadLabel(L.holder[k]) + ' at ' + fmtTime(L.to[k]) : '');
+      }
     }
     this.tip.textContent = text;
     const box = this.box.getBoundingClientRect();
