@@ -383,6 +383,8 @@ mod tests {
             interrupted: false,
             profile_period_s: None,
             functions: Vec::new(),
+            cause_groups: Vec::new(),
+            causes: Vec::new(),
         }
     }
 
