@@ -71,6 +71,13 @@ impl<D: Diagnoser> PathExecutor<D> {
     }
 }
 
+impl<D> PathExecutor<D> {
+    /// The diagnoser, to read what it gathered.
+    pub fn diagnoser(&self) -> &D {
+        &self.diagnoser
+    }
+}
+
 impl<D: Diagnoser> Executor for PathExecutor<D> {
     fn run(&mut self, n: u64) -> Result<Measurement, RunError> {
         if self.cancel.is_cancelled() {
