@@ -294,7 +294,7 @@ mod tests {
         runs
     }
 
-    fn group<'a>(f: &'a CauseFits, state: SegmentState) -> &'a CauseGrowth {
+    fn group(f: &CauseFits, state: SegmentState) -> &CauseGrowth {
         f.groups.iter().find(|g| g.state == state).unwrap()
     }
 
