@@ -317,8 +317,8 @@ fn groups_of(
     out
 }
 
-/// One run's seconds by cause.
-fn causes_of(run: &Run) -> HashMap<CauseKey, f64> {
+/// One run's seconds by cause; they add up to the sum of its segments.
+pub fn causes_of(run: &Run) -> HashMap<CauseKey, f64> {
     let names = process_names(&run.path);
     let mut by: HashMap<CauseKey, f64> = HashMap::new();
     for (i, s) in run.path.segments.iter().enumerate() {
@@ -482,7 +482,17 @@ fn signed(s: f64) -> String {
 /// A cause in words, naming its process (and its thread when the name
 /// differs): "waiting for the disk in fsync (fsync_loop)".
 pub fn describe(key: &CauseKey) -> String {
-    let what = match key.state {
+    let what = what_of(key);
+    if key.thread == key.process {
+        format!("{what} ({})", key.process)
+    } else {
+        format!("{what} ({}, thread {})", key.process, key.thread)
+    }
+}
+
+/// A cause in words without its process: "waiting for the disk in fsync".
+pub fn what_of(key: &CauseKey) -> String {
+    match key.state {
         SegmentState::Cpu => match &key.function {
             Some(f) => format!("on a CPU in {f}"),
             None => "on a CPU".to_string(),
@@ -502,11 +512,6 @@ pub fn describe(key: &CauseKey) -> String {
                 None => what.to_string(),
             }
         }
-    };
-    if key.thread == key.process {
-        format!("{what} ({})", key.process)
-    } else {
-        format!("{what} ({}, thread {})", key.process, key.thread)
     }
 }
 

@@ -46,5 +46,7 @@ pub fn sweep_result(verdict: Verdict, exponent: f64, times: &[(u64, f64)]) -> Sw
         interrupted: false,
         profile_period_s: None,
         functions: Vec::new(),
+        cause_groups: Vec::new(),
+        causes: Vec::new(),
     }
 }

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::critical_path::{SegmentState, WaitKind};
+
 /// Every repetition measured at one size `n`, in the order they ran.
 ///
 /// `cpu_s[i]` and `wall_s[i]` belong to the same run: CPU is user+sys of the
@@ -171,6 +173,16 @@ pub struct SweepResult {
     /// fastest-growing first (see `FunctionGrowth`); empty without a profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FunctionGrowth>,
+    /// `sweep --critical-path`: how the time of each group of causes of
+    /// the critical path grows (state, kind, process and thread, every
+    /// function or resource of it together), the fastest-growing first;
+    /// empty without `--critical-path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cause_groups: Vec<CauseGrowth>,
+    /// `sweep --critical-path`: the same for each cause (a group's one
+    /// function or resource), as `slowlab diff` keys them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<CauseGrowth>,
 }
 
 /// What `sweep --profile` concluded about one function's cost: a sweep
@@ -254,6 +266,51 @@ pub struct FunctionGrowth {
     #[serde(default)]
     pub reason: String,
     pub points: Vec<FunctionPoint>,
+}
+
+/// How the time of one cause of the critical path grows across the sizes
+/// of a sweep (`sweep --critical-path`), fitted with the sweep's own
+/// statistics on its seconds per run (baseline runs subtracted). The key
+/// is `slowlab diff`'s: state, wait kind, process and thread names, and the
+/// function (on a CPU) or resource (blocked); a group has neither and
+/// names the one that is most of it in `mostly`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CauseGrowth {
+    pub state: SegmentState,
+    pub kind: Option<WaitKind>,
+    pub process: String,
+    pub thread: String,
+    pub function: Option<String>,
+    pub resource: Option<String>,
+    /// A group: its function or resource with the most time at the
+    /// largest size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mostly: Option<String>,
+    /// The cause in words ("sleeping in hrtimer_nanosleep (prog)").
+    pub words: String,
+    /// Exponent over the top three sizes.
+    pub exponent: Option<f64>,
+    pub exponent_ci: Option<[f64; 2]>,
+    /// `too-few-samples` here: too little time at the largest size to fit.
+    pub verdict: FunctionVerdict,
+    /// Median seconds per run at the largest size.
+    pub median_at_max_s: f64,
+    /// That over the median wall time of the critical path there (0–1).
+    pub share_at_max: f64,
+    #[serde(default)]
+    pub local_exponents: Vec<Option<f64>>,
+    /// Why the verdict, one sentence.
+    #[serde(default)]
+    pub reason: String,
+    pub points: Vec<CausePoint>,
+}
+
+/// A cause's seconds in every run at one size (n = 0: the baseline runs),
+/// in the order the runs were made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CausePoint {
+    pub n: u64,
+    pub seconds: Vec<f64>,
 }
 
 /// Whether a lab scenario ran on this machine.

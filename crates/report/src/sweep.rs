@@ -1,9 +1,10 @@
 //! A sweep result for people (the terminal table, the verdict line and,
-//! with `--profile`, the functions that grow) and for programs (JSON, CSV,
+//! with `--profile`, the functions that grow; with `--critical-path`, the
+//! causes of the critical path that grow) and for programs (JSON, CSV,
 //! Markdown), behind one `Exporter` trait in the manner of hyperfine's
 //! exporters.
 
-use slowlab_model::results::{FunctionGrowth, FunctionVerdict, SweepResult, Verdict};
+use slowlab_model::results::{CauseGrowth, FunctionGrowth, FunctionVerdict, SweepResult, Verdict};
 
 use crate::format;
 use crate::plot;
@@ -181,6 +182,10 @@ pub fn render_text(r: &SweepResult) -> String {
         out.push('\n');
         out.push_str(&render_functions(r));
     }
+    if !r.cause_groups.is_empty() {
+        out.push('\n');
+        out.push_str(&render_causes(r));
+    }
     for w in &r.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -312,6 +317,95 @@ pub fn render_functions(r: &SweepResult) -> String {
     out
 }
 
+/// Groups of causes the headline names at most.
+const NAMED_CAUSES: usize = 4;
+/// Rows of the causes table at most.
+const TOP_CAUSES: usize = 10;
+/// A group of causes smaller than this share of the path at the largest
+/// size is not named in the headline.
+const NAMED_SHARE: f64 = 0.05;
+
+/// Who a cause is of: "prog" or "prog, thread worker".
+fn whose(c: &CauseGrowth) -> String {
+    if c.thread == c.process {
+        c.process.clone()
+    } else {
+        format!("{}, thread {}", c.process, c.thread)
+    }
+}
+
+/// The growing causes in one sentence, e.g. "sleeping in
+/// hrtimer_nanosleep grows as N^2.01 [1.96–2.05] (prog), on a CPU in
+/// compute_page as N^1.00 [0.98–1.02] (prog)": the fitted groups of at
+/// least 5% of the path at the largest size, in `cause_groups`' order
+/// (super-linear first).
+pub fn causes_headline(r: &SweepResult) -> String {
+    let named: Vec<String> = r
+        .cause_groups
+        .iter()
+        .filter(|g| g.verdict != FunctionVerdict::TooFewSamples && g.share_at_max >= NAMED_SHARE)
+        .take(NAMED_CAUSES)
+        .enumerate()
+        .map(|(i, g)| {
+            format!(
+                "{} {}{} ({})",
+                g.words,
+                if i == 0 { "grows as " } else { "as " },
+                format::exponent(g.exponent, g.exponent_ci),
+                whose(g)
+            )
+        })
+        .collect();
+    if named.is_empty() {
+        "no cause has enough time to fit".to_string()
+    } else {
+        named.join(", ")
+    }
+}
+
+/// The `--critical-path` part of the terminal report: the headline and a
+/// table of the groups of causes (fastest growth first, as `cause_groups`
+/// is ordered); the causes one by one are in the JSON.
+pub fn render_causes(r: &SweepResult) -> String {
+    let max_n = r.sizes.last().copied().unwrap_or(0);
+    let mut out = format!(
+        "the critical path by cause (wall time):\n  {}\n",
+        causes_headline(r)
+    );
+    let at_max = format!("at n={max_n}");
+    let mut table = Table::new(&[
+        ("cause", Align::Left),
+        ("whose", Align::Left),
+        ("growth", Align::Left),
+        ("verdict", Align::Left),
+        (at_max.as_str(), Align::Right),
+        ("share", Align::Right),
+    ]);
+    for g in r.cause_groups.iter().take(TOP_CAUSES) {
+        let (growth, verdict) = match g.verdict {
+            FunctionVerdict::TooFewSamples => ("—".to_string(), "too small to fit"),
+            v => (format::exponent(g.exponent, g.exponent_ci), v.as_str()),
+        };
+        table.row(vec![
+            short(&g.words),
+            whose(g),
+            growth,
+            verdict.to_string(),
+            format::seconds(g.median_at_max_s),
+            percent(g.share_at_max),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&table.render(2));
+    if r.cause_groups.len() > TOP_CAUSES {
+        out.push_str(&format!(
+            "  … and {} more (see --json)\n",
+            r.cause_groups.len() - TOP_CAUSES
+        ));
+    }
+    out
+}
+
 /// A share 0–1 as a percentage.
 fn percent(share: f64) -> String {
     if share > 0.0 && share < 0.01 {
@@ -383,6 +477,8 @@ mod tests {
             interrupted: false,
             profile_period_s: None,
             functions: Vec::new(),
+            cause_groups: Vec::new(),
+            causes: Vec::new(),
         }
     }
 
@@ -484,6 +580,72 @@ mod tests {
             serde_json::from_slice(&JsonExporter.export(&r).unwrap()).unwrap();
         assert_eq!(v["functions"][0]["name"], "quad_part");
         assert_eq!(v["functions"][2]["verdict"], "too-few-samples");
+    }
+
+    fn cause(words: &str, thread: &str, k: Option<f64>, verdict: FunctionVerdict) -> CauseGrowth {
+        use slowlab_model::critical_path::SegmentState;
+        CauseGrowth {
+            state: SegmentState::Cpu,
+            kind: None,
+            process: "prog".into(),
+            thread: thread.into(),
+            function: None,
+            resource: None,
+            mostly: None,
+            words: words.into(),
+            exponent: k,
+            exponent_ci: k.map(|k| [k - 0.05, k + 0.04]),
+            verdict,
+            median_at_max_s: 0.5,
+            share_at_max: 0.4,
+            local_exponents: Vec::new(),
+            reason: String::new(),
+            points: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn causes_are_said_growing_first_and_too_small_ones_are_not_named() {
+        let mut r = sample();
+        r.cause_groups = vec![
+            cause(
+                "sleeping in do_nanosleep",
+                "prog",
+                Some(2.01),
+                FunctionVerdict::Superlinear,
+            ),
+            cause(
+                "on a CPU in compute",
+                "worker",
+                Some(1.0),
+                FunctionVerdict::Linear,
+            ),
+            cause(
+                "waiting for a CPU",
+                "prog",
+                None,
+                FunctionVerdict::TooFewSamples,
+            ),
+        ];
+        assert_eq!(
+            causes_headline(&r),
+            "sleeping in do_nanosleep grows as N^2.01 [1.96–2.05] (prog), \
+             on a CPU in compute as N^1.00 [0.95–1.04] (prog, thread worker)"
+        );
+        let text = render_text(&r);
+        assert!(
+            text.contains("the critical path by cause (wall time):"),
+            "{text}"
+        );
+        assert!(text.contains("too small to fit"), "{text}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&JsonExporter.export(&r).unwrap()).unwrap();
+        assert_eq!(v["cause_groups"][0]["exponent"], 2.01);
+        assert_eq!(v["cause_groups"][0]["state"], "cpu");
+        // Without --critical-path the JSON has neither list.
+        let plain: serde_json::Value =
+            serde_json::from_slice(&JsonExporter.export(&sample()).unwrap()).unwrap();
+        assert!(plain.get("causes").is_none() && plain.get("cause_groups").is_none());
     }
 
     #[test]

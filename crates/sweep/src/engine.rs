@@ -475,6 +475,8 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
             interrupted: self.interrupted,
             profile_period_s: None,
             functions: Vec::new(),
+            cause_groups: Vec::new(),
+            causes: Vec::new(),
         }
     }
 }

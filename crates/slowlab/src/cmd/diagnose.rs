@@ -3,7 +3,8 @@
 //! detector), print the answer first and the findings ranked by what they
 //! cost, and write the trace, `critical_path.json`, `findings.json` and a
 //! self-contained `report.html` (and the exports asked for) into one
-//! directory. Glue only.
+//! directory; with `--repeat N`, N such directories and a summary across
+//! them (`slowlab_runs::repeat`). Glue only.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +41,15 @@ use super::input::open_all;
 /// (threads, functions, waits, faults, syscalls, lifetimes) that follow the
 /// time range and threads selected in the page.
 ///
+/// With --repeat N, runs and records CMD N times, one complete directory
+/// per run (DIR/run-1 … DIR/run-N, each as one diagnose writes it), and
+/// prints each run's wall time (its critical path's), the median, and the
+/// answer of the median run: what `slowlab diff A/run-* -- B/run-*`
+/// compares, with the runs' own spread as its noise. Ctrl-C stops between
+/// runs (or stops the run being recorded, whose directory is removed) and
+/// keeps the finished runs. Returns 130 then, else the first non-zero
+/// exit code of CMD.
+///
 /// With --pid PID instead of CMD, attaches to a process that is already
 /// running: records the whole system for --seconds (Ctrl-C ends early,
 /// with the answer so far) and answers for that process over the window.
@@ -49,6 +59,7 @@ use super::input::open_all;
 /// Examples:
 ///
 ///   sudo slowlab diagnose -o why -- ./build.sh
+///   sudo slowlab diagnose --repeat 5 -o before -- ./build.sh
 ///   sudo slowlab diagnose --pid 4242 --seconds 20    a service, running
 ///   slowlab analyze why/trace.data --waits      look further
 #[derive(Args, Debug)]
@@ -62,7 +73,10 @@ pub struct DiagnoseArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     freq: u32,
 
-    /// Print the findings as JSON on stdout (the human report goes to stderr)
+    /// Print the findings as JSON on stdout (the human report goes to
+    /// stderr); with --repeat, the summary: {"command","asked","runs":[{"run",
+    /// "dir","wall_s","exit_code","answer"}],"median_s","min_s","max_s",
+    /// "median_run","interrupted"}
     #[arg(long)]
     json: bool,
 
@@ -76,6 +90,11 @@ pub struct DiagnoseArgs {
     /// under DIR (as `slowlab export` does)
     #[arg(long, value_name = "DIR")]
     parquet: Option<PathBuf>,
+
+    /// Run and record CMD this many times (1 to 100), into DIR/run-1 …
+    /// DIR/run-N, and summarize the runs
+    #[arg(long, value_name = "N", conflicts_with_all = ["pid", "fxprof", "parquet"])]
+    repeat: Option<String>,
 
     /// Attach to this running process instead of running CMD
     #[arg(long, value_name = "PID", conflicts_with = "command")]
@@ -96,6 +115,10 @@ fn window_seconds(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
+    if let Some(n) = &args.repeat {
+        let n = slowlab_runs::parse_repeat(n).map_err(anyhow::Error::msg)?;
+        return repeat(&args, n);
+    }
     if let Some(pid) = args.pid {
         anyhow::ensure!(
             Path::new(&format!("/proc/{pid}")).is_dir(),
@@ -194,6 +217,135 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     })
 }
 
+/// `--repeat N`: N diagnose runs, then the summary.
+fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let stale = slowlab_runs::stale_runs(&args.output, n);
+    if !stale.is_empty() {
+        eprintln!(
+            "slowlab: warning: {} run directories of an earlier --repeat are left in {} ({} …): \
+             remove them, or a run-* pattern takes them as runs of this one",
+            stale.len(),
+            args.output.display(),
+            stale[0].display()
+        );
+    }
+    // Ctrl-C between runs: the finished runs are kept and summarized (the
+    // recording of a run handles its own Ctrl-C, in slowlab-record).
+    let cancel = slowlab_sweep::Cancel::new();
+    crate::signals::cancel_on_interrupt(cancel.clone())?;
+    let mut runs = Vec::new();
+    let mut interrupted = false;
+    for i in 1..=n {
+        if cancel.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        let dir = slowlab_runs::run_dir(&args.output, i);
+        eprintln!("slowlab: run {i} of {n} → {}", dir.display());
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let (outcome, diagnosis, warnings) = record_and_analyze(&args.command, &dir, args.freq)?;
+        if outcome.stopped_by.is_some() {
+            let _ = std::fs::remove_dir_all(&dir);
+            eprintln!(
+                "slowlab: run {i} was interrupted: removed {}; the finished runs are kept",
+                dir.display()
+            );
+            interrupted = true;
+            break;
+        }
+        for w in warnings {
+            eprintln!("slowlab: warning: run {i}: {w}");
+        }
+        runs.push(slowlab_runs::RepeatRun {
+            run: i,
+            dir,
+            wall_s: diagnosis.path.as_ref().map(|p| p.wall_s),
+            exit_code: outcome.exit_code,
+            answer: diagnosis.path.map(|p| p.summary),
+        });
+    }
+    let first_failure = runs.iter().map(|r| r.exit_code).find(|&c| c != 0);
+    let summary = slowlab_runs::summarize(&args.command, n, runs, interrupted);
+    if args.json {
+        eprint!("{}", summary.text());
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", summary.text());
+    }
+    Ok(if interrupted {
+        130
+    } else {
+        first_failure.unwrap_or(0)
+    })
+}
+
+/// Records `command` system-wide into `dir/trace.data` as `diagnose` does
+/// and makes its analysis into `dir` (`analyze_into`): what `--repeat` and
+/// `sweep --critical-path` do for each run. Returns the recording's
+/// outcome, the diagnosis and the warnings of both.
+pub fn record_and_analyze(
+    command: &[String],
+    dir: &Path,
+    freq: u32,
+) -> anyhow::Result<(slowlab_record::Outcome, Diagnosis, Vec<String>)> {
+    let trace_path = dir.join("trace.data");
+    let cfg = slowlab_record::Config {
+        output: trace_path.clone(),
+        freq,
+        ring_seconds: None,
+        call_graph: slowlab_record::CallGraph::Fp,
+        command: command.to_vec(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        capture_paths: true,
+    };
+    let outcome = slowlab_record::run(&cfg)?;
+    let mut warnings = outcome.warnings.clone();
+    let diagnosis = analyze_into(
+        &trace_path,
+        dir,
+        command,
+        Target::Command,
+        &[],
+        &mut warnings,
+    )?;
+    Ok((outcome, diagnosis, warnings))
+}
+
+/// `sweep --critical-path`'s runs: each one recorded and analyzed as
+/// `diagnose` does (`record_and_analyze`).
+pub struct CommandDiagnoser {
+    pub freq: u32,
+    /// The warnings of every run, once per kind.
+    pub warnings: Vec<String>,
+}
+
+impl slowlab_runs::Diagnoser for CommandDiagnoser {
+    fn diagnose(
+        &mut self,
+        command: &[String],
+        dir: &Path,
+    ) -> Result<slowlab_runs::Diagnosed, String> {
+        let (outcome, diagnosis, warnings) =
+            record_and_analyze(command, dir, self.freq).map_err(|e| format!("{e:#}"))?;
+        // Once per kind: "3 binaries could not be…" and "4 binaries…" are
+        // one warning.
+        let shape = |w: &str| w.replace(|c: char| c.is_ascii_digit(), "");
+        for w in warnings {
+            if !self.warnings.iter().any(|seen| shape(seen) == shape(&w)) {
+                self.warnings.push(w);
+            }
+        }
+        Ok(slowlab_runs::Diagnosed {
+            path: diagnosis.path,
+            exit_code: outcome.exit_code,
+            interrupted: outcome.stopped_by.is_some(),
+        })
+    }
+}
+
 /// Whose critical path a recording answers for.
 pub enum Target {
     /// The command recorded (`diagnose -- CMD`, `lab --trace`).
@@ -216,6 +368,8 @@ pub struct Diagnosis {
     pub written: Vec<String>,
     /// The root's path has no CPU or runnable time at all.
     pub did_not_run: bool,
+    /// The critical path (also in critical_path.json).
+    pub path: Option<slowlab_model::critical_path::CriticalPath>,
 }
 
 /// Opens a recording (with its side files), makes its one analysis for
@@ -292,5 +446,6 @@ pub fn analyze_into(
         has_path: path.is_some(),
         written,
         did_not_run: path.is_some_and(|p| p.breakdown.cpu + p.breakdown.runnable == 0.0),
+        path: path.cloned(),
     })
 }

@@ -1,16 +1,21 @@
 //! `slowlab sweep`: parse the arguments, run the sweep engine with a real
-//! executor, a progress bar and Ctrl-C handling, print the report and write
-//! the requested exports.
+//! executor (with `--critical-path`, `slowlab_runs::PathExecutor` over
+//! `diagnose`'s recording and analysis), a progress bar and Ctrl-C
+//! handling, print the report and write the requested exports.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
+use slowlab_model::results::SweepResult;
 use slowlab_report::sweep::{
     render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
 };
 use slowlab_report::write_atomically;
+use slowlab_runs::{fit_causes, PathExecutor};
 use slowlab_sweep::{parse_sizes, run_sweep, Cancel, CommandExecutor, SweepConfig};
+
+use super::diagnose::CommandDiagnoser;
 
 use crate::progress::SweepBar;
 use crate::signals::cancel_on_interrupt;
@@ -50,6 +55,25 @@ use crate::signals::cancel_on_interrupt;
 /// per top function. Needs perf; without root, perf_event_paranoid ≤ 2
 /// (user-space samples of your own command only).
 ///
+/// With --critical-path, every run is recorded and analyzed as `slowlab
+/// diagnose` does (system-wide, then the command's critical path), and
+/// the time of each cause of the path — as `slowlab diff` keys them: on a
+/// CPU (by function), waiting for a CPU, or blocked on a lock, the disk, a
+/// sleep, another thread or process, a page fault (by resource or where it
+/// blocked), in which process and thread — is fitted across the sizes with
+/// the same statistics, e.g.
+///
+///   sleeping in hrtimer_nanosleep grows as N^2.01 [1.95–2.06] (prog),
+///   on a CPU in compute_page as N^1.00 [0.97–1.04] (prog)
+///
+/// followed by a table of the causes grouped by state, kind, process and
+/// thread; a cause with under 10 ms or 2% of the path at the largest size
+/// is "too small to fit". A run's cost (the CPU columns of the table) is
+/// then its wall time along the critical path. The JSON gets
+/// "cause_groups" and "causes", each with its exponent and its seconds in
+/// every run ("points"). Needs what diagnose needs (root, or perf allowed
+/// system-wide); each run costs a recording and an analysis (seconds).
+///
 /// Examples:
 ///
 ///   slowlab sweep --sizes 1000..64000 -- ./my-program --items {n}
@@ -57,6 +81,8 @@ use crate::signals::cancel_on_interrupt;
 ///   slowlab sweep --sizes 10k,20k,40k,80k --reps 5 --json out.json --plot out.svg -- sh -c 'seq {n} | sort -n > /dev/null'
 ///
 ///   slowlab sweep --profile --sizes 1000..8000 -- ./my-program {n}
+///
+///   sudo slowlab sweep --critical-path --sizes 4,8,16 --reps 2 -- ./my-program {n}
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SweepArgs {
@@ -120,6 +146,21 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = slowlab_profile::DEFAULT_FREQUENCY_HZ, requires = "profile", value_name = "HZ")]
     profile_freq: u32,
 
+    /// Record each run as `slowlab diagnose` does and fit how each cause
+    /// of its critical path grows
+    #[arg(long, conflicts_with = "profile")]
+    critical_path: bool,
+
+    /// Samples per second per CPU with --critical-path
+    #[arg(long, default_value_t = 1000, requires = "critical_path", value_name = "HZ",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    freq: u32,
+
+    /// With --critical-path: keep each run's diagnose directory under DIR
+    /// (DIR/run-K-nN) instead of removing it
+    #[arg(long, requires = "critical_path", value_name = "DIR")]
+    keep_runs: Option<PathBuf>,
+
     /// The command to run; `{n}` is replaced by the size
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -156,7 +197,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let cancel = Cancel::new();
     cancel_on_interrupt(cancel.clone())?;
     let mut bar = SweepBar::new();
-    let outcome = if args.profile {
+    let outcome = if args.critical_path {
+        critical_path_sweep(&args, &config, &mut bar, &cancel)
+    } else if args.profile {
         slowlab_profile::profiled_sweep(
             &args.command,
             &config,
@@ -199,4 +242,56 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(if result.interrupted { 130 } else { 0 })
+}
+
+/// `--critical-path`: every run a diagnose run; each cause's growth fitted
+/// into the result.
+fn critical_path_sweep(
+    args: &SweepArgs,
+    config: &SweepConfig,
+    bar: &mut SweepBar,
+    cancel: &Cancel,
+) -> anyhow::Result<SweepResult> {
+    let temp;
+    let work_dir = match &args.keep_runs {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+            dir.as_path()
+        }
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("slowlab-sweep-")
+                .tempdir()
+                .map_err(|e| anyhow::anyhow!("cannot make a temporary directory: {e}"))?;
+            temp.path()
+        }
+    };
+    let diagnoser = CommandDiagnoser {
+        freq: args.freq,
+        warnings: Vec::new(),
+    };
+    let mut exec = PathExecutor::new(
+        args.command.clone(),
+        diagnoser,
+        work_dir,
+        args.keep_runs.is_some(),
+        cancel.clone(),
+    );
+    let mut result = run_sweep(&mut exec, args.command.clone(), config, bar, cancel)?;
+    let fits = fit_causes(&exec.runs, config.warmup, config.seed);
+    result.cause_groups = fits.groups;
+    result.causes = fits.causes;
+    result.warnings.extend(
+        exec.diagnoser()
+            .warnings
+            .iter()
+            .map(|w| format!("recording: {w}")),
+    );
+    result.warnings.push(
+        "critical path: every run was recorded system-wide and analyzed as `slowlab diagnose` \
+         does; the costs (the CPU columns) are the command's wall time along its critical path"
+            .to_string(),
+    );
+    Ok(result)
 }
