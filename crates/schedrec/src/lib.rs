@@ -177,8 +177,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     }
     if end.stacks_lost > 0 {
         warnings.push(format!(
-            "{} stacks were lost: the kernel's stack map was full or two stacks hashed to \
-             one bucket; their events have no stack",
+            "{} events have no stack: their stack's bucket in the kernel's stack map held \
+             another stack (or the map was full)",
             end.stacks_lost
         ));
     }

@@ -109,7 +109,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     }
     if s.stacks_lost > 0 {
         eprintln!(
-            "slowlab: warning: {} stacks lost: the stack map was full or two stacks collided",
+            "slowlab: warning: {} events have no stack: their stack's bucket in the stack map held another stack",
             s.stacks_lost
         );
     }
