@@ -51,12 +51,16 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
         .collect()
 }
 
+/// A record's stack as the recording names it: (pid when there is a user stack, kernel
+/// stack id, user stack id, sampled).
+type StackKey = (u32, Option<u32>, Option<u32>, bool);
+
 pub(crate) struct Stacks<'a> {
     stacks: FxHashMap<u32, &'a [u64]>,
     maps: FxHashMap<u32, Vec<MapsVersion>>,
     kallsyms: Option<Kallsyms>,
     symbolize: bool,
-    cache: FxHashMap<(u32, Option<u32>, Option<u32>, bool), Option<StackIdx>>,
+    cache: FxHashMap<StackKey, Option<StackIdx>>,
     frames: FxHashMap<(ModuleIdx, u64), FrameIdx>,
     nodes: FxHashMap<(u32, FrameIdx), StackIdx>,
     modules: FxHashMap<String, ModuleIdx>,

@@ -3,6 +3,7 @@
 //!   critical-path answer: the path is the producer's CPU in `slow_digest`;
 //! - a ring buffer made tiny on purpose loses records, and the loss is counted and shown
 //!   by `record` and by `analyze`.
+//!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
 

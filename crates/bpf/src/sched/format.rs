@@ -84,7 +84,7 @@ impl RecordKind {
     }
 
     /// Bytes a record of this kind takes.
-    pub fn len(self) -> usize {
+    pub fn record_len(self) -> usize {
         match self {
             RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
             _ => RECORD_LEN,
@@ -132,7 +132,7 @@ fn comm_text(b: &[u8]) -> String {
 pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
     let head = b.get(..RECORD_LEN)?;
     let kind = RecordKind::from_u8(head[22])?;
-    let len = kind.len();
+    let len = kind.record_len();
     let comm = if len > RECORD_LEN {
         Some(comm_text(b.get(RECORD_LEN..len)?))
     } else {
