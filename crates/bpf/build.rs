@@ -1,5 +1,6 @@
-//! Build script: compiles `src/bpf/paths.bpf.c` to BPF with clang and generates its Rust
-//! skeleton (libbpf-cargo's `SkeletonBuilder`) into `OUT_DIR`.
+//! Build script: compiles `src/bpf/paths.bpf.c` (the path capture) and `src/bpf/sched.bpf.c`
+//! (the scheduler recorder) to BPF with clang and generates their Rust skeletons
+//! (libbpf-cargo's `SkeletonBuilder`) into `OUT_DIR`.
 //!
 //! It first writes `OUT_DIR/paths_probes.h`, the list of tracepoint programs, from the
 //! syscall table in `../model/src/syscalls.rs` (which uses only `core`), so the C side and
@@ -23,7 +24,9 @@ fn fail(message: &str) -> ! {
 
 fn main() {
     let src = "src/bpf/paths.bpf.c";
+    let sched_src = "src/bpf/sched.bpf.c";
     println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-changed={sched_src}");
     println!("cargo:rerun-if-changed=../model/src/syscalls.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
 
@@ -66,5 +69,15 @@ fn main() {
         .build_and_generate(&skel);
     if let Err(e) = result {
         fail(&format!("compiling {src}: {e:#}"));
+    }
+
+    let sched_skel = out_dir.join("sched.skel.rs");
+    let result = libbpf_cargo::SkeletonBuilder::new()
+        .source(sched_src)
+        .clang(&clang)
+        .clang_args(["-Wall", "-Werror"])
+        .build_and_generate(&sched_skel);
+    if let Err(e) = result {
+        fail(&format!("compiling {sched_src}: {e:#}"));
     }
 }

@@ -19,6 +19,10 @@
 //! **perf must record with `-k monotonic`** (`--clockid monotonic`) for its times to be
 //! comparable with the capture's; see [`correlate`].
 //!
+//! It also holds the scheduler flight recorder ([`sched`]: `slowlab record --backend bpf`),
+//! a second eBPF program that records context switches, wake-ups, CPU samples and
+//! lifetimes without perf.
+//!
 //! This crate does not run perf, read perf.data, or analyze paths; the `record` and
 //! `analyze` crates do that with it. The capture needs root (or CAP_BPF and CAP_PERFMON);
 //! reading a capture file needs nothing.
@@ -54,6 +58,7 @@ mod error;
 pub mod format;
 mod libbpf_log;
 pub mod ring;
+pub mod sched;
 mod sink;
 mod sys;
 mod syscall;
@@ -61,6 +66,11 @@ mod syscall;
 #[allow(clippy::all, dead_code, missing_docs)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/paths.skel.rs"));
+}
+
+#[allow(clippy::all, dead_code, missing_docs)]
+mod sched_skel {
+    include!(concat!(env!("OUT_DIR"), "/sched.skel.rs"));
 }
 
 pub use capture::{CaptureOptions, CaptureStats, PathCapture, DEFAULT_RING_BYTES};

@@ -54,12 +54,17 @@ pub(crate) fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
                  Linux 5.8 or later)"
             ),
         },
-        _ if message.contains("os error 22") && log.contains("events") => BpfError::Unsupported {
-            reason: format!(
-                "{message}: the kernel refused the BPF ring buffer map (it needs Linux 5.8 or \
+        _ if message.contains("os error 22")
+            && log.contains("events")
+            && !log.contains("stacks") =>
+        {
+            BpfError::Unsupported {
+                reason: format!(
+                    "{message}: the kernel refused the BPF ring buffer map (it needs Linux 5.8 or \
                  later)"
-            ),
-        },
+                ),
+            }
+        }
         _ => BpfError::Load { message, log },
     }
 }

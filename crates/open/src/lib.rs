@@ -1,6 +1,7 @@
 //! Opens any input slowlab reads into one [`TraceBundle`]: a perf.data file
 //! with the files `slowlab record` writes beside it (the path capture
-//! `FILE.paths`, the cgroup notes `FILE.cgroups.json`), a Windows ETW trace
+//! `FILE.paths`, the cgroup notes `FILE.cgroups.json`), a scheduler recording of
+//! `slowlab record --backend bpf` (known by its magic), a Windows ETW trace
 //! (`.etl`, `.etl.zip`: its file operations' paths come from inside it, in
 //! the same read), or a `slowlab diagnose` directory (its `trace.data`).
 //! Every input is read once, from an explicit [`OpenOptions`] value; the
@@ -77,6 +78,11 @@ pub enum OpenError {
     Etl {
         path: PathBuf,
         source: slowlab_etl::EtlError,
+    },
+    #[error("cannot analyze {path}: {source}")]
+    Sched {
+        path: PathBuf,
+        source: slowlab_schedrec::SchedRecError,
     },
     #[error("{0} is a directory without a {DIAGNOSE_TRACE}: give a trace file, or the directory `slowlab diagnose -o DIR` wrote")]
     NotADiagnoseDir(PathBuf),
@@ -226,6 +232,24 @@ pub fn open(
     }
     if opts.pdb_symbols.is_some() {
         return Err(OpenError::SymbolsNotEtl(file));
+    }
+    if slowlab_schedrec::is_sched_file(&file) {
+        let read = slowlab_schedrec::ReadOptions {
+            symbolize: opts.symbolize,
+            ..Default::default()
+        };
+        let trace =
+            slowlab_schedrec::read_file(&file, &read).map_err(|source| OpenError::Sched {
+                path: file.clone(),
+                source,
+            })?;
+        let warnings = trace.stats.warnings.clone();
+        return Ok(TraceBundle {
+            trace,
+            paths: None,
+            cgroups: None,
+            warnings,
+        });
     }
     let read = slowlab_perf::ReadOptions {
         symbolize: opts.symbolize,

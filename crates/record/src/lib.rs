@@ -9,6 +9,8 @@
 //! - [`Recording`] is started and stopped by the caller (`lab --trace`).
 //! - [`perf_args`] is the command line, a pure function of [`Config`] and
 //!   the tracepoints this kernel has (`args`); [`preflight`] the checks.
+//! - [`run_bpf`]: `--backend bpf`, the eBPF scheduler recorder instead of perf
+//!   (`bpf_session`).
 //! - [`companions`]: the eBPF path capture and the cgroup notes.
 //!
 //! perf can never outlive slowlab (`perf_process`): no exit path, signal or
@@ -16,6 +18,7 @@
 //! read the trace; that is `slowlab-perf`.
 
 mod args;
+mod bpf_session;
 pub mod companions;
 mod perf_process;
 mod recording;
@@ -29,6 +32,7 @@ pub use args::{
     find_program, perf_args, preflight, ring_pages, tracepoint_exists, STREAM_PAGES, SYSCALLS,
     TRACEPOINTS,
 };
+pub use bpf_session::{run_bpf, BpfRecorded};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 pub use perf_process::kill_running;
 pub use recording::Recording;
@@ -90,6 +94,13 @@ pub enum RecordError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot start {program}: {source}")]
+    Command {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("the eBPF scheduler recorder failed: {0}; `--backend perf` records without it")]
+    Bpf(slowlab_bpf::BpfError),
 }
 
 /// What a recording produced.

@@ -7,6 +7,16 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
+/// Which recorder writes the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// `perf record`: every event slowlab uses, in perf.data.
+    Perf,
+    /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
+    /// lifetimes, at a fraction of perf's cost (no faults, disk requests or syscalls yet).
+    Bpf,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum CallGraphArg {
     /// Frame pointers: cheap, needs code built with frame pointers.
@@ -60,12 +70,65 @@ pub struct RecordArgs {
     /// writes OUTPUT.paths; needs root and a kernel with BTF).
     #[arg(long)]
     pub no_paths: bool,
+    /// Which recorder writes the trace.
+    #[arg(long, value_enum, default_value = "perf")]
+    pub backend: BackendArg,
+    /// `--backend bpf`: bytes of the kernel ring buffer (a power of two).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub bpf_ring_bytes: Option<u32>,
     /// The command to run while recording.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
+/// `--backend bpf`.
+fn run_bpf(args: RecordArgs) -> Result<i32> {
+    if args.ring.is_some() {
+        anyhow::bail!("--ring is not available with --backend bpf yet; use --backend perf");
+    }
+    let mut options = slowlab_bpf::sched::SchedOptions {
+        sample_freq: args.freq,
+        ..Default::default()
+    };
+    if let Some(bytes) = args.bpf_ring_bytes {
+        options.ring_bytes = bytes;
+    }
+    if args.command.is_empty() {
+        eprintln!(
+            "slowlab: recording all CPUs into {} (eBPF); press Ctrl-C to stop",
+            args.output.display()
+        );
+    }
+    let out = slowlab_record::run_bpf(args.output.clone(), &options, &args.command)?;
+    let s = &out.stats;
+    if s.dropped > 0 {
+        eprintln!(
+            "slowlab: warning: {} events lost: the BPF ring buffer was full",
+            s.dropped
+        );
+    }
+    if s.stacks_lost > 0 {
+        eprintln!(
+            "slowlab: warning: {} events have no stack: their stack's bucket in the stack map held another stack",
+            s.stacks_lost
+        );
+    }
+    eprintln!(
+        "slowlab: wrote {} ({:.1} MB, {} events, {} lost, {} stacks); analyze it with: slowlab analyze {}",
+        s.output.display(),
+        s.bytes as f64 / 1e6,
+        s.records,
+        s.dropped,
+        s.stacks,
+        s.output.display()
+    );
+    Ok(out.exit_code)
+}
+
 pub fn run(args: RecordArgs) -> Result<i32> {
+    if args.backend == BackendArg::Bpf {
+        return run_bpf(args);
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let cfg = slowlab_record::Config {
         output: args.output,

@@ -1,0 +1,497 @@
+//! The scheduler recording's file format (`slowlab record --backend bpf`): written by
+//! [`SchedWriter`] as the recorder drains its ring buffer, read back by [`parse_sched`].
+//!
+//! Layout, all integers little-endian:
+//!
+//! ```text
+//! magic     b"SLSCHED\x01"                      8 bytes
+//! header    start_mono_ns u64, start_real_ns u64, nr_cpus u32, sample_freq u32
+//! sections  tag u32, len u32, then len bytes; in any order, repeated:
+//!   1 EVENTS  records as the BPF program wrote them: 32 bytes each ([`RECORD_LEN`]),
+//!             48 for EXEC and RENAME (the record then 16 bytes of comm, NUL-padded).
+//!             A record: time_ns u64 (CLOCK_MONOTONIC), tid u32, a u32, b u32, cpu u16,
+//!             kind u8, c u8, kstack i32, ustack i32; a, b, c per kind (see [`RecordKind`]).
+//!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
+//!             or first seen in it, as /proc said.
+//!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
+//!             first time a user stack of that process came, and again after an exec.
+//!   4 STACK   id u32, kernel u8 (1: a kernel stack), then u64 addresses, innermost
+//!             first: one stack of the kernel's stack map, written at the end.
+//!   5 END     stop_ns u64, dropped u64 (records the ring could not take),
+//!             stacks_lost u64 (stacks the stack map could not take), records u64.
+//! ```
+//!
+//! A file without an END section was not finished (the recorder died): what is there is
+//! read, with a warning. It does not decide what records mean for a trace; the
+//! `slowlab-schedrec` crate does.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::error::BpfError;
+
+/// The first 8 bytes of a scheduler recording.
+pub const SCHED_MAGIC: &[u8; 8] = b"SLSCHED\x01";
+
+/// Bytes of the fixed header after the magic.
+const HEADER_LEN: usize = 24;
+
+/// Bytes of an ordinary record; EXEC and RENAME add [`COMM_LEN`].
+pub const RECORD_LEN: usize = 32;
+
+/// Bytes of a command name in a record.
+pub const COMM_LEN: usize = 16;
+
+const TAG_EVENTS: u32 = 1;
+const TAG_THREAD: u32 = 2;
+const TAG_MAPS: u32 = 3;
+const TAG_STACK: u32 = 4;
+const TAG_END: u32 = 5;
+
+/// What a record is (the `kind` byte).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    /// `sched_switch`: `tid` switched out, `a` the next tid, `b` the next's priority, `c`
+    /// the state index (0 runnable, 0xff preempted, else `1 << (c - 1)` is perf's
+    /// `prev_state`).
+    Switch,
+    /// `sched_waking`: `tid` woke `a`, whose CPU was `b`.
+    Waking,
+    /// A CPU sample: `tid` of process `a` was on the CPU.
+    Sample,
+    /// `sched_process_fork`: `tid` made thread `a` of process `b`.
+    Fork,
+    /// `sched_process_exec`: `tid` of process `a` (old tid `b`) ran `comm`.
+    Exec,
+    /// `sched_process_exit`: thread `tid` of process `a` exited.
+    Exit,
+    /// `task_rename`: thread `tid` of process `a` is now called `comm`.
+    Rename,
+}
+
+impl RecordKind {
+    fn from_u8(k: u8) -> Option<RecordKind> {
+        Some(match k {
+            1 => RecordKind::Switch,
+            2 => RecordKind::Waking,
+            3 => RecordKind::Sample,
+            4 => RecordKind::Fork,
+            5 => RecordKind::Exec,
+            6 => RecordKind::Exit,
+            7 => RecordKind::Rename,
+            _ => return None,
+        })
+    }
+
+    /// Bytes a record of this kind takes.
+    pub fn record_len(self) -> usize {
+        match self {
+            RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
+            _ => RECORD_LEN,
+        }
+    }
+}
+
+/// One decoded record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedRecord {
+    pub time_ns: u64,
+    pub tid: u32,
+    pub a: u32,
+    pub b: u32,
+    pub cpu: u16,
+    pub kind: RecordKind,
+    pub c: u8,
+    /// Kernel stack id; `None` when the record has none.
+    pub kstack: Option<u32>,
+    /// User stack id; `None` when the record has none.
+    pub ustack: Option<u32>,
+    /// EXEC and RENAME: the command name.
+    pub comm: Option<String>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn comm_text(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// Decodes the record at the start of `b`; `None` when it is cut or of no known kind.
+/// Returns the record and its length.
+pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
+    let head = b.get(..RECORD_LEN)?;
+    let kind = RecordKind::from_u8(head[22])?;
+    let len = kind.record_len();
+    let comm = if len > RECORD_LEN {
+        Some(comm_text(b.get(RECORD_LEN..len)?))
+    } else {
+        None
+    };
+    let stack = |v: u32| (v as i32 >= 0).then_some(v);
+    Some((
+        SchedRecord {
+            time_ns: u64_at(head, 0),
+            tid: u32_at(head, 8),
+            a: u32_at(head, 12),
+            b: u32_at(head, 16),
+            cpu: u16::from_le_bytes([head[20], head[21]]),
+            kind,
+            c: head[23],
+            kstack: stack(u32_at(head, 24)),
+            ustack: stack(u32_at(head, 28)),
+            comm,
+        },
+        len,
+    ))
+}
+
+/// How a recording ended (its END section).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedEnd {
+    pub stop_ns: u64,
+    /// Records lost because the ring buffer was full.
+    pub dropped: u64,
+    /// Stacks lost because the stack map was full (or two stacks hashed alike).
+    pub stacks_lost: u64,
+    /// Records written.
+    pub records: u64,
+}
+
+/// A thread named in a THREAD section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedThread {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+}
+
+/// A MAPS section: `/proc/PID/maps` lines of a process at a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedMaps {
+    pub pid: u32,
+    /// Index of the first record read after this section (the maps hold from there on).
+    pub from_record: usize,
+    pub text: String,
+}
+
+/// A STACK section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedStack {
+    pub id: u32,
+    pub kernel: bool,
+    /// Addresses, innermost first.
+    pub addrs: Vec<u64>,
+}
+
+/// A whole recording as read by [`parse_sched`].
+#[derive(Clone, Debug, Default)]
+pub struct SchedLog {
+    pub start_mono_ns: u64,
+    pub start_real_ns: u64,
+    pub nr_cpus: u32,
+    pub sample_freq: u32,
+    pub records: Vec<SchedRecord>,
+    pub threads: Vec<SchedThread>,
+    pub maps: Vec<SchedMaps>,
+    pub stacks: Vec<SchedStack>,
+    /// `None`: the file was not finished.
+    pub end: Option<SchedEnd>,
+    /// What could not be read, each with what it means.
+    pub warnings: Vec<String>,
+}
+
+/// Whether `bytes` start like a scheduler recording.
+pub fn is_sched_recording(bytes: &[u8]) -> bool {
+    bytes.starts_with(SCHED_MAGIC)
+}
+
+/// Reads the scheduler recording in the file `path`.
+pub fn read_sched(path: &Path) -> Result<SchedLog, BpfError> {
+    let bytes = std::fs::read(path).map_err(|e| BpfError::io(path, e))?;
+    parse_sched(&bytes).map_err(|reason| BpfError::format(path, reason))
+}
+
+/// Reads a scheduler recording from its bytes; the error says why they are not one.
+pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
+    if !is_sched_recording(bytes) || bytes.len() < SCHED_MAGIC.len() + HEADER_LEN {
+        return Err("not a slowlab scheduler recording (no SLSCHED header)".into());
+    }
+    let h = &bytes[SCHED_MAGIC.len()..SCHED_MAGIC.len() + HEADER_LEN];
+    let mut log = SchedLog {
+        start_mono_ns: u64_at(h, 0),
+        start_real_ns: u64_at(h, 8),
+        nr_cpus: u32_at(h, 16),
+        sample_freq: u32_at(h, 20),
+        ..SchedLog::default()
+    };
+    let mut at = SCHED_MAGIC.len() + HEADER_LEN;
+    let mut bad_records = 0u64;
+    while at < bytes.len() {
+        let Some(head) = bytes.get(at..at + 8) else {
+            log.warnings.push(format!(
+                "the recording ends inside a section head ({} bytes left): it was cut",
+                bytes.len() - at
+            ));
+            break;
+        };
+        let (tag, len) = (u32_at(head, 0), u32_at(head, 4) as usize);
+        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
+            log.warnings.push(
+                "the recording's last section is cut short: the recorder did not finish it".into(),
+            );
+            break;
+        };
+        at += 8 + len;
+        match tag {
+            TAG_EVENTS => {
+                let mut i = 0;
+                while i < body.len() {
+                    match decode_record(&body[i..]) {
+                        Some((r, n)) => {
+                            log.records.push(r);
+                            i += n;
+                        }
+                        None => {
+                            bad_records += 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            TAG_THREAD if body.len() >= 8 => log.threads.push(SchedThread {
+                pid: u32_at(body, 0),
+                tid: u32_at(body, 4),
+                comm: comm_text(&body[8..]),
+            }),
+            TAG_MAPS if body.len() >= 4 => log.maps.push(SchedMaps {
+                pid: u32_at(body, 0),
+                from_record: log.records.len(),
+                text: String::from_utf8_lossy(&body[4..]).into_owned(),
+            }),
+            TAG_STACK if body.len() >= 5 => log.stacks.push(SchedStack {
+                id: u32_at(body, 0),
+                kernel: body[4] == 1,
+                addrs: body[5..].chunks_exact(8).map(|c| u64_at(c, 0)).collect(),
+            }),
+            TAG_END if body.len() >= 32 => {
+                log.end = Some(SchedEnd {
+                    stop_ns: u64_at(body, 0),
+                    dropped: u64_at(body, 8),
+                    stacks_lost: u64_at(body, 16),
+                    records: u64_at(body, 24),
+                })
+            }
+            _ => log.warnings.push(format!(
+                "skipped a section of unknown tag {tag} ({len} bytes)"
+            )),
+        }
+    }
+    if bad_records > 0 {
+        log.warnings.push(format!(
+            "{bad_records} batches of records ended in a record of unknown kind; their rest was skipped"
+        ));
+    }
+    if log.end.is_none() {
+        log.warnings.push(
+            "the scheduler recording has no end section: the recorder stopped before \
+             finishing it, so stacks and the count of lost events are missing"
+                .into(),
+        );
+    }
+    Ok(log)
+}
+
+/// Writes a scheduler recording section by section.
+#[derive(Debug)]
+pub struct SchedWriter<W: Write> {
+    out: W,
+    events: Vec<u8>,
+    records: u64,
+}
+
+/// Records are gathered into EVENTS sections of about this many bytes.
+const EVENTS_SECTION: usize = 1 << 16;
+
+impl<W: Write> SchedWriter<W> {
+    /// Writes the magic and the header.
+    pub fn new(
+        mut out: W,
+        start_mono_ns: u64,
+        start_real_ns: u64,
+        nr_cpus: u32,
+        sample_freq: u32,
+    ) -> io::Result<Self> {
+        out.write_all(SCHED_MAGIC)?;
+        out.write_all(&start_mono_ns.to_le_bytes())?;
+        out.write_all(&start_real_ns.to_le_bytes())?;
+        out.write_all(&nr_cpus.to_le_bytes())?;
+        out.write_all(&sample_freq.to_le_bytes())?;
+        Ok(SchedWriter {
+            out,
+            events: Vec::with_capacity(EVENTS_SECTION + 64),
+            records: 0,
+        })
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Adds one record as the ring buffer gave it (its bytes are kept as they are: the
+    /// program writes them little-endian on the machines BPF runs on here).
+    pub fn record(&mut self, raw: &[u8]) -> io::Result<()> {
+        self.events.extend_from_slice(raw);
+        self.records += 1;
+        if self.events.len() >= EVENTS_SECTION {
+            self.flush_events()?;
+        }
+        Ok(())
+    }
+
+    fn section(&mut self, tag: u32, parts: &[&[u8]]) -> io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let len = u32::try_from(len).map_err(|_| io::Error::other("section too long"))?;
+        self.out.write_all(&tag.to_le_bytes())?;
+        self.out.write_all(&len.to_le_bytes())?;
+        for p in parts {
+            self.out.write_all(p)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the records gathered so far as an EVENTS section.
+    pub fn flush_events(&mut self) -> io::Result<()> {
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.events);
+        let result = self.section(TAG_EVENTS, &[&events]);
+        self.events = events;
+        self.events.clear();
+        result
+    }
+
+    /// A THREAD section (after the records gathered so far).
+    pub fn thread(&mut self, pid: u32, tid: u32, comm: &str) -> io::Result<()> {
+        self.flush_events()?;
+        self.section(
+            TAG_THREAD,
+            &[&pid.to_le_bytes(), &tid.to_le_bytes(), comm.as_bytes()],
+        )
+    }
+
+    /// A MAPS section (after the records gathered so far).
+    pub fn maps(&mut self, pid: u32, text: &str) -> io::Result<()> {
+        self.flush_events()?;
+        self.section(TAG_MAPS, &[&pid.to_le_bytes(), text.as_bytes()])
+    }
+
+    /// A STACK section.
+    pub fn stack(&mut self, id: u32, kernel: bool, addrs: &[u64]) -> io::Result<()> {
+        self.flush_events()?;
+        let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_le_bytes()).collect();
+        self.section(TAG_STACK, &[&id.to_le_bytes(), &[u8::from(kernel)], &bytes])
+    }
+
+    /// The END section; flushes and returns the output.
+    pub fn finish(mut self, end: SchedEnd) -> io::Result<W> {
+        self.flush_events()?;
+        self.section(
+            TAG_END,
+            &[
+                &end.stop_ns.to_le_bytes(),
+                &end.dropped.to_le_bytes(),
+                &end.stacks_lost.to_le_bytes(),
+                &end.records.to_le_bytes(),
+            ],
+        )?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(kind: u8, time: u64, tid: u32, a: u32, kstack: i32, comm: Option<&str>) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&time.to_le_bytes());
+        r.extend_from_slice(&tid.to_le_bytes());
+        r.extend_from_slice(&a.to_le_bytes());
+        r.extend_from_slice(&7u32.to_le_bytes());
+        r.extend_from_slice(&1u16.to_le_bytes());
+        r.push(kind);
+        r.push(2);
+        r.extend_from_slice(&kstack.to_le_bytes());
+        r.extend_from_slice(&(-14i32).to_le_bytes());
+        if let Some(c) = comm {
+            let mut b = [0u8; COMM_LEN];
+            b[..c.len()].copy_from_slice(c.as_bytes());
+            r.extend_from_slice(&b);
+        }
+        r
+    }
+
+    #[test]
+    fn a_written_recording_reads_back() {
+        let mut w = SchedWriter::new(Vec::new(), 100, 200, 2, 1000).unwrap();
+        w.thread(10, 11, "worker").unwrap();
+        w.record(&raw(1, 150, 11, 12, 3, None)).unwrap();
+        w.maps(10, "00400000-00401000 r-xp 00000000 08:01 5 /bin/x\n")
+            .unwrap();
+        w.record(&raw(5, 160, 12, 12, -1, Some("newname"))).unwrap();
+        w.stack(3, true, &[0xffff_0001, 0xffff_0002]).unwrap();
+        let end = SchedEnd {
+            stop_ns: 300,
+            dropped: 4,
+            stacks_lost: 1,
+            records: 2,
+        };
+        let bytes = w.finish(end).unwrap();
+        let log = parse_sched(&bytes).unwrap();
+        assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+        assert_eq!(
+            (log.start_mono_ns, log.nr_cpus, log.sample_freq),
+            (100, 2, 1000)
+        );
+        assert_eq!(log.records.len(), 2);
+        let s = &log.records[0];
+        assert_eq!(
+            (s.kind, s.tid, s.a, s.b, s.c),
+            (RecordKind::Switch, 11, 12, 7, 2)
+        );
+        assert_eq!((s.kstack, s.ustack), (Some(3), None));
+        assert_eq!(log.records[1].comm.as_deref(), Some("newname"));
+        assert_eq!(log.maps[0].from_record, 1);
+        assert_eq!(log.threads[0].comm, "worker");
+        assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
+        assert_eq!(log.end, Some(end));
+    }
+
+    #[test]
+    fn a_recording_cut_short_reads_what_is_there_and_says_so() {
+        let mut w = SchedWriter::new(Vec::new(), 1, 2, 1, 99).unwrap();
+        w.record(&raw(2, 150, 11, 12, 3, None)).unwrap();
+        w.flush_events().unwrap();
+        let mut bytes = w.out.clone();
+        bytes.extend_from_slice(&[1, 0, 0, 0, 200, 0]);
+        let log = parse_sched(&bytes).unwrap();
+        assert_eq!(log.records.len(), 1);
+        assert!(log.end.is_none());
+        assert_eq!(log.warnings.len(), 2, "{:?}", log.warnings);
+        assert!(parse_sched(b"PERFILE2").is_err());
+    }
+}

@@ -1,0 +1,19 @@
+//! The scheduler flight recorder: every context switch and wake-up with the stacks of the
+//! threads involved, CPU samples and thread lifetimes, recorded with eBPF
+//! (`src/bpf/sched.bpf.c`) into a file of its own ([`format`]), at a fraction of what
+//! `perf record` costs on the same events: stacks are deduplicated in the kernel (a stack
+//! map) and records are 32 bytes.
+//!
+//! - [`SchedRecorder`]: start and stop a recording into a file.
+//! - [`format`]: the file format, its writer and its reader ([`read_sched`]).
+//!
+//! Turning a recording into slowlab's trace model (names, stacks, lifetimes) is the
+//! `slowlab-schedrec` crate's job.
+
+pub mod format;
+mod recorder;
+
+pub use format::{is_sched_recording, parse_sched, read_sched, SchedLog, SCHED_MAGIC};
+pub use recorder::{
+    SchedOptions, SchedRecorder, SchedStats, DEFAULT_SCHED_RING_BYTES, DEFAULT_STACK_ENTRIES,
+};

@@ -1,0 +1,578 @@
+//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs and
+//! one CPU-clock perf event per CPU for the samples, and drains the ring buffer on a thread
+//! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
+//! writes the stack map's stacks and the counts of what was lost.
+//!
+//! Beside the records it writes what the records need to be read: the threads alive at the
+//! start and any thread first seen later (from `/proc`), and each process's executable
+//! mappings the first time one of its user stacks comes (and again after an exec), for
+//! naming user frames later. A process that has exited by then (the drain runs every
+//! 50 ms) has no mappings: its user frames stay addresses.
+//!
+//! It does not symbolize, build a trace, or filter processes: it records system-wide.
+//! The programs belong to this process (nothing is pinned), so the kernel detaches them
+//! when it dies.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
+
+use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
+use crate::error::BpfError;
+use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
+use crate::sched_skel::SchedSkelBuilder;
+use crate::sys;
+
+/// The default ring buffer: 16 MiB. A record takes 40 bytes in the ring (32 and the
+/// ring's 8-byte head); a pipe ping-pong of ~230,000 switches a second (about 350,000
+/// records) fills 14 MB a second, so this holds a second of it for a drain thread that
+/// is kept off the CPU.
+pub const DEFAULT_SCHED_RING_BYTES: u32 = 16 << 20;
+
+/// The default size of the stack map: distinct stacks kept (each takes ~1 KiB of kernel
+/// memory, so 32 MiB). A stack that does not fit, or whose hash falls on a bucket another
+/// stack holds, is lost (counted) and its record has no stack: a second of the pipe
+/// ping-pong system-wide made ~4,500 distinct stacks and lost 944 stacks to collisions
+/// with 16,384 entries.
+pub const DEFAULT_STACK_ENTRIES: u32 = 32768;
+
+/// How long the drain thread sleeps at most between two reads of the ring buffer.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
+const WAKEUP_FRACTION: u32 = 4;
+
+const COUNTER_DROPS: u32 = 0;
+const COUNTER_STACK_LOST: u32 = 1;
+
+/// Frames of a stack in the stack map (the kernel's PERF_MAX_STACK_DEPTH).
+const STACK_DEPTH: usize = 127;
+
+/// Recording options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedOptions {
+    /// Size of the kernel ring buffer in bytes: a power of two, at least one page.
+    pub ring_bytes: u32,
+    /// Entries of the stack map.
+    pub stack_entries: u32,
+    /// CPU samples per second per CPU (0: none).
+    pub sample_freq: u32,
+}
+
+impl Default for SchedOptions {
+    fn default() -> Self {
+        SchedOptions {
+            ring_bytes: DEFAULT_SCHED_RING_BYTES,
+            stack_entries: DEFAULT_STACK_ENTRIES,
+            sample_freq: 1000,
+        }
+    }
+}
+
+/// What a recording did, returned by [`SchedRecorder::stop`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SchedStats {
+    /// Records written.
+    pub records: u64,
+    /// Records lost in the kernel because the ring buffer was full.
+    pub dropped: u64,
+    /// Stacks lost because the stack map was full or two stacks hashed alike.
+    pub stacks_lost: u64,
+    /// Distinct stacks written.
+    pub stacks: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// The recording file.
+    pub output: PathBuf,
+}
+
+/// A running scheduler recording. Start it with [`SchedRecorder::start`], stop it with
+/// [`SchedRecorder::stop`] (dropping it also stops it, discarding the statistics).
+///
+/// Needs root (or CAP_BPF and CAP_PERFMON), kernel BTF (`/sys/kernel/btf/vmlinux`) for
+/// the `tp_btf` programs, and the BPF ring buffer (Linux 5.8).
+#[derive(Debug)]
+pub struct SchedRecorder {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<SchedStats, BpfError>>>,
+    output: PathBuf,
+}
+
+impl SchedRecorder {
+    /// Starts recording into `output` (created or truncated). Returns once every program is
+    /// attached, so a workload started right after is seen from its start.
+    pub fn start(output: &Path, options: &SchedOptions) -> Result<SchedRecorder, BpfError> {
+        let ring = options.ring_bytes;
+        let page = sys::page_size();
+        if !ring.is_power_of_two() || u64::from(ring) < page {
+            return Err(BpfError::Options {
+                reason: format!(
+                    "the ring buffer size must be a power of two of at least one page \
+                     ({page} bytes), not {ring}"
+                ),
+            });
+        }
+        if options.stack_entries == 0 {
+            return Err(BpfError::Options {
+                reason: "the stack map needs at least one entry".into(),
+            });
+        }
+        sys::check_privileges()?;
+        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(BpfError::Unsupported {
+                reason: "no kernel BTF (/sys/kernel/btf/vmlinux): the scheduler recorder's \
+                         tp_btf programs need a kernel built with CONFIG_DEBUG_INFO_BTF=y; \
+                         use `--backend perf`"
+                    .into(),
+            });
+        }
+        let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), BpfError>>(1);
+        let thread = {
+            let stop = Arc::clone(&stop);
+            let output = output.to_path_buf();
+            let options = options.clone();
+            thread::Builder::new()
+                .name("slowlab-sched".into())
+                .spawn(move || run(file, output, options, stop, ready_tx))
+                .map_err(|e| BpfError::Load {
+                    message: format!("cannot start the recording thread: {e}"),
+                    log: String::new(),
+                })?
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(SchedRecorder {
+                stop,
+                thread: Some(thread),
+                output: output.to_path_buf(),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => match thread.join() {
+                Ok(Err(e)) => Err(e),
+                _ => Err(BpfError::ThreadPanicked),
+            },
+        }
+    }
+
+    /// The recording file.
+    pub fn output(&self) -> &Path {
+        &self.output
+    }
+
+    /// Detaches the programs, drains the ring, writes the stacks and the end, and returns
+    /// the statistics.
+    pub fn stop(mut self) -> Result<SchedStats, BpfError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<SchedStats, BpfError> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| BpfError::ThreadPanicked)?,
+            None => Err(BpfError::ThreadPanicked),
+        }
+    }
+}
+
+impl Drop for SchedRecorder {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.finish();
+        }
+    }
+}
+
+/// Opens a `PERF_COUNT_SW_CPU_CLOCK` sampling event at `freq` Hz on `cpu`, for all tasks.
+fn open_cpu_clock(cpu: i32, freq: u32) -> std::io::Result<OwnedFd> {
+    // struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes): type, size, config,
+    // sample_freq, sample_type, read_format, then the flag bits (bit 10: freq).
+    let mut attr = [0u64; 14];
+    attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
+    attr[1] = 0; // PERF_COUNT_SW_CPU_CLOCK
+    attr[2] = u64::from(freq);
+    attr[5] = 1 << 10; // freq
+                       // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
+                       // are plain integers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            -1i32,
+            cpu,
+            -1i32,
+            8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The number of CPUs that may exist (`/sys/devices/system/cpu/possible`).
+fn possible_cpus() -> u32 {
+    libbpf_rs::num_possible_cpus()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(1)
+}
+
+/// Reads `/proc/TID/status`'s `Tgid` and `Name`.
+fn proc_thread(tid: u32) -> Option<(u32, String)> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
+}
+
+/// The executable file mappings of a process, as `/proc/PID/maps` lines.
+fn proc_exec_maps(pid: u32) -> Option<String> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(
+        maps.lines()
+            .filter(|l| {
+                let mut f = l.split_whitespace();
+                let perms = f.nth(1).unwrap_or("");
+                perms.contains('x') && f.nth(3).is_some_and(|p| p.starts_with('/'))
+            })
+            .fold(String::new(), |mut s, l| {
+                s.push_str(l);
+                s.push('\n');
+                s
+            }),
+    )
+}
+
+/// What the drain thread keeps besides the file.
+struct Drain<W: Write> {
+    writer: SchedWriter<W>,
+    /// Thread → process of every thread named in the file.
+    pids: HashMap<u32, u32>,
+    /// Processes whose mappings are in the file (since their last exec).
+    mapped: HashSet<u32>,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Drain<W> {
+    /// The process of `tid`, naming the thread in the file the first time it is seen.
+    fn pid_of(&mut self, tid: u32) -> u32 {
+        if tid == 0 {
+            return 0;
+        }
+        if let Some(&pid) = self.pids.get(&tid) {
+            return pid;
+        }
+        let (pid, comm) = proc_thread(tid).unwrap_or((tid, String::new()));
+        if !comm.is_empty() {
+            if let Err(e) = self.writer.thread(pid, tid, &comm) {
+                self.error.get_or_insert(e);
+            }
+        }
+        self.pids.insert(tid, pid);
+        pid
+    }
+
+    fn on_record(&mut self, data: &[u8]) -> i32 {
+        if self.error.is_some() {
+            return -1;
+        }
+        if let Some((r, _)) = decode_record(data) {
+            match r.kind {
+                RecordKind::Fork => {
+                    self.pids.insert(r.a, r.b);
+                }
+                RecordKind::Exec => {
+                    self.pids.insert(r.tid, r.a);
+                    self.mapped.remove(&r.a);
+                }
+                RecordKind::Switch | RecordKind::Waking => {
+                    self.pid_of(r.a);
+                }
+                RecordKind::Sample => {
+                    self.pids.entry(r.tid).or_insert(r.a);
+                }
+                _ => {}
+            }
+            let pid = self.pid_of(r.tid);
+            if r.ustack.is_some() && pid != 0 && self.mapped.insert(pid) {
+                if let Some(maps) = proc_exec_maps(pid) {
+                    if let Err(e) = self.writer.maps(pid, &maps) {
+                        self.error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.writer.record(data) {
+            self.error.get_or_insert(e);
+            return -1;
+        }
+        0
+    }
+}
+
+/// Sums a per-CPU counter (0 when the map cannot be read).
+fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
+    match counters.lookup_percpu(&which.to_ne_bytes(), MapFlags::ANY) {
+        Ok(Some(per_cpu)) => per_cpu
+            .iter()
+            .filter_map(|v| v.get(..8))
+            .map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_ne_bytes(a)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
+fn run(
+    file: File,
+    output: PathBuf,
+    options: SchedOptions,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::SyncSender<Result<(), BpfError>>,
+) -> Result<SchedStats, BpfError> {
+    macro_rules! setup {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(err) => {
+                    let _ = ready.send(Err(err));
+                    return Ok(SchedStats::default());
+                }
+            }
+        };
+    }
+    let ring_bytes = options.ring_bytes;
+    let stack_bytes = u64::from(options.stack_entries) * (STACK_DEPTH as u64 * 8 + 64);
+    sys::raise_memlock(u64::from(ring_bytes) + stack_bytes + (1 << 20));
+    libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
+    take_libbpf_log();
+
+    let mut object = MaybeUninit::uninit();
+    let mut open = setup!(SchedSkelBuilder::default()
+        .open(&mut object)
+        .map_err(|e| load_error(e, ring_bytes)));
+    setup!(open
+        .maps
+        .events
+        .set_max_entries(ring_bytes)
+        .map_err(|e| load_error(e, ring_bytes)));
+    setup!(open
+        .maps
+        .stacks
+        .set_max_entries(options.stack_entries)
+        .map_err(|e| load_error(e, ring_bytes)));
+    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+        rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
+    }
+    if options.sample_freq == 0 {
+        open.progs.on_sample.set_autoload(false);
+    }
+    let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
+
+    let mut links: Vec<Link> = Vec::new();
+    let attach_err = |what: &str, e: libbpf_rs::Error| match e.kind() {
+        ErrorKind::PermissionDenied => BpfError::NotPermitted {
+            detail: format!("attaching {what}: {e:#}"),
+        },
+        _ => BpfError::Attach {
+            tracepoint: what.to_string(),
+            message: format!("{e:#}"),
+        },
+    };
+    let tracepoints = [
+        ("sched_switch", &skel.progs.on_switch),
+        ("sched_waking", &skel.progs.on_waking),
+        ("sched_process_fork", &skel.progs.on_fork),
+        ("sched_process_exec", &skel.progs.on_exec),
+        ("sched_process_exit", &skel.progs.on_exit),
+        ("task_rename", &skel.progs.on_rename),
+    ];
+    for (name, prog) in tracepoints {
+        links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
+    }
+    let mut perf_fds: Vec<OwnedFd> = Vec::new();
+    if options.sample_freq > 0 {
+        for cpu in 0..possible_cpus() {
+            // An offline CPU has no event: skip it.
+            let Ok(fd) = open_cpu_clock(cpu as i32, options.sample_freq) else {
+                continue;
+            };
+            links.push(setup!(skel
+                .progs
+                .on_sample
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(|e| attach_err("cpu-clock", e))));
+            perf_fds.push(fd);
+        }
+        if perf_fds.is_empty() {
+            setup!(Err(BpfError::Unsupported {
+                reason: "no CPU-clock perf event could be opened for the CPU samples \
+                         (perf_event_open failed on every CPU)"
+                    .into()
+            }));
+        }
+    }
+
+    let start_mono = sys::monotonic_ns();
+    let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
+    let writer = setup!(SchedWriter::new(
+        BufWriter::with_capacity(1 << 20, file),
+        start_mono,
+        start_real,
+        possible_cpus(),
+        options.sample_freq,
+    )
+    .map_err(|e| BpfError::io(&output, e)));
+    let drain = std::cell::RefCell::new(Drain {
+        writer,
+        pids: HashMap::new(),
+        mapped: HashSet::new(),
+        error: None,
+    });
+    // The threads alive now; later ones come with their fork.
+    if let Ok(procs) = fs::read_dir("/proc") {
+        let mut d = drain.borrow_mut();
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let comm =
+                    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+                let comm = comm.trim_end();
+                if let Err(e) = d.writer.thread(pid, tid, comm) {
+                    d.error.get_or_insert(e);
+                }
+                d.pids.insert(tid, pid);
+            }
+        }
+    }
+
+    let mut builder = RingBufferBuilder::new();
+    setup!(builder
+        .add(&skel.maps.events, |data: &[u8]| drain
+            .borrow_mut()
+            .on_record(data))
+        .map_err(|e| BpfError::RingBuffer {
+            message: format!("{e:#}"),
+        }));
+    let ring = setup!(builder.build().map_err(|e| BpfError::RingBuffer {
+        message: format!("{e:#}"),
+    }));
+    if ready.send(Ok(())).is_err() {
+        stop.store(true, Ordering::SeqCst);
+    }
+
+    let mut failure: Option<BpfError> = None;
+    while !stop.load(Ordering::SeqCst) {
+        let read = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
+        if let Err(e) = read {
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            failure = Some(BpfError::RingBuffer {
+                message: format!("{e:#}"),
+            });
+            break;
+        }
+        if drain.borrow().error.is_some() {
+            break;
+        }
+    }
+
+    drop(links);
+    drop(perf_fds);
+    let stop_ns = sys::monotonic_ns();
+    if let Err(e) = ring.consume() {
+        failure.get_or_insert(BpfError::RingBuffer {
+            message: format!("{e:#}"),
+        });
+    }
+    drop(ring);
+    let mut drain = drain.into_inner();
+    if let Some(e) = drain.error.take() {
+        return Err(BpfError::io(&output, e));
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+
+    // The stacks, each once.
+    let mut stacks = 0u64;
+    for key in skel.maps.stacks.keys() {
+        let Ok(Some(value)) = skel.maps.stacks.lookup(&key, MapFlags::ANY) else {
+            continue;
+        };
+        let (Ok(id), addrs) = (
+            <[u8; 4]>::try_from(key.as_slice()).map(u32::from_ne_bytes),
+            value
+                .chunks_exact(8)
+                .map(|c| {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(c);
+                    u64::from_ne_bytes(a)
+                })
+                .take_while(|&a| a != 0)
+                .collect::<Vec<u64>>(),
+        ) else {
+            continue;
+        };
+        let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
+        drain
+            .writer
+            .stack(id, kernel, &addrs)
+            .map_err(|e| BpfError::io(&output, e))?;
+        stacks += 1;
+    }
+    let records = drain.writer.records();
+    let end = SchedEnd {
+        stop_ns,
+        dropped: read_counter(&skel.maps.counters, COUNTER_DROPS),
+        stacks_lost: read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
+        records,
+    };
+    let mut out = drain
+        .writer
+        .finish(end)
+        .map_err(|e| BpfError::io(&output, e))?;
+    out.flush().map_err(|e| BpfError::io(&output, e))?;
+    drop(out);
+    let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    Ok(SchedStats {
+        records,
+        dropped: end.dropped,
+        stacks_lost: end.stacks_lost,
+        stacks,
+        bytes,
+        output,
+    })
+}

@@ -1,0 +1,67 @@
+//! `slowlab record --backend bpf`: the scheduler flight recorder of `slowlab_bpf::sched`
+//! instead of perf. Starts the recorder, runs the command (or waits for SIGINT, SIGTERM or
+//! SIGHUP when there is none), stops the recorder and reports what it wrote, lost records
+//! included.
+//!
+//! It records what the critical path needs (CPU samples, switches and wake-ups with
+//! stacks, lifetimes); not the page faults, disk requests, syscalls or paths of the perf
+//! backend, and no ring mode yet.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use slowlab_bpf::sched::{SchedOptions, SchedRecorder, SchedStats};
+
+use crate::signals::StopSignals;
+use crate::RecordError;
+
+/// What a BPF recording did.
+#[derive(Debug)]
+pub struct BpfRecorded {
+    pub stats: SchedStats,
+    /// The command's exit code (0 without a command).
+    pub exit_code: i32,
+}
+
+/// Records into `output` while `command` runs (until a stop signal without one).
+pub fn run_bpf(
+    output: PathBuf,
+    options: &SchedOptions,
+    command: &[String],
+) -> Result<BpfRecorded, RecordError> {
+    let mut signals = StopSignals::install();
+    let recorder = SchedRecorder::start(&output, options).map_err(RecordError::Bpf)?;
+    let exit_code = match command.split_first() {
+        Some((program, args)) => {
+            let mut child =
+                Command::new(program)
+                    .args(args)
+                    .spawn()
+                    .map_err(|e| RecordError::Command {
+                        program: program.clone(),
+                        source: e,
+                    })?;
+            loop {
+                if let Some(status) = child.try_wait().map_err(|e| RecordError::Command {
+                    program: program.clone(),
+                    source: e,
+                })? {
+                    break status.code().unwrap_or(1);
+                }
+                // The command gets the signal from the terminal too; wait for it.
+                let _ = signals.take();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        None => loop {
+            let got = signals.take();
+            if got.iter().any(|&s| s != libc::SIGUSR2) {
+                break 0;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        },
+    };
+    let stats = recorder.stop().map_err(RecordError::Bpf)?;
+    Ok(BpfRecorded { stats, exit_code })
+}

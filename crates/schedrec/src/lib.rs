@@ -1,0 +1,187 @@
+//! Reads a scheduler recording (`slowlab record --backend bpf`, the format of
+//! [`slowlab_bpf::sched::format`]) into slowlab's trace model, so that every view and the
+//! critical path work on it as on a perf.data trace.
+//!
+//! - [`read_file`] / [`build_trace`]: the records in time order become the model's
+//!   samples, `Switch` and `Waking` events and process and thread lifetimes (`lifetimes`);
+//!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
+//!   frames outermost (`stacks`).
+//! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
+//!   machine and boot that made it; another boot's KASLR offset would misname them), user
+//!   frames from the ELF symbol tables of the files in the process's mappings as the
+//!   recorder saw them, read from disk now (`stacks`).
+//!
+//! It does not record (that is `slowlab_bpf::sched`) and does not analyze. Lost records and
+//! lost stacks become counts and warnings in the trace's `ReadStats`.
+
+mod lifetimes;
+mod stacks;
+
+use std::path::{Path, PathBuf};
+
+use slowlab_bpf::sched::format::RecordKind;
+use slowlab_bpf::sched::SchedLog;
+use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
+
+use lifetimes::Lifetimes;
+use stacks::Stacks;
+
+/// The crate's one error type: the recording could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedRecError {
+    #[error("{0}")]
+    Read(#[from] slowlab_bpf::BpfError),
+}
+
+/// How to read a recording.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Name frames with function names (otherwise every frame is `[unknown]` in its
+    /// module).
+    pub symbolize: bool,
+    /// Where to read kernel symbols; `/proc/kallsyms` by default.
+    pub kallsyms: PathBuf,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            symbolize: true,
+            kallsyms: PathBuf::from("/proc/kallsyms"),
+        }
+    }
+}
+
+/// Whether the file at `path` is a scheduler recording (by its magic).
+pub fn is_sched_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && slowlab_bpf::sched::is_sched_recording(&magic)
+}
+
+/// Reads the recording at `path` into a trace.
+pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<Trace, SchedRecError> {
+    let log = slowlab_bpf::sched::read_sched(path)?;
+    Ok(build_trace(&log, opts))
+}
+
+/// The names the model gives the recorded events, in the order of [`TraceMeta::events`].
+const EVENT_NAMES: [&str; 3] = ["cpu-clock", "sched:sched_switch", "sched:sched_waking"];
+
+/// Builds the trace of a parsed recording.
+pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
+    let mut trace = Trace::default();
+    let mut warnings = log.warnings.clone();
+
+    // The ring takes records in the order they were reserved, which across CPUs is
+    // nearly but not quite time order.
+    let mut order: Vec<usize> = (0..log.records.len()).collect();
+    order.sort_by_key(|&i| log.records[i].time_ns);
+
+    let mut life = Lifetimes::new(log);
+    let mut stacks = Stacks::new(log, opts, &mut trace, &mut warnings);
+    let period = 1_000_000_000u64
+        .checked_div(u64::from(log.sample_freq))
+        .unwrap_or(0);
+    for &i in &order {
+        let r = &log.records[i];
+        let t = r.time_ns;
+        match r.kind {
+            RecordKind::Switch => {
+                let thread = life.thread(&mut trace, r.tid, t);
+                life.thread(&mut trace, r.a, t);
+                let pid = life.pid_of(r.tid);
+                let stack = stacks.stack(&mut trace, pid, r.kstack, r.ustack, t, false);
+                let prev_state = match r.c {
+                    0 => 0,
+                    0xff => 0x100,
+                    c => 1u64 << (c.min(63) - 1),
+                };
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::Switch {
+                        prev_tid: r.tid as i32,
+                        prev_state,
+                        next_tid: r.a as i32,
+                        next_prio: r.b as i32,
+                        windows: None,
+                    },
+                });
+            }
+            RecordKind::Waking => {
+                let thread = life.thread(&mut trace, r.tid, t);
+                life.thread(&mut trace, r.a, t);
+                let pid = life.pid_of(r.tid);
+                let stack = stacks.stack(&mut trace, pid, r.kstack, r.ustack, t, false);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::Waking {
+                        tid: r.a as i32,
+                        target_cpu: r.b as i32,
+                    },
+                });
+            }
+            RecordKind::Sample => {
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, true);
+                let s = &mut trace.samples;
+                s.time_ns.push(t);
+                s.thread.push(thread);
+                s.cpu.push(u32::from(r.cpu));
+                s.stack.push(stack);
+                s.period.push(period);
+            }
+            RecordKind::Fork => life.fork(&mut trace, r.tid, r.a, r.b, t),
+            RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
+            RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+        }
+    }
+    stacks.symbolize(&mut trace, &mut warnings);
+
+    let first = order.first().map(|&i| log.records[i].time_ns);
+    let last = order.last().map(|&i| log.records[i].time_ns);
+    let end = log.end.unwrap_or_default();
+    trace.meta = TraceMeta {
+        nr_cpus: Some(log.nr_cpus),
+        start_ns: first.unwrap_or(log.start_mono_ns),
+        end_ns: last.unwrap_or(end.stop_ns).max(first.unwrap_or(0)),
+        sample_event: (log.sample_freq > 0).then(|| "cpu-clock".to_string()),
+        sample_freq: (log.sample_freq > 0).then_some(u64::from(log.sample_freq)),
+        events: EVENT_NAMES.iter().map(|s| s.to_string()).collect(),
+        wall_clock: Some(WallClock {
+            clock_ns: log.start_mono_ns,
+            unix_ns: log.start_real_ns,
+        }),
+        ..TraceMeta::default()
+    };
+    trace.stats.records = log.records.len() as u64;
+    trace.stats.lost_events = end.dropped;
+    if end.dropped > 0 {
+        warnings.push(format!(
+            "{} events were lost: the BPF ring buffer was full (the recorder's reader fell \
+             behind); waits and wake-ups around them may be misread. Record with a bigger \
+             ring, or on a less loaded machine",
+            end.dropped
+        ));
+    }
+    if end.stacks_lost > 0 {
+        warnings.push(format!(
+            "{} events have no stack: their stack's bucket in the kernel's stack map held \
+             another stack (or the map was full)",
+            end.stacks_lost
+        ));
+    }
+    trace.stats.warnings = warnings;
+    trace
+}

@@ -1,0 +1,356 @@
+//! Stacks of a scheduler recording into the model's frame and stack tables: a record's
+//! user stack (outermost first) then its kernel stack make one path of the prefix tree.
+//! Kernel frames are named from kallsyms as they are made; user frames are placed in the
+//! file their process had mapped at the address (the recording's MAPS sections) and named
+//! at the end, one ELF file at a time, with `slowlab_perf`'s symbol tables.
+//!
+//! It does not read /proc/PID (the recorder did) or unwind: the kernel's stack map holds
+//! frame-pointer stacks. A user address outside every recorded mapping (its process exited
+//! before the recorder read its maps) stays an address in the `[unknown]` module.
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+use slowlab_bpf::sched::SchedLog;
+use slowlab_model::trace::{
+    Frame, FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StackIdx, StackNode, StrIdx,
+    Trace,
+};
+use slowlab_perf::symbols::{demangle, Elf, Kallsyms};
+
+use crate::ReadOptions;
+
+/// One executable mapping of a process.
+struct Mapping {
+    start: u64,
+    end: u64,
+    offset: u64,
+    path: String,
+}
+
+/// A process's mappings from a time on.
+struct MapsVersion {
+    from_ns: u64,
+    maps: Vec<Mapping>,
+}
+
+fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
+            let path = f.nth(2)?;
+            let (start, end) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: path.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A record's stack as the recording names it: (pid when there is a user stack, kernel
+/// stack id, user stack id, sampled).
+type StackKey = (u32, Option<u32>, Option<u32>, bool);
+
+pub(crate) struct Stacks<'a> {
+    stacks: FxHashMap<u32, &'a [u64]>,
+    maps: FxHashMap<u32, Vec<MapsVersion>>,
+    kallsyms: Option<Kallsyms>,
+    symbolize: bool,
+    cache: FxHashMap<StackKey, Option<StackIdx>>,
+    frames: FxHashMap<(ModuleIdx, u64), FrameIdx>,
+    nodes: FxHashMap<(u32, FrameIdx), StackIdx>,
+    modules: FxHashMap<String, ModuleIdx>,
+    functions: FxHashMap<(ModuleIdx, String), FuncIdx>,
+    strings: FxHashMap<String, StrIdx>,
+    /// User frames to name: per module, (frame, file offset).
+    pending: FxHashMap<ModuleIdx, Vec<(FrameIdx, u64)>>,
+}
+
+const KERNEL: &str = "[kernel.kallsyms]";
+const UNKNOWN: &str = "[unknown]";
+
+impl<'a> Stacks<'a> {
+    pub(crate) fn new(
+        log: &'a SchedLog,
+        opts: &ReadOptions,
+        _trace: &mut Trace,
+        warnings: &mut Vec<String>,
+    ) -> Stacks<'a> {
+        let stacks = log
+            .stacks
+            .iter()
+            .map(|s| (s.id, s.addrs.as_slice()))
+            .collect();
+        let mut maps: FxHashMap<u32, Vec<MapsVersion>> = FxHashMap::default();
+        for m in &log.maps {
+            let from_ns = log
+                .records
+                .get(m.from_record)
+                .map_or(u64::MAX, |r| r.time_ns);
+            maps.entry(m.pid).or_default().push(MapsVersion {
+                from_ns,
+                maps: parse_maps(&m.text),
+            });
+        }
+        let kallsyms = if opts.symbolize {
+            match std::fs::read(&opts.kallsyms) {
+                Ok(text) => {
+                    let k = Kallsyms::parse(&text);
+                    if k.is_empty() {
+                        warnings.push(format!(
+                            "{} shows no addresses (kernel pointers are hidden); run as root \
+                             to name kernel functions",
+                            opts.kallsyms.display()
+                        ));
+                        None
+                    } else {
+                        Some(k)
+                    }
+                }
+                Err(e) => {
+                    warnings.push(format!(
+                        "cannot read {} ({e}); kernel frames show as [unknown]",
+                        opts.kallsyms.display()
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Stacks {
+            stacks,
+            maps,
+            kallsyms,
+            symbolize: opts.symbolize,
+            cache: FxHashMap::default(),
+            frames: FxHashMap::default(),
+            nodes: FxHashMap::default(),
+            modules: FxHashMap::default(),
+            functions: FxHashMap::default(),
+            strings: FxHashMap::default(),
+            pending: FxHashMap::default(),
+        }
+    }
+
+    fn s(&mut self, trace: &mut Trace, text: &str) -> StrIdx {
+        if let Some(&i) = self.strings.get(text) {
+            return i;
+        }
+        let i = StrIdx(trace.strings.len() as u32);
+        trace.strings.push(text.to_string());
+        self.strings.insert(text.to_string(), i);
+        i
+    }
+
+    fn module(&mut self, trace: &mut Trace, path: &str, kind: ModuleKind) -> ModuleIdx {
+        if let Some(&m) = self.modules.get(path) {
+            return m;
+        }
+        let name = match kind {
+            ModuleKind::User => path.rsplit('/').next().unwrap_or(path).to_string(),
+            _ => path.to_string(),
+        };
+        let m = ModuleIdx(trace.modules.len() as u32);
+        let (name, path_s) = (self.s(trace, &name), self.s(trace, path));
+        trace.modules.push(Module {
+            name,
+            path: path_s,
+            kind,
+            build_id: None,
+            symbol_error: None,
+        });
+        self.modules.insert(path.to_string(), m);
+        m
+    }
+
+    fn function(&mut self, trace: &mut Trace, module: ModuleIdx, name: &str) -> FuncIdx {
+        if let Some(&f) = self.functions.get(&(module, name.to_string())) {
+            return f;
+        }
+        let kernel = matches!(
+            trace.modules[module.ix()].kind,
+            ModuleKind::Kernel | ModuleKind::KernelModule
+        );
+        let f = FuncIdx(trace.functions.len() as u32);
+        let name_s = self.s(trace, name);
+        trace.functions.push(Function {
+            name: name_s,
+            module,
+            kernel,
+        });
+        self.functions.insert((module, name.to_string()), f);
+        f
+    }
+
+    fn kernel_frame(&mut self, trace: &mut Trace, addr: u64) -> FrameIdx {
+        let (module_name, kind, func) = match self.kallsyms.as_ref().and_then(|k| k.lookup(addr)) {
+            Some(sym) => match sym.module {
+                Some(m) => (
+                    format!("[{m}]"),
+                    ModuleKind::KernelModule,
+                    sym.name.to_string(),
+                ),
+                None => (KERNEL.to_string(), ModuleKind::Kernel, sym.name.to_string()),
+            },
+            None => (KERNEL.to_string(), ModuleKind::Kernel, UNKNOWN.to_string()),
+        };
+        let module = self.module(trace, &module_name, kind);
+        if let Some(&f) = self.frames.get(&(module, addr)) {
+            return f;
+        }
+        let function = self.function(trace, module, &func);
+        let f = FrameIdx(trace.frames.len() as u32);
+        trace.frames.push(Frame {
+            module,
+            address: addr,
+            function,
+            kernel: true,
+        });
+        self.frames.insert((module, addr), f);
+        f
+    }
+
+    fn user_frame(&mut self, trace: &mut Trace, pid: u32, addr: u64, t: u64) -> FrameIdx {
+        let found = self.maps.get(&pid).and_then(|versions| {
+            let version = versions
+                .iter()
+                .rev()
+                .find(|v| v.from_ns <= t)
+                .or_else(|| versions.first())?;
+            version
+                .maps
+                .iter()
+                .find(|m| addr >= m.start && addr < m.end)
+                .map(|m| (m.path.clone(), addr - m.start + m.offset))
+        });
+        let (module, address, named_later) = match found {
+            Some((path, offset)) => (self.module(trace, &path, ModuleKind::User), offset, true),
+            None => (self.module(trace, UNKNOWN, ModuleKind::Other), addr, false),
+        };
+        if let Some(&f) = self.frames.get(&(module, address)) {
+            return f;
+        }
+        let function = self.function(trace, module, UNKNOWN);
+        let f = FrameIdx(trace.frames.len() as u32);
+        trace.frames.push(Frame {
+            module,
+            address,
+            function,
+            kernel: false,
+        });
+        self.frames.insert((module, address), f);
+        if named_later && self.symbolize {
+            self.pending.entry(module).or_default().push((f, address));
+        }
+        f
+    }
+
+    /// The stack of a record: `pid`'s user stack `ustack` under the kernel stack `kstack`.
+    /// `sampled`: the innermost address is where the CPU was, not a return address.
+    pub(crate) fn stack(
+        &mut self,
+        trace: &mut Trace,
+        pid: u32,
+        kstack: Option<u32>,
+        ustack: Option<u32>,
+        t: u64,
+        sampled: bool,
+    ) -> Option<StackIdx> {
+        let key = (
+            if ustack.is_some() { pid } else { 0 },
+            kstack,
+            ustack,
+            sampled,
+        );
+        if let Some(&s) = self.cache.get(&key) {
+            return s;
+        }
+        let user: &'a [u64] = ustack
+            .and_then(|id| self.stacks.get(&id).copied())
+            .unwrap_or(&[]);
+        let kernel: &'a [u64] = kstack
+            .and_then(|id| self.stacks.get(&id).copied())
+            .unwrap_or(&[]);
+        // Return addresses point past their call: step back into it.
+        let fix = |i: usize, a: u64, innermost_sampled: bool| {
+            if i == 0 && innermost_sampled {
+                a
+            } else {
+                a.saturating_sub(1)
+            }
+        };
+        let mut frames: Vec<FrameIdx> = Vec::with_capacity(user.len() + kernel.len());
+        for (i, &a) in user.iter().enumerate().rev() {
+            let a = fix(i, a, sampled && kernel.is_empty());
+            frames.push(self.user_frame(trace, pid, a, t));
+        }
+        for (i, &a) in kernel.iter().enumerate().rev() {
+            let a = fix(i, a, sampled);
+            frames.push(self.kernel_frame(trace, a));
+        }
+        let mut parent: Option<StackIdx> = None;
+        for f in frames {
+            let pkey = parent.map_or(u32::MAX, |p| p.0);
+            parent = Some(match self.nodes.get(&(pkey, f)) {
+                Some(&n) => n,
+                None => {
+                    let n = StackIdx(trace.stacks.len() as u32);
+                    trace.stacks.push(StackNode::new(parent, f));
+                    self.nodes.insert((pkey, f), n);
+                    n
+                }
+            });
+        }
+        self.cache.insert(key, parent);
+        parent
+    }
+
+    /// Names the user frames, one file at a time.
+    pub(crate) fn symbolize(&mut self, trace: &mut Trace, warnings: &mut Vec<String>) {
+        let mut pending: Vec<(ModuleIdx, Vec<(FrameIdx, u64)>)> = self.pending.drain().collect();
+        pending.sort_by_key(|(m, _)| *m);
+        let mut unreadable = 0usize;
+        for (module, frames) in pending {
+            let path = trace.str(trace.modules[module.ix()].path).to_string();
+            let bytes = match std::fs::read(Path::new(&path)) {
+                Ok(b) => b,
+                Err(e) => {
+                    trace.modules[module.ix()].symbol_error = Some(format!("cannot open ({e})"));
+                    unreadable += 1;
+                    continue;
+                }
+            };
+            let elf = match Elf::parse(&bytes) {
+                Ok(elf) => elf,
+                Err(e) => {
+                    trace.modules[module.ix()].symbol_error = Some(e.to_string());
+                    unreadable += 1;
+                    continue;
+                }
+            };
+            let mut queries: Vec<(u64, FrameIdx)> = frames
+                .iter()
+                .filter_map(|&(f, off)| elf.offset_to_address(off).map(|a| (a, f)))
+                .collect();
+            queries.sort_unstable();
+            let addrs: Vec<u64> = queries.iter().map(|q| q.0).collect();
+            let names = elf.resolve(&addrs, &mut |_| {});
+            for ((_, frame), name) in queries.iter().zip(names) {
+                let Some(off) = name else { continue };
+                let raw = String::from_utf8_lossy(elf.name(off)).into_owned();
+                let func = self.function(trace, module, &demangle(&raw));
+                trace.frames[frame.ix()].function = func;
+            }
+        }
+        if unreadable > 0 {
+            warnings.push(format!(
+                "{unreadable} binaries could not be read for symbols; their frames show as [unknown]"
+            ));
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `slowlab record --backend bpf` (the eBPF scheduler recorder) on real recordings:
+//! - a pipeline with a slow producer recorded by both backends gives the same
+//!   critical-path answer: the path is the producer's CPU in `slow_digest`;
+//! - a ring buffer made tiny on purpose loses records, and the loss is counted and shown
+//!   by `record` and by `analyze`.
+//!
+//! Tests skip, with the reason, where perf is missing or the process is not root (the
+//! recorder loads BPF programs).
+
+use std::path::Path;
+
+mod common;
+use common::{one_recording_at_a_time, slowlab};
+
+fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return false;
+    }
+    true
+}
+
+/// `analyze --critical-path --json` of a trace, rooted at the recorded `sh`.
+fn critical_path(trace: &Path) -> serde_json::Value {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--critical-path", "--json"])
+        .output()
+        .unwrap();
+    common::json(&out)
+}
+
+/// The largest part of the path on a CPU: (comm, function).
+fn top_cpu(path: &serde_json::Value) -> (String, String) {
+    let parts = path["parts"].as_array().unwrap();
+    let top = parts.iter().find(|p| p["state"] == "cpu").unwrap();
+    (
+        top["comm"].as_str().unwrap_or("").to_string(),
+        top["function"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+fn record(backend: &str, out: &Path, extra: &[&str], cmd: &[&str]) -> std::process::Output {
+    let o = slowlab()
+        .args(["record", "--backend", backend, "-o"])
+        .arg(out)
+        .args(extra)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{backend}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+#[test]
+fn both_backends_find_the_slow_producer_on_the_critical_path() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let producer = common::why_program("producer");
+    let script = format!("{} 40 3000000 | sort > /dev/null", producer.display());
+    let cmd = ["sh", "-c", script.as_str()];
+    let mut answers = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        record(backend, &trace, &[], &cmd);
+        let path = critical_path(&trace);
+        assert_eq!(path["root"]["comm"], "sh", "{backend}: {}", path["summary"]);
+        let in_producer: f64 = path["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["comm"] == "producer")
+            .map(|p| p["share"].as_f64().unwrap())
+            .sum();
+        assert!(in_producer > 0.6, "{backend}: {}", path["summary"]);
+        answers.push(top_cpu(&path));
+    }
+    assert_eq!(
+        answers[0],
+        ("producer".to_string(), "slow_digest".to_string())
+    );
+    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+}
+
+#[test]
+fn a_tiny_ring_loses_events_and_says_how_many() {
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tiny.data");
+    // One page of ring (~100 records) against a burst of one-byte pipe writes, each a
+    // wake-up and a switch.
+    let pipe = "dd if=/dev/zero bs=1 count=50000 status=none | cat > /dev/null";
+    let o = record(
+        "bpf",
+        &trace,
+        &["--bpf-ring-bytes", "4096"],
+        &["sh", "-c", pipe],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lost: u64 = stderr
+        .split("events lost")
+        .next()
+        .and_then(|s| s.rsplit(' ').nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of lost events in: {stderr}"));
+    assert!(lost > 0, "{stderr}");
+    // `analyze` shows the same count.
+    let out = slowlab()
+        .arg("analyze")
+        .arg(&trace)
+        .args(["--critical-path"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&format!("{lost} events were lost")), "{said}");
+}
