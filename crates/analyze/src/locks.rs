@@ -233,6 +233,34 @@ impl Locks {
     }
 }
 
+/// Where a wait took its lock: the innermost function of its user stack
+/// outside the lock's own code (glibc's `__lll_lock_wait`,
+/// `pthread_mutex_lock`, the futex wrapper) and the thread's start
+/// (`start_thread`, `clone3`); none when the stack has none (glibc has no
+/// frame pointers: the caller of `pthread_mutex_lock` is often lost).
+pub fn taken_in(trace: &Trace, stack: Option<StackIdx>) -> Option<String> {
+    const LOCK_CODE: [&str; 8] = [
+        "lll_",
+        "mutex",
+        "rwlock",
+        "futex",
+        "syscall",
+        "[unknown]",
+        "start_thread",
+        "clone",
+    ];
+    trace
+        .stack_frames(stack)
+        .map(|f| trace.frame_function(f))
+        .filter(|&f| !trace.functions[f.ix()].kernel)
+        .map(|f| trace.function_name(f))
+        .find(|n| {
+            let l = n.to_ascii_lowercase();
+            !LOCK_CODE.iter().any(|p| l.contains(p))
+        })
+        .map(str::to_string)
+}
+
 /// The holds that ended `waits`, one per release, from each holder's
 /// futex calls on the word (`calls_of(holder)`: (time, wake?) sorted).
 fn holds<'c>(

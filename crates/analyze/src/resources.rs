@@ -22,16 +22,14 @@
 //! frames; the waker's leaf — `pthread_rwlock_unlock`, `sem_post` — is
 //! where the object shows.)
 //!
-//! Other waits go by their kernel stack: a child wait (`wait4`'s pid when
-//! recorded, else the child whose exit woke it), a pipe, a socket, a file
-//! lock, a kernel lock (named by the first function outside the lock
-//! code), storage, a timer. The holder is the thread that ended the wait
+//! Other waits go by their kernel stack: a child wait (the child whose exit
+//! woke it; the walker names the owner of one nothing ended), a pipe, a
+//! socket, a file lock, a kernel lock (named by the first function outside
+//! the lock code), storage, a timer; a poll by what its waker wrote to. The holder is the thread that ended the wait
 //! when a thread ended it (not an interrupt, not a signal). Pure.
 
-use slowlab_model::critical_path::{PathThread, Resource, ResourceKind};
+use slowlab_model::critical_path::{PathThread, Resource, ResourceKind, WaitKind};
 use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
-
-use slowlab_model::critical_path::WaitKind;
 
 use crate::classify::{
     self, any_part, wake_context, EndedBy, FILE_LOCK, FUTEX, KERNEL_LOCK, PIPE, SOCKET,
@@ -50,7 +48,9 @@ pub struct WaitOn {
     pub stack: Option<StackIdx>,
 }
 
-/// The kernel's own locks, and the frame that takes one.
+/// The slow path of a kernel lock that the lock frames of `classify` do
+/// not name (the scheduler's own section hides `mutex_lock` on some
+/// kernels).
 const KERNEL_LOCK_WAIT: &[&str] = &["schedule_preempt_disabled"];
 
 /// The user-space frames of a stack (after its kernel frames), innermost
@@ -214,8 +214,7 @@ pub fn wait_on(
         _ => {}
     }
     if classify::is_child_wait(&names) {
-        // The child whose exit (or stop) woke it; the walker names the
-        // owner of a wait nothing ended.
+        // The child whose exit (or stop) woke it.
         return WaitOn {
             kind: ResourceKind::Child,
             ..base

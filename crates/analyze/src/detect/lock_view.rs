@@ -34,7 +34,7 @@ use super::lock_contention::MIN_WAITERS;
 use super::{Context, RootPath};
 use crate::critical_path::waited_for;
 use crate::evidence;
-use crate::locks::{Hold, Lock};
+use crate::locks::{taken_in, Hold, Lock};
 use crate::resources::{resource, wait_on};
 use crate::states::SpanState;
 
@@ -163,18 +163,21 @@ fn finding(
         .iter()
         .find(|w| by_waiter.contains_key(&w.waiter))
         .or(lock.waits.first());
-    let res = first_wait.map(|w| {
-        let mut on = wait_on(
-            trace,
-            &cx.states,
-            w.waiter,
-            &blocked_of(cx, w.waiter, w.from_ns),
-            w.from_ns,
-        );
-        on.holder = Some(holder);
-        resource(trace, &on)
-    });
-    let name = res.as_ref().and_then(|r| r.name.clone());
+    // Where the waiters took it, the longest-waited site first.
+    let mut sites: HashMap<String, u64> = HashMap::new();
+    for w in lock
+        .waits
+        .iter()
+        .filter(|w| by_waiter.contains_key(&w.waiter))
+    {
+        if let Some(site) = taken_in(trace, w.stack) {
+            *sites.entry(site).or_default() += w.to_ns - w.from_ns;
+        }
+    }
+    let name = sites
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(site, _)| site);
     let kind = lock.kind.as_str();
     let hth = &trace.threads[holder.ix()];
     let holder_comm = trace.str(hth.comm).to_string();
@@ -213,26 +216,6 @@ fn finding(
         stack,
         "hold the lock for less time: move sleeps, I/O and waits out of the section it guards, or split the lock; `slowlab analyze TRACE --critical-path` says what each holder did",
     )
-}
-
-/// The blocked span of `thread` that starts at `at`.
-fn blocked_of(cx: &Context, thread: ThreadIdx, at: u64) -> crate::states::BlockedSpan {
-    cx.states
-        .spans_in(thread, at, at + 1)
-        .iter()
-        .find_map(|s| match s.state {
-            SpanState::Blocked(b) if s.start_ns == at => Some(b),
-            _ => None,
-        })
-        .unwrap_or(crate::states::BlockedSpan {
-            stack: None,
-            task_state: 0,
-            woken: false,
-            waker: None,
-            waker_stack: None,
-            call: None,
-            waker_call: None,
-        })
 }
 
 /// What `holder` did while it held the lock: its largest activity over

@@ -15,13 +15,13 @@
 
 use std::collections::HashMap;
 
-use slowlab_model::trace::{StackIdx, ThreadIdx, Trace};
+use slowlab_model::trace::{StackIdx, ThreadIdx};
 use slowlab_model::views::report_data::{
     LockData, LockHolder, LockWaitData, LockWaiter, MAX_LOCKS, MAX_LOCK_WAITS,
 };
 
 use super::events::Scope;
-use crate::locks::{LockWait, Locks};
+use crate::locks::{taken_in as site, LockWait, Locks};
 use crate::select::BuildFx;
 
 /// The most waits of all locks together the page ships (~150 bytes each
@@ -166,30 +166,6 @@ fn shipped<'l>(waits: &[&'l LockWait], max: usize) -> Vec<&'l LockWait> {
     }
     kept.sort_by_key(|w| (w.from_ns, w.to_ns, w.waiter));
     kept
-}
-
-/// Where a wait took its lock (module doc).
-fn site(trace: &Trace, stack: Option<StackIdx>) -> Option<String> {
-    const LOCK_CODE: [&str; 8] = [
-        "lll_",
-        "mutex",
-        "rwlock",
-        "futex",
-        "syscall",
-        "[unknown]",
-        "start_thread",
-        "clone",
-    ];
-    trace
-        .stack_frames(stack)
-        .map(|f| trace.frame_function(f))
-        .filter(|&f| !trace.functions[f.ix()].kernel)
-        .map(|f| trace.function_name(f))
-        .find(|n| {
-            let l = n.to_ascii_lowercase();
-            !LOCK_CODE.iter().any(|p| l.contains(p))
-        })
-        .map(str::to_string)
 }
 
 #[cfg(test)]
