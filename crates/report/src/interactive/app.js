@@ -209,11 +209,25 @@ function buildPath(M, root, cp, app) {
     { title: 'process', get: (p) => p.comm + ' (' + p.pid + ')' },
     { title: 'state', get: (p) => p.state + (p.kind ? ': ' + p.kind : '') },
     { title: 'function', get: (p) => p.function || '' },
-    { title: 'via', get: (p) => p.via || '' },
+    // What the part's thread waited for (blocked), or what the thread
+    // the path was followed from waited for (e.g. "join ← main").
+    { title: 'waits on', get: (p) => resourceText(p.resource) },
+    { title: 'via', get: (p) => p.via_resource ? resourceText(p.via_resource, true) + (p.waiter ? ' ← ' + p.waiter : '') : (p.via || '') },
     { title: 'time', get: (p) => p.seconds * 1e6, num: true, fmt: fmtUs },
     { title: 'share', get: (p) => p.share * 100, num: true, fmt: fmtPct },
-  ], { sort: 4, noFilter: true });
+  ], { sort: 5, noFilter: true });
   tbl.setRows(cp.parts.slice(0, 15));
+}
+
+/** A resource of the critical path in a few words: its kind, address or
+ * name, and (unless `noHolder`) its holder. */
+function resourceText(r, noHolder) {
+  if (!r) return '';
+  let t = r.kind;
+  if (r.address) t += ' ' + r.address;
+  else if (r.name) t += ' ' + r.name;
+  if (r.holder && !noHolder) t += ' (' + r.holder.comm + ')';
+  return t;
 }
 
 try {
