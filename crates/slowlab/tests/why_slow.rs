@@ -289,3 +289,49 @@ fn a_boss_polling_for_its_worker_waits_for_the_workers_cpu() {
         assert!(!ids(&d).contains(&id), "{:?}\n{summary}", ids(&d));
     }
 }
+
+/// Issue 41: where the hottest code has no symbols, the answer names its
+/// binary ("liblzma.so.5, no symbols"), not the first function that has a
+/// name (a kernel function with 1% of the samples).
+#[test]
+fn code_without_symbols_is_named_by_its_binary() {
+    require_perf!();
+    if Command::new("xz").arg("--version").output().is_err() {
+        slowlab_testkit::skip("xz is not installed");
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // 3 MB of text that does not compress to nothing: a few seconds of xz.
+    let text: String = (0..200_000u64)
+        .map(|i| format!("{:x} {}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i % 977))
+        .collect();
+    let input = dir.path().join("big.txt");
+    std::fs::write(&input, text).unwrap();
+    // (Through sh: xz's output must not reach diagnose's JSON.)
+    let cmd = format!("xz -6 -c {} >/dev/null", input.display());
+    let d = diagnose(&dir.path().join("d"), &["sh", "-c", &cmd]);
+    assert_adds_up(&d);
+    let parts = d.path["parts"].as_array().unwrap();
+    let top = parts
+        .iter()
+        .find(|p| p["state"] == "cpu" && p["comm"] == "xz")
+        .expect("xz on a CPU");
+    let function = top["function"].as_str().unwrap_or("");
+    let summary = d.path["summary"].as_str().unwrap();
+    if let Some(binary) = function.strip_suffix(", no symbols") {
+        assert!(binary.starts_with("liblzma.so"), "{summary}");
+        assert!(summary.contains("no symbols"), "{summary}");
+    } else {
+        // This machine has liblzma's symbols: a function of it, not the
+        // kernel's page-fault or scheduler code.
+        for kernel in [
+            "exc_page_fault",
+            "asm_exc_page_fault",
+            "clear_page",
+            "finish_task_switch",
+        ] {
+            assert!(!function.starts_with(kernel), "{summary}");
+        }
+    }
+}

@@ -492,8 +492,10 @@ fn merge(raws: Vec<Raw>) -> Vec<Raw> {
     out
 }
 
-/// Samples of `thread` in `[from, to)` by leaf function (`[unknown]`
-/// leaves left out), most first.
+/// Samples of `thread` in `[from, to)` by leaf function, most first. A
+/// leaf without a symbol is named by its binary ("liblzma.so.5, no
+/// symbols"), so that the answer does not name the first function that has
+/// one instead; one in no binary (anonymous memory) is left out.
 fn leaf_functions(
     trace: &Trace,
     samples_of: &[Vec<u32>],
@@ -516,8 +518,16 @@ fn leaf_functions(
     }
     let mut out: Vec<(String, u32)> = counts
         .into_iter()
-        .map(|(f, n)| (trace.function_name(FuncIdx(f)).to_string(), n))
-        .filter(|(name, _)| name != "[unknown]")
+        .filter_map(|(f, n)| {
+            let f = FuncIdx(f);
+            let name = trace.function_name(f);
+            if name != "[unknown]" {
+                return Some((name.to_string(), n));
+            }
+            let module = trace.function_module(f);
+            let named = !module.is_empty() && !module.starts_with('[') && module != "//anon";
+            named.then(|| (format!("{module}, no symbols"), n))
+        })
         .collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     out
