@@ -173,6 +173,16 @@ fn help_teaches_with_examples() {
         assert!(text.contains("Examples:"), "{cmd}");
         assert!(text.contains("slowlab analyze"), "{cmd}");
     }
+    // Every example of `sweep --help` keeps its size placeholder (clap
+    // turns `{n}` in a help text into a line break).
+    let out = slowlab().args(["sweep", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("slowlab sweep"))
+    {
+        assert!(line.contains("{N}"), "{line}");
+    }
 }
 
 #[test]

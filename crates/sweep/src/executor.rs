@@ -20,6 +20,9 @@ use crate::cancel::{kill_group, Cancel};
 
 /// The placeholder replaced by the size in a command line.
 pub const PLACEHOLDER: &str = "{n}";
+/// The same, as `--help` writes it: clap turns every `{n}` of a help text
+/// into a line break, so the help's examples use this spelling.
+pub const PLACEHOLDER_UPPER: &str = "{N}";
 
 /// One run's cost.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,18 +80,23 @@ pub trait Executor {
     }
 }
 
-/// Replaces every `{n}` in every argument by `n`.
+/// Replaces every `{n}` (or `{N}`) in every argument by `n`.
 pub fn substitute(template: &[String], n: u64) -> Vec<String> {
     let size = n.to_string();
     template
         .iter()
-        .map(|arg| arg.replace(PLACEHOLDER, &size))
+        .map(|arg| {
+            arg.replace(PLACEHOLDER, &size)
+                .replace(PLACEHOLDER_UPPER, &size)
+        })
         .collect()
 }
 
-/// Whether any argument contains `{n}`.
+/// Whether any argument contains `{n}` (or `{N}`).
 pub fn has_placeholder(template: &[String]) -> bool {
-    template.iter().any(|arg| arg.contains(PLACEHOLDER))
+    template
+        .iter()
+        .any(|arg| arg.contains(PLACEHOLDER) || arg.contains(PLACEHOLDER_UPPER))
 }
 
 /// Keeps this many trailing bytes of the command's stderr for error messages.
@@ -331,6 +339,10 @@ mod tests {
         );
         assert!(has_placeholder(&t));
         assert!(!has_placeholder(&strings(&["true"])));
+        // `--help` spells it `{N}` (clap makes `{n}` a line break there).
+        let upper = strings(&["prog", "{N}", "{n}-{N}"]);
+        assert_eq!(substitute(&upper, 7), strings(&["prog", "7", "7-7"]));
+        assert!(has_placeholder(&strings(&["seq {N}"])));
     }
 
     #[test]

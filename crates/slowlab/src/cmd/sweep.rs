@@ -23,7 +23,7 @@ use crate::signals::cancel_on_interrupt;
 /// Run a command at growing sizes and decide whether its cost grows
 /// linearly or super-linearly.
 ///
-/// Every `{n}` in the command is replaced by the size. Each run's CPU time
+/// Every `{N}` in the command is replaced by the size. Each run's CPU time
 /// (user+sys of the command and all its descendants) and wall time are
 /// measured; repetitions run in shuffled order; the cost at the baseline size
 /// (n=0 unless told otherwise) is subtracted as fixed start-up cost. The
@@ -76,13 +76,13 @@ use crate::signals::cancel_on_interrupt;
 ///
 /// Examples:
 ///
-///   slowlab sweep --sizes 1000..64000 -- ./my-program --items {n}
+///   slowlab sweep --sizes 1000..64000 -- ./my-program --items {N}
 ///
-///   slowlab sweep --sizes 10k,20k,40k,80k --reps 5 --json out.json --plot out.svg -- sh -c 'seq {n} | sort -n > /dev/null'
+///   slowlab sweep --sizes 10k,20k,40k,80k --reps 5 --json out.json --plot out.svg -- sh -c 'seq {N} | sort -n > /dev/null'
 ///
-///   slowlab sweep --profile --sizes 1000..8000 -- ./my-program {n}
+///   slowlab sweep --profile --sizes 1000..8000 -- ./my-program {N}
 ///
-///   sudo slowlab sweep --critical-path --sizes 4,8,16 --reps 2 -- ./my-program {n}
+///   sudo slowlab sweep --critical-path --sizes 4,8,16 --reps 2 -- ./my-program {N}
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SweepArgs {
@@ -161,7 +161,7 @@ pub struct SweepArgs {
     #[arg(long, requires = "critical_path", value_name = "DIR")]
     keep_runs: Option<PathBuf>,
 
-    /// The command to run; `{n}` is replaced by the size
+    /// The command to run; `{N}` is replaced by the size
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
