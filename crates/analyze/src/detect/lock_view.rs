@@ -24,7 +24,7 @@
 //! Cost: the longest single waiter's blocked time, or the path time if
 //! larger. Up to three locks, most waited on first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use slowlab_model::critical_path::{ResourceKind, SegmentState};
 use slowlab_model::findings::Finding;
@@ -52,6 +52,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Option<Vec<Finding>> {
     let trace = cx.trace;
     let (from, to) = rp.window;
     let clip = |a: u64, b: u64| b.min(to).saturating_sub(a.max(from));
+    let tree: HashSet<ThreadIdx> = rp.tree_threads.iter().copied().collect();
     let mut out = Vec::new();
     for lock in &cx.locks().locks {
         if out.len() == 3 {
@@ -60,7 +61,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Option<Vec<Finding>> {
         // Each waiter of the root's tree: (blocked ns, waits, longest).
         let mut by_waiter: BTreeMap<ThreadIdx, (u64, u64, u64)> = BTreeMap::new();
         for w in &lock.waits {
-            if !rp.tree_threads.contains(&w.waiter) {
+            if !tree.contains(&w.waiter) {
                 continue;
             }
             let len = clip(w.from_ns, w.to_ns);

@@ -481,6 +481,8 @@ pub static DETECTORS: &[&dyn Detector] = &[
             ("MIN_PATH_SHARE", lock_contention::MIN_PATH_SHARE),
             ("MIN_WAITERS", lock_contention::MIN_WAITERS as f64),
             ("MIN_WAITER_SHARE", lock_contention::MIN_WAITER_SHARE),
+            ("MIN_OWN_SHARE", lock_view::MIN_OWN_SHARE),
+            ("MIN_WAIT_S", lock_view::MIN_WAIT_S),
         ],
         run: Run::Path(lock_contention::detect),
     },
