@@ -10,6 +10,7 @@ use slowlab_model::trace::ThreadIdx;
 use super::{main_thread, window, EndedBy, Walker, MAX_POLL_GAP_NS, OWNER_LOOKBACK};
 use crate::classify;
 use crate::states::{BlockedSpan, SpanState};
+use crate::wait_calls::WaitSyscall;
 
 impl Walker<'_> {
     /// Who owns what `thread` waited for over `[from, to)` (`k` is the
@@ -51,7 +52,7 @@ impl Walker<'_> {
             let SpanState::Blocked(prev) = span.state else {
                 continue;
             };
-            if prev.stack != b.stack {
+            if !self.same_wait(&prev, b) {
                 continue;
             }
             let j = self.judge(&prev);
@@ -151,7 +152,7 @@ impl Walker<'_> {
                         return None;
                     }
                 }
-                SpanState::Blocked(b) if b.stack == first.stack => {
+                SpanState::Blocked(b) if self.same_wait(&b, &first) => {
                     busy = 0;
                     last = m;
                     if self.timed_out_waiting_for_others(&b) {
@@ -192,5 +193,39 @@ impl Walker<'_> {
             classify::NO_WAKE,
         );
         matches!(own, WaitKind::Lock | WaitKind::Ipc)
+    }
+
+    /// Whether two waits of one thread wait on the same thing: the same
+    /// futex word when the trace records the calls, else the same blocking
+    /// site — the kernel frames and the innermost user frame. (A whole
+    /// stack is not compared: frame-pointer stacks through code built
+    /// without frame pointers, such as Rust's std, pick up stale frames
+    /// that differ from one iteration of a loop to the next.)
+    pub(super) fn same_wait(&self, a: &BlockedSpan, b: &BlockedSpan) -> bool {
+        let word = |s: &BlockedSpan| {
+            s.call.and_then(|c| match self.states.calls[c.ix()].call {
+                WaitSyscall::Futex { uaddr, .. } => Some(uaddr),
+                _ => None,
+            })
+        };
+        if let (Some(x), Some(y)) = (word(a), word(b)) {
+            return x == y;
+        }
+        if a.stack == b.stack {
+            return true;
+        }
+        let trace = self.trace;
+        let site = |stack| {
+            let mut frames = Vec::new();
+            for f in trace.stack_frames(stack) {
+                let func = trace.frame_function(f);
+                frames.push(func);
+                if !trace.functions[func.ix()].kernel {
+                    break;
+                }
+            }
+            frames
+        };
+        site(a.stack) == site(b.stack)
     }
 }

@@ -384,6 +384,49 @@ fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
 }
 
 #[test]
+fn a_poll_loop_whose_stacks_differ_below_the_wait_is_one_wait() {
+    // Frame-pointer stacks through code without frame pointers (Rust's
+    // std in cargo) pick up stale frames below the wait that change from
+    // one iteration to the next: the loop is the same wait all along. Seen
+    // as "74% waiting on futex" for a cargo build on a loaded machine.
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "cargo");
+    let worker = b.process(20, "rustc");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let kernel = ["do_futex", "futex_wait_queue", "schedule"];
+    let waits = [
+        b.mixed_stack(&["main", "stale_a", "syscall"], &kernel),
+        b.mixed_stack(&["main", "stale_b", "syscall"], &kernel),
+        b.mixed_stack(&["stale_c", "syscall"], &kernel),
+    ];
+    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    let wake = b.stack(&["futex_wake"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(0), 1, 0, 0, 20, None);
+    b.switch(ms(10), 0, 10, 1, 0, waits[0]);
+    b.waking(ms(30), 1, worker, 10, timer);
+    b.switch(ms(30), 0, 0, 0, 10, None);
+    b.switch(ms(31), 0, 10, 1, 0, waits[1]);
+    b.waking(ms(51), 1, worker, 10, timer);
+    b.switch(ms(51), 0, 0, 0, 10, None);
+    b.switch(ms(52), 0, 10, 1, 0, waits[2]);
+    b.waking(ms(60), 1, worker, 10, wake);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (20, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_adds_up(&cp);
+}
+
+#[test]
 fn a_poll_loop_whose_timeouts_left_no_wake_up_is_one_wait_too() {
     // perf records nothing an idle CPU's interrupts do on this VM's CPU 1:
     // cargo's 500 ms timeouts left no `sched_waking` and no switch to it,
