@@ -116,7 +116,7 @@ function pathsSection(app) {
   app.append(el('p', { class: 'note', text:
     'Each bar is the run\'s critical path from its root\'s start to its end, as long as its wall time; ' +
     'hover a stretch for its cause.' }));
-  const W = 1000, left = 40, right = 20, barH = 28, gap = 18, top = 8;
+  const W = 1000, left = 40, right = 20, barH = 28, gap = 18, top = 16;
   const maxWall = Math.max(P.bars[0].wall_s, P.bars[1].wall_s, 1e-9);
   const x = (t) => left + (W - left - right) * t / maxWall;
   const height = top + 2 * barH + gap + 34;
