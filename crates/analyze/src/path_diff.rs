@@ -319,33 +319,45 @@ fn groups_of(
 
 /// One run's seconds by cause; they add up to the sum of its segments.
 pub fn causes_of(run: &Run) -> HashMap<CauseKey, f64> {
-    let names = process_names(&run.path);
     let mut by: HashMap<CauseKey, f64> = HashMap::new();
-    for (i, s) in run.path.segments.iter().enumerate() {
-        let (kind, function, resource) = match s.state {
-            SegmentState::Cpu => (None, s.top_function.clone(), None),
-            SegmentState::Runnable => (None, None, None),
-            SegmentState::Blocked => (
-                Some(s.kind.unwrap_or(WaitKind::Other)),
-                None,
-                run.resources
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .or_else(|| s.blocked_in.clone()),
-            ),
-        };
-        let key = CauseKey {
-            state: s.state,
-            kind,
-            process: names.get(&s.pid).cloned().unwrap_or_else(|| s.comm.clone()),
-            thread: s.comm.clone(),
-            function,
-            resource,
-        };
+    for (key, s) in segment_causes(run).into_iter().zip(&run.path.segments) {
         *by.entry(key).or_default() += s.duration_s();
     }
     by
+}
+
+/// Each segment's cause, in the path's order (one per segment): what the
+/// page's bars colour and name.
+pub fn segment_causes(run: &Run) -> Vec<CauseKey> {
+    let names = process_names(&run.path);
+    run.path
+        .segments
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (kind, function, resource) = match s.state {
+                SegmentState::Cpu => (None, s.top_function.clone(), None),
+                SegmentState::Runnable => (None, None, None),
+                SegmentState::Blocked => (
+                    Some(s.kind.unwrap_or(WaitKind::Other)),
+                    None,
+                    run.resources
+                        .get(i)
+                        .cloned()
+                        .flatten()
+                        .or_else(|| s.blocked_in.clone()),
+                ),
+            };
+            CauseKey {
+                state: s.state,
+                kind,
+                process: names.get(&s.pid).cloned().unwrap_or_else(|| s.comm.clone()),
+                thread: s.comm.clone(),
+                function,
+                resource,
+            }
+        })
+        .collect()
 }
 
 /// Each process's name: its main thread's `comm` wherever the path names

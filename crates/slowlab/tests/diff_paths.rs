@@ -74,8 +74,9 @@ fn f(v: &serde_json::Value) -> f64 {
 }
 
 /// Diagnoses the regression, diffs it with the baseline, checks the sums,
-/// and returns the diff's first group (by state, kind, process, thread).
-fn first_group(mode: &str) -> (serde_json::Value, serde_json::Value) {
+/// and returns the diff's first group (by state, kind, process, thread),
+/// the diff, and the run (kept for a test that diffs it again).
+fn first_group(mode: &str) -> (serde_json::Value, serde_json::Value, Run) {
     let (base, run) = {
         let _one = one_recording_at_a_time();
         (baseline(), diagnose(mode))
@@ -99,13 +100,13 @@ fn first_group(mode: &str) -> (serde_json::Value, serde_json::Value) {
         "causes add up to {sum:.3} s, the program measured {measured:.3} s: {d:#}"
     );
     assert!(d["significant"].as_bool().unwrap(), "{d:#}");
-    (d["groups"][0].clone(), d)
+    (d["groups"][0].clone(), d, run)
 }
 
 #[test]
 fn more_fsyncs_are_time_waiting_for_the_disk() {
     require_perf!();
-    let (g, d) = first_group("fsync");
+    let (g, d, _) = first_group("fsync");
     assert_eq!(
         (&g["state"], &g["kind"]),
         (&"blocked".into(), &"io".into()),
@@ -125,7 +126,7 @@ fn more_fsyncs_are_time_waiting_for_the_disk() {
 #[test]
 fn a_lock_held_by_another_thread_is_that_threads_time() {
     require_perf!();
-    let (g, d) = first_group("lock");
+    let (g, d, _) = first_group("lock");
     // The main thread's lock wait is followed into the holder, which slept.
     assert_eq!(g["thread"], "holder", "{d:#}");
     assert_eq!(g["process"], "regress", "{d:#}");
@@ -140,7 +141,7 @@ fn a_lock_held_by_another_thread_is_that_threads_time() {
 #[test]
 fn a_retry_loop_that_sleeps_is_sleep() {
     require_perf!();
-    let (g, d) = first_group("sleep");
+    let (g, d, _) = first_group("sleep");
     assert_eq!(
         (&g["state"], &g["kind"]),
         (&"blocked".into(), &"sleep".into()),
@@ -153,13 +154,49 @@ fn a_retry_loop_that_sleeps_is_sleep() {
 #[test]
 fn more_work_in_one_function_is_cpu_in_that_function() {
     require_perf!();
-    let (g, d) = first_group("cpu");
+    let (g, d, run) = first_group("cpu");
     assert_eq!(g["state"], "cpu", "{d:#}");
     assert_eq!(g["mostly"], "render_page", "{d:#}");
     assert!(f(&g["delta_s"]) > 0.1, "{d:#}");
     let first = &d["causes"][0];
     assert_eq!(first["function"], "render_page", "{d:#}");
     assert!(first["interval"].is_null(), "one run per side: {d:#}");
+
+    // The page of the same pair: both critical paths as bars as long as
+    // the wall times, and the causes, the first one first.
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("diff.html");
+    let out = slowlab()
+        .args(["diff", "--html"])
+        .arg(&page)
+        .arg(&baseline().path)
+        .arg(&run.path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let data = html
+        .split("id=\"slowlab-data\">")
+        .nth(1)
+        .and_then(|s| s.split("</script>").next())
+        .expect("the page's data");
+    let v: serde_json::Value = serde_json::from_str(data).unwrap();
+    let paths = &v["paths"];
+    assert_eq!(paths["diff"]["causes"][0], *first, "{:#}", paths["diff"]);
+    for (i, side) in ["a", "b"].into_iter().enumerate() {
+        let bar = &paths["bars"][i];
+        let wall = f(&d[side]["wall_s"]);
+        assert!((f(&bar["wall_s"]) - wall).abs() < 1e-9, "{bar:#}");
+        let pieces = bar["pieces"].as_array().unwrap();
+        let last = f(&pieces[pieces.len() - 1]["to_s"]);
+        assert!((last - wall).abs() < 1e-6, "{bar:#}");
+    }
+    // The sampled CPU of the pair below it, from their traces.
+    assert!(v["view"]["functions"].is_array(), "no CPU part: {out:?}");
+    // Kept for a look: SLOWLAB_KEEP_DIFF_PAGE=FILE copies the page there.
+    if let Ok(keep) = std::env::var("SLOWLAB_KEEP_DIFF_PAGE") {
+        std::fs::copy(&page, keep).unwrap();
+    }
 }
 
 #[test]

@@ -4,12 +4,16 @@
 // share grew from A to B, blue where it shrank), drawn by the report's
 // flame.js (which comes first in the page's script, and gives `el`):
 // click-to-zoom, search that highlights and sums, and hover for the
-// numbers. Every trace string goes through textContent or fillText.
+// numbers. On `slowlab diagnose` directories it starts with the critical
+// paths compared (D.paths): A's and B's path as two bars of coloured
+// stretches on one time axis (an SVG built here, each stretch's cause in
+// its <title>) and the causes' table; the CPU part follows when D.view is
+// there. Every trace string goes through textContent or fillText.
 'use strict';
 
 const D = JSON.parse(document.getElementById('slowlab-data').textContent);
 
-const V = D.view;
+const V = D.view || {};
 const perSecond = V.normalize === 'duration';
 const cost = (x) => (x == null ? '' : perSecond ? x.toFixed(1) + '/s' : x.toFixed(2) + '%');
 const signed = (x) => (x > 0 ? '+' : '') + cost(x);
@@ -17,7 +21,7 @@ const signed = (x) => (x > 0 ? '+' : '') + cost(x);
 // ---- the answer and the table ------------------------------------------
 
 function header(app) {
-  app.append(el('h1', { text: D.title }));
+  if (!D.paths) app.append(el('h1', { text: D.title }));
   const side = (label, name, s) => el('p', { class: 'fact', text:
     `${label}: ${name} — ${s.samples} samples over ${s.duration_s.toFixed(2)} s` });
   app.append(side('A', D.a_name, V.a), side('B', D.b_name, V.b));
@@ -77,6 +81,108 @@ function table(app) {
   filter.addEventListener('input', fill);
   app.append(filter, el('div', { class: 'pane' }, tbl));
   fill();
+}
+
+// ---- the critical paths compared ---------------------------------------
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+// The colour of each stretch class (bar pieces' `class`).
+const PATH_COLOURS = [
+  ['cpu', '#3b7dd8', 'on a CPU'], ['runnable', '#f2b233', 'waiting for a CPU'],
+  ['lock', '#d8453b', 'lock'], ['io', '#8e44ad', 'disk'], ['sleep', '#9aa5b1', 'sleep'],
+  ['ipc', '#2e9e6a', 'another thread or process'], ['fault', '#e67e22', 'page fault'],
+  ['other', '#6b6b6b', 'other wait'],
+];
+const PATH_FILL = Object.fromEntries(PATH_COLOURS.map(([k, c]) => [k, c]));
+const secs = (x) => x.toFixed(3) + ' s';
+const signedSecs = (x) => (x > 0 ? '+' : '') + x.toFixed(3);
+
+function pathsSection(app) {
+  const P = D.paths, PD = P.diff;
+  app.append(el('h1', { text: D.title }));
+  app.append(el('p', { class: 'summary', id: 'paths-summary', text: PD.summary }));
+  for (const w of PD.warnings) app.append(el('p', { class: 'note', text: 'Warning: ' + w }));
+  app.append(el('h2', { text: 'Critical paths, on one time axis' }));
+  const runs = (s) => s.runs_s.length > 1 ? ` (first of ${s.runs_s.length} runs; mean ${secs(s.wall_s)})` : '';
+  app.append(el('p', { class: 'note', text:
+    'Each bar is the run\'s critical path from its root\'s start to its end, as long as its wall time; ' +
+    'hover a stretch for its cause.' }));
+  const W = 1000, left = 40, right = 20, barH = 28, gap = 18, top = 16;
+  const maxWall = Math.max(P.bars[0].wall_s, P.bars[1].wall_s, 1e-9);
+  const x = (t) => left + (W - left - right) * t / maxWall;
+  const height = top + 2 * barH + gap + 34;
+  const root = svg('svg', { id: 'path-bars', viewBox: `0 0 ${W} ${height}`, width: '100%', role: 'img' });
+  P.bars.forEach((bar, i) => {
+    const y = top + i * (barH + gap);
+    const label = i === 0 ? 'A' : 'B';
+    root.append(svg('text', { x: 4, y: y + barH / 2 + 5, 'font-weight': 'bold', text: label }));
+    const g = svg('g', { class: 'path-bar', 'data-side': label, 'data-wall': String(bar.wall_s),
+      'data-width': String(x(bar.wall_s) - x(0)) });
+    for (const p of bar.pieces) {
+      const r = svg('rect', { x: x(p.from_s), y, width: Math.max(0, x(p.to_s) - x(p.from_s)), height: barH,
+        fill: PATH_FILL[p.class] || '#999', class: 'piece ' + p.class });
+      r.append(svg('title', { text: `${p.what}\n${secs(p.to_s - p.from_s)} (${secs(p.from_s)} – ${secs(p.to_s)})` }));
+      g.append(r);
+    }
+    g.append(svg('rect', { x: x(0), y, width: x(bar.wall_s) - x(0), height: barH, fill: 'none', stroke: '#333' }));
+    root.append(g);
+    root.append(svg('text', { x: Math.min(x(bar.wall_s) + 4, W - right - 60), y: y - 2, 'font-size': 11,
+      text: secs(bar.wall_s) + runs(i === 0 ? PD.a : PD.b) }));
+  });
+  // The shared axis, with about six round ticks.
+  const axisY = top + 2 * barH + gap + 6;
+  root.append(svg('line', { x1: x(0), x2: x(maxWall), y1: axisY, y2: axisY, stroke: '#333' }));
+  const raw = maxWall / 6, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  for (let t = 0; t <= maxWall + 1e-9; t += step) {
+    root.append(svg('line', { x1: x(t), x2: x(t), y1: axisY, y2: axisY + 4, stroke: '#333' }));
+    root.append(svg('text', { x: x(t), y: axisY + 16, 'font-size': 11, 'text-anchor': 'middle',
+      text: +t.toPrecision(6) + ' s' }));
+  }
+  app.append(el('div', { class: 'pane' }, root));
+  const legend = el('p', { class: 'note diff-legend' });
+  for (const [k, c, label] of PATH_COLOURS) {
+    legend.append(el('span', { class: 'sw', style: `background:${c}`, text: '\u00a0\u00a0\u00a0' }), ' ' + label + '  ');
+  }
+  app.append(legend);
+  causesTable(app, PD);
+}
+
+function causesTable(app, PD) {
+  app.append(el('h2', { text: 'The critical path\'s change by cause' }));
+  const noise = PD.interval != null;
+  const tbl = el('table', { class: 'data', id: 'cause-table' });
+  const head = el('tr');
+  for (const [t, num] of [['state', 0], ['kind', 0], ['process', 0], ['thread', 0],
+    ['function / resource', 0], ['A s', 1], ['B s', 1], ['change', 1], ['interval', 1]]) {
+    head.append(el('th', { text: t, class: num ? 'num' : '' }));
+  }
+  const body = el('tbody');
+  for (const c of PD.causes) {
+    const row = el('tr', { class: c.significant ? '' : 'insignificant' });
+    row.append(el('td', { text: c.state }), el('td', { text: c.kind || '' }),
+      el('td', { text: c.process }), el('td', { text: c.thread }),
+      el('td', { text: c.function || c.resource || '' }),
+      el('td', { class: 'num', text: c.a_s.toFixed(3) }), el('td', { class: 'num', text: c.b_s.toFixed(3) }),
+      el('td', { class: 'num ' + (c.delta_s > 0 ? 'grew' : c.delta_s < 0 ? 'shrank' : ''), text: signedSecs(c.delta_s) }),
+      el('td', { class: 'num', text: c.interval ? `[${signedSecs(c.interval[0])}, ${signedSecs(c.interval[1])}]` :
+        noise ? '' : '—' }));
+    body.append(row);
+  }
+  tbl.append(el('thead', {}, head), body);
+  app.append(el('p', { class: 'note', text:
+    `A ${secs(PD.a.wall_s)} → B ${secs(PD.b.wall_s)} (${signedSecs(PD.delta_s)} s); the changes add up to it. ` +
+    (noise ? 'Greyed rows do not clear the runs\' own noise.' : 'One run per side: no interval.') }));
+  app.append(el('div', { class: 'pane' }, tbl));
 }
 
 // ---- the differential flame graph --------------------------------------
@@ -144,10 +250,14 @@ class DiffFlame extends FlameGraph {
 }
 
 const app = document.getElementById('app');
-header(app);
+if (D.paths) pathsSection(app);
 let flame = null;
-table(app);
-flame = new DiffFlame(app);
-flame.draw();
-window.addEventListener('resize', () => { flame.width = 0; flame.draw(); });
+if (D.view) {
+  if (D.paths) app.append(el('h2', { class: 'part', text: 'Sampled CPU of the first run of each side' }));
+  header(app);
+  table(app);
+  flame = new DiffFlame(app);
+  flame.draw();
+  window.addEventListener('resize', () => { flame.width = 0; flame.draw(); });
+}
 document.body.setAttribute('data-ready', '1');

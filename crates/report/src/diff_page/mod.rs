@@ -3,7 +3,10 @@
 //! and a differential flame graph of the merged call tree (red grew, blue
 //! shrank; click to zoom, search to highlight and sum), drawn by `diff.js`
 //! with the report's flame graph (`interactive/flame.js`) on a canvas from
-//! the data embedded once as JSON.
+//! the data embedded once as JSON. On `slowlab diagnose` directories the
+//! page starts with the critical paths compared ([`paths`]: both paths as
+//! bars on one time axis, and the causes' table), and has the CPU part
+//! only when both sides have a trace.
 //!
 //! Same rules as the report's page (`interactive`): no request at all (the
 //! Content-Security-Policy forbids them), every trace string inserted as
@@ -14,7 +17,10 @@ use serde::Serialize;
 use slowlab_model::views::diff::{DiffTree, DiffView};
 
 use crate::html::escape;
+
+pub mod paths;
 use crate::interactive::{fill_template, script_safe_json, PageError};
+pub use paths::PathsSection;
 
 /// The report's page template: the same head (the policy forbidding every
 /// request), the same markers.
@@ -37,8 +43,11 @@ pub struct DiffPageData<'a> {
     pub title: &'a str,
     pub a_name: &'a str,
     pub b_name: &'a str,
-    pub view: &'a DiffView,
-    pub tree: &'a DiffTree,
+    /// The sampled CPU compared (absent: no CPU part).
+    pub view: Option<&'a DiffView>,
+    pub tree: Option<&'a DiffTree>,
+    /// The critical paths compared (directories only).
+    pub paths: Option<&'a PathsSection<'a>>,
 }
 
 /// The whole page.
@@ -90,8 +99,9 @@ mod tests {
             title: "a <b> → b",
             a_name: "a.data",
             b_name: "b.data",
-            view: &view,
-            tree: &tree,
+            view: Some(&view),
+            tree: Some(&tree),
+            paths: None,
         })
         .unwrap();
         assert_eq!(page.matches("<script").count(), 2, "only the page's own");

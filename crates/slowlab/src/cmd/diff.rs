@@ -4,7 +4,8 @@
 //! (`--html`). On `slowlab diagnose` directories (`diff A1 A2 … -- B1 B2
 //! …` for several runs per side) it first compares their critical paths
 //! with `slowlab_analyze::path_diff` and then, on the terminal, the CPU of
-//! the first run of each side. Only wiring; the comparisons and their
+//! the first run of each side; `--html` writes both on one page (the paths
+//! only, with `--json` or without both traces). Only wiring; the comparisons and their
 //! rendering live in `analyze` and `report`.
 
 use std::io::Write;
@@ -16,7 +17,7 @@ use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, 
 use slowlab_analyze::diff_tree::diff_tree;
 use slowlab_analyze::path_diff::{diff_paths, Run};
 use slowlab_analyze::select::Selection;
-use slowlab_report::diff_page::{diff_page, DiffPageData};
+use slowlab_report::diff_page::{diff_page, DiffPageData, PathsSection};
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::path_diff::path_diff_text;
 use slowlab_report::write_atomically;
@@ -69,7 +70,7 @@ use super::input::{open, SymbolArgs};
 ///        "b":{…},"omitted_rows","functions":[{"name","module","a","b",
 ///        "delta","ratio","a_samples","b_samples","status"}]}, sorted by
 ///        delta, largest first.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 #[command(verbatim_doc_comment)]
 pub struct DiffArgs {
     /// A then B: two traces (perf.data, .etl or .etl.zip) or two `slowlab
@@ -125,7 +126,7 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         if a_runs.len() > 1 || b_runs.len() > 1 {
             bail!("several runs per side are compared by their critical paths: give `slowlab diagnose` directories, not traces");
         }
-        return cpu_diff(&args, &a_runs[0], &b_runs[0]);
+        return cpu_diff(&args, &a_runs[0], &b_runs[0], None);
     }
     if dirs < a_runs.len() + b_runs.len() {
         bail!("give either traces or `slowlab diagnose` directories, not both");
@@ -143,7 +144,26 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         [one] => one.display().to_string(),
         many => format!("{} … ({} runs)", many[0].display(), many.len()),
     };
+    let (a_label, b_label) = (label(&a_runs), label(&b_runs));
+    let section = PathsSection::new(&d, &a, &b);
+    // The page of the paths alone, when the CPU part cannot be had.
+    let paths_page = |p: &Path| -> Result<()> {
+        let page = diff_page(&DiffPageData {
+            title: &format!("slowlab diff: {a_label} → {b_label}"),
+            a_name: &a_label,
+            b_name: &b_label,
+            view: None,
+            tree: None,
+            paths: Some(&section),
+        })?;
+        write_atomically(p, page.as_bytes())?;
+        eprintln!("slowlab: wrote {}", p.display());
+        Ok(())
+    };
     if args.json {
+        if let Some(p) = &args.html {
+            paths_page(p)?;
+        }
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         serde_json::to_writer_pretty(&mut out, &d)?;
@@ -151,13 +171,13 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         out.flush()?;
         return Ok(0);
     }
-    print!("{}", path_diff_text(&d, &label(&a_runs), &label(&b_runs)));
+    print!("{}", path_diff_text(&d, &a_label, &b_label));
     // The CPU of the first run of each side, as for two traces.
     let (ta, tb) = (a_runs[0].join("trace.data"), b_runs[0].join("trace.data"));
     if ta.is_file() && tb.is_file() {
         // The recordings are system-wide: without a filter of the user's,
         // the root's process (by name) is compared.
-        let mut cpu_args = args;
+        let mut cpu_args = args.clone();
         let only = if cpu_args.filter.is_empty() {
             cpu_args.filter = vec![format!("process={}", d.a.root)];
             format!(", process {}", d.a.root)
@@ -166,13 +186,21 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         };
         println!("\nsampled CPU{only}, {} → {}\n", ta.display(), tb.display());
         std::io::stdout().flush()?;
-        if let Err(e) = cpu_diff(&cpu_args, &ta, &tb) {
+        if let Err(e) = cpu_diff(&cpu_args, &ta, &tb, Some((&section, &a_label, &b_label))) {
             eprintln!("slowlab: warning: no CPU comparison: {e:#}");
+            if let Some(p) = &args.html {
+                paths_page(p)?;
+            }
         }
-    } else if args.flamegraph.is_some() || args.html.is_some() {
-        eprintln!(
-            "slowlab: warning: no trace.data in both directories: no flame graph or page written"
-        );
+    } else {
+        if args.flamegraph.is_some() {
+            eprintln!(
+                "slowlab: warning: no trace.data in both directories: no flame graph written"
+            );
+        }
+        if let Some(p) = &args.html {
+            paths_page(p)?;
+        }
     }
     Ok(0)
 }
@@ -207,8 +235,14 @@ fn read_run(dir: &Path) -> Result<Run> {
     Run::from_json(&value).map_err(|e| anyhow!("{}: not a critical path: {e}", file.display()))
 }
 
-/// Today's comparison of two traces' sampled CPU.
-fn cpu_diff(args: &DiffArgs, a_path: &Path, b_path: &Path) -> Result<i32> {
+/// Today's comparison of two traces' sampled CPU; `paths` (the path
+/// comparison and the sides' names) goes on top of its page.
+fn cpu_diff(
+    args: &DiffArgs,
+    a_path: &Path,
+    b_path: &Path,
+    paths: Option<(&PathsSection, &str, &str)>,
+) -> Result<i32> {
     let key = slowlab_analyze::cpu::parse_key(&args.by)?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
     let sel = Selection::parse(&args.filter, args.from, args.to)?;
@@ -265,15 +299,19 @@ fn cpu_diff(args: &DiffArgs, a_path: &Path, b_path: &Path) -> Result<i32> {
         eprintln!("slowlab: wrote differential flame graph {}", p.display());
     }
     if let (Some(p), Some(page_view)) = (&args.html, &page_view) {
-        let (a_name, b_name) = (a_path.display().to_string(), b_path.display().to_string());
+        let (a_name, b_name) = match paths {
+            Some((_, a, b)) => (a.to_string(), b.to_string()),
+            None => (a_path.display().to_string(), b_path.display().to_string()),
+        };
         let title = format!("slowlab diff: {a_name} → {b_name}");
         let tree = diff_tree(&lines);
         let page = diff_page(&DiffPageData {
             title: &title,
             a_name: &a_name,
             b_name: &b_name,
-            view: page_view,
-            tree: &tree,
+            view: Some(page_view),
+            tree: Some(&tree),
+            paths: paths.map(|(s, _, _)| s),
         })?;
         write_atomically(p, page.as_bytes())?;
         eprintln!("slowlab: wrote {}", p.display());
