@@ -208,8 +208,11 @@ fn the_same_program_three_times_per_side_is_no_significant_change() {
         (0..5).map(|_| diagnose("base")).collect()
     };
     let base = baseline();
-    let a = [base.path.as_path(), &runs[0].path, &runs[1].path];
-    let b = [&*runs[2].path, &runs[3].path, &runs[4].path];
+    // The sides take turns in time (base, then runs 0–4 alternately), so
+    // the machine's load drifting over the test does not make one side
+    // slower than the other.
+    let a = [base.path.as_path(), &runs[1].path, &runs[3].path];
+    let b = [&*runs[0].path, &runs[2].path, &runs[4].path];
     let d = diff(&a, &b);
     assert_eq!(d["significant"], false, "{d:#}");
     let [lo, hi] = [f(&d["interval"][0]), f(&d["interval"][1])];
