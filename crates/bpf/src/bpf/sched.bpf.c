@@ -109,6 +109,16 @@ struct rec_comm {
 // reads on a timer too): a wake-up per record would cost an interrupt per context switch.
 const volatile __u64 wakeup_bytes = 1 << 20;
 
+// Which stacks are taken (user space sets it before load; keep in sync with StackMode in
+// src/sched/recorder.rs): none; kernel stacks only; kernel and user stacks only on a
+// switch whose previous task blocks (not runnable, not preempted), on wake-ups by a task
+// (not the idle task) and on samples; kernel and user stacks on every event.
+#define STACKS_NONE 0
+#define STACKS_KERNEL 1
+#define STACKS_BLOCKING 2
+#define STACKS_ALL 3
+const volatile __u32 stack_mode = STACKS_ALL;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 23);  // user space sets the real size before load
@@ -203,9 +213,14 @@ int on_switch(__u64 *ctx)
 		return 0;
 	r->a = next->pid;
 	r->b = next->prio;
-	r->c = state_index(preempt, prev_state, prev->exit_state);
-	r->kstack = stack_id(ctx, 0);
-	if (prev->pid != 0)
+	__u8 state = state_index(preempt, prev_state, prev->exit_state);
+	r->c = state;
+	bool blocks = state != 0 && state != 0xff;
+	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
+	    (stack_mode == STACKS_BLOCKING && blocks))
+		r->kstack = stack_id(ctx, 0);
+	if (prev->pid != 0 &&
+	    (stack_mode == STACKS_ALL || (stack_mode == STACKS_BLOCKING && blocks)))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
@@ -221,8 +236,11 @@ int on_waking(__u64 *ctx)
 		return 0;
 	r->a = p->pid;
 	r->b = p->thread_info.cpu;
-	r->kstack = stack_id(ctx, 0);
-	if ((__u32)pid_tgid != 0)
+	bool task = (__u32)pid_tgid != 0;
+	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
+	    (stack_mode == STACKS_BLOCKING && task))
+		r->kstack = stack_id(ctx, 0);
+	if (task && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
@@ -236,8 +254,9 @@ int on_sample(void *ctx)
 	if (!r)
 		return 0;
 	r->a = pid_tgid >> 32;
-	r->kstack = stack_id(ctx, 0);
-	if ((__u32)pid_tgid != 0)
+	if (stack_mode != STACKS_NONE)
+		r->kstack = stack_id(ctx, 0);
+	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;

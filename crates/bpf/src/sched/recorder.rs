@@ -58,6 +58,34 @@ const COUNTER_STACK_LOST: u32 = 1;
 /// Frames of a stack in the stack map (the kernel's PERF_MAX_STACK_DEPTH).
 const STACK_DEPTH: usize = 127;
 
+/// Which stacks the programs take (the walks are most of what a record costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StackMode {
+    /// No stacks.
+    None,
+    /// Kernel stacks only, on every switch, wake-up and sample.
+    Kernel,
+    /// Kernel and user stacks only where the critical path reads them: switches whose
+    /// previous task blocks (not runnable, not preempted), wake-ups by a task (not the
+    /// idle task), and samples.
+    Blocking,
+    /// Kernel and user stacks on every switch, wake-up and sample.
+    #[default]
+    All,
+}
+
+impl StackMode {
+    /// The value of `stack_mode` in sched.bpf.c.
+    fn bpf_value(self) -> u32 {
+        match self {
+            StackMode::None => 0,
+            StackMode::Kernel => 1,
+            StackMode::Blocking => 2,
+            StackMode::All => 3,
+        }
+    }
+}
+
 /// Recording options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedOptions {
@@ -67,6 +95,8 @@ pub struct SchedOptions {
     pub stack_entries: u32,
     /// CPU samples per second per CPU (0: none).
     pub sample_freq: u32,
+    /// Which stacks are taken.
+    pub stacks: StackMode,
 }
 
 impl Default for SchedOptions {
@@ -75,6 +105,7 @@ impl Default for SchedOptions {
             ring_bytes: DEFAULT_SCHED_RING_BYTES,
             stack_entries: DEFAULT_STACK_ENTRIES,
             sample_freq: 1000,
+            stacks: StackMode::default(),
         }
     }
 }
@@ -386,6 +417,7 @@ fn run(
         .map_err(|e| load_error(e, ring_bytes)));
     if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
+        rodata.stack_mode = options.stacks.bpf_value();
     }
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
