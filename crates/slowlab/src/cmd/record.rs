@@ -138,7 +138,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     }
     if s.stacks_lost > 0 {
         eprintln!(
-            "slowlab: warning: {} events have no stack: their stack's bucket in the stack map held another stack",
+            "slowlab: warning: {} events have no stack: the stack map was full",
             s.stacks_lost
         );
     }
