@@ -121,7 +121,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define STACKS_KERNEL 1
 #define STACKS_BLOCKING 2
 #define STACKS_ALL 3
-const volatile __u32 stack_mode = STACKS_ALL;
+const volatile __u32 stack_mode = STACKS_BLOCKING;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -90,13 +90,13 @@ pub struct RecordArgs {
     /// `--backend bpf`: bytes of the kernel ring buffer (a power of two).
     #[arg(long, value_name = "BYTES", hide = true)]
     pub bpf_ring_bytes: Option<u32>,
-    /// `--backend bpf`: which stacks are taken.
+    /// `--backend bpf`: which stacks are taken (blocking: what the critical path reads).
     #[arg(
         long,
         value_enum,
         value_name = "WHICH",
         hide = true,
-        default_value = "all"
+        default_value = "blocking"
     )]
     pub bpf_stacks: BpfStacksArg,
     /// The command to run while recording.
