@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // sched.bpf.c: the scheduler flight recorder. Records every context switch and wake-up
-// (with the kernel and user stack of the thread switched out or of the waker), the CPU
+// (with the kernel and user stack of the thread switched out or of the waker, on the
+// events `stack_mode` says: by default only switches where the thread blocks and
+// wake-ups by a task), the CPU
 // samples of a perf event, and process and thread lifetimes (fork, exec, exit, rename),
 // as fixed-size 32-byte records in one BPF ring buffer. Stacks are not copied into the
 // records: `bpf_get_stack` walks a stack into a per-CPU scratch buffer, the stack's
