@@ -9,6 +9,8 @@
 #   perf   perf record -a -g -e cpu-clock/freq=1000/ -e sched:sched_switch
 #          -e sched:sched_waking -o FILE (what `slowlab record` costs on it)
 #   bpf    slowlab record --backend bpf (the eBPF scheduler recorder)
+#   bpf-WHICH  the same with --bpf-stacks WHICH (none, kernel, blocking, all):
+#          what its stack walks cost; pick modes with MODES="plain perf bpf-none ..."
 #
 # Usage (root; perf installed):
 #   SLOWLAB=target/test-release/slowlab bench/record/sched_overhead.sh
@@ -39,6 +41,9 @@ recorder() {
       perf) setsid perf record -a -g -e cpu-clock/freq=1000/ -e sched:sched_switch \
               -e sched:sched_waking -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
       bpf) setsid "$SLOWLAB" record --backend bpf -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
+      bpf-*) setsid "$SLOWLAB" record --backend bpf --bpf-stacks "${mode#bpf-}" -o "$out" \
+              >"$WORK/$mode.log" 2>&1 </dev/null & ;;
+      *) echo "unknown mode $mode" >&2; exit 1 ;;
     esac
     echo $! >"$WORK/$mode.pid"
     for _ in $(seq 200); do [ -s "$out" ] && break; sleep 0.1; done
@@ -52,11 +57,11 @@ recorder() {
     while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
     # bytes/s of the recording: file size over the time it ran (start to stop)
     echo "$(stat -c %s "$out") $(cat "$WORK/$mode.t0") $(cat "$WORK/$mode.t1")" >>"$WORK/$mode.sizes"
-    tail -1 "$WORK/$mode.log" >>"$WORK/$mode.logs"
+    tail -2 "$WORK/$mode.log" >>"$WORK/$mode.logs"
   fi
 }
 
-modes=(plain perf bpf)
+read -ra modes <<<"${MODES:-plain perf bpf}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $BOUNCES bounces; $ROUNDS rounds of $RUNS runs" >&2
 for ((round = 0; round < ROUNDS; round++)); do
   for ((k = 0; k < ${#modes[@]}; k++)); do

@@ -75,7 +75,8 @@ fn main() {
     let result = libbpf_cargo::SkeletonBuilder::new()
         .source(sched_src)
         .clang(&clang)
-        .clang_args(["-Wall", "-Werror"])
+        // v3: the atomic fetch-and-add that numbers stacks (Linux 5.12).
+        .clang_args(["-Wall", "-Werror", "-mcpu=v3"])
         .build_and_generate(&sched_skel);
     if let Err(e) = result {
         fail(&format!("compiling {sched_src}: {e:#}"));

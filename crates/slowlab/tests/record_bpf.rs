@@ -8,6 +8,7 @@
 //! recorder loads BPF programs).
 
 use std::path::Path;
+use std::process::Command;
 
 mod common;
 use common::{one_recording_at_a_time, slowlab};
@@ -101,15 +102,28 @@ fn a_tiny_ring_loses_events_and_says_how_many() {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("tiny.data");
-    // One page of ring (~100 records) against a burst of one-byte pipe writes, each a
-    // wake-up and a switch.
-    let pipe = "dd if=/dev/zero bs=1 count=50000 status=none | cat > /dev/null";
-    let o = record(
-        "bpf",
-        &trace,
-        &["--bpf-ring-bytes", "4096"],
-        &["sh", "-c", pipe],
-    );
+    // One page of ring (~100 records) against 200 processes started one after another
+    // (each a fork, an exec, an exit, switches and wake-ups), run by SCHED_FIFO on the one
+    // CPU the recorder runs on too, so its drain thread cannot run until they are done.
+    // (A pipe burst on two CPUs lost nothing most of the time: the drain kept up.)
+    let o = Command::new("taskset")
+        .args(["-c", "0", env!("CARGO_BIN_EXE_slowlab")])
+        .args(["record", "--backend", "bpf", "-o"])
+        .arg(&trace)
+        .args([
+            "--bpf-ring-bytes",
+            "4096",
+            "--",
+            "chrt",
+            "-f",
+            "1",
+            "sh",
+            "-c",
+        ])
+        .arg("for i in $(seq 200); do /bin/true; done")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stderr = String::from_utf8_lossy(&o.stderr);
     let lost: u64 = stderr
         .split("events lost")

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // sched.bpf.c: the scheduler flight recorder. Records every context switch and wake-up
-// (with the kernel and user stack of the thread switched out or of the waker), the CPU
+// (with the kernel and user stack of the thread switched out or of the waker, on the
+// events `stack_mode` says: by default only switches where the thread blocks and
+// wake-ups by a task), the CPU
 // samples of a perf event, and process and thread lifetimes (fork, exec, exit, rename),
 // as fixed-size 32-byte records in one BPF ring buffer. Stacks are not copied into the
-// records: `bpf_get_stackid` keeps each distinct stack once in the `stacks` map, and a
-// record carries its id; user space reads the map at the end.
+// records: `bpf_get_stack` walks a stack into a per-CPU scratch buffer, the stack's
+// 64-bit hash is its key in the `stacks` hash map, which keeps each distinct stack once
+// with a small id numbered here, and a record carries that id; user space reads the map at
+// the end. (Not `bpf_get_stackid`: its map keeps one stack per bucket of a 32-bit hash
+// and fails a stack whose bucket another holds, which lost a hot stack on every event.)
 //
 // Programs: `tp_btf/sched_switch`, `tp_btf/sched_waking`, `tp_btf/sched_process_fork`,
 // `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename` and
 // `on_sample` (a `perf_event` program user space attaches to one PERF_COUNT_SW_CPU_CLOCK
 // event per CPU). Records lost because the ring was full are counted in
-// `counters[COUNTER_DROPS]`, stacks lost to a full or colliding stack map in
+// `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
 // It does not filter processes, read /proc, or name anything: user space does that. Keep
@@ -39,8 +44,9 @@ typedef _Bool bool;
 #include <bpf/bpf_helpers.h>
 
 // From include/uapi/linux/bpf.h (stable UAPI values).
+#define BPF_MAP_TYPE_HASH 1
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
-#define BPF_MAP_TYPE_STACK_TRACE 7
+#define BPF_NOEXIST 1
 #define BPF_MAP_TYPE_RINGBUF 27
 #define BPF_F_USER_STACK (1ULL << 8)
 #define BPF_RB_NO_WAKEUP 1
@@ -109,17 +115,49 @@ struct rec_comm {
 // reads on a timer too): a wake-up per record would cost an interrupt per context switch.
 const volatile __u64 wakeup_bytes = 1 << 20;
 
+// Which stacks are taken (user space sets it before load; keep in sync with StackMode in
+// src/sched/recorder.rs): none; kernel stacks only; kernel and user stacks only on a
+// switch whose previous task blocks (not runnable, not preempted), on wake-ups by a task
+// (not the idle task) and on samples; kernel and user stacks on every event.
+#define STACKS_NONE 0
+#define STACKS_KERNEL 1
+#define STACKS_BLOCKING 2
+#define STACKS_ALL 3
+const volatile __u32 stack_mode = STACKS_BLOCKING;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 23);  // user space sets the real size before load
 } events SEC(".maps");
 
+// One stack: its id (what records carry), its frames, innermost first (zeros after).
+// Keep in sync with the reading of `stacks` in src/sched/recorder.rs.
+struct stack {
+	__u32 id;
+	__u32 frames;
+	__u64 ips[STACK_DEPTH];
+};
+
+// The distinct stacks, keyed by their hash (see stack_id).
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);  // user space sets the real size before load
-	__type(key, __u32);
-	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+	__type(key, __u64);
+	__type(value, struct stack);
 } stacks SEC(".maps");
+
+// Per CPU, where a stack is walked before it is looked up: slot 0 for the tracepoint
+// programs, slot 1 for on_sample, which can interrupt them.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stack);
+} scratch SEC(".maps");
+
+// The next stack id; ids taken by a CPU that lost a race to insert the same stack are
+// skipped, so ids have holes.
+__u32 next_stack_id = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -141,12 +179,43 @@ static __always_inline __u64 wakeup_flag(void)
 									     : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline __s32 stack_id(void *ctx, __u64 flags)
+// The id of the stack of `ctx` (`flags`: 0 or BPF_F_USER_STACK) in `stacks`, adding it if
+// new; -1 when there is none (a kernel thread's user stack) or the map is full (counted).
+// `slot`: the scratch slot of the calling program.
+static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
 {
-	long id = bpf_get_stackid(ctx, &stacks, flags);
-	if (id == -EEXIST)
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	if (!s)
+		return -1;
+	long bytes = bpf_get_stack(ctx, s->ips, sizeof(s->ips), flags);
+	if (bytes <= 0)
+		return -1;
+	__u32 frames = (__u32)bytes / sizeof(__u64);
+	// 64 bits: two distinct stacks of a recording share a hash with a chance of about
+	// n^2 / 2^65, never in practice.
+	__u64 h = flags ? 0x9e3779b97f4a7c15ULL : 0xcbf29ce484222325ULL;
+	for (__u32 i = 0; i < STACK_DEPTH; i++) {
+		if (i >= frames)
+			break;
+		h = (h ^ s->ips[i]) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	struct stack *known = bpf_map_lookup_elem(&stacks, &h);
+	if (known)
+		return (__s32)known->id;
+	s->id = __sync_fetch_and_add(&next_stack_id, 1) & 0x7fffffff;
+	s->frames = frames;
+	long err = bpf_map_update_elem(&stacks, &h, s, BPF_NOEXIST);
+	if (err == -EEXIST) {  // another CPU added it meanwhile
+		known = bpf_map_lookup_elem(&stacks, &h);
+		if (known)
+			return (__s32)known->id;
+	}
+	if (err) {
 		count(COUNTER_STACK_LOST);
-	return (__s32)id;
+		return -1;
+	}
+	return (__s32)s->id;
 }
 
 // Reserves a record and fills its common fields; 0 (counted) when the ring is full.
@@ -203,10 +272,15 @@ int on_switch(__u64 *ctx)
 		return 0;
 	r->a = next->pid;
 	r->b = next->prio;
-	r->c = state_index(preempt, prev_state, prev->exit_state);
-	r->kstack = stack_id(ctx, 0);
-	if (prev->pid != 0)
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
+	__u8 state = state_index(preempt, prev_state, prev->exit_state);
+	r->c = state;
+	bool blocks = state != 0 && state != 0xff;
+	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
+	    (stack_mode == STACKS_BLOCKING && blocks))
+		r->kstack = stack_id(ctx, 0, 0);
+	if (prev->pid != 0 &&
+	    (stack_mode == STACKS_ALL || (stack_mode == STACKS_BLOCKING && blocks)))
+		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -221,9 +295,12 @@ int on_waking(__u64 *ctx)
 		return 0;
 	r->a = p->pid;
 	r->b = p->thread_info.cpu;
-	r->kstack = stack_id(ctx, 0);
-	if ((__u32)pid_tgid != 0)
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
+	bool task = (__u32)pid_tgid != 0;
+	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
+	    (stack_mode == STACKS_BLOCKING && task))
+		r->kstack = stack_id(ctx, 0, 0);
+	if (task && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
+		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -236,9 +313,10 @@ int on_sample(void *ctx)
 	if (!r)
 		return 0;
 	r->a = pid_tgid >> 32;
-	r->kstack = stack_id(ctx, 0);
-	if ((__u32)pid_tgid != 0)
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK);
+	if (stack_mode != STACKS_NONE)
+		r->kstack = stack_id(ctx, 0, 1);
+	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
+		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 1);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }

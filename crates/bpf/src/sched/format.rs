@@ -162,7 +162,8 @@ pub struct SchedEnd {
     pub stop_ns: u64,
     /// Records lost because the ring buffer was full.
     pub dropped: u64,
-    /// Stacks lost because the stack map was full (or two stacks hashed alike).
+    /// Stacks lost because the stack map was full (in recordings made before the map was
+    /// keyed by a 64-bit hash, also because two stacks shared a bucket).
     pub stacks_lost: u64,
     /// Records written.
     pub records: u64,

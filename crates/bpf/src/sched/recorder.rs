@@ -40,10 +40,11 @@ use crate::sys;
 pub const DEFAULT_SCHED_RING_BYTES: u32 = 16 << 20;
 
 /// The default size of the stack map: distinct stacks kept (each takes ~1 KiB of kernel
-/// memory, so 32 MiB). A stack that does not fit, or whose hash falls on a bucket another
-/// stack holds, is lost (counted) and its record has no stack: a second of the pipe
-/// ping-pong system-wide made ~4,500 distinct stacks and lost 944 stacks to collisions
-/// with 16,384 entries.
+/// memory, so 32 MiB). A stack that does not fit is lost (counted) and its record has no
+/// stack: a second of the pipe ping-pong system-wide makes ~4,500 distinct stacks. (The
+/// map is keyed by a 64-bit hash of the stack, so stacks no longer collide; with
+/// `bpf_get_stackid`'s map the same run lost 944 stacks to collisions with 16,384
+/// entries.)
 pub const DEFAULT_STACK_ENTRIES: u32 = 32768;
 
 /// How long the drain thread sleeps at most between two reads of the ring buffer.
@@ -58,6 +59,35 @@ const COUNTER_STACK_LOST: u32 = 1;
 /// Frames of a stack in the stack map (the kernel's PERF_MAX_STACK_DEPTH).
 const STACK_DEPTH: usize = 127;
 
+/// Which stacks the programs take (the walks are most of what a record costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StackMode {
+    /// No stacks.
+    None,
+    /// Kernel stacks only, on every switch, wake-up and sample.
+    Kernel,
+    /// Kernel and user stacks only where the critical path reads them: switches whose
+    /// previous task blocks (not runnable, not preempted), wake-ups by a task (not the
+    /// idle task), and samples. The default: what the critical path reads, at about two
+    /// thirds of `All`'s cost on a pipe ping-pong (bench/record/README.md).
+    #[default]
+    Blocking,
+    /// Kernel and user stacks on every switch, wake-up and sample.
+    All,
+}
+
+impl StackMode {
+    /// The value of `stack_mode` in sched.bpf.c.
+    fn bpf_value(self) -> u32 {
+        match self {
+            StackMode::None => 0,
+            StackMode::Kernel => 1,
+            StackMode::Blocking => 2,
+            StackMode::All => 3,
+        }
+    }
+}
+
 /// Recording options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedOptions {
@@ -67,6 +97,8 @@ pub struct SchedOptions {
     pub stack_entries: u32,
     /// CPU samples per second per CPU (0: none).
     pub sample_freq: u32,
+    /// Which stacks are taken.
+    pub stacks: StackMode,
 }
 
 impl Default for SchedOptions {
@@ -75,6 +107,7 @@ impl Default for SchedOptions {
             ring_bytes: DEFAULT_SCHED_RING_BYTES,
             stack_entries: DEFAULT_STACK_ENTRIES,
             sample_freq: 1000,
+            stacks: StackMode::default(),
         }
     }
 }
@@ -86,7 +119,7 @@ pub struct SchedStats {
     pub records: u64,
     /// Records lost in the kernel because the ring buffer was full.
     pub dropped: u64,
-    /// Stacks lost because the stack map was full or two stacks hashed alike.
+    /// Stacks lost because the stack map was full.
     pub stacks_lost: u64,
     /// Distinct stacks written.
     pub stacks: u64,
@@ -386,6 +419,7 @@ fn run(
         .map_err(|e| load_error(e, ring_bytes)));
     if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
+        rodata.stack_mode = options.stacks.bpf_value();
     }
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
@@ -532,20 +566,22 @@ fn run(
         let Ok(Some(value)) = skel.maps.stacks.lookup(&key, MapFlags::ANY) else {
             continue;
         };
-        let (Ok(id), addrs) = (
-            <[u8; 4]>::try_from(key.as_slice()).map(u32::from_ne_bytes),
-            value
-                .chunks_exact(8)
-                .map(|c| {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(c);
-                    u64::from_ne_bytes(a)
-                })
-                .take_while(|&a| a != 0)
-                .collect::<Vec<u64>>(),
-        ) else {
+        // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
+        if value.len() < 8 {
             continue;
-        };
+        }
+        let id = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
+        let frames = u32::from_ne_bytes([value[4], value[5], value[6], value[7]]) as usize;
+        let addrs = value[8..]
+            .chunks_exact(8)
+            .take(frames.min(STACK_DEPTH))
+            .map(|c| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                u64::from_ne_bytes(a)
+            })
+            .take_while(|&a| a != 0)
+            .collect::<Vec<u64>>();
         let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
         drain
             .writer

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use slowlab_bpf::sched::StackMode;
 
 /// Which recorder writes the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -15,6 +16,19 @@ pub enum BackendArg {
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
     /// lifetimes, at a fraction of perf's cost (no faults, disk requests or syscalls yet).
     Bpf,
+}
+
+/// `--bpf-stacks`: which stacks the eBPF recorder takes (to measure what they cost).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BpfStacksArg {
+    /// No stacks.
+    None,
+    /// Kernel stacks only.
+    Kernel,
+    /// Kernel and user stacks on blocking switches, wake-ups by a task and samples.
+    Blocking,
+    /// Kernel and user stacks on every event.
+    All,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -76,6 +90,15 @@ pub struct RecordArgs {
     /// `--backend bpf`: bytes of the kernel ring buffer (a power of two).
     #[arg(long, value_name = "BYTES", hide = true)]
     pub bpf_ring_bytes: Option<u32>,
+    /// `--backend bpf`: which stacks are taken (blocking: what the critical path reads).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHICH",
+        hide = true,
+        default_value = "blocking"
+    )]
+    pub bpf_stacks: BpfStacksArg,
     /// The command to run while recording.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -88,6 +111,12 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     }
     let mut options = slowlab_bpf::sched::SchedOptions {
         sample_freq: args.freq,
+        stacks: match args.bpf_stacks {
+            BpfStacksArg::None => StackMode::None,
+            BpfStacksArg::Kernel => StackMode::Kernel,
+            BpfStacksArg::Blocking => StackMode::Blocking,
+            BpfStacksArg::All => StackMode::All,
+        },
         ..Default::default()
     };
     if let Some(bytes) = args.bpf_ring_bytes {
@@ -109,7 +138,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     }
     if s.stacks_lost > 0 {
         eprintln!(
-            "slowlab: warning: {} events have no stack: their stack's bucket in the stack map held another stack",
+            "slowlab: warning: {} events have no stack: the stack map was full",
             s.stacks_lost
         );
     }
