@@ -2,7 +2,7 @@
 //! written for it (`tests/fixtures/why/regress.c`) with one regression
 //! injected at a time: more fsyncs on a disk filesystem, a lock held by a
 //! helper thread that sleeps, a retry loop that sleeps, more CPU in one
-//! function. For each, the first cause of the diff (by state, kind, process
+//! function, the same work at a lower priority beside CPU hogs. For each, the first cause of the diff (by state, kind, process
 //! and thread) must be the regression, and the causes' changes must add up
 //! to the wall-time change: exactly to the critical paths', and within 10%
 //! to the program's own measured wall times. Three runs of the same
@@ -27,6 +27,11 @@ struct Run {
 /// Diagnoses `regress MODE` into a fresh directory. The caller holds the
 /// recording lock.
 fn diagnose(mode: &str) -> Run {
+    diagnose_under(&[], mode)
+}
+
+/// [`diagnose`] of the program started through `launcher` (`nice -n 5`).
+fn diagnose_under(launcher: &[&str], mode: &str) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d");
     let prog = common::why_program("regress");
@@ -36,6 +41,7 @@ fn diagnose(mode: &str) -> Run {
         .args(["diagnose", "-o"])
         .arg(&path)
         .arg("--")
+        .args(launcher)
         .arg(&prog)
         .args([mode, &file])
         .output()
@@ -77,9 +83,14 @@ fn f(v: &serde_json::Value) -> f64 {
 /// and returns the diff's first group (by state, kind, process, thread),
 /// the diff, and the run (kept for a test that diffs it again).
 fn first_group(mode: &str) -> (serde_json::Value, serde_json::Value, Run) {
+    first_group_of(|| diagnose(mode))
+}
+
+/// [`first_group`] of the run `regressed` records against the baseline.
+fn first_group_of(regressed: impl FnOnce() -> Run) -> (serde_json::Value, serde_json::Value, Run) {
     let (base, run) = {
         let _one = one_recording_at_a_time();
-        (baseline(), diagnose(mode))
+        (baseline(), regressed())
     };
     let d = diff(&[&base.path], &[&run.path]);
     let delta = f(&d["delta_s"]);
@@ -252,4 +263,50 @@ fn bad_input_gets_a_one_line_error() {
         String::from_utf8_lossy(&out.stderr).contains("A1 A2"),
         "{out:?}"
     );
+}
+
+/// Busy loops, one per CPU, killed when dropped.
+struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    fn start() -> Hogs {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Hogs(
+            (0..cpus)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn the_same_work_at_a_lower_priority_beside_cpu_hogs_waits_for_a_cpu() {
+    require_perf!();
+    // The baseline's work, at nice 5 while a busy loop runs on every CPU:
+    // the time it lost is time runnable, waiting for a CPU.
+    let (g, d, _) = first_group_of(|| {
+        let _hogs = Hogs::start();
+        diagnose_under(&["nice", "-n", "5"], "base")
+    });
+    assert_eq!(
+        (&g["state"], &g["kind"]),
+        (&"runnable".into(), &serde_json::Value::Null),
+        "{d:#}"
+    );
+    assert_eq!(g["thread"], "regress", "{d:#}");
+    assert!(f(&g["delta_s"]) > 0.1, "{d:#}");
 }
