@@ -13,10 +13,9 @@
 //!
 //! What it does not do: record or analyze (the `Diagnoser` does), or fit.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use slowlab_analyze::path_diff::{causes_of, CauseKey, Run};
+use slowlab_analyze::path_diff::{causes_of, Run};
 use slowlab_model::critical_path::CriticalPath;
 use slowlab_sweep::executor::substitute;
 use slowlab_sweep::{Cancel, Executor, Measurement, RunError};
@@ -47,7 +46,7 @@ pub struct PathExecutor<D> {
     cancel: Cancel,
     /// Every run's seconds by cause with its size, in the order they ran
     /// (warm-up runs included: `fit_causes` is told how many to skip).
-    pub runs: Vec<(u64, HashMap<CauseKey, f64>)>,
+    pub runs: Vec<crate::growth::PathRun>,
 }
 
 impl<D: Diagnoser> PathExecutor<D> {
@@ -112,7 +111,8 @@ impl<D: Diagnoser> Executor for PathExecutor<D> {
                 String::new(),
             )
         })?;
-        let causes = causes_of(&Run::new(path));
+        let causes: std::collections::BTreeMap<_, _> =
+            causes_of(&Run::new(path)).into_iter().collect();
         let wall_s: f64 = causes.values().sum();
         self.runs.push((n, causes));
         Ok(Measurement {

@@ -24,7 +24,7 @@
 //!
 //! Pure: no I/O.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use slowlab_analyze::path_diff::{what_of, CauseKey, FLOOR_SHARE};
 use slowlab_model::critical_path::SegmentState;
@@ -40,8 +40,11 @@ pub const MIN_SECONDS_AT_MAX: f64 = 0.010;
 /// cause is not fitted (`slowlab diff`'s floor).
 pub const MIN_SHARE_AT_MAX: f64 = FLOOR_SHARE;
 
-/// One run: its size and its critical path's seconds by cause.
-pub type PathRun = (u64, HashMap<CauseKey, f64>);
+/// One run: its size and its critical path's seconds by cause, in key
+/// order, so that sums over a run add in the same order every time (a
+/// hash map's order changed the last bit of a share from one call to the
+/// next).
+pub type PathRun = (u64, BTreeMap<CauseKey, f64>);
 
 /// The fits of a sweep's runs.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -69,7 +72,7 @@ pub fn fit_causes(runs: &[PathRun], warmup: usize, seed: u64) -> CauseFits {
     let groups: Vec<PathRun> = runs
         .iter()
         .map(|(n, causes)| {
-            let mut by: HashMap<CauseKey, f64> = HashMap::new();
+            let mut by: BTreeMap<CauseKey, f64> = BTreeMap::new();
             for (k, v) in causes {
                 *by.entry(group_of(k)).or_default() += v;
             }
@@ -265,7 +268,7 @@ mod tests {
     /// everything.
     fn run(n: u64, jitter: f64) -> PathRun {
         let x = n as f64;
-        let mut m = HashMap::new();
+        let mut m = BTreeMap::new();
         let sleep = Some(WaitKind::Sleep);
         m.insert(
             cause(SegmentState::Blocked, sleep, "hrtimer_nanosleep"),
