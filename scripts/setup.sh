@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Installs what slowlab needs on a Debian machine: the Debian packages listed in
-# scripts/debian-packages.txt (only the missing ones) and DuckDB's library.
-# With --tests (scripts/test.sh), also what only the tests and benchmarks
-# need: the packages marked `tests` there (mingw, Wine, Chromium, …),
-# Playwright, PySpark and its Java, lld, and the Rust toolchain's rustfmt
-# and clippy; without it a first run installs only what `slowlab` needs to
-# build and run. Safe to run again: it does nothing when all is present.
+# scripts/debian-packages.txt (only the missing ones). With --fleet, also
+# DuckDB's library (for a build with `--features duckdb`: `slowlab fleet`
+# queries). With --tests (scripts/test.sh), also what only the tests and
+# benchmarks need: the packages marked `tests` there (mingw, Wine,
+# Chromium, …), Playwright, PySpark and its Java, lld, DuckDB's library,
+# and the Rust toolchain's rustfmt and clippy; without them a first run
+# installs only what `slowlab` needs to build and run. Safe to run again: it does nothing when all is present.
 # It does not build slowlab (cargo does that).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 tests=0
+fleet=0
 case "${1:-}" in
-  --tests) tests=1 ;;
+  --tests) tests=1; fleet=1 ;;
+  --fleet) fleet=1 ;;
   "") ;;
-  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [--tests | --fleet]" >&2; exit 2 ;;
 esac
 
 want=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/debian-packages.txt" |
@@ -113,9 +116,12 @@ fi # --tests
 
 # DuckDB's prebuilt shared library for `slowlab fleet` (the duckdb crate
 # links it: no C++ compile): libduckdb.so 1.5.6 from the npm package of
-# DuckDB's Node bindings, installed where the linker and ld.so look.
+# DuckDB's Node bindings, installed where the linker and ld.so look. Only
+# with --fleet or --tests: the default build has no DuckDB.
 duckdb_lib=/usr/lib/x86_64-linux-gnu/libduckdb.so
-if [ "$(uname -m)" = x86_64 ] && [ ! -e "$duckdb_lib" ]; then
+if [ "$fleet" = 0 ]; then
+  :
+elif [ "$(uname -m)" = x86_64 ] && [ ! -e "$duckdb_lib" ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi
   if ! command -v npm >/dev/null 2>&1; then
@@ -133,13 +139,13 @@ if [ "$(uname -m)" = x86_64 ] && [ ! -e "$duckdb_lib" ]; then
     ! $sudo install -m 0644 "$duck_tmp/package/libduckdb.so" "$duckdb_lib" ||
     ! $sudo ldconfig; then
     rm -rf "$duck_tmp"
-    echo "setup: installing libduckdb.so failed (or build with --no-default-features: no slowlab fleet queries); the last lines of $log:" >&2
+    echo "setup: installing libduckdb.so failed (build without `--features duckdb`: no slowlab fleet queries); the last lines of $log:" >&2
     tail -n 5 "$log" >&2
     exit 1
   fi
   rm -rf "$duck_tmp"
 elif [ "$(uname -m)" != x86_64 ]; then
-  echo "setup: no prebuilt libduckdb.so for $(uname -m) here: build slowlab with --no-default-features (export works; fleet queries need DuckDB)" >&2
+  echo "setup: no prebuilt libduckdb.so for $(uname -m) here: build slowlab with `--features fleet`, not `duckdb` (export works; fleet queries need DuckDB)" >&2
 fi
 
 # lld-link (with clang, from the package list) rebuilds the PDB test

@@ -27,11 +27,12 @@ bash scripts/setup.sh --tests
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "cargo clippy -D warnings (every feature; and the default build, without the fleet's Parquet and DuckDB)"
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+cargo clippy -p slowlab -p slowlab-exports --quiet -- -D warnings
 
-step "cargo test (optimized: profile test-release)"
-cargo test --workspace --profile test-release
+step "cargo test (optimized: profile test-release; every feature, the fleet's too)"
+cargo test --workspace --all-features --profile test-release
 
 if [ -x probes/windows/test.sh ] || [ -f probes/windows/test.sh ]; then
   step "Windows probes under Wine (and slowlab import of their results)"

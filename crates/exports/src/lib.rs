@@ -4,7 +4,9 @@
 //! (folded stacks, pprof, blocked stretches, the page's data, all borrowed
 //! from the analysis: nothing is replayed or detected again), the bytes from
 //! `slowlab-report` (SVG, gzip, the Firefox Profiler's format, HTML) and
-//! `slowlab-fleet` (Parquet); every file is written whole or not at all.
+//! `slowlab-fleet` (Parquet, with the `parquet` feature: without it a
+//! Parquet export fails with a line that says how to build it); every file
+//! is written whole or not at all.
 //!
 //! What it does not do: read traces, print, or choose which files a command
 //! writes.
@@ -18,9 +20,23 @@ use slowlab_report::fxprof::{
 };
 use slowlab_report::{export, write_atomically};
 
+#[cfg(feature = "parquet")]
+pub mod parquet;
+#[cfg(not(feature = "parquet"))]
+#[path = "no_parquet.rs"]
 pub mod parquet;
 
-pub use parquet::{export_parquet, ParquetOptions, ParquetRun};
+pub use parquet::{export_parquet, ParquetRun};
+
+/// The partition a Parquet export is written to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParquetOptions {
+    /// The host partition (default: the first trace's host, else this
+    /// machine's name).
+    pub host: Option<String>,
+    /// The run partition (default: the export's time in UTC).
+    pub run: Option<String>,
+}
 
 /// Why an export could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +45,22 @@ pub enum ExportError {
     Report(#[from] slowlab_report::ReportError),
     #[error(transparent)]
     Page(#[from] slowlab_report::interactive::PageError),
+    #[cfg(feature = "parquet")]
     #[error(transparent)]
     Fleet(#[from] slowlab_fleet::FleetError),
+    /// A Parquet export from a build without the `fleet` feature.
+    #[error("this slowlab was built without Parquet support: build it with `cargo build --release --features fleet` (or `cargo install --path crates/slowlab --features fleet`)")]
+    NoParquet,
+}
+
+/// Whether this build writes Parquet: `Err(NoParquet)`, which says how to
+/// build it, when it does not (for a command to fail before it records).
+pub fn parquet_available() -> Result<(), ExportError> {
+    if cfg!(feature = "parquet") {
+        Ok(())
+    } else {
+        Err(ExportError::NoParquet)
+    }
 }
 
 /// One kind of file.

@@ -12,17 +12,7 @@ use slowlab_analyze::analysis::Analysis;
 use slowlab_fleet::{default_run_id, host_partition_name, now_us, Partition, RunExport, Table};
 use slowlab_model::findings::Finding;
 
-use crate::ExportError;
-
-/// The partition an export is written to.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ParquetOptions {
-    /// The host partition (default: the first trace's host, else this
-    /// machine's name).
-    pub host: Option<String>,
-    /// The run partition (default: the export's time in UTC).
-    pub run: Option<String>,
-}
+use crate::{ExportError, ParquetOptions};
 
 /// A run being exported: traces added one by one, written at the end.
 pub struct ParquetRun {

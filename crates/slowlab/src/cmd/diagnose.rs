@@ -125,6 +125,9 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
             "no process with pid {pid} is running: give the pid of a running process (`pgrep NAME`)"
         );
     }
+    if args.parquet.is_some() {
+        slowlab_exports::parquet_available()?;
+    }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let trace_path = args.output.join("trace.data");

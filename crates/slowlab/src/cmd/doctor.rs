@@ -94,6 +94,9 @@ fn seconds(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
+    if args.parquet.is_some() {
+        slowlab_exports::parquet_available()?;
+    }
     let root = Path::new("/");
     eprintln!("slowlab doctor: reading the standing conditions…");
     let before = Snapshot::take(root);

@@ -64,23 +64,33 @@ enum FleetCommand {
 }
 
 pub fn run(args: FleetArgs) -> anyhow::Result<i32> {
-    let (dir, sql, json) = match args.command {
-        FleetCommand::Query { dir, sql, json } => (dir, sql, json),
-        FleetCommand::TopFindings { dir, json } => {
-            (dir, slowlab_fleet::named::TOP_FINDINGS.to_owned(), json)
-        }
-        FleetCommand::Regressions {
-            dir,
-            before,
-            after,
-            json,
-        } => (
-            dir,
-            slowlab_fleet::named::regressions(&before, &after),
-            json,
-        ),
-    };
-    query(&dir, &sql, json)
+    #[cfg(not(feature = "duckdb"))]
+    {
+        let _ = args;
+        anyhow::bail!(
+            "this slowlab was built without DuckDB: run `scripts/setup.sh --fleet` (installs libduckdb.so) and build with `cargo build --release --features duckdb`, or query the directory with Spark SQL as the README shows"
+        )
+    }
+    #[cfg(feature = "duckdb")]
+    {
+        let (dir, sql, json) = match args.command {
+            FleetCommand::Query { dir, sql, json } => (dir, sql, json),
+            FleetCommand::TopFindings { dir, json } => {
+                (dir, slowlab_fleet::named::TOP_FINDINGS.to_owned(), json)
+            }
+            FleetCommand::Regressions {
+                dir,
+                before,
+                after,
+                json,
+            } => (
+                dir,
+                slowlab_fleet::named::regressions(&before, &after),
+                json,
+            ),
+        };
+        query(&dir, &sql, json)
+    }
 }
 
 /// Runs the query in `slowlab-fleet-query`, beside this binary: only that
@@ -91,7 +101,7 @@ fn query(dir: &std::path::Path, sql: &str, json: bool) -> anyhow::Result<i32> {
     let helper = std::env::current_exe()?.with_file_name("slowlab-fleet-query");
     if !helper.is_file() {
         anyhow::bail!(
-            "{} is missing (slowlab fleet runs its queries there): build both with `cargo build --release -p slowlab` and keep them in one directory",
+            "{} is missing (slowlab fleet runs its queries there): build both with `cargo build --release -p slowlab --features duckdb` and keep them in one directory",
             helper.display()
         );
     }
@@ -104,11 +114,4 @@ fn query(dir: &std::path::Path, sql: &str, json: bool) -> anyhow::Result<i32> {
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", helper.display()))?;
     Ok(status.code().unwrap_or(2))
-}
-
-#[cfg(not(feature = "duckdb"))]
-fn query(_dir: &std::path::Path, _sql: &str, _json: bool) -> anyhow::Result<i32> {
-    anyhow::bail!(
-        "this slowlab was built without DuckDB: run scripts/setup.sh (installs libduckdb.so) and build with default features (`cargo build --release -p slowlab`), or query the directory with Spark SQL as the README shows"
-    )
 }
