@@ -4,21 +4,17 @@
 //! cost, and write the trace, `critical_path.json`, `findings.json` and a
 //! self-contained `report.html` (and the exports asked for) into one
 //! directory; with `--repeat N`, N such directories and a summary across
-//! them (`slowlab_runs::repeat`). Glue only.
+//! them (`slowlab_runs::repeat`). The recording and the analysis are
+//! `slowlab-diagnose`'s; this is glue.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use slowlab_analyze::analysis::{Analysis, Root};
-use slowlab_analyze::critical_path::process_by_pid;
-use slowlab_analyze::select::Selection;
-use slowlab_exports::{Export, ParquetOptions, Request};
-use slowlab_report::critical_path::critical_path_text;
-use slowlab_report::trace_views::findings_text;
-use slowlab_report::write_atomically;
+use slowlab_diagnose::{analyze_into, record_and_analyze, recording, Target};
+use slowlab_exports::{Export, ParquetOptions};
 
-use super::input::open_all;
+use super::input::Opener;
 
 /// Record while a command runs, then say why it was slow.
 ///
@@ -131,21 +127,12 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let trace_path = args.output.join("trace.data");
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     // Attached to a running process: the whole system for the window.
     let recorded = match args.pid {
         Some(_) => vec!["sleep".to_string(), format!("{}", args.seconds)],
         None => args.command.clone(),
     };
-    let cfg = slowlab_record::Config {
-        output: trace_path.clone(),
-        freq: args.freq,
-        ring_seconds: None,
-        call_graph: slowlab_record::CallGraph::Fp,
-        command: recorded,
-        cpus,
-        capture_paths: true,
-    };
+    let cfg = recording(trace_path.clone(), args.freq, recorded);
     if let Some(pid) = args.pid {
         eprintln!(
             "slowlab: recording the whole system for {} s for pid {pid} (Ctrl-C ends early)",
@@ -165,7 +152,9 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
         Some(pid) => (Target::Pid(pid), vec![format!("pid {pid}")]),
         None => (Target::Command, args.command.clone()),
     };
+    let opener = Opener::new(true)?;
     let report = analyze_into(
+        &opener,
         &trace_path,
         &args.output,
         &title,
@@ -187,7 +176,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     say(&format!(
         "\nwrote {}, {}{} and {}\n",
         trace_path.display(),
-        if report.has_path {
+        if report.path.is_some() {
             format!("{}, ", args.output.join("critical_path.json").display())
         } else {
             String::new()
@@ -240,6 +229,7 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
     crate::signals::cancel_on_interrupt(cancel.clone())?;
     let mut runs = Vec::new();
     let mut interrupted = false;
+    let opener = Opener::new(true)?;
     for i in 1..=n {
         if cancel.is_cancelled() {
             interrupted = true;
@@ -249,7 +239,8 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
         eprintln!("slowlab: run {i} of {n} → {}", dir.display());
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let (outcome, diagnosis, warnings) = record_and_analyze(&args.command, &dir, args.freq)?;
+        let (outcome, diagnosis, warnings) =
+            record_and_analyze(&opener, &args.command, &dir, args.freq)?;
         if outcome.stopped_by.is_some() {
             let _ = std::fs::remove_dir_all(&dir);
             eprintln!(
@@ -282,173 +273,5 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
         130
     } else {
         first_failure.unwrap_or(0)
-    })
-}
-
-/// Records `command` system-wide into `dir/trace.data` as `diagnose` does
-/// and makes its analysis into `dir` (`analyze_into`): what `--repeat` and
-/// `sweep --critical-path` do for each run. Returns the recording's
-/// outcome, the diagnosis and the warnings of both.
-pub fn record_and_analyze(
-    command: &[String],
-    dir: &Path,
-    freq: u32,
-) -> anyhow::Result<(slowlab_record::Outcome, Diagnosis, Vec<String>)> {
-    let trace_path = dir.join("trace.data");
-    let cfg = slowlab_record::Config {
-        output: trace_path.clone(),
-        freq,
-        ring_seconds: None,
-        call_graph: slowlab_record::CallGraph::Fp,
-        command: command.to_vec(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        capture_paths: true,
-    };
-    let outcome = slowlab_record::run(&cfg)?;
-    let mut warnings = outcome.warnings.clone();
-    let diagnosis = analyze_into(
-        &trace_path,
-        dir,
-        command,
-        Target::Command,
-        &[],
-        &mut warnings,
-    )?;
-    Ok((outcome, diagnosis, warnings))
-}
-
-/// `sweep --critical-path`'s runs: each one recorded and analyzed as
-/// `diagnose` does (`record_and_analyze`).
-pub struct CommandDiagnoser {
-    pub freq: u32,
-    /// The warnings of every run, once per kind.
-    pub warnings: Vec<String>,
-}
-
-impl slowlab_runs::Diagnoser for CommandDiagnoser {
-    fn diagnose(
-        &mut self,
-        command: &[String],
-        dir: &Path,
-    ) -> Result<slowlab_runs::Diagnosed, String> {
-        let (outcome, diagnosis, warnings) =
-            record_and_analyze(command, dir, self.freq).map_err(|e| format!("{e:#}"))?;
-        // Once per kind: "3 binaries could not be…" and "4 binaries…" are
-        // one warning.
-        let shape = |w: &str| w.replace(|c: char| c.is_ascii_digit(), "");
-        for w in warnings {
-            if !self.warnings.iter().any(|seen| shape(seen) == shape(&w)) {
-                self.warnings.push(w);
-            }
-        }
-        Ok(slowlab_runs::Diagnosed {
-            path: diagnosis.path,
-            exit_code: outcome.exit_code,
-            interrupted: outcome.stopped_by.is_some(),
-        })
-    }
-}
-
-/// Whose critical path a recording answers for.
-pub enum Target {
-    /// The command recorded (`diagnose -- CMD`, `lab --trace`).
-    Command,
-    /// A process that was running before the recording (`--pid`).
-    Pid(i32),
-}
-
-/// What `analyze_into` produced.
-pub struct Diagnosis {
-    /// The critical path and the findings ranked, as text for the terminal.
-    pub text: String,
-    /// The findings as pretty JSON (also written to findings.json).
-    pub findings_json: String,
-    /// The ids and titles of the findings, most costly first.
-    pub findings: Vec<(String, String)>,
-    /// Whether there is a critical path (critical_path.json).
-    pub has_path: bool,
-    /// A line for each extra export written.
-    pub written: Vec<String>,
-    /// The root's path has no CPU or runnable time at all.
-    pub did_not_run: bool,
-    /// The critical path (also in critical_path.json).
-    pub path: Option<slowlab_model::critical_path::CriticalPath>,
-}
-
-/// Opens a recording (with its side files), makes its one analysis for
-/// `target` (its critical path, every detector; `command` names it), and
-/// writes `critical_path.json`, `findings.json`, `report.html` and the
-/// `extra` exports into `dir`.
-pub fn analyze_into(
-    trace_path: &Path,
-    dir: &Path,
-    command: &[String],
-    target: Target,
-    extra: &[(Export, PathBuf)],
-    warnings: &mut Vec<String>,
-) -> anyhow::Result<Diagnosis> {
-    let bundle = open_all(trace_path, true)?;
-    warnings.extend(bundle.warnings.iter().cloned());
-    let root = match target {
-        Target::Command => Root::Command(command.to_vec()),
-        Target::Pid(pid) => Root::Process(process_by_pid(&bundle.trace, pid)?),
-    };
-    let analysis = Analysis::new(&bundle, root);
-    if let Err(why) = analysis.root_path() {
-        warnings.push(format!("no critical path: {why}"));
-    }
-    let findings = analysis.findings();
-    let findings_json = serde_json::to_string_pretty(findings)?;
-    write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
-    let cp_file = dir.join("critical_path.json");
-    let path = analysis.root_path().ok().map(|rp| &rp.path);
-    match path {
-        Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
-        // A stale file from an earlier run would read as this run's answer.
-        None => {
-            let _ = std::fs::remove_file(&cp_file);
-        }
-    }
-    let name = trace_path.display().to_string();
-    let request = Request {
-        analysis: &analysis,
-        name: &name,
-        command,
-        selection: &Selection::default(),
-        filter_text: &[],
-        warnings,
-    };
-    let mut written = Vec::new();
-    let html = (Export::Html, dir.join("report.html"));
-    for (export, path) in std::iter::once(&html).chain(extra) {
-        let w = export.write(&request, path)?;
-        written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
-        match (export, w.summary) {
-            (Export::Html, _) => {}
-            (_, Some(summary)) => written.push(summary),
-            (Export::Fxprof, None) => written.push(format!(
-                "wrote {} (open it at profiler.firefox.com)",
-                path.display()
-            )),
-            (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
-        }
-    }
-    let mut text = String::new();
-    if let Some(cp) = path {
-        text.push_str(&critical_path_text(cp, 8));
-        text.push('\n');
-    }
-    text.push_str(&findings_text(findings));
-    Ok(Diagnosis {
-        text,
-        findings_json,
-        findings: findings
-            .iter()
-            .map(|f| (f.id.clone(), f.title.clone()))
-            .collect(),
-        has_path: path.is_some(),
-        written,
-        did_not_run: path.is_some_and(|p| p.breakdown.cpu + p.breakdown.runnable == 0.0),
-        path: path.cloned(),
     })
 }

@@ -162,15 +162,11 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
 /// cannot.
 fn record(args: &DoctorArgs, dir: &Path) -> Result<PathBuf, String> {
     let trace_path = dir.join("trace.data");
-    let cfg = slowlab_record::Config {
-        output: trace_path.clone(),
-        freq: args.freq,
-        ring_seconds: None,
-        call_graph: slowlab_record::CallGraph::Fp,
-        command: vec!["sleep".into(), format!("{}", args.seconds)],
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        capture_paths: true,
-    };
+    let cfg = slowlab_diagnose::recording(
+        trace_path.clone(),
+        args.freq,
+        vec!["sleep".into(), format!("{}", args.seconds)],
+    );
     let outcome = slowlab_record::run(&cfg).map_err(|e| e.to_string())?;
     for w in &outcome.warnings {
         eprintln!("slowlab doctor: warning: {w}");

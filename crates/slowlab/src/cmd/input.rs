@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
+use slowlab_diagnose::TraceOpener;
 use slowlab_model::bundle::TraceBundle;
-use slowlab_open::OpenOptions;
+use slowlab_open::{OpenError, OpenOptions};
 
 /// How a command that reads traces names their functions: `--no-symbols`,
 /// and `--symbols` for the PDBs of Windows traces.
@@ -38,6 +39,10 @@ impl SymbolArgs {
 
 /// Opens `input` with a progress bar on stderr.
 pub fn open(input: &Path, opts: &OpenOptions) -> anyhow::Result<TraceBundle> {
+    Ok(open_with_bar(input, opts)?)
+}
+
+fn open_with_bar(input: &Path, opts: &OpenOptions) -> Result<TraceBundle, OpenError> {
     let bar = crate::progress::reading_bar();
     let bundle = slowlab_open::open(input, opts, &|stage, done, total| {
         bar.set_length(total.max(1));
@@ -45,15 +50,35 @@ pub fn open(input: &Path, opts: &OpenOptions) -> anyhow::Result<TraceBundle> {
         bar.set_message(stage.to_string());
     });
     bar.finish_and_clear();
-    Ok(bundle?)
+    bundle
+}
+
+/// Opens what `diagnose`, `doctor`, `lab --trace` and `export` recorded:
+/// with its side files, symbols unless told not to, the environment's
+/// options, a progress bar.
+pub struct Opener {
+    opts: OpenOptions,
+}
+
+impl Opener {
+    pub fn new(symbolize: bool) -> anyhow::Result<Opener> {
+        Ok(Opener {
+            opts: OpenOptions {
+                symbolize,
+                ..OpenOptions::from_env(|name| std::env::var_os(name))?
+            },
+        })
+    }
+}
+
+impl TraceOpener for Opener {
+    fn open(&self, input: &Path) -> Result<TraceBundle, OpenError> {
+        open_with_bar(input, &self.opts)
+    }
 }
 
 /// Opens `input` with its side files and symbols, as `diagnose`, `doctor`
 /// and `export` read what they recorded.
 pub fn open_all(input: &Path, symbolize: bool) -> anyhow::Result<TraceBundle> {
-    let opts = OpenOptions {
-        symbolize,
-        ..OpenOptions::from_env(|name| std::env::var_os(name))?
-    };
-    open(input, &opts)
+    Ok(Opener::new(symbolize)?.open(input)?)
 }

@@ -13,7 +13,9 @@ use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_ver
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
 
-use super::lab_trace::LabTracer;
+use slowlab_diagnose::LabTracer;
+
+use super::input::Opener;
 use crate::progress::LabProgress;
 use crate::signals::cancel_on_interrupt;
 
@@ -171,7 +173,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         });
     }
     if let Some(dir) = &args.trace {
-        let mut tracer = LabTracer::new(dir, args.trace_freq)?;
+        let opener = Opener::new(true)?;
+        let mut tracer = LabTracer::new(&opener, dir, args.trace_freq)
+            .map_err(|e| anyhow::anyhow!("cannot create --trace {}: {e}", dir.display()))?;
         let checks = trace_lab(&scenarios, &mut ctx, &mut tracer);
         output.finish();
         print_table(&checks_table(&checks), json_to_stdout);

@@ -13,7 +13,6 @@ pub mod hang;
 pub mod import;
 pub mod input;
 pub mod lab;
-pub mod lab_trace;
 pub mod man;
 pub mod record;
 pub mod sweep;

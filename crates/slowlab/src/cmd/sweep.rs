@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
+use slowlab_diagnose::CommandDiagnoser;
 use slowlab_model::results::SweepResult;
 use slowlab_report::sweep::{
     render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
@@ -15,7 +16,7 @@ use slowlab_report::write_atomically;
 use slowlab_runs::{fit_causes, PathExecutor};
 use slowlab_sweep::{parse_sizes, run_sweep, Cancel, CommandExecutor, SweepConfig};
 
-use super::diagnose::CommandDiagnoser;
+use super::input::Opener;
 
 use crate::progress::SweepBar;
 use crate::signals::cancel_on_interrupt;
@@ -267,7 +268,9 @@ fn critical_path_sweep(
             temp.path()
         }
     };
+    let opener = Opener::new(true)?;
     let diagnoser = CommandDiagnoser {
+        opener: &opener,
         freq: args.freq,
         warnings: Vec::new(),
     };

@@ -1,8 +1,8 @@
 //! `slowlab lab --trace DIR`: the [`Tracer`] that records the whole system
 //! around one run of a scenario's variant (`slowlab-record`'s
-//! [`Recording`]) and runs the detectors on it (`diagnose::analyze_into`),
-//! and the table of the checks. Each run gets `DIR/LABEL/` with its
-//! trace, `findings.json` and `report.html`. Glue only.
+//! [`Recording`]) and runs the detectors on it ([`analyze_into`]). Each run
+//! gets `DIR/LABEL/` with its trace, `findings.json` and `report.html`.
+//! It does not print (the lab's runner reports the runs).
 
 use std::path::{Path, PathBuf};
 
@@ -10,19 +10,21 @@ use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
 use slowlab_record::Recording;
 
-use super::diagnose::{analyze_into, Target};
+use crate::{analyze_into, recording, Target, TraceOpener};
 
-pub struct LabTracer {
+pub struct LabTracer<'o> {
+    opener: &'o dyn TraceOpener,
     dir: PathBuf,
     freq: u32,
     running: Option<(Recording, PathBuf)>,
 }
 
-impl LabTracer {
-    pub fn new(dir: &Path, freq: u32) -> anyhow::Result<LabTracer> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create --trace {}: {e}", dir.display()))?;
+impl<'o> LabTracer<'o> {
+    /// Creates `dir`; each run goes into a directory of its own under it.
+    pub fn new(opener: &'o dyn TraceOpener, dir: &Path, freq: u32) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
         Ok(LabTracer {
+            opener,
             dir: dir.to_owned(),
             freq,
             running: None,
@@ -30,20 +32,12 @@ impl LabTracer {
     }
 }
 
-impl Tracer for LabTracer {
+impl Tracer for LabTracer<'_> {
     fn start(&mut self, label: &str) -> Result<(), TracerError> {
         let run_dir = self.dir.join(label);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
-        let cfg = slowlab_record::Config {
-            output: run_dir.join("trace.data"),
-            freq: self.freq,
-            ring_seconds: None,
-            call_graph: slowlab_record::CallGraph::Fp,
-            command: Vec::new(),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-            capture_paths: true,
-        };
+        let cfg = recording(run_dir.join("trace.data"), self.freq, Vec::new());
         let recording = Recording::start(&cfg)?;
         self.running = Some((recording, run_dir));
         Ok(())
@@ -57,16 +51,15 @@ impl Tracer for LabTracer {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        // The whole chain of causes, as the binary prints errors.
         let diagnosis = analyze_into(
+            self.opener,
             &outcome.output,
             &run_dir,
             &[label],
             Target::Command,
             &[],
             &mut warnings,
-        )
-        .map_err(|e| format!("{e:#}"))?;
+        )?;
         let (findings, titles) = diagnosis.findings.into_iter().unzip();
         Ok(TracedRun {
             trace: outcome.output.display().to_string(),

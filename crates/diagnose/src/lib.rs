@@ -1,0 +1,261 @@
+//! What every command that records and then answers shares: the recording
+//! of the whole system around a command ([`recording`]), and the one
+//! analysis of that recording written into a directory ([`analyze_into`]:
+//! `critical_path.json`, `findings.json`, `report.html` and the exports
+//! asked for), for the command or for a process that was already running
+//! ([`Target`]). [`record_and_analyze`] is both, as `diagnose` does for
+//! each run; [`CommandDiagnoser`] is that for `sweep --critical-path`, and
+//! [`LabTracer`] for `lab --trace`.
+//!
+//! What it does not do: read the environment, draw progress (a
+//! [`TraceOpener`] given by the binary opens traces, with its own progress
+//! and options), or print: the text it makes is returned.
+
+use std::path::{Path, PathBuf};
+
+use slowlab_analyze::analysis::{Analysis, Root};
+use slowlab_analyze::critical_path::{process_by_pid, PathError};
+use slowlab_analyze::select::Selection;
+use slowlab_exports::{Export, ExportError, Request};
+use slowlab_model::bundle::TraceBundle;
+use slowlab_model::critical_path::CriticalPath;
+use slowlab_open::OpenError;
+use slowlab_record::{Outcome, RecordError};
+use slowlab_report::critical_path::critical_path_text;
+use slowlab_report::trace_views::findings_text;
+use slowlab_report::{write_atomically, ReportError};
+
+mod lab_tracer;
+
+pub use lab_tracer::LabTracer;
+
+/// Why a recording could not be made or answered.
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[error(transparent)]
+    Write(#[from] ReportError),
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// How traces are opened: the binary's options (read from the environment
+/// at its edge) and its progress bar; `slowlab_open::open` in tests.
+pub trait TraceOpener {
+    fn open(&self, input: &Path) -> Result<TraceBundle, OpenError>;
+}
+
+/// The recording of the whole system that every command here makes: frame
+/// pointer stacks at `freq` Hz per CPU, the path capture, while `command`
+/// runs (until a stop signal when it is empty), into `output`.
+pub fn recording(output: PathBuf, freq: u32, command: Vec<String>) -> slowlab_record::Config {
+    slowlab_record::Config {
+        output,
+        freq,
+        ring_seconds: None,
+        call_graph: slowlab_record::CallGraph::Fp,
+        command,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        capture_paths: true,
+    }
+}
+
+/// Whose critical path a recording answers for.
+pub enum Target {
+    /// The command recorded (`diagnose -- CMD`, `lab --trace`).
+    Command,
+    /// A process that was running before the recording (`--pid`).
+    Pid(i32),
+}
+
+/// What [`analyze_into`] produced.
+pub struct Diagnosis {
+    /// The critical path and the findings ranked, as text for the terminal.
+    pub text: String,
+    /// The findings as pretty JSON (also written to findings.json).
+    pub findings_json: String,
+    /// The ids and titles of the findings, most costly first.
+    pub findings: Vec<(String, String)>,
+    /// A line for each extra export written.
+    pub written: Vec<String>,
+    /// The root's path has no CPU or runnable time at all.
+    pub did_not_run: bool,
+    /// The critical path (also in critical_path.json).
+    pub path: Option<CriticalPath>,
+}
+
+/// Opens a recording (with its side files), makes its one analysis for
+/// `target` (its critical path, every detector; `command` names it), and
+/// writes `critical_path.json` (removing a stale one when there is no
+/// path), `findings.json`, `report.html` and the `extra` exports into
+/// `dir`. The trace's warnings, and why there is no path, are added to
+/// `warnings`.
+pub fn analyze_into(
+    opener: &dyn TraceOpener,
+    trace_path: &Path,
+    dir: &Path,
+    command: &[String],
+    target: Target,
+    extra: &[(Export, PathBuf)],
+    warnings: &mut Vec<String>,
+) -> Result<Diagnosis, DiagnoseError> {
+    let bundle = opener.open(trace_path)?;
+    warnings.extend(bundle.warnings.iter().cloned());
+    let root = match target {
+        Target::Command => Root::Command(command.to_vec()),
+        Target::Pid(pid) => Root::Process(process_by_pid(&bundle.trace, pid)?),
+    };
+    let analysis = Analysis::new(&bundle, root);
+    if let Err(why) = analysis.root_path() {
+        warnings.push(format!("no critical path: {why}"));
+    }
+    let findings = analysis.findings();
+    let findings_json = serde_json::to_string_pretty(findings)?;
+    write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
+    let cp_file = dir.join("critical_path.json");
+    let path = analysis.root_path().ok().map(|rp| &rp.path);
+    match path {
+        Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
+        // A stale file from an earlier run would read as this run's answer.
+        None => {
+            let _ = std::fs::remove_file(&cp_file);
+        }
+    }
+    let name = trace_path.display().to_string();
+    let request = Request {
+        analysis: &analysis,
+        name: &name,
+        command,
+        selection: &Selection::default(),
+        filter_text: &[],
+        warnings,
+    };
+    let mut written = Vec::new();
+    let html = (Export::Html, dir.join("report.html"));
+    for (export, path) in std::iter::once(&html).chain(extra) {
+        let w = export.write(&request, path)?;
+        written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
+        match (export, w.summary) {
+            (Export::Html, _) => {}
+            (_, Some(summary)) => written.push(summary),
+            (Export::Fxprof, None) => written.push(format!(
+                "wrote {} (open it at profiler.firefox.com)",
+                path.display()
+            )),
+            (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
+        }
+    }
+    let mut text = String::new();
+    if let Some(cp) = path {
+        text.push_str(&critical_path_text(cp, 8));
+        text.push('\n');
+    }
+    text.push_str(&findings_text(findings));
+    Ok(Diagnosis {
+        text,
+        findings_json,
+        findings: findings
+            .iter()
+            .map(|f| (f.id.clone(), f.title.clone()))
+            .collect(),
+        written,
+        did_not_run: path.is_some_and(|p| p.breakdown.cpu + p.breakdown.runnable == 0.0),
+        path: path.cloned(),
+    })
+}
+
+/// Records `command` system-wide into `dir/trace.data` as `diagnose` does
+/// and makes its analysis into `dir` ([`analyze_into`]): what `--repeat`
+/// and `sweep --critical-path` do for each run. Returns the recording's
+/// outcome, the diagnosis and the warnings of both.
+pub fn record_and_analyze(
+    opener: &dyn TraceOpener,
+    command: &[String],
+    dir: &Path,
+    freq: u32,
+) -> Result<(Outcome, Diagnosis, Vec<String>), DiagnoseError> {
+    let trace_path = dir.join("trace.data");
+    let outcome = slowlab_record::run(&recording(trace_path.clone(), freq, command.to_vec()))?;
+    let mut warnings = outcome.warnings.clone();
+    let diagnosis = analyze_into(
+        opener,
+        &trace_path,
+        dir,
+        command,
+        Target::Command,
+        &[],
+        &mut warnings,
+    )?;
+    Ok((outcome, diagnosis, warnings))
+}
+
+/// `sweep --critical-path`'s runs: each one recorded and analyzed as
+/// `diagnose` does ([`record_and_analyze`]).
+pub struct CommandDiagnoser<'o> {
+    pub opener: &'o dyn TraceOpener,
+    pub freq: u32,
+    /// The warnings of every run, once per kind.
+    pub warnings: Vec<String>,
+}
+
+impl slowlab_runs::Diagnoser for CommandDiagnoser<'_> {
+    fn diagnose(
+        &mut self,
+        command: &[String],
+        dir: &Path,
+    ) -> Result<slowlab_runs::Diagnosed, String> {
+        let (outcome, diagnosis, warnings) =
+            record_and_analyze(self.opener, command, dir, self.freq).map_err(|e| e.to_string())?;
+        for w in warnings {
+            if !self.warnings.iter().any(|seen| same_kind(seen, &w)) {
+                self.warnings.push(w);
+            }
+        }
+        Ok(slowlab_runs::Diagnosed {
+            path: diagnosis.path,
+            exit_code: outcome.exit_code,
+            interrupted: outcome.stopped_by.is_some(),
+        })
+    }
+}
+
+/// Two warnings of one kind: "3 binaries could not be…" and "4 binaries…".
+fn same_kind(a: &str, b: &str) -> bool {
+    let shape = |w: &str| w.replace(|c: char| c.is_ascii_digit(), "");
+    shape(a) == shape(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_that_differ_only_in_their_numbers_are_one_kind() {
+        assert!(same_kind(
+            "3 binaries could not be symbolized",
+            "14 binaries could not be symbolized"
+        ));
+        assert!(!same_kind(
+            "3 binaries could not be symbolized",
+            "3 events were lost"
+        ));
+    }
+
+    #[test]
+    fn the_recording_is_system_wide_with_paths_and_frame_pointers() {
+        let cfg = recording(PathBuf::from("/x/trace.data"), 999, vec!["true".into()]);
+        assert_eq!(cfg.output, PathBuf::from("/x/trace.data"));
+        assert_eq!(cfg.freq, 999);
+        assert_eq!(cfg.ring_seconds, None);
+        assert!(cfg.capture_paths);
+        assert!(matches!(cfg.call_graph, slowlab_record::CallGraph::Fp));
+        assert!(cfg.cpus >= 1);
+    }
+}
