@@ -3,6 +3,7 @@
 //! `slowlab diagnose` ("`sh` ran 2.51 s: 64% on a CPU in producer
 //! (slow_digest), 31% …"). Pure; nothing here prints.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{
@@ -113,28 +114,27 @@ pub fn sentence(
     if wall_s <= 0.0 {
         return format!("`{}` ran for no measurable time in the trace", root.comm);
     }
-    // Parts said in the same words are one piece of the answer.
-    let words = |p: &PathPart| {
-        let mut p = p.clone();
-        if p.state != SegmentState::Cpu {
-            p.function = None;
-        }
-        describe_part_in(&p, root.pid, &root.comm)
-    };
+    // Parts said in the same words are one piece of the answer: each
+    // part's words made once, and found again by them (a build's path has
+    // thousands of parts: comparing every part's words with every piece's
+    // took 25 s of a minute-long build's diagnose).
     let mut merged: Vec<PathPart> = Vec::new();
+    let mut by_words: HashMap<(SegmentState, String), usize> = HashMap::new();
     for p in parts {
-        let same = |m: &PathPart| m.state == p.state && words(m) == words(p);
-        match merged.iter_mut().find(|m| same(m)) {
+        let mut first = p.clone();
+        if first.state != SegmentState::Cpu {
+            first.function = None;
+        }
+        let words = describe_part_in(&first, root.pid, &root.comm);
+        match by_words.entry((p.state, words)) {
             // Parts come largest first: the group keeps its first function.
-            Some(m) => {
+            Entry::Occupied(at) => {
+                let m = &mut merged[*at.get()];
                 m.seconds += p.seconds;
                 m.share += p.share;
             }
-            None => {
-                let mut first = p.clone();
-                if first.state != SegmentState::Cpu {
-                    first.function = None;
-                }
+            Entry::Vacant(slot) => {
+                slot.insert(merged.len());
                 merged.push(first);
             }
         }
