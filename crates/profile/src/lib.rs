@@ -27,5 +27,5 @@ pub mod run;
 pub use counts::{FunctionCount, FunctionKey, RunProfile};
 pub use executor::{PerfTraceReader, ProfilingExecutor, TraceReader};
 pub use fit::{fit_functions, MIN_SAMPLES_AT_MAX};
-pub use perf::{check_perf, PerfWrapper, ProfileError, DEFAULT_FREQUENCY_HZ};
+pub use perf::{check_perf, PerfWrapper, ProfileError};
 pub use run::{profiled_sweep, ProfiledSweepError};

@@ -18,8 +18,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Samples per second of CPU time when none is asked for.
-pub const DEFAULT_FREQUENCY_HZ: u32 = 2000;
 /// Highest sampling frequency accepted (perf's own default limit is
 /// `kernel.perf_event_max_sample_rate`, usually 100 kHz or less).
 pub const MAX_FREQUENCY_HZ: u32 = 50_000;

@@ -33,19 +33,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    Lab(cmd::lab::LabArgs),
-    Sweep(cmd::sweep::SweepArgs),
+    Lab(slowlab_cli::lab::LabArgs),
+    Sweep(slowlab_cli::sweep::SweepArgs),
     Record(cmd::record::RecordArgs),
-    Analyze(cmd::analyze::AnalyzeArgs),
+    Analyze(slowlab_cli::analyze::AnalyzeArgs),
     Diagnose(cmd::diagnose::DiagnoseArgs),
-    Diff(cmd::diff::DiffArgs),
-    Doctor(cmd::doctor::DoctorArgs),
-    Import(cmd::import::ImportArgs),
-    Export(cmd::export::ExportArgs),
-    Fleet(cmd::fleet::FleetArgs),
-    Hang(cmd::hang::HangArgs),
-    Completions(cmd::completions::CompletionsArgs),
-    Man(cmd::man::ManArgs),
+    Diff(slowlab_cli::diff::DiffArgs),
+    Doctor(slowlab_cli::doctor::DoctorArgs),
+    Import(slowlab_cli::import::ImportArgs),
+    Export(slowlab_cli::export::ExportArgs),
+    Fleet(slowlab_cli::fleet::FleetArgs),
+    Hang(slowlab_cli::hang::HangArgs),
+    Completions(slowlab_cli::completions::CompletionsArgs),
+    Man(slowlab_cli::man::ManArgs),
     /// Internal: the child programs the lab scenarios launch.
     #[command(name = "__child", hide = true)]
     Child(cmd::child::ChildArgs),

@@ -2,24 +2,10 @@
 //! (clap_complete), generated from the same definitions that parse the
 //! command line, so it never falls behind.
 
+use slowlab_cli::completions::CompletionsArgs;
 use std::io::Write;
 
-use clap::{Args, CommandFactory};
-use clap_complete::Shell;
-
-/// Print a completion script for a shell.
-///
-/// Install (see the README):
-///
-///   bash  slowlab completions bash > ~/.local/share/bash-completion/completions/slowlab
-///   zsh   slowlab completions zsh > ~/.zfunc/_slowlab   (with ~/.zfunc in $fpath)
-///   fish  slowlab completions fish > ~/.config/fish/completions/slowlab.fish
-#[derive(Args)]
-pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, elvish or powershell.
-    #[arg(value_enum)]
-    shell: Shell,
-}
+use clap::CommandFactory;
 
 pub fn run(args: CompletionsArgs) -> anyhow::Result<i32> {
     // The commands a user types: clap_complete would offer the hidden

@@ -3,41 +3,13 @@
 //! slowlab, and render them like `slowlab lab`: each scenario's lines, the
 //! sweep statistics, the verdict table, and the JSON/HTML exports.
 
-use std::path::PathBuf;
+use slowlab_cli::import::ImportArgs;
 
 use anyhow::Context;
-use clap::Args;
 use slowlab_lab::verdicts::{complete, parse_results};
 use slowlab_report::format;
 use slowlab_report::lab::{json_lines, render_verdicts};
 use slowlab_report::write_atomically;
-
-/// Render results written by the Windows probes (probes/windows) or by
-/// `slowlab lab --json`, as `slowlab lab` would.
-///
-/// The file holds one JSON scenario result per line (JSON Lines), or one
-/// JSON array. Sweeps that carry only their points get their growth
-/// exponent, interval and verdict computed here, by the same statistics as
-/// `slowlab sweep`.
-///
-/// Example:
-///
-///   topdown_alloc.exe --json results.jsonl     (on Windows)
-///   slowlab import results.jsonl --html results.html
-#[derive(Args, Debug)]
-#[command(verbatim_doc_comment)]
-pub struct ImportArgs {
-    /// The results file (JSON Lines)
-    file: PathBuf,
-
-    /// Write the completed results as JSON Lines (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-
-    /// Write a self-contained HTML report with plots
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-}
 
 pub fn run(args: ImportArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&args.file)

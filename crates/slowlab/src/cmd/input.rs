@@ -5,36 +5,18 @@
 
 use std::path::Path;
 
+use slowlab_cli::symbols::SymbolArgs;
 use slowlab_diagnose::TraceOpener;
 use slowlab_model::bundle::TraceBundle;
 use slowlab_open::{OpenError, OpenOptions};
 
-/// How a command that reads traces names their functions: `--no-symbols`,
-/// and `--symbols` for the PDBs of Windows traces.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SymbolArgs {
-    /// Do not name functions (faster; every frame is [unknown]).
-    #[arg(long)]
-    pub no_symbols: bool,
-    /// Windows traces: name functions from the PDBs in these local
-    /// directories, `DIR[;DIR…]`, flat (`DIR/name.pdb`) or in a symbol
-    /// store's layout (`DIR/name.pdb/<GUID><AGE>/name.pdb`); also
-    /// `_NT_SYMBOL_PATH`'s `srv*DIR*URL` form, of which only the
-    /// directories are read: nothing is downloaded. A PDB whose GUID or age
-    /// differs from the traced image's is not used (a warning says which).
-    #[arg(long, value_name = "DIR[;DIR…]", conflicts_with = "no_symbols")]
-    pub symbols: Option<String>,
-}
-
-impl SymbolArgs {
-    /// The options these flags and the environment ask for.
-    pub fn options(&self) -> anyhow::Result<OpenOptions> {
-        Ok(OpenOptions {
-            symbolize: !self.no_symbols,
-            pdb_symbols: self.symbols.clone(),
-            ..OpenOptions::from_env(|name| std::env::var_os(name))?
-        })
-    }
+/// The options the symbol flags and the environment ask for.
+pub fn open_options(args: &SymbolArgs) -> anyhow::Result<OpenOptions> {
+    Ok(OpenOptions {
+        symbolize: !args.no_symbols,
+        pdb_symbols: args.symbols.clone(),
+        ..OpenOptions::from_env(|name| std::env::var_os(name))?
+    })
 }
 
 /// Opens `input` with a progress bar on stderr.

@@ -3,22 +3,11 @@
 //! and `slowlab-COMMAND.1` for each command (`slowlab-analyze.1`, …),
 //! as git and cargo name theirs.
 
+use slowlab_cli::man::ManArgs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Args, CommandFactory};
-
-/// Write the manual pages into a directory.
-///
-/// Writes slowlab.1 and one slowlab-COMMAND.1 per command (man section 1),
-/// and prints their paths. Install (see the README):
-///
-///   slowlab man ~/.local/share/man/man1     then: man slowlab-analyze
-#[derive(Args)]
-pub struct ManArgs {
-    /// The directory (created when missing).
-    dir: PathBuf,
-}
+use clap::CommandFactory;
 
 pub fn run(args: ManArgs) -> anyhow::Result<i32> {
     for path in write_pages(&args.dir)? {
