@@ -112,11 +112,10 @@ pub struct Side {
     pub root: String,
 }
 
-/// How one cause changed.
+/// How one cause, or one group of causes, changed from A's runs to B's
+/// (module doc: the interval and the rule).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cause {
-    #[serde(flatten)]
-    pub key: CauseKey,
+pub struct Change {
     /// Mean seconds per run in A and in B.
     pub a_s: f64,
     pub b_s: f64,
@@ -125,6 +124,15 @@ pub struct Cause {
     /// `[min B − max A, max B − min A]`; `null` with one run per side.
     pub interval: Option<[f64; 2]>,
     pub significant: bool,
+}
+
+/// How one cause changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    #[serde(flatten)]
+    pub key: CauseKey,
+    #[serde(flatten)]
+    pub change: Change,
 }
 
 /// The causes of one (state, kind, process, thread) together: a disk
@@ -139,11 +147,8 @@ pub struct Group {
     pub thread: String,
     /// The function or resource of its cause that changed most.
     pub mostly: Option<String>,
-    pub a_s: f64,
-    pub b_s: f64,
-    pub delta_s: f64,
-    pub interval: Option<[f64; 2]>,
-    pub significant: bool,
+    #[serde(flatten)]
+    pub change: Change,
 }
 
 /// The comparison: the wall-time change and its causes, largest change
@@ -196,21 +201,17 @@ pub fn diff_paths(a: &[Run], b: &[Run]) -> Option<PathDiff> {
         .into_iter()
         .map(|k| {
             let (va, vb) = (values(&a_causes, k), values(&b_causes, k));
-            let change = Change::of(&va, &vb, noise_known, floor);
             Cause {
                 key: k.clone(),
-                a_s: mean(&va),
-                b_s: mean(&vb),
-                delta_s: change.delta,
-                interval: change.interval,
-                significant: change.significant,
+                change: Change::of(&va, &vb, noise_known, floor),
             }
         })
         .collect();
     causes.sort_by(|x, y| {
-        y.delta_s
+        y.change
+            .delta_s
             .abs()
-            .total_cmp(&x.delta_s.abs())
+            .total_cmp(&x.change.delta_s.abs())
             .then_with(|| x.key.cmp(&y.key))
     });
     let groups = groups_of(&a_causes, &b_causes, &causes, noise_known, floor);
@@ -244,7 +245,7 @@ pub fn diff_paths(a: &[Run], b: &[Run]) -> Option<PathDiff> {
     let mut out = PathDiff {
         a: side(a, a_walls),
         b: side(b, b_walls),
-        delta_s: causes.iter().map(|c| c.delta_s).sum(),
+        delta_s: causes.iter().map(|c| c.change.delta_s).sum(),
         interval: wall_change.interval,
         significant: wall_change.significant,
         summary: String::new(),
@@ -289,7 +290,6 @@ fn groups_of(
                     .collect()
             };
             let (va, vb) = (values(&ga), values(&gb));
-            let change = Change::of(&va, &vb, noise_known, floor);
             let mostly = causes
                 .iter()
                 .find(|c| key(&c.key) == k)
@@ -301,16 +301,13 @@ fn groups_of(
                 process,
                 thread,
                 mostly,
-                a_s: mean(&va),
-                b_s: mean(&vb),
-                delta_s: change.delta,
-                interval: change.interval,
-                significant: change.significant,
+                change: Change::of(&va, &vb, noise_known, floor),
             }
         })
         .collect();
     out.sort_by(|x, y| {
-        y.delta_s.abs().total_cmp(&x.delta_s.abs()).then_with(|| {
+        let size = |g: &Group| g.change.delta_s.abs();
+        size(y).total_cmp(&size(x)).then_with(|| {
             (x.state, x.kind, &x.process, &x.thread).cmp(&(y.state, y.kind, &y.process, &y.thread))
         })
     });
@@ -396,20 +393,16 @@ fn spread(v: &[f64]) -> f64 {
     max - min
 }
 
-/// A change from A's runs to B's (module doc: the interval and the rule).
-struct Change {
-    delta: f64,
-    interval: Option<[f64; 2]>,
-    significant: bool,
-}
-
 impl Change {
     fn of(a: &[f64], b: &[f64], noise_known: bool, floor: f64) -> Change {
-        let delta = mean(b) - mean(a);
-        let big_enough = delta.abs() >= floor && delta != 0.0;
+        let (a_s, b_s) = (mean(a), mean(b));
+        let delta_s = b_s - a_s;
+        let big_enough = delta_s.abs() >= floor && delta_s != 0.0;
         if !noise_known {
             return Change {
-                delta,
+                a_s,
+                b_s,
+                delta_s,
                 interval: None,
                 significant: big_enough,
             };
@@ -421,7 +414,9 @@ impl Change {
         // How far the interval stays off zero (negative when it spans it).
         let gap = lo.max(-hi);
         Change {
-            delta,
+            a_s,
+            b_s,
+            delta_s,
             interval: Some([lo, hi]),
             significant: big_enough && gap > spread(a).max(spread(b)),
         }
@@ -447,7 +442,8 @@ fn sentence(d: &PathDiff) -> String {
     } else {
         format!("B took {:.2} s less ({a:.2} → {b:.2} s)", -d.delta_s)
     };
-    let (named, rest): (Vec<&Group>, Vec<&Group>) = d.groups.iter().partition(|g| g.significant);
+    let (named, rest): (Vec<&Group>, Vec<&Group>) =
+        d.groups.iter().partition(|g| g.change.significant);
     let (named, more) = (&named[..named.len().min(NAMED)], named.len() > NAMED);
     let mut pieces: Vec<String> = named
         .iter()
@@ -461,15 +457,15 @@ fn sentence(d: &PathDiff) -> String {
                 function: mostly(SegmentState::Cpu),
                 resource: mostly(SegmentState::Blocked),
             };
-            format!("{} s {}", signed(g.delta_s), describe(&key))
+            format!("{} s {}", signed(g.change.delta_s), describe(&key))
         })
         .collect();
     let floor = FLOOR_SHARE * a;
     let (mut noisy, mut small) = (false, false);
     for c in rest {
-        if c.delta_s.abs() >= floor {
+        if c.change.delta_s.abs() >= floor {
             noisy = true;
-        } else if c.delta_s != 0.0 {
+        } else if c.change.delta_s != 0.0 {
             small = true;
         }
     }
@@ -632,7 +628,7 @@ mod tests {
     }
 
     fn assert_sums(d: &PathDiff) {
-        let sum: f64 = d.causes.iter().map(|c| c.delta_s).sum();
+        let sum: f64 = d.causes.iter().map(|c| c.change.delta_s).sum();
         assert!(
             (sum - (d.b.wall_s - d.a.wall_s)).abs() < 1e-9,
             "{sum} vs {d:#?}"
@@ -659,8 +655,8 @@ mod tests {
             (SegmentState::Blocked, Some(WaitKind::Io))
         );
         assert_eq!(first.resource.as_deref(), Some("fsync"));
-        assert!((d.causes[0].delta_s - 0.7).abs() < 1e-12);
-        assert_eq!(find(&d, "app", "work").delta_s, 0.0);
+        assert!((d.causes[0].change.delta_s - 0.7).abs() < 1e-12);
+        assert_eq!(find(&d, "app", "work").change.delta_s, 0.0);
         assert!(
             d.summary.starts_with(
                 "B took 0.70 s longer (1.20 → 1.90 s): +0.70 s waiting for the disk in fsync (app)"
@@ -694,9 +690,9 @@ mod tests {
             (g.state, g.kind),
             (SegmentState::Blocked, Some(WaitKind::Io))
         );
-        assert!((g.delta_s - 0.14).abs() < 1e-12, "{g:?}");
+        assert!((g.change.delta_s - 0.14).abs() < 1e-12, "{g:?}");
         assert_eq!(g.mostly.as_deref(), Some("jbd2_log_wait_commit"));
-        let sum: f64 = d.groups.iter().map(|g| g.delta_s).sum();
+        let sum: f64 = d.groups.iter().map(|g| g.change.delta_s).sum();
         assert!((sum - d.delta_s).abs() < 1e-9);
         assert!(
             d.summary.starts_with(
@@ -715,8 +711,8 @@ mod tests {
         let d = one(a, b);
         assert_sums(&d);
         assert_eq!(d.causes.len(), 2, "{d:#?}");
-        assert!((find(&d, "app", "work").delta_s + 1.0).abs() < 1e-12);
-        assert!((find(&d, "app2", "work").delta_s - 1.1).abs() < 1e-12);
+        assert!((find(&d, "app", "work").change.delta_s + 1.0).abs() < 1e-12);
+        assert!((find(&d, "app2", "work").change.delta_s - 1.1).abs() < 1e-12);
         assert!(
             d.warnings.iter().any(|w| w.contains("roots differ")),
             "{:?}",
@@ -739,8 +735,8 @@ mod tests {
         assert_eq!(c.key.process, "srv");
         assert_eq!(c.key.thread, "flusher");
         assert_eq!(c.key.function.as_deref(), Some("flush_all"));
-        assert_eq!(c.a_s, 0.0);
-        assert!((c.b_s - 0.3).abs() < 1e-12);
+        assert_eq!(c.change.a_s, 0.0);
+        assert!((c.change.b_s - 0.3).abs() < 1e-12);
         assert!(
             d.summary
                 .contains("+0.30 s on a CPU in flush_all (srv, thread flusher)"),
@@ -792,9 +788,9 @@ mod tests {
         ]);
         let d = one(a, b);
         assert_sums(&d);
-        assert!((find(&d, "worker-1", "render_page").delta_s + 0.4).abs() < 1e-12);
-        assert!((find(&d, "worker-2", "render_page").delta_s - 0.45).abs() < 1e-12);
-        assert!((find(&d, "app", "futex_wait").delta_s - 0.05).abs() < 1e-12);
+        assert!((find(&d, "worker-1", "render_page").change.delta_s + 0.4).abs() < 1e-12);
+        assert!((find(&d, "worker-2", "render_page").change.delta_s - 0.45).abs() < 1e-12);
+        assert!((find(&d, "app", "futex_wait").change.delta_s - 0.05).abs() < 1e-12);
         // Largest change first, whatever its sign.
         assert_eq!(d.causes[0].key.thread, "worker-2");
         assert_eq!(d.causes[1].key.thread, "worker-1");
@@ -834,8 +830,8 @@ mod tests {
             vec![Some("mutex cache_lock (w)".to_string())]
         );
         let d = diff_paths(&[Run::new(a)], &[run]).unwrap();
-        assert!(find(&d, "app", "mutex cache_lock (w)").delta_s == 0.2);
-        assert!(find(&d, "app", "futex_wait").delta_s == -0.2);
+        assert!(find(&d, "app", "mutex cache_lock (w)").change.delta_s == 0.2);
+        assert!(find(&d, "app", "futex_wait").change.delta_s == -0.2);
     }
 
     #[test]
@@ -845,7 +841,7 @@ mod tests {
         let b: Vec<Run> = [1.04, 0.99, 1.08].map(mk).into();
         let d = diff_paths(&a, &b).unwrap();
         assert!(!d.significant);
-        assert!(!d.causes[0].significant);
+        assert!(!d.causes[0].change.significant);
         let [lo, hi] = d.interval.unwrap();
         assert!(lo < 0.0 && hi > 0.0, "{lo} {hi}");
         assert!(

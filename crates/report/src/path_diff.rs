@@ -54,22 +54,22 @@ pub fn path_diff_text(d: &PathDiff, a_name: &str, b_name: &str) -> String {
     let shown: Vec<_> = d
         .causes
         .iter()
-        .filter(|c| c.delta_s.abs() >= floor || c.significant)
+        .filter(|c| c.change.delta_s.abs() >= floor || c.change.significant)
         .take(ROWS)
         .collect();
     for c in &shown {
         let mut row = vec![
-            format!("{:.3}", c.a_s),
-            format!("{:.3}", c.b_s),
-            format!("{:+.3}", c.delta_s),
+            format!("{:.3}", c.change.a_s),
+            format!("{:.3}", c.change.b_s),
+            format!("{:+.3}", c.change.delta_s),
         ];
         if noise {
-            row.push(c.interval.map_or("—".to_string(), |[lo, hi]| {
+            row.push(c.change.interval.map_or("—".to_string(), |[lo, hi]| {
                 format!("[{lo:+.3}, {hi:+.3}]")
             }));
         }
         let mut what = describe(&c.key);
-        if noise && !c.significant {
+        if noise && !c.change.significant {
             what.push_str("  (no significant change)");
         }
         row.push(what);
@@ -87,7 +87,7 @@ pub fn path_diff_text(d: &PathDiff, a_name: &str, b_name: &str) -> String {
             .causes
             .iter()
             .filter(|c| !shown.iter().any(|s| s.key == c.key))
-            .map(|c| c.delta_s)
+            .map(|c| c.change.delta_s)
             .sum();
         let _ = writeln!(
             out,
