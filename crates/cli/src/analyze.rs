@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::symbols::SymbolArgs;
+use crate::shared::{SelectionArgs, SymbolArgs};
 
 /// Analyze a trace: where the time went, and why.
 ///
@@ -89,15 +89,8 @@ pub struct AnalyzeArgs {
     /// all in JSON).
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Only samples of process=NAME, pid=N or tid=N (repeat to widen).
-    #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
-    pub filter: Vec<String>,
-    /// Only samples from this many seconds after the trace start.
-    #[arg(long, value_name = "SECONDS")]
-    pub from: Option<f64>,
-    /// Only samples before this many seconds after the trace start.
-    #[arg(long, value_name = "SECONDS")]
-    pub to: Option<f64>,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
     /// Butterfly: the merged stacks that lead to FUNC.
     #[arg(long, value_name = "FUNC")]
     pub callers: Option<String>,

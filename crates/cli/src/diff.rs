@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::symbols::SymbolArgs;
+use crate::shared::{SelectionArgs, SymbolArgs};
 
 /// Why did B get slower: two runs' critical paths (or traces' CPU) compared
 ///
@@ -77,15 +77,8 @@ pub struct DiffArgs {
     /// JSON)
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Only samples of process=NAME, pid=N or tid=N, in both traces
-    #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
-    pub filter: Vec<String>,
-    /// Only samples from this many seconds after each trace's start
-    #[arg(long, value_name = "SECONDS")]
-    pub from: Option<f64>,
-    /// Only samples before this many seconds after each trace's start
-    #[arg(long, value_name = "SECONDS")]
-    pub to: Option<f64>,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
     /// Write a differential flame graph: B's stacks, coloured by the change
     /// of their share from A (red grew, blue shrank)
     #[arg(long, value_name = "FILE.svg")]

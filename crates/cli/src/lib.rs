@@ -19,8 +19,8 @@ pub mod hang;
 pub mod import;
 pub mod lab;
 pub mod man;
+pub mod shared;
 pub mod sweep;
-pub mod symbols;
 
 /// Samples per second of CPU time of `sweep --profile` and `lab
 /// --profile` when none is asked for.

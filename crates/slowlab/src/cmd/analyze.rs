@@ -58,7 +58,11 @@ fn view_of(args: &AnalyzeArgs) -> Result<View> {
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<i32> {
-    let sel = Selection::parse(&args.filter, args.from, args.to)?;
+    let sel = Selection::parse(
+        &args.selection.filter,
+        args.selection.from,
+        args.selection.to,
+    )?;
     let view = view_of(&args)?;
     let mut opts = open_options(&args.symbols)?;
     if args.events {
@@ -96,7 +100,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         name: &name,
         command: &[],
         selection: &sel,
-        filter_text: &args.filter,
+        filter_text: &args.selection.filter,
         warnings: &bundle.warnings,
     };
     let exports = [

@@ -83,8 +83,8 @@ pub fn run(args: DiffArgs) -> Result<i32> {
         // The recordings are system-wide: without a filter of the user's,
         // the root's process (by name) is compared.
         let mut cpu_args = args.clone();
-        let only = if cpu_args.filter.is_empty() {
-            cpu_args.filter = vec![format!("process={}", d.a.root)];
+        let only = if cpu_args.selection.filter.is_empty() {
+            cpu_args.selection.filter = vec![format!("process={}", d.a.root)];
             format!(", process {}", d.a.root)
         } else {
             String::new()
@@ -150,7 +150,11 @@ fn cpu_diff(
 ) -> Result<i32> {
     let key = slowlab_analyze::cpu::parse_key(&args.by)?;
     let normalize: Normalize = args.normalize.parse().map_err(anyhow::Error::msg)?;
-    let sel = Selection::parse(&args.filter, args.from, args.to)?;
+    let sel = Selection::parse(
+        &args.selection.filter,
+        args.selection.from,
+        args.selection.to,
+    )?;
     let opts = slowlab_open::OpenOptions {
         paths: false,
         cgroups: false,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use slowlab_cli::symbols::SymbolArgs;
+use slowlab_cli::shared::SymbolArgs;
 use slowlab_diagnose::TraceOpener;
 use slowlab_model::bundle::TraceBundle;
 use slowlab_open::{OpenError, OpenOptions};

@@ -1,5 +1,6 @@
-//! The symbol flags every command that reads traces shares. Definitions
-//! and help only: the binary turns them into `slowlab_open::OpenOptions`.
+//! The flags every command that reads traces shares: how functions are
+//! named, and which samples count. Definitions and help only: the binary
+//! turns them into `slowlab_open::OpenOptions` and a selection.
 
 /// How a command that reads traces names their functions: `--no-symbols`,
 /// and `--symbols` for the PDBs of Windows traces.
@@ -16,4 +17,19 @@ pub struct SymbolArgs {
     /// differs from the traced image's is not used (a warning says which).
     #[arg(long, value_name = "DIR[;DIR…]", conflicts_with = "no_symbols")]
     pub symbols: Option<String>,
+}
+
+/// Which samples and events count: threads and a time range (in `diff`,
+/// of both traces, each from its own start).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectionArgs {
+    /// Only samples of process=NAME, pid=N or tid=N (repeat to widen).
+    #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
+    pub filter: Vec<String>,
+    /// Only samples from this many seconds after the trace's start.
+    #[arg(long, value_name = "SECONDS")]
+    pub from: Option<f64>,
+    /// Only samples before this many seconds after the trace's start.
+    #[arg(long, value_name = "SECONDS")]
+    pub to: Option<f64>,
 }
