@@ -23,7 +23,8 @@
 //! cache: maps, debug files, read-ahead, sorted indexes); `kernel` reads
 //! kallsyms and names the kernel's frames; `cache` keeps the work on big
 //! symbol tables, kallsyms and demangling between runs, when asked to
-//! ([`SymbolCache`]). Here: the driver, which gathers
+//! ([`SymbolCache`]); `hint` words why a binary's code has no names and
+//! what to install (its module's `symbol_error`). Here: the driver, which gathers
 //! their results and puts the names into the trace.
 //!
 //! This is the only part of the crate that opens files other than the
@@ -32,6 +33,7 @@
 mod binaries;
 mod cache;
 mod debuginfod;
+mod hint;
 mod jobs;
 mod kernel;
 
@@ -62,7 +64,11 @@ struct ModuleResult {
     /// Kernel module name of each name (kallsyms), if any.
     kmods: Vec<Option<String>>,
     frames: Vec<(FrameIdx, Option<u32>)>,
+    /// Why its frames (all, or the unnamed ones when `partial`) have no
+    /// name, with what to do (see `hint`).
     error: Option<String>,
+    /// Some of its frames are named (from `.dynsym`), the others not.
+    partial: bool,
 }
 
 impl ModuleResult {
@@ -73,6 +79,7 @@ impl ModuleResult {
             kmods: Vec::new(),
             frames: frames.iter().map(|&(_, f)| (f, None)).collect(),
             error: Some(error),
+            partial: false,
         }
     }
 }
@@ -232,6 +239,12 @@ pub fn symbolize_with(
                 .unwrap_or_default()
         })
     };
+    // The binaries named only in part (exported functions only).
+    let partial: Vec<ModuleIdx> = user_results
+        .iter()
+        .filter(|r| r.partial)
+        .map(|r| r.module)
+        .collect();
     for r in user_results {
         intern_result(&mut it, &mut func_of, &mut warnings, r);
     }
@@ -253,18 +266,27 @@ pub fn symbolize_with(
         };
         it.trace.frames[i].function = f;
     }
-    let unreadable: Vec<String> = it
+    let (partly, unreadable): (Vec<_>, Vec<_>) = it
         .trace
         .modules
         .iter()
-        .filter_map(|m| m.symbol_error.clone())
-        .collect();
-    if !unreadable.is_empty() {
+        .enumerate()
+        .filter_map(|(i, m)| Some((ModuleIdx(i as u32), m.symbol_error.clone()?)))
+        .partition(|(m, _)| partial.contains(m));
+    let ies = |n: usize| if n == 1 { "y" } else { "ies" };
+    if let Some((_, first)) = unreadable.first() {
         let n = unreadable.len();
-        let first = &unreadable[0];
         warnings.push(format!(
             "{n} binar{} could not be symbolized (first: {first}); their frames show as [unknown]",
-            if n == 1 { "y" } else { "ies" }
+            ies(n)
+        ));
+    }
+    if let Some((_, first)) = partly.first() {
+        let n = partly.len();
+        warnings.push(format!(
+            "{n} binar{} named only in part (first: {first}); the rest of their code shows as \
+             [unknown]",
+            ies(n)
         ));
     }
     it.trace.stats.warnings.extend(warnings);

@@ -38,6 +38,7 @@ use object::elf;
 pub use demangled::DemangledNames;
 pub use index::SortedSymbols;
 pub use kallsyms::{Kallsyms, KernelSymbol};
+pub(crate) use stored::TABLE_FORM;
 pub use symtab::Elf;
 
 /// Symbol binding, for choosing among symbols at the same address.

@@ -14,6 +14,7 @@ use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 
 use super::binaries::{will_need_names, Opened, Preload};
 use super::cache::SymbolCache;
+use super::hint::{no_debug_file, Missing};
 use super::ModuleResult;
 use crate::symbols::{demangle, sort_by_address, DemangledNames, Elf};
 use crate::ProgressFn;
@@ -73,7 +74,13 @@ pub(super) fn run_user_jobs(
             .with_max_len(1)
             .map(|job| {
                 let opened = preload.open(&job.path, job.build_id.as_deref());
-                let mut r = symbolize_user_module(job.module, &opened, &job.frames, &preload.cache);
+                let mut r = symbolize_user_module(
+                    job.module,
+                    &job.path,
+                    &opened,
+                    &job.frames,
+                    &preload.cache,
+                );
                 if let Some(p) = progress {
                     p("symbolize", done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 }
@@ -96,6 +103,7 @@ pub(super) fn run_user_jobs(
 
 fn symbolize_user_module(
     idx: ModuleIdx,
+    path: &str,
     opened: &Opened,
     frames: &[(u64, FrameIdx)],
     cache: &SymbolCache,
@@ -112,11 +120,7 @@ fn symbolize_user_module(
     };
     let debug = opened.debug.as_ref().and_then(|m| Elf::parse(m).ok());
     if debug.is_none() && !elf.has_functions {
-        return ModuleResult::unnamed(
-            idx,
-            frames,
-            "stripped, and no debug file found (install its -dbgsym package, or set DEBUGINFOD_URLS)".into(),
-        );
+        return ModuleResult::unnamed(idx, frames, no_debug_file(path, Missing::All));
     }
     let symbols = debug.as_ref().unwrap_or(&elf);
     let names_map = opened
@@ -162,12 +166,16 @@ fn symbolize_user_module(
     let kept = opened.take_kept_names();
     let names = demangle_all(&unique, symbols, &mut prefetch, key, kept, cache);
     let kmods = vec![None; names.len()];
+    // Only `.dynsym`'s exported functions, and frames outside them: say
+    // why those have no name, and what to do.
+    let partial = debug.is_none() && elf.dynsym_only && out.iter().any(|(_, n)| n.is_none());
     ModuleResult {
         module: idx,
         names,
         kmods,
         frames: out,
-        error: None,
+        error: partial.then(|| no_debug_file(path, Missing::AllButExported)),
+        partial,
     }
 }
 
