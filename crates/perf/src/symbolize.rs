@@ -45,6 +45,7 @@ pub use binaries::Preload;
 pub(crate) use binaries::{hex, will_need};
 pub use cache::SymbolCache;
 pub use debuginfod::{parse_urls as parse_debuginfod_urls, DebuginfodOptions};
+use hint::Missing;
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;
 use kernel::symbolize_kernel;
@@ -64,11 +65,12 @@ struct ModuleResult {
     /// Kernel module name of each name (kallsyms), if any.
     kmods: Vec<Option<String>>,
     frames: Vec<(FrameIdx, Option<u32>)>,
-    /// Why its frames (all, or the unnamed ones when `partial`) have no
-    /// name, with what to do (see `hint`).
+    /// Why its frames (all, or the unnamed ones when only its exported
+    /// functions have symbols) have no name, with what to do (see `hint`).
     error: Option<String>,
-    /// Some of its frames are named (from `.dynsym`), the others not.
-    partial: bool,
+    /// Its code without symbols, when `error` says so (it is then worded
+    /// again once the package to install is known).
+    missing: Option<Missing>,
 }
 
 impl ModuleResult {
@@ -79,7 +81,7 @@ impl ModuleResult {
             kmods: Vec::new(),
             frames: frames.iter().map(|&(_, f)| (f, None)).collect(),
             error: Some(error),
-            partial: false,
+            missing: None,
         }
     }
 }
@@ -239,10 +241,37 @@ pub fn symbolize_with(
                 .unwrap_or_default()
         })
     };
+    // What to install for the binaries without symbols, found for all at
+    // once (one pass over dpkg's lists).
+    let mut user_results = user_results;
+    let needs: Vec<usize> = (0..user_results.len())
+        .filter(|&i| user_results[i].missing.is_some())
+        .collect();
+    let paths: Vec<&str> = needs
+        .iter()
+        .map(|&i| {
+            it.trace
+                .str(it.trace.modules[user_results[i].module.ix()].path)
+        })
+        .collect();
+    let packages = hint::packages(&paths);
+    let worded: Vec<(usize, String)> = needs
+        .iter()
+        .zip(paths.iter().zip(&packages))
+        .filter_map(|(&i, (path, package))| {
+            let missing = user_results[i].missing?;
+            let words = hint::no_debug_file(missing, Some(package.as_deref()?));
+            Some((i, format!("{path}: {words}")))
+        })
+        .collect();
+    drop(paths);
+    for (i, error) in worded {
+        user_results[i].error = Some(error);
+    }
     // The binaries named only in part (exported functions only).
     let partial: Vec<ModuleIdx> = user_results
         .iter()
-        .filter(|r| r.partial)
+        .filter(|r| r.missing == Some(Missing::AllButExported))
         .map(|r| r.module)
         .collect();
     for r in user_results {

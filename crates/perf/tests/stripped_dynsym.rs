@@ -161,7 +161,7 @@ fn a_static_function_of_a_stripped_library_is_not_named_after_an_exported_one() 
 
 /// Through a recording: the samples in the static functions (nearly all
 /// of them) are `[unknown]` in the stripped library, never `exported` or
-/// `bare`.
+/// `bare`, and the library's `symbol_error` says why.
 #[test]
 fn samples_in_a_stripped_librarys_static_functions_are_unknown() {
     for tool in ["gcc", "strip", "readelf", "perf"] {
@@ -242,6 +242,26 @@ fn samples_in_a_stripped_librarys_static_functions_are_unknown() {
     assert!(
         in_static >= 100,
         "only {in_static} samples in the static functions"
+    );
+    // Why they have no name, and what to do.
+    let error = t
+        .modules
+        .iter()
+        .find(|m| t.str(m.name) == "libstripped.so")
+        .and_then(|m| m.symbol_error.clone())
+        .unwrap_or_default();
+    assert!(
+        error.contains("only its exported functions have symbols (.dynsym), and no debug file")
+            && error.contains("DEBUGINFOD_URLS"),
+        "{error:?}"
+    );
+    assert!(
+        t.stats
+            .warnings
+            .iter()
+            .any(|w| w.contains("named only in part")),
+        "{:?}",
+        t.stats.warnings
     );
     let n = named.len();
     named.truncate(5);

@@ -23,14 +23,10 @@ pub(super) enum Missing {
 /// Where dpkg keeps the list of files of each installed package.
 const DPKG_INFO: &str = "/var/lib/dpkg/info";
 
-/// The reason the code of the binary at `path` has no names, with what to
-/// do about it.
-pub(super) fn no_debug_file(path: &str, missing: Missing) -> String {
-    no_debug_file_in(Path::new(DPKG_INFO), path, missing)
-}
-
-fn no_debug_file_in(dpkg_info: &Path, path: &str, missing: Missing) -> String {
-    let install = match package_of(dpkg_info, path) {
+/// Why a binary's code has no names (`missing`), with what to do: install
+/// `package`'s debug package when it is known.
+pub(super) fn no_debug_file(missing: Missing, package: Option<&str>) -> String {
+    let install = match package {
         Some(p) => format!("install {p}-dbgsym"),
         None => "install its -dbgsym package".to_string(),
     };
@@ -41,37 +37,79 @@ fn no_debug_file_in(dpkg_info: &Path, path: &str, missing: Missing) -> String {
     format!("{what}, and no debug file found ({install}, or set DEBUGINFOD_URLS)")
 }
 
-/// The Debian package that installed `path` (without its architecture:
-/// `liblzma5`), from dpkg's file lists. A library's package is usually
-/// named after its soname (`liblzma.so.5` → `liblzma5`): that list is read
-/// first, and all of them only when it does not hold the file. On a merged
-/// `/usr` the file may be listed under `/lib` or `/usr/lib`: both count.
-fn package_of(dpkg_info: &Path, path: &str) -> Option<String> {
-    let file = Path::new(path).file_name()?.to_str()?;
-    let other = match path.strip_prefix("/usr") {
-        Some(rest) if rest.starts_with('/') => rest.to_string(),
-        _ => format!("/usr{path}"),
+/// The Debian package that installed each of `paths` (without its
+/// architecture: `liblzma5`), from dpkg's file lists.
+pub(super) fn packages(paths: &[&str]) -> Vec<Option<String>> {
+    packages_in(Path::new(DPKG_INFO), paths)
+}
+
+/// [`packages`] from the lists in `dpkg_info`. A library's package is
+/// usually named after its soname (`liblzma.so.5` → `liblzma5`): that list
+/// is read first; the files it does not find are looked for in one pass
+/// over all the lists. On a merged `/usr` a file may be listed under `/lib`
+/// or `/usr/lib`: both count.
+fn packages_in(dpkg_info: &Path, paths: &[&str]) -> Vec<Option<String>> {
+    let mut out: Vec<Option<String>> = vec![None; paths.len()];
+    if paths.is_empty() {
+        return out;
+    }
+    let Ok(dir) = std::fs::read_dir(dpkg_info) else {
+        return out;
     };
-    let holds = |list: &&PathBuf| {
-        std::fs::read(list).is_ok_and(|text| {
-            text.split(|&b| b == b'\n')
-                .any(|l| l == path.as_bytes() || l == other.as_bytes())
-        })
-    };
-    let mut all: Vec<PathBuf> = std::fs::read_dir(dpkg_info)
-        .ok()?
+    let mut lists: Vec<PathBuf> = dir
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "list"))
         .collect();
-    all.sort();
-    if let Some(guess) = soname_package(file) {
-        let named = |p: &&PathBuf| package(p).as_deref() == Some(guess.as_str());
-        if let Some(list) = all.iter().filter(named).find(holds) {
-            return package(list);
+    lists.sort();
+    // Each path in both forms of a merged `/usr`.
+    let forms: Vec<[String; 2]> = paths
+        .iter()
+        .map(|&p| {
+            let other = match p.strip_prefix("/usr") {
+                Some(rest) if rest.starts_with('/') => rest.to_string(),
+                _ => format!("/usr{p}"),
+            };
+            [p.to_string(), other]
+        })
+        .collect();
+    for (i, p) in paths.iter().enumerate() {
+        let guess = Path::new(p)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .and_then(soname_package);
+        if let Some(guess) = guess {
+            for list in lists
+                .iter()
+                .filter(|l| package(l).as_deref() == Some(&guess))
+            {
+                look_in(list, &forms, &[i], &mut out);
+            }
         }
     }
-    all.iter().find(holds).and_then(|p| package(p))
+    for list in &lists {
+        let left: Vec<usize> = (0..paths.len()).filter(|&i| out[i].is_none()).collect();
+        if left.is_empty() {
+            break;
+        }
+        look_in(list, &forms, &left, &mut out);
+    }
+    out
+}
+
+/// Reads the file list `list` and gives its package to each of the paths
+/// `wanted` (by index into `forms`, each in both forms) that it holds.
+fn look_in(list: &Path, forms: &[[String; 2]], wanted: &[usize], out: &mut [Option<String>]) {
+    let Ok(text) = std::fs::read(list) else {
+        return;
+    };
+    for line in text.split(|&b| b == b'\n') {
+        for &i in wanted {
+            if out[i].is_none() && forms[i].iter().any(|f| f.as_bytes() == line) {
+                out[i] = package(list);
+            }
+        }
+    }
 }
 
 /// The package whose file list is `list` (`liblzma5:amd64.list` →
@@ -127,28 +165,30 @@ mod tests {
         .unwrap();
         std::fs::write(info.join("xz-utils.list"), "/usr/bin/xz\n").unwrap();
         std::fs::write(info.join("other.md5sums"), "/usr/bin/mystery\n").unwrap();
-        let hint = |path: &str, missing| no_debug_file_in(info, path, missing);
+        let paths = [
+            "/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1",
+            "/usr/bin/xz",
+            "/usr/bin/mystery",
+        ];
         assert_eq!(
-            hint(
-                "/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1",
-                Missing::AllButExported
-            ),
+            packages_in(info, &paths),
+            [
+                Some("liblzma5".to_string()),
+                Some("xz-utils".to_string()),
+                None
+            ]
+        );
+        // No dpkg at all.
+        assert_eq!(packages_in(&info.join("none"), &paths), [None, None, None]);
+        assert_eq!(
+            no_debug_file(Missing::AllButExported, Some("liblzma5")),
             "only its exported functions have symbols (.dynsym), and no debug file found \
              (install liblzma5-dbgsym, or set DEBUGINFOD_URLS)"
         );
         assert_eq!(
-            hint("/usr/bin/xz", Missing::All),
-            "stripped, and no debug file found (install xz-utils-dbgsym, or set DEBUGINFOD_URLS)"
-        );
-        assert_eq!(
-            hint("/usr/bin/mystery", Missing::All),
+            no_debug_file(Missing::All, None),
             "stripped, and no debug file found (install its -dbgsym package, or set \
              DEBUGINFOD_URLS)"
-        );
-        // No dpkg at all.
-        assert_eq!(
-            no_debug_file_in(&info.join("none"), "/usr/bin/xz", Missing::All),
-            hint("/usr/bin/mystery", Missing::All)
         );
     }
 }

@@ -74,13 +74,7 @@ pub(super) fn run_user_jobs(
             .with_max_len(1)
             .map(|job| {
                 let opened = preload.open(&job.path, job.build_id.as_deref());
-                let mut r = symbolize_user_module(
-                    job.module,
-                    &job.path,
-                    &opened,
-                    &job.frames,
-                    &preload.cache,
-                );
+                let mut r = symbolize_user_module(job.module, &opened, &job.frames, &preload.cache);
                 if let Some(p) = progress {
                     p("symbolize", done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 }
@@ -103,7 +97,6 @@ pub(super) fn run_user_jobs(
 
 fn symbolize_user_module(
     idx: ModuleIdx,
-    path: &str,
     opened: &Opened,
     frames: &[(u64, FrameIdx)],
     cache: &SymbolCache,
@@ -120,7 +113,9 @@ fn symbolize_user_module(
     };
     let debug = opened.debug.as_ref().and_then(|m| Elf::parse(m).ok());
     if debug.is_none() && !elf.has_functions {
-        return ModuleResult::unnamed(idx, frames, no_debug_file(path, Missing::All));
+        let mut r = ModuleResult::unnamed(idx, frames, no_debug_file(Missing::All, None));
+        r.missing = Some(Missing::All);
+        return r;
     }
     let symbols = debug.as_ref().unwrap_or(&elf);
     let names_map = opened
@@ -168,14 +163,16 @@ fn symbolize_user_module(
     let kmods = vec![None; names.len()];
     // Only `.dynsym`'s exported functions, and frames outside them: say
     // why those have no name, and what to do.
+    // (The package to install is found for all binaries at once, later.)
     let partial = debug.is_none() && elf.dynsym_only && out.iter().any(|(_, n)| n.is_none());
+    let missing = partial.then_some(Missing::AllButExported);
     ModuleResult {
         module: idx,
         names,
         kmods,
         frames: out,
-        error: partial.then(|| no_debug_file(path, Missing::AllButExported)),
-        partial,
+        error: missing.map(|m| no_debug_file(m, None)),
+        missing,
     }
 }
 

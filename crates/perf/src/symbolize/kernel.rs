@@ -138,7 +138,7 @@ pub(super) fn symbolize_kernel(
             kmods,
             frames: out,
             error: None,
-            partial: false,
+            missing: None,
         },
         warnings,
     )
