@@ -89,7 +89,7 @@ impl Tree {
             .map(|c| {
                 let (f, samples, _) = &self.nodes[c];
                 BNode {
-                    name: trace.function_name(*f).to_owned(),
+                    name: crate::unnamed::label(trace, *f).into_owned(),
                     module: trace.function_module(*f).to_owned(),
                     samples: *samples,
                     percent: pct(*samples, total),

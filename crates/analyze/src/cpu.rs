@@ -234,7 +234,7 @@ fn label(trace: &Trace, key: Key, id: u32) -> Node {
         }
         Key::Function => match trace.functions.get(id as usize) {
             Some(f) => {
-                node.label = trace.str(f.name).to_owned();
+                node.label = crate::unnamed::label(trace, FuncIdx(id)).into_owned();
                 node.module = Some(trace.str(trace.modules[f.module.ix()].name).to_owned());
             }
             None => node.label = "[no stack]".into(),
@@ -463,7 +463,7 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
     let functions = funcs
         .into_iter()
         .map(|(f, s, i)| FunctionRow {
-            name: trace.function_name(f).to_owned(),
+            name: crate::unnamed::label(trace, f).into_owned(),
             module: trace.function_module(f).to_owned(),
             self_samples: s,
             inclusive: i,

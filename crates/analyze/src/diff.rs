@@ -108,8 +108,8 @@ fn counts(
                     Metric::SelfSamples => self_n,
                     Metric::Inclusive => incl,
                 };
-                *out.entry((trace.str(func.name).to_owned(), module.to_owned()))
-                    .or_default() += n;
+                let name = crate::unnamed::label(trace, f).into_owned();
+                *out.entry((name, module.to_owned())).or_default() += n;
             }
         }
         Key::Module => {

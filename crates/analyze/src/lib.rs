@@ -5,7 +5,8 @@
 //! faults, processes, syscalls and timeline views, the one replay of thread
 //! states ([`states`]), why a thread waited ([`classify`]), the critical
 //! path ([`critical_path`]), two runs' critical paths compared
-//! ([`path_diff`]) and the detectors ([`detect`]); and the
+//! ([`path_diff`]) and the detectors ([`detect`]); code without symbols
+//! named by its binary everywhere ([`unnamed`]); and the
 //! [`analysis::Analysis`] that computes each derived product of a trace once
 //! for every consumer of one command.
 //!
@@ -33,6 +34,7 @@ pub mod select;
 pub mod states;
 pub mod syscalls;
 pub mod timeline;
+pub mod unnamed;
 pub mod wait_calls;
 pub mod waits;
 

@@ -124,7 +124,17 @@ pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
     } else {
         periods.iter().sum::<u64>() as f64 / periods.len() as f64 / 1000.0
     };
-    let mut warnings = trace.stats.warnings.clone();
+    // First, when the hottest code the page shows has no symbols: once,
+    // with what to install.
+    let in_view = |i: usize| {
+        let t = trace.samples.time_ns[i];
+        let thread = trace.samples.thread[i].ix();
+        t >= from_ns && t < to_ns && mask.get(thread).copied().unwrap_or(false)
+    };
+    let mut warnings: Vec<String> = crate::unnamed::hottest_code_warning(trace, &in_view)
+        .into_iter()
+        .collect();
+    warnings.extend(trace.stats.warnings.iter().cloned());
     for w in inputs.warnings {
         if !warnings.contains(w) {
             warnings.push(w.clone());

@@ -153,12 +153,41 @@ impl TraceBuilder {
         m
     }
 
-    /// The frame of function `name` in the kernel or the program.
+    /// A user-space binary other than the program, made on first use.
+    fn library(&mut self, name: &str) -> ModuleIdx {
+        let name = self.intern(name);
+        if let Some(i) = self.t.modules.iter().position(|m| m.name == name) {
+            return ModuleIdx(i as u32);
+        }
+        self.t.modules.push(Module {
+            name,
+            path: name,
+            kind: ModuleKind::User,
+            build_id: None,
+            symbol_error: None,
+        });
+        ModuleIdx(self.t.modules.len() as u32 - 1)
+    }
+
+    /// Sets why the binary `module` (made by a `[unknown] in MODULE`
+    /// frame) has no symbols.
+    pub fn symbol_error(&mut self, module: &str, error: &str) {
+        let m = self.library(module);
+        self.t.modules[m.ix()].symbol_error = Some(error.to_string());
+    }
+
+    /// The frame of function `name` in the kernel or the program; a user
+    /// frame named `[unknown] in MODULE` is code without a symbol in the
+    /// binary `MODULE`.
     fn frame(&mut self, name: &str, kernel: bool) -> FrameIdx {
         if let Some(&f) = self.frame_of.get(&(name.to_owned(), kernel)) {
             return f;
         }
-        let module = self.module(kernel);
+        let key = (name.to_owned(), kernel);
+        let (module, name) = match name.strip_prefix("[unknown] in ") {
+            Some(library) if !kernel => (self.library(library), "[unknown]"),
+            _ => (self.module(kernel), name),
+        };
         let idx = self.intern(name);
         self.t.functions.push(Function {
             name: idx,
@@ -172,7 +201,7 @@ impl TraceBuilder {
             kernel,
         });
         let f = FrameIdx(self.t.frames.len() as u32 - 1);
-        self.frame_of.insert((name.to_owned(), kernel), f);
+        self.frame_of.insert(key, f);
         f
     }
 

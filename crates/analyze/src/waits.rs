@@ -141,12 +141,11 @@ pub fn waits_view(
     }
 }
 
-/// Function names of a stack, innermost first.
+/// Function names of a stack, innermost first; code without symbols in a
+/// binary is named by the binary, a run of it once
+/// ([`crate::unnamed::stack_labels`]).
 pub fn stack_names(trace: &Trace, stack: Option<StackIdx>) -> Vec<String> {
-    trace
-        .stack_frames(stack)
-        .map(|f| trace.function_name(trace.frame_function(f)).to_string())
-        .collect()
+    crate::unnamed::stack_labels(trace, stack)
 }
 
 pub fn ns_to_s(ns: u64) -> f64 {

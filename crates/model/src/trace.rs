@@ -230,7 +230,9 @@ pub struct Module {
     pub kind: ModuleKind,
     /// GNU build id from the perf.data build-id table, hex.
     pub build_id: Option<String>,
-    /// Why this module's frames have no function names, if they have none.
+    /// Why this module's frames have no function names, if they have none
+    /// (or, for a binary named only in part, why some have none), with
+    /// what to do about it.
     pub symbol_error: Option<String>,
 }
 

@@ -23,7 +23,8 @@
 //! cache: maps, debug files, read-ahead, sorted indexes); `kernel` reads
 //! kallsyms and names the kernel's frames; `cache` keeps the work on big
 //! symbol tables, kallsyms and demangling between runs, when asked to
-//! ([`SymbolCache`]). Here: the driver, which gathers
+//! ([`SymbolCache`]); `hint` words why a binary's code has no names and
+//! what to install (its module's `symbol_error`). Here: the driver, which gathers
 //! their results and puts the names into the trace.
 //!
 //! This is the only part of the crate that opens files other than the
@@ -32,6 +33,7 @@
 mod binaries;
 mod cache;
 mod debuginfod;
+mod hint;
 mod jobs;
 mod kernel;
 
@@ -43,6 +45,7 @@ pub use binaries::Preload;
 pub(crate) use binaries::{hex, will_need};
 pub use cache::SymbolCache;
 pub use debuginfod::{parse_urls as parse_debuginfod_urls, DebuginfodOptions};
+use hint::Missing;
 use jobs::{run_user_jobs, user_jobs};
 pub use kernel::load_kallsyms;
 use kernel::symbolize_kernel;
@@ -62,7 +65,12 @@ struct ModuleResult {
     /// Kernel module name of each name (kallsyms), if any.
     kmods: Vec<Option<String>>,
     frames: Vec<(FrameIdx, Option<u32>)>,
+    /// Why its frames (all, or the unnamed ones when only its exported
+    /// functions have symbols) have no name, with what to do (see `hint`).
     error: Option<String>,
+    /// Its code without symbols, when `error` says so (it is then worded
+    /// again once the package to install is known).
+    missing: Option<Missing>,
 }
 
 impl ModuleResult {
@@ -73,6 +81,7 @@ impl ModuleResult {
             kmods: Vec::new(),
             frames: frames.iter().map(|&(_, f)| (f, None)).collect(),
             error: Some(error),
+            missing: None,
         }
     }
 }
@@ -232,6 +241,39 @@ pub fn symbolize_with(
                 .unwrap_or_default()
         })
     };
+    // What to install for the binaries without symbols, found for all at
+    // once (one pass over dpkg's lists).
+    let mut user_results = user_results;
+    let needs: Vec<usize> = (0..user_results.len())
+        .filter(|&i| user_results[i].missing.is_some())
+        .collect();
+    let paths: Vec<&str> = needs
+        .iter()
+        .map(|&i| {
+            it.trace
+                .str(it.trace.modules[user_results[i].module.ix()].path)
+        })
+        .collect();
+    let packages = hint::packages(&paths);
+    let worded: Vec<(usize, String)> = needs
+        .iter()
+        .zip(paths.iter().zip(&packages))
+        .filter_map(|(&i, (path, package))| {
+            let missing = user_results[i].missing?;
+            let words = hint::no_debug_file(missing, Some(package.as_deref()?));
+            Some((i, format!("{path}: {words}")))
+        })
+        .collect();
+    drop(paths);
+    for (i, error) in worded {
+        user_results[i].error = Some(error);
+    }
+    // The binaries named only in part (exported functions only).
+    let partial: Vec<ModuleIdx> = user_results
+        .iter()
+        .filter(|r| r.missing == Some(Missing::AllButExported))
+        .map(|r| r.module)
+        .collect();
     for r in user_results {
         intern_result(&mut it, &mut func_of, &mut warnings, r);
     }
@@ -253,18 +295,27 @@ pub fn symbolize_with(
         };
         it.trace.frames[i].function = f;
     }
-    let unreadable: Vec<String> = it
+    let (partly, unreadable): (Vec<_>, Vec<_>) = it
         .trace
         .modules
         .iter()
-        .filter_map(|m| m.symbol_error.clone())
-        .collect();
-    if !unreadable.is_empty() {
+        .enumerate()
+        .filter_map(|(i, m)| Some((ModuleIdx(i as u32), m.symbol_error.clone()?)))
+        .partition(|(m, _)| partial.contains(m));
+    let ies = |n: usize| if n == 1 { "y" } else { "ies" };
+    if let Some((_, first)) = unreadable.first() {
         let n = unreadable.len();
-        let first = &unreadable[0];
         warnings.push(format!(
             "{n} binar{} could not be symbolized (first: {first}); their frames show as [unknown]",
-            if n == 1 { "y" } else { "ies" }
+            ies(n)
+        ));
+    }
+    if let Some((_, first)) = partly.first() {
+        let n = partly.len();
+        warnings.push(format!(
+            "{n} binar{} named only in part (first: {first}); the rest of their code shows as \
+             [unknown]",
+            ies(n)
         ));
     }
     it.trace.stats.warnings.extend(warnings);

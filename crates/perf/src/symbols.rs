@@ -8,7 +8,10 @@
 //! [`Elf::resolve`] takes the *sorted queries* and makes one pass over the
 //! raw symbol entries in the mapped file, keeping for each gap between
 //! queries the best symbol that starts in it (`scan`); a prefix pass then
-//! gives every query its nearest symbol at or below it. A big table searched
+//! gives every query its nearest symbol at or below it, if the query lies
+//! within what that symbol covers (its size; for a symbol without one, see
+//! `symtab`: a stripped library's static functions are not named after the
+//! exported function before them). A big table searched
 //! in several rounds gets a compact sorted index instead ([`SortedSymbols`],
 //! in `index`). Names stay offsets into the file until they are printed.
 //! Kallsyms text is parsed without a per-line allocation into a compact
@@ -38,6 +41,7 @@ use object::elf;
 pub use demangled::DemangledNames;
 pub use index::SortedSymbols;
 pub use kallsyms::{Kallsyms, KernelSymbol};
+pub(crate) use stored::TABLE_FORM;
 pub use symtab::Elf;
 
 /// Symbol binding, for choosing among symbols at the same address.

@@ -59,6 +59,7 @@ use crate::locks::Locks;
 use crate::resources::{self, wait_on, WaitOn};
 use crate::select::BuildFx;
 use crate::states::{BlockedSpan, SpanState, ThreadStates};
+use crate::unnamed;
 
 pub use summary::{describe_part, parts, waited_for, while_waited};
 
@@ -493,9 +494,10 @@ fn merge(raws: Vec<Raw>) -> Vec<Raw> {
 }
 
 /// Samples of `thread` in `[from, to)` by leaf function, most first. A
-/// leaf without a symbol is named by its binary ("liblzma.so.5, no
-/// symbols"), so that the answer does not name the first function that has
-/// one instead; one in no binary (anonymous memory) is left out.
+/// leaf without a symbol in a binary is named by its binary
+/// ("liblzma.so.5 (no symbols)", see [`crate::unnamed`]), so that the
+/// answer does not name the first function that has one instead; one in no
+/// binary (anonymous memory) is left out.
 fn leaf_functions(
     trace: &Trace,
     samples_of: &[Vec<u32>],
@@ -516,19 +518,18 @@ fn leaf_functions(
         };
         *counts.entry(trace.frame_function(frame).0).or_default() += 1;
     }
-    let mut out: Vec<(String, u32)> = counts
-        .into_iter()
-        .filter_map(|(f, n)| {
-            let f = FuncIdx(f);
-            let name = trace.function_name(f);
-            if name != "[unknown]" {
-                return Some((name.to_string(), n));
-            }
-            let module = trace.function_module(f);
-            let named = !module.is_empty() && !module.starts_with('[') && module != "//anon";
-            named.then(|| (format!("{module}, no symbols"), n))
-        })
-        .collect();
+    let mut by_label: HashMap<String, u32, BuildFx> = HashMap::default();
+    for (f, n) in counts {
+        let f = FuncIdx(f);
+        if trace.function_name(f) == unnamed::UNKNOWN && unnamed::unnamed_binary(trace, f).is_none()
+        {
+            continue;
+        }
+        *by_label
+            .entry(unnamed::label(trace, f).into_owned())
+            .or_default() += n;
+    }
+    let mut out: Vec<(String, u32)> = by_label.into_iter().collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     out
 }

@@ -10,6 +10,8 @@ use slowlab_model::critical_path::{
     Killed, PathPart, PathRoot, Resource, ResourceKind, Segment, SegmentState, WaitKind,
 };
 
+use crate::unnamed;
+
 /// Segments grouped by (process, state, kind, function, via, and the
 /// resources waited on, followed and held), largest first.
 /// A CPU segment counts for its `top_function` (the walker passes one
@@ -339,7 +341,7 @@ pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> Stri
     let mut text = match part.state {
         SegmentState::Cpu => match &part.function {
             Some(f) if who.is_empty() => format!("on a CPU in {f}"),
-            Some(f) => format!("on a CPU{who} ({f})"),
+            Some(f) => format!("on a CPU{who} {}", unnamed::in_parens(f)),
             None => format!("on a CPU{who}"),
         },
         SegmentState::Runnable => format!("runnable{who}, waiting for a CPU"),
@@ -349,7 +351,7 @@ pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> Stri
                 let kind = part.kind.unwrap_or(WaitKind::Other);
                 let what = waiting_on(kind, part.function.as_deref());
                 match &part.function {
-                    Some(f) => format!("{what}{who} ({f})"),
+                    Some(f) => format!("{what}{who} {}", unnamed::in_parens(f)),
                     None => format!("{what}{who}"),
                 }
             }

@@ -145,10 +145,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             waits += 1;
             longest = longest.max(len);
             intervals.push((span.start_ns, span.end_ns));
-            let names = classify::names(trace, b.stack);
-            *stacks
-                .entry(names.iter().map(|n| n.to_string()).collect())
-                .or_default() += len;
+            *stacks.entry(cx.names(b.stack)).or_default() += len;
         }
     }
     let device = device_during(trace, &mut intervals);

@@ -218,6 +218,38 @@ mod tests {
         assert_eq!(f.stack.last().map(String::as_str), Some("main"));
     }
 
+    /// Issue 41: the program's own code has no symbols (a stripped
+    /// library): its frames are named by the library, never by the next
+    /// frame that has a name, and the finding says why and what to install.
+    #[test]
+    fn code_without_symbols_in_the_stack_is_named_by_its_binary() {
+        let mut b = TraceBuilder::default();
+        let app = b.process(10, "app");
+        let lib = "[unknown] in liblzma.so.5";
+        let stack = b.mixed_stack(&["main", lib, lib], FAULT);
+        for i in 0..300 {
+            b.sample(1_000_000 * (i + 1), app, 0, stack);
+        }
+        b.symbol_error(
+            "liblzma.so.5",
+            "liblzma.so.5: stripped, and no debug file found (install liblzma5-dbgsym, or set \
+             DEBUGINFOD_URLS)",
+        );
+        let trace = b.build();
+        let f = detect(&Context::new(&trace, None, None));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let user: Vec<&str> = f[0].stack[FAULT.len()..]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(user, ["liblzma.so.5 (no symbols)", "main"]);
+        assert_eq!(
+            f[0].evidence["no_symbols"],
+            "liblzma.so.5: stripped, and no debug file found (install liblzma5-dbgsym, or set \
+             DEBUGINFOD_URLS)"
+        );
+    }
+
     #[test]
     fn the_entry_point_is_the_outermost_one() {
         // Faults taken while copying an ioctl's argument belong to the ioctl.

@@ -109,9 +109,7 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             if let Some(site) = classify::blocked_in(&names) {
                 *lock_sites.entry(site.to_string()).or_default() += len;
             }
-            *top_stack
-                .entry(names.iter().map(|n| n.to_string()).collect())
-                .or_default() += len;
+            *top_stack.entry(cx.names(b.stack)).or_default() += len;
         }
         if count == 0 {
             continue;

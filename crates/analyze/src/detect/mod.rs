@@ -135,22 +135,21 @@ impl<'a> Context<'a> {
             .any(|f| pred(self.trace.function_name(self.trace.frame_function(f))))
     }
 
-    /// Function names of a stack, innermost first.
+    /// Function names of a stack, innermost first; code without symbols is
+    /// named by its binary ("liblzma.so.5 (no symbols)"), never by the
+    /// next frame that has a name (see [`crate::unnamed`]).
     pub fn names(&self, stack: Option<StackIdx>) -> Vec<String> {
         crate::waits::stack_names(self.trace, stack)
     }
 
-    /// User-space frames of a stack only (the call site in the program).
+    /// User-space frames of a stack only (the call site in the program),
+    /// named as [`Context::names`] names them.
     pub fn user_names(&self, stack: Option<StackIdx>) -> Vec<String> {
-        self.trace
+        let user = self
+            .trace
             .stack_frames(stack)
-            .filter(|&f| !self.trace.frames[f.ix()].kernel)
-            .map(|f| {
-                self.trace
-                    .function_name(self.trace.frame_function(f))
-                    .to_string()
-            })
-            .collect()
+            .filter(|&f| !self.trace.frames[f.ix()].kernel);
+        crate::unnamed::frame_labels(self.trace, user)
     }
 
     /// Per process: (samples, samples with a frame whose name satisfies `pred`).
@@ -195,6 +194,10 @@ impl<'a> Context<'a> {
         fix: &str,
     ) -> Finding {
         let share = (cost_s / self.examined_s).clamp(0.0, 1.0);
+        let mut evidence = evidence;
+        if let Some(why) = crate::unnamed::why_no_symbols(self.trace, &title, &stack) {
+            evidence.insert("no_symbols".into(), why.into());
+        }
         Finding {
             id: id.to_string(),
             title,

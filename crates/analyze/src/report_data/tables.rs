@@ -14,9 +14,7 @@ use slowlab_model::trace::{FuncIdx, StackIdx, StrIdx, Trace};
 use slowlab_model::views::report_data::{FuncColumns, StackColumns};
 
 use crate::select::BuildFx;
-
-/// The name the symbolizer gives a frame it could not name.
-const UNKNOWN: &str = "[unknown]";
+use crate::unnamed;
 
 /// Builds the three tables while the events are converted.
 pub struct Tables<'t> {
@@ -75,7 +73,11 @@ impl<'t> Tables<'t> {
             return i;
         }
         let func = &self.trace.functions[f.ix()];
-        let name = self.trace_string(func.name);
+        // Code without symbols in a binary is named by the binary.
+        let name = match unnamed::unnamed_binary(self.trace, f) {
+            Some(_) => self.string(&unnamed::label(self.trace, f)),
+            None => self.trace_string(func.name),
+        };
         let module = self.trace.modules[func.module.ix()].name;
         let module = self.trace_string(module);
         let i = self.funcs.name.len() as u32;
@@ -131,12 +133,14 @@ impl<'t> Tables<'t> {
                 // default), so this cannot run away.
                 let parent = self.stack_under(comm, node.parent());
                 let f = self.function(self.trace.frame_function(node.frame));
-                // A run of frames without a name (code without symbols, or
-                // a broken frame-pointer chain) tells nothing frame by
-                // frame: one node stands for the run.
-                let unknown =
-                    |t: &Self, f: u32| t.strings[t.funcs.name[f as usize] as usize] == UNKNOWN;
-                if unknown(self, f) && unknown(self, self.stacks.func[parent as usize]) {
+                // A run of frames without a name (code without symbols in
+                // one binary, or a broken frame-pointer chain) tells
+                // nothing frame by frame: one node stands for the run.
+                let unknown = |t: &Self, f: u32| {
+                    let name = &t.strings[t.funcs.name[f as usize] as usize];
+                    name == unnamed::UNKNOWN || name.ends_with(unnamed::NO_SYMBOLS)
+                };
+                if unknown(self, f) && self.stacks.func[parent as usize] == f {
                     parent
                 } else {
                     self.node(parent as i32, f)
@@ -182,7 +186,13 @@ mod tests {
         let mut b = crate::testutil::TraceBuilder::default();
         let a = b.process(1, "a");
         let s = b.mixed_stack(
-            &["main", "[unknown]", "[unknown]", "[unknown]", "work"],
+            &[
+                "main",
+                "[unknown] in liblzma.so.5",
+                "[unknown] in liblzma.so.5",
+                "[unknown] in liblzma.so.5",
+                "work",
+            ],
             &[],
         );
         b.sample(1, a, 0, s);
@@ -196,6 +206,6 @@ mod tests {
             names.push(tables.strings[tables.funcs.name[f] as usize].clone());
             x = tables.stacks.parent[x as usize];
         }
-        assert_eq!(names, ["work", "[unknown]", "main", "a"]);
+        assert_eq!(names, ["work", "liblzma.so.5 (no symbols)", "main", "a"]);
     }
 }

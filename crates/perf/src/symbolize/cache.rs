@@ -315,7 +315,9 @@ impl FileIdentity {
     fn key(&self, what: FileKey) -> u128 {
         let mut h = twox_hash::XxHash3_128::new();
         h.write(&self.0);
-        h.write(&[what as u8]);
+        // With the form of what a table's key keeps: a file's key from an
+        // older form is not found.
+        h.write(&[what as u8, crate::symbols::TABLE_FORM]);
         h.finish_128()
     }
 }

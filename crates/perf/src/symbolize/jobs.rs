@@ -14,6 +14,7 @@ use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 
 use super::binaries::{will_need_names, Opened, Preload};
 use super::cache::SymbolCache;
+use super::hint::{no_debug_file, Missing};
 use super::ModuleResult;
 use crate::symbols::{demangle, sort_by_address, DemangledNames, Elf};
 use crate::ProgressFn;
@@ -112,11 +113,9 @@ fn symbolize_user_module(
     };
     let debug = opened.debug.as_ref().and_then(|m| Elf::parse(m).ok());
     if debug.is_none() && !elf.has_functions {
-        return ModuleResult::unnamed(
-            idx,
-            frames,
-            "stripped, and no debug file found (install its -dbgsym package, or set DEBUGINFOD_URLS)".into(),
-        );
+        let mut r = ModuleResult::unnamed(idx, frames, no_debug_file(Missing::All, None));
+        r.missing = Some(Missing::All);
+        return r;
     }
     let symbols = debug.as_ref().unwrap_or(&elf);
     let names_map = opened
@@ -162,12 +161,18 @@ fn symbolize_user_module(
     let kept = opened.take_kept_names();
     let names = demangle_all(&unique, symbols, &mut prefetch, key, kept, cache);
     let kmods = vec![None; names.len()];
+    // Only `.dynsym`'s exported functions, and frames outside them: say
+    // why those have no name, and what to do.
+    // (The package to install is found for all binaries at once, later.)
+    let partial = debug.is_none() && elf.dynsym_only && out.iter().any(|(_, n)| n.is_none());
+    let missing = partial.then_some(Missing::AllButExported);
     ModuleResult {
         module: idx,
         names,
         kmods,
         frames: out,
-        error: None,
+        error: missing.map(|m| no_debug_file(m, None)),
+        missing,
     }
 }
 

@@ -138,6 +138,7 @@ pub(super) fn symbolize_kernel(
             kmods,
             frames: out,
             error: None,
+            missing: None,
         },
         warnings,
     )

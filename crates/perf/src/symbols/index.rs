@@ -106,6 +106,8 @@ pub(super) struct Sorted {
     /// Position in the symbol table (ties go to the first).
     pub(super) order: u32,
     pub(super) name: u32,
+    /// How many bytes from `addr` it names (`Table::extent`; 0: up to the
+    /// next symbol).
     pub(super) size: u32,
     pub(super) rank: Rank,
 }
@@ -270,7 +272,7 @@ impl<H: FileHeader> Table<'_, H> {
                     addr: s.st_value(self.endian).into(),
                     order: u32::try_from(i).ok()?,
                     name: u32::try_from(name).ok()?,
-                    size: u32::try_from(size).unwrap_or(u32::MAX),
+                    size: u32::try_from(self.extent(s)).unwrap_or(u32::MAX),
                     rank: Rank {
                         sized: size > 0,
                         binding: binding(s.st_bind()),

@@ -12,6 +12,8 @@ use super::{better, rank_key, Rank};
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Cand {
     pub(super) addr: u64,
+    /// How many bytes from `addr` it names (`Table::extent`; 0: up to the
+    /// next symbol).
     pub(super) size: u64,
     /// Offset of the NUL-terminated name in the file.
     pub(super) name: u32,

@@ -225,10 +225,17 @@ impl SortedSymbols {
     }
 }
 
+/// The form of what is kept under an [`Elf::table_key`]: names by offset,
+/// tied symbols chosen, sizes as extents (3: symbols without a size
+/// bounded by their section, or by their start in a `.dynsym`-only
+/// table). A cache that maps a file to the key of its table must mix it in
+/// too, so that what an older form kept is not found.
+pub(crate) const TABLE_FORM: u8 = 3;
+
 impl Elf<'_> {
     /// A key for this file's symbol table: a 128-bit hash of the table's
-    /// bytes, of its string table's bytes and where it lies, and of the
-    /// file's class and byte order: everything [`Elf::sorted`] and
+    /// bytes, of its string table's bytes and where it lies, of where its
+    /// sections lie, and of the file's class and byte order: everything [`Elf::sorted`] and
     /// [`SortedSymbols::winners`] read, and every name a lookup can give.
     /// So what is kept under it (an index holding names' offsets, names
     /// demangled by offset) is right for any file with this key. Works for
@@ -251,8 +258,7 @@ impl Elf<'_> {
         h.write(section(self.symtab));
         h.write(section(self.strtab));
         let mut w = Writer::default();
-        // The form of what is kept: names by offset, tied symbols chosen.
-        w.u8(2);
+        w.u8(TABLE_FORM);
         w.u64(self.symtab.0);
         w.u64(self.symtab.1);
         w.u64(self.strtab.0);
@@ -261,6 +267,16 @@ impl Elf<'_> {
         w.u8(class);
         w.u8(u8::from(little));
         w.u8(u8::from(self.dynsym_only));
+        // The sections, which bound the symbols without a size.
+        let sections = match &self.kind {
+            ElfKind::E32(t) => &t.sections,
+            ElfKind::E64(t) => &t.sections,
+        };
+        w.u64(sections.len() as u64);
+        for &(start, end) in sections {
+            w.u64(start);
+            w.u64(end);
+        }
         h.write(&w.0);
         h.finish_128()
     }
