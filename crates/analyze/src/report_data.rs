@@ -126,14 +126,10 @@ pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
     };
     // First, when the hottest code the page shows has no symbols: once,
     // with what to install.
-    let in_view = |i: usize| {
-        let t = trace.samples.time_ns[i];
-        let thread = trace.samples.thread[i].ix();
-        t >= from_ns && t < to_ns && mask.get(thread).copied().unwrap_or(false)
-    };
-    let mut warnings: Vec<String> = crate::unnamed::hottest_code_warning(trace, &in_view)
-        .into_iter()
-        .collect();
+    let mut warnings: Vec<String> =
+        crate::unnamed::hottest_code_warning_in(trace, inputs.selection)
+            .into_iter()
+            .collect();
     warnings.extend(trace.stats.warnings.iter().cloned());
     for w in inputs.warnings {
         if !warnings.contains(w) {

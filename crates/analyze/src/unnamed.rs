@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use slowlab_model::trace::{FrameIdx, FuncIdx, ModuleKind, StackIdx, StrIdx, Trace};
 
-use crate::select::BuildFx;
+use crate::select::{BuildFx, Selection};
 
 /// The name the symbolizer gives a frame it could not name.
 pub const UNKNOWN: &str = "[unknown]";
@@ -107,6 +107,18 @@ fn reason<'e>(trace: &Trace, path: StrIdx, error: &'e str) -> &'e str {
         .strip_prefix(trace.str(path))
         .and_then(|e| e.strip_prefix(": "))
         .unwrap_or(error)
+}
+
+/// [`hottest_code_warning`] among the samples `sel` keeps: its threads,
+/// in its time range (what `analyze`, `diagnose` and the page show).
+pub fn hottest_code_warning_in(trace: &Trace, sel: &Selection) -> Option<String> {
+    let mask = sel.thread_mask(trace);
+    let (from_ns, to_ns) = sel.time_range_ns(trace);
+    hottest_code_warning(trace, &|i| {
+        let t = trace.samples.time_ns[i];
+        let thread = trace.samples.thread[i].ix();
+        t >= from_ns && t < to_ns && mask.get(thread).copied().unwrap_or(false)
+    })
 }
 
 /// The warning for a trace whose hottest code has no symbols: the

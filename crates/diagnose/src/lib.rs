@@ -107,6 +107,12 @@ pub fn analyze_into(
     warnings: &mut Vec<String>,
 ) -> Result<Diagnosis, DiagnoseError> {
     let bundle = opener.open(trace_path)?;
+    // When the hottest code has no symbols, that first (the page says it
+    // once too: it skips the same words among its warnings).
+    warnings.extend(slowlab_analyze::unnamed::hottest_code_warning_in(
+        &bundle.trace,
+        &Selection::default(),
+    ));
     warnings.extend(bundle.warnings.iter().cloned());
     let root = match target {
         Target::Command => Root::Command(command.to_vec()),

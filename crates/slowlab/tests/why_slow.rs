@@ -293,8 +293,9 @@ fn a_boss_polling_for_its_worker_waits_for_the_workers_cpu() {
 /// Issue 41: where the hottest code has no symbols, the answer names its
 /// binary ("liblzma.so.5 (no symbols)"; in the sentence "(liblzma.so.5, no
 /// symbols)"), not the first function that has a name (a kernel function
-/// with 1% of the samples); so do the report (once in its warnings, with
-/// what to install) and the CPU view's hottest function.
+/// with 1% of the samples); so do the report, diagnose and analyze (once
+/// in their warnings, with what to install) and the CPU view's hottest
+/// function.
 #[test]
 fn code_without_symbols_is_named_by_its_binary() {
     require_perf!();
@@ -338,6 +339,9 @@ fn code_without_symbols_is_named_by_its_binary() {
         );
         assert!(page.contains("or set DEBUGINFOD_URLS)"));
         assert!(page.contains(&format!("\"{binary} (no symbols)\"")));
+        // And so do diagnose and analyze on the terminal (stderr: JSON
+        // keeps stdout), once each.
+        assert_eq!(d.stderr.matches(&said).count(), 1, "{}", d.stderr);
         // The CPU view's hottest function is the binary, not the next
         // function that has a name.
         let cpu = slowlab()
@@ -346,6 +350,8 @@ fn code_without_symbols_is_named_by_its_binary() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&cpu.stdout);
+        let err = String::from_utf8_lossy(&cpu.stderr);
+        assert_eq!(err.matches(&said).count(), 1, "{err}");
         let hottest = text
             .lines()
             .skip_while(|l| !l.contains("function [module]"))

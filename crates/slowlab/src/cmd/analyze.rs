@@ -74,7 +74,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     opts.cgroups = wants_findings;
     let bundle = open(&args.file, &opts)?;
     let trace = &bundle.trace;
-    for w in &bundle.warnings {
+    let hottest = slowlab_analyze::unnamed::hottest_code_warning_in(trace, &sel);
+    for w in hottest.iter().chain(&bundle.warnings) {
         eprintln!("slowlab: warning: {w}");
     }
     if trace.samples.is_empty() {
