@@ -36,6 +36,11 @@
 //! `SLOWLAB_SNAPSHOT_NEED_BYTES` replaces the space asked for (tests use
 //! it to fill the disk during a dump).
 //!
+//! perf itself keeps a little more memory with each snapshot it writes
+//! (perf 6.1: about 130 KiB), so a ring recording that saves snapshots for
+//! days replaces it once it has grown by [`PERF_GROWTH_LIMIT`], right
+//! after a snapshot, when its ring was just emptied into the file.
+//!
 //! It does not build the command line (`args`) or run perf itself
 //! (`perf_process`).
 
@@ -80,6 +85,12 @@ const MAX_WARNINGS: usize = 50;
 /// Bytes of a snapshot besides the ring buffers: perf's header, its
 /// tracing data (the tracepoints' formats), the cgroup notes.
 const SNAPSHOT_OVERHEAD: u64 = 8 << 20;
+
+/// How much perf's own memory may grow in ring mode before it is replaced
+/// (right after a snapshot): perf 6.1 keeps about 130 KiB more with every
+/// snapshot it writes, 64 MiB in ~500 snapshots.
+/// `SLOWLAB_PERF_GROWTH_LIMIT_BYTES` replaces it (for tests).
+const PERF_GROWTH_LIMIT: u64 = 64 << 20;
 
 /// Who asked for a snapshot, and the client waiting for its answer.
 struct Request {
@@ -233,19 +244,26 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     }
     let mut stop_watch: Option<StopWatch> = None;
     let mut perf_started = Instant::now();
+    // Not with a command: a new perf would run it again.
+    let restart_allowed = s.ring.is_some() && cfg.command.is_empty();
+    // perf's memory after its first snapshot, and the growth allowed.
+    let mut perf_memory: Option<u64> = None;
+    let growth_limit = std::env::var("SLOWLAB_PERF_GROWTH_LIMIT_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PERF_GROWTH_LIMIT);
     let exit = loop {
         match perf.try_wait() {
             Ok(Some(exit)) => {
                 let lines = perf.lines();
                 let disk_full = lines.iter().any(|l| l.contains("No space left"));
-                // Not with a command: a new perf would run it again.
-                let restart = s.ring.is_some() && cfg.command.is_empty();
-                if restart && s.stop.is_none() && s.killed.is_none() && disk_full {
+                if restart_allowed && s.stop.is_none() && s.killed.is_none() && disk_full {
                     s.disk_filled(&partial, perf.dumps());
                     match PerfProcess::spawn(&args, true, Stdio::inherit()) {
                         Ok(p) => {
                             perf = p;
                             perf_started = Instant::now();
+                            perf_memory = None;
                             continue;
                         }
                         Err(e) => {
@@ -263,8 +281,40 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
                 return Err(e);
             }
         }
-        for dump in perf.dumps() {
+        let dumped = perf.dumps();
+        let snapshot_done = !dumped.is_empty() && s.snapshot_asked.is_some();
+        for dump in dumped {
             s.on_dump(dump);
+        }
+        // Right after a snapshot (perf's ring was just emptied into it),
+        // a perf grown too much is replaced: nothing is lost but the
+        // moment the new one takes to start.
+        if snapshot_done && s.snapshot_asked.is_none() && restart_allowed && s.stop.is_none() {
+            let now = rss_anon_bytes(perf.pid());
+            match (perf_memory, now) {
+                (None, Some(bytes)) => perf_memory = Some(bytes),
+                (Some(base), Some(bytes)) if bytes.saturating_sub(base) > growth_limit => {
+                    eprintln!(
+                        "slowlab: perf's memory grew by {} since its first snapshot (perf keeps some with every snapshot): starting a new perf right after the snapshot, so nothing recorded is lost",
+                        megabytes(bytes - base)
+                    );
+                    perf.kill();
+                    let _ = std::fs::remove_file(&partial);
+                    match PerfProcess::spawn(&args, true, Stdio::inherit()) {
+                        Ok(p) => {
+                            perf = p;
+                            perf_started = Instant::now();
+                            perf_memory = None;
+                        }
+                        Err(e) => {
+                            s.discard(&partial);
+                            return Err(e);
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
         }
         for sig in signals.take() {
             if s.on_signal(sig, &perf) && stop_watch.is_none() {
@@ -303,13 +353,16 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         let ask_again = perf_started.elapsed() < PERF_START
             && s.snapshot_asked.is_some_and(|t| t.elapsed() > ASK_AGAIN);
         let ask = !s.queued.is_empty() && s.snapshot_asked.is_none();
-        if (ask || ask_again) && s.stop.is_none() && perf.catches(libc::SIGUSR2) {
-            if ask_again || s.room_for_snapshot() {
-                let queued = std::mem::take(&mut s.queued);
-                s.in_dump.extend(queued);
-                s.snapshot_asked = Some(Instant::now());
-                perf.signal(libc::SIGUSR2);
-            }
+        // The space check answers the requests when there is no room.
+        if (ask || ask_again)
+            && s.stop.is_none()
+            && perf.catches(libc::SIGUSR2)
+            && (ask_again || s.room_for_snapshot())
+        {
+            let queued = std::mem::take(&mut s.queued);
+            s.in_dump.extend(queued);
+            s.snapshot_asked = Some(Instant::now());
+            perf.signal(libc::SIGUSR2);
         }
         if s.killed.is_none() && stop_watch.as_mut().is_some_and(|w| w.expired()) {
             s.killed = Some(format!(
@@ -374,10 +427,10 @@ impl Session<'_> {
             return true;
         }
         let why = format!(
-            "the disk is full: {} MB free in {}, a snapshot needs up to {} MB; the ring is kept and recording goes on: free some space and save again",
-            free >> 20,
+            "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
+            megabytes(free),
             dir.display(),
-            self.need.div_ceil(1 << 20)
+            megabytes(self.need)
         );
         let asked: Vec<String> = self.queued.iter().map(|r| r.why.clone()).collect();
         eprintln!("slowlab: no snapshot for {}: {why}", asked.join(", "));
@@ -396,11 +449,11 @@ impl Session<'_> {
         for dump in dumps {
             let _ = std::fs::remove_file(dump);
         }
-        remove_partials(partial);
+        remove_partials(partial, &self.final_dumps);
         let dir = output_dir(&self.cfg.output);
         let why = format!(
-            "the disk filled while perf wrote the snapshot ({} MB free in {}): nothing was saved and its partial file was removed; recording goes on with a new ring",
-            free_bytes(dir).unwrap_or(0) >> 20,
+            "the disk filled while perf wrote the snapshot ({} free in {}): nothing was saved and its partial file was removed; recording goes on with a new ring",
+            megabytes(free_bytes(dir).unwrap_or(0)),
             dir.display()
         );
         eprintln!("slowlab: {why}");
@@ -663,9 +716,17 @@ fn snapshot_name(output: &Path, dump: &Path) -> PathBuf {
     side_file(output, &stamp)
 }
 
+/// perf's anonymous memory (`RssAnon`), in bytes.
+fn rss_anon_bytes(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Removes `OUTPUT.partial` and the dumps perf left under its name
-/// (`OUTPUT.partial.<timestamp>`).
-fn remove_partials(partial: &Path) {
+/// (`OUTPUT.partial.<timestamp>`), but those in `keep`.
+fn remove_partials(partial: &Path, keep: &[PathBuf]) {
     let _ = std::fs::remove_file(partial);
     let Some(name) = partial
         .file_name()
@@ -676,11 +737,17 @@ fn remove_partials(partial: &Path) {
     let prefix = format!("{name}.");
     if let Ok(entries) = std::fs::read_dir(output_dir(partial)) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let kept = keep.iter().any(|k| k.file_name() == Some(&e.file_name()));
+            if e.file_name().to_string_lossy().starts_with(&prefix) && !kept {
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
+}
+
+/// `12.3 MB`.
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
 fn join(files: &[PathBuf]) -> String {
