@@ -763,6 +763,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn snapshots_left_by_an_earlier_run_are_found_oldest_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("r.data");
+        for name in [
+            "r.data.2026112714000002",
+            "r.data.2026112713000001",
+            "r.data.2026112713000001.paths",
+            "r.data.partial",
+            "r.data",
+            "other.data.2026112713000001",
+        ] {
+            std::fs::write(dir.path().join(name), b"x").expect("write");
+        }
+        assert_eq!(
+            snapshots_on_disk(&out),
+            vec![
+                dir.path().join("r.data.2026112713000001"),
+                dir.path().join("r.data.2026112714000002")
+            ]
+        );
+    }
+
+    #[test]
+    fn partial_files_go_but_the_dumps_kept_for_the_end() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let partial = partial_name(&dir.path().join("r.data"));
+        let kept = dir.path().join("r.data.partial.2026112713000001");
+        let cut = dir.path().join("r.data.partial.2026112713000002");
+        for f in [&partial, &kept, &cut] {
+            std::fs::write(f, b"x").expect("write");
+        }
+        remove_partials(&partial, std::slice::from_ref(&kept));
+        assert!(!partial.exists() && !cut.exists() && kept.exists());
+    }
+
+    #[test]
+    fn rss_of_this_process_is_read() {
+        assert!(rss_anon_bytes(std::process::id() as i32).is_some_and(|b| b > 0));
+        assert!(rss_anon_bytes(-3).is_none());
+    }
+
+    #[test]
     fn a_dump_becomes_a_snapshot_named_after_its_time() {
         let out = Path::new("/tmp/x/r.data");
         assert_eq!(
