@@ -85,8 +85,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: u32,
     /// Ring-buffer mode: keep only about the last SECONDS seconds (the
-    /// paths and cgroup notes beside the trace too); SIGUSR2 saves a
-    /// snapshot.
+    /// paths and cgroup notes beside the trace too); `slowlab record
+    /// --save` from another shell, or SIGUSR2, saves a snapshot.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub ring: Option<u32>,
     /// Ring mode: save a snapshot when COND becomes true, once until it
