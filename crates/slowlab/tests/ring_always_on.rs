@@ -292,12 +292,12 @@ fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
         &dir.path().join("t.err"),
         &[
             "--ring",
-            "8",
+            "10",
             "--no-paths",
             "--trigger",
             &trigger,
             "--after",
-            "2",
+            "3",
         ],
         &[],
     );
@@ -307,7 +307,7 @@ fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
         let st = Command::new(&exe).arg("0.5").status().expect("runs");
         assert!(st.success());
     }
-    // One slow one: one snapshot, 2 s after it crossed 2 s.
+    // One slow one: one snapshot, 3 s after it crossed 2 s.
     let started = Instant::now();
     let st = Command::new(&exe).arg("3").status().expect("runs");
     assert!(st.success());
@@ -351,8 +351,8 @@ fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
     let end = p["end_s"].as_f64().expect("an end");
     assert!(start > 0.0, "the snapshot starts before the process: {p}");
     assert!(
-        span - end >= 1.0,
-        "at least a second after the process ended: {span:.2} s in all, it ended at {end:.2}"
+        span - end >= 1.5,
+        "at least 1.5 s after the process ended: {span:.2} s in all, it ended at {end:.2}"
     );
 }
 
@@ -405,18 +405,19 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let started = Instant::now();
     let mut samples: Vec<Sample> = Vec::new();
     let mut slow: Option<Child> = None;
-    let mut saves = 0;
+    // A save every 10 s from 5 s on, a slow process every 15 s.
+    let (mut next_save, mut next_slow) = (5, 15);
     while started.elapsed() < RUN {
         std::thread::sleep(Duration::from_secs(1));
         let secs = started.elapsed().as_secs();
-        // A save every 10 s, a slow process every 15 s.
-        if secs % 10 >= 5 && saves < secs / 10 + 1 {
+        if secs >= next_save {
             let out = rec.save();
             assert!(out.status.success(), "{}", rec.err());
-            saves += 1;
+            next_save += 10;
         }
-        if secs.is_multiple_of(15) && slow.is_none() {
+        if secs >= next_slow && slow.is_none() {
             slow = Some(Command::new(&exe).arg("1.5").spawn().expect("runs"));
+            next_slow += 15;
         }
         if let Some(c) = slow.as_mut() {
             if c.try_wait().expect("wait").is_some() {
@@ -458,16 +459,21 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
             s.bytes as f64 / 1e6
         );
     }
+    // Each half's floor, the level slowlab comes back to between
+    // snapshots (they make peaks of several MiB, which a sample may or may
+    // not catch): a leak raises it. And the highest peak.
     let half = samples.len() / 2;
+    let floor = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).min().unwrap_or(0);
     let max = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).max().unwrap_or(0);
     let (anon_1, anon_2) = (
-        max(|s| s.anon, &samples[..half]),
-        max(|s| s.anon, &samples[half..]),
+        floor(|s| s.anon, &samples[..half]),
+        floor(|s| s.anon, &samples[half..]),
     );
     let (rss_1, rss_2) = (
-        max(|s| s.rss, &samples[..half]),
-        max(|s| s.rss, &samples[half..]),
+        floor(|s| s.rss, &samples[..half]),
+        floor(|s| s.rss, &samples[half..]),
     );
+    let rss_most = max(|s| s.rss, &samples);
     let perf_least = samples
         .iter()
         .map(|s| s.perf_anon)
@@ -479,18 +485,17 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let most_files = samples.iter().map(|s| s.files).max().unwrap_or(0);
     let restarts = err.matches("starting a new perf").count();
     eprintln!(
-        "slowlab RSS max {rss_1} → {rss_2} KiB (anonymous {anon_1} → {anon_2}), perf anonymous {perf_least}–{perf_most} KiB ({restarts} perf restarts), at most {most_files} files and {:.1} MB",
+        "slowlab RSS floor {rss_1} → {rss_2} KiB (anonymous {anon_1} → {anon_2}), at most {rss_most} KiB; perf anonymous {perf_least}–{perf_most} KiB ({restarts} perf restarts); at most {most_files} files and {:.1} MB",
         most_bytes as f64 / 1e6
     );
-    // slowlab: the second half no bigger than the first, but for noise.
+    // slowlab: the second half's floor no higher than the first's, but
+    // for noise, and no peak near what a leak would reach.
     assert!(
-        anon_2 <= anon_1 + anon_1 / 10 + 1024,
+        anon_2 <= anon_1 + 2048,
         "slowlab grew: {anon_1} → {anon_2} KiB anonymous"
     );
-    assert!(
-        rss_2 <= rss_1 + rss_1 / 10 + 4096,
-        "slowlab grew: {rss_1} → {rss_2} KiB"
-    );
+    assert!(rss_2 <= rss_1 + 2048, "slowlab grew: {rss_1} → {rss_2} KiB");
+    assert!(rss_most < 200 << 10, "slowlab reached {rss_most} KiB");
     // perf: replaced before it grows by more than GROWTH (plus what one
     // snapshot adds, and its first snapshot's one-time growth).
     assert!(
