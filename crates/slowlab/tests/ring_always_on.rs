@@ -496,10 +496,12 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     );
     assert!(rss_2 <= rss_1 + 2048, "slowlab grew: {rss_1} → {rss_2} KiB");
     assert!(rss_most < 200 << 10, "slowlab reached {rss_most} KiB");
-    // perf: replaced before it grows by more than GROWTH (plus what one
-    // snapshot adds, and its first snapshot's one-time growth).
+    // perf: replaced before it grows by more than GROWTH, plus what one
+    // snapshot adds and its first snapshot's one-time growth (together
+    // under 1 MiB). Not replaced, it grows by ~130 KiB a snapshot, over
+    // 2 MiB in this test.
     assert!(
-        perf_most <= perf_least + GROWTH / 1024 + 2048,
+        perf_most <= perf_least + GROWTH / 1024 + 1024,
         "perf grew: {perf_least} → {perf_most} KiB"
     );
     // Three snapshots with their two side files, one more while the oldest
