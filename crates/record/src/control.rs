@@ -262,8 +262,14 @@ pub fn save(output: Option<&Path>, timeout: Duration) -> Result<PathBuf, RecordE
             }
         },
     };
-    let failed =
-        |e: std::io::Error| RecordError::SaveFailed(format!("asking pid {}: {e}", recorder.pid));
+    let failed = |e: std::io::Error| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            " (it runs as another user: ask as that user, e.g. with sudo)"
+        } else {
+            ""
+        };
+        RecordError::SaveFailed(format!("asking pid {}: {e}{hint}", recorder.pid))
+    };
     let mut stream = UnixStream::connect(&recorder.socket).map_err(failed)?;
     stream.set_read_timeout(Some(timeout)).map_err(failed)?;
     stream.write_all(b"save\n").map_err(failed)?;
