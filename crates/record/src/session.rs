@@ -74,7 +74,8 @@ pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(600);
 /// passed again, while perf starts: it catches SIGUSR2 before it records,
 /// and forgets one that came then when it starts recording. Once it
 /// records it never loses one (one during a dump makes another dump), so
-/// it is passed again only within [`PERF_START`].
+/// it is passed again only within [`PERF_START`], and only when perf is
+/// not writing a dump (OUTPUT.partial has not grown for as long).
 const ASK_AGAIN: Duration = Duration::from_millis(1500);
 const PERF_START: Duration = Duration::from_secs(30);
 
@@ -119,6 +120,9 @@ struct Session<'a> {
     /// When a SIGUSR2 was last passed to perf, while its dump has not come
     /// (see [`ASK_AGAIN`]).
     snapshot_asked: Option<Instant>,
+    /// The size of OUTPUT.partial while a dump is awaited, and when it
+    /// last changed.
+    partial_seen: (Option<u64>, Instant),
     /// Triggers that fired: when their snapshot is due, and what fired.
     scheduled: Vec<(Instant, String)>,
     /// Dumps not asked for by a request (the last is the final one).
@@ -207,6 +211,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         queued: Vec::new(),
         in_dump: Vec::new(),
         snapshot_asked: None,
+        partial_seen: (None, Instant::now()),
         scheduled: Vec::new(),
         final_dumps: Vec::new(),
         snapshots: if plan.is_some() {
@@ -350,8 +355,18 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
                 s.queued.push(Request { why, client: None });
             }
         }
+        // perf writes a dump into OUTPUT.partial before it names it: one
+        // being written (a big ring on a busy machine takes seconds) was
+        // not forgotten.
+        if s.snapshot_asked.is_some() {
+            let len = file_len(&partial);
+            if len != s.partial_seen.0 {
+                s.partial_seen = (len, Instant::now());
+            }
+        }
         let ask_again = perf_started.elapsed() < PERF_START
-            && s.snapshot_asked.is_some_and(|t| t.elapsed() > ASK_AGAIN);
+            && s.snapshot_asked.is_some_and(|t| t.elapsed() > ASK_AGAIN)
+            && s.partial_seen.1.elapsed() > ASK_AGAIN;
         let ask = !s.queued.is_empty() && s.snapshot_asked.is_none();
         // The space check answers the requests when there is no room.
         if (ask || ask_again)
@@ -362,6 +377,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
             let queued = std::mem::take(&mut s.queued);
             s.in_dump.extend(queued);
             s.snapshot_asked = Some(Instant::now());
+            s.partial_seen = (file_len(&partial), Instant::now());
             perf.signal(libc::SIGUSR2);
         }
         if s.killed.is_none() && stop_watch.as_mut().is_some_and(|w| w.expired()) {
@@ -714,6 +730,10 @@ fn snapshot_name(output: &Path, dump: &Path) -> PathBuf {
         })
         .unwrap_or_else(|| "snapshot".into());
     side_file(output, &stamp)
+}
+
+fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).map(|m| m.len()).ok()
 }
 
 /// perf's anonymous memory (`RssAnon`), in bytes.
