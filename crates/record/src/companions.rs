@@ -108,6 +108,11 @@ impl Companions {
         Companions { paths, notes }
     }
 
+    /// Whether the path capture runs.
+    pub fn has_paths(&self) -> bool {
+        self.paths.is_some()
+    }
+
     /// Ring mode: writes the side files of the snapshot `trace` (its
     /// `.paths` and `.cgroups.json`) from the window ending now, and keeps
     /// going; returns the files written.

@@ -12,6 +12,11 @@
 //! - [`run_bpf`]: `--backend bpf`, the eBPF scheduler recorder instead of perf
 //!   (`bpf_session`).
 //! - [`companions`]: the eBPF path capture and the cgroup notes.
+//! - Always on ([`run_with`] and [`AlwaysOn`]): in ring mode, snapshots on
+//!   `slowlab record --save` from another shell ([`save`], through the
+//!   control socket of `control`), on `--trigger` conditions (`triggers`),
+//!   at most [`AlwaysOn::keep_snapshots`] kept, and a full disk that stops
+//!   a snapshot, not the recording.
 //!
 //! perf can never outlive slowlab (`perf_process`): no exit path, signal or
 //! panic leaves it, or the eBPF capture, recording. This crate does not
@@ -20,13 +25,16 @@
 mod args;
 mod bpf_session;
 pub mod companions;
+mod control;
 mod perf_process;
 mod recording;
 mod ring;
 mod session;
 mod signals;
+mod triggers;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use args::{
     find_program, perf_args, preflight, ring_pages, tracepoint_exists, STREAM_PAGES, SYSCALLS,
@@ -34,8 +42,37 @@ pub use args::{
 };
 pub use bpf_session::{run_bpf, BpfRecorded};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
+pub use control::{absolute_output, recorders, save, RecorderInfo};
 pub use perf_process::kill_running;
 pub use recording::Recording;
+pub use triggers::{parse_psi_some_avg10, Pressure, Trigger, TRIGGER_SYNTAX};
+
+/// What a ring recording does besides keeping the ring (`--save`,
+/// `--trigger`, `--after`, `--keep-snapshots`); ignored without ring mode.
+#[derive(Clone, Debug, Default)]
+pub struct AlwaysOn {
+    /// Each saves a snapshot when its condition becomes true (once per
+    /// episode).
+    pub triggers: Vec<Trigger>,
+    /// How long after a trigger fires its snapshot is saved; `None`:
+    /// [`default_after`] of the ring's seconds.
+    pub after: Option<Duration>,
+    /// The snapshots kept beside OUTPUT (the oldest are removed, with their
+    /// side files); 0 keeps [`DEFAULT_KEEP_SNAPSHOTS`].
+    pub keep_snapshots: usize,
+    /// Listen for `slowlab record --save` from other shells.
+    pub control: bool,
+}
+
+/// Snapshots kept when [`AlwaysOn::keep_snapshots`] is 0.
+pub const DEFAULT_KEEP_SNAPSHOTS: usize = 10;
+
+/// The default wait between a trigger and its snapshot for `--ring
+/// SECONDS`: a third of the ring, at most 5 s, so that the snapshot holds
+/// about twice as much before the moment as after it.
+pub fn default_after(ring_seconds: u32) -> Duration {
+    Duration::from_secs_f64((f64::from(ring_seconds) / 3.0).min(5.0))
+}
 
 /// How user-space stacks are collected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +138,15 @@ pub enum RecordError {
     },
     #[error("the eBPF scheduler recorder failed: {0}; `--backend perf` records without it")]
     Bpf(slowlab_bpf::BpfError),
+    /// `--save` found no recorder to ask.
+    #[error("{0}")]
+    NoRecorder(String),
+    /// `--save`: the recorder could not save the snapshot.
+    #[error("no snapshot was saved: {0}")]
+    SaveFailed(String),
+    /// A `--trigger`, `--after` or `--save` setting that cannot work here.
+    #[error("{0}")]
+    AlwaysOn(String),
 }
 
 /// What a recording produced.
@@ -116,8 +162,9 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that stopped the recording.
     pub stopped_by: Option<i32>,
-    /// Ring mode: the snapshots saved on SIGUSR2 (`OUTPUT.<timestamp>`,
-    /// each with its own side files), oldest first.
+    /// Ring mode: the snapshots saved (on SIGUSR2, `--save` or a trigger)
+    /// and still kept (`OUTPUT.<timestamp>`, each with its own side files),
+    /// oldest first.
     pub snapshots: Vec<PathBuf>,
     /// Ring mode: about how many seconds the ring buffers hold at the event
     /// rate measured before recording.
@@ -130,5 +177,11 @@ pub struct Outcome {
 /// ring mode SIGUSR2 saves a snapshot and recording goes on. A second stop
 /// signal kills perf. See `session` for the details.
 pub fn run(cfg: &Config) -> Result<Outcome, RecordError> {
-    session::run(cfg)
+    session::run(cfg, &AlwaysOn::default())
+}
+
+/// [`run`], and in ring mode what [`AlwaysOn`] asks: snapshots on
+/// `--save` and triggers, at most so many kept.
+pub fn run_with(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
+    session::run(cfg, always)
 }

@@ -16,7 +16,7 @@
 //! once, the command perf runs included.
 //!
 //! It also passes perf's and the command's stderr through, minus perf's own
-//! status lines, keeps the last lines to explain a failure, reports the
+//! status lines and its repeated failed-write lines, keeps the last lines to explain a failure, reports the
 //! files perf dumps (`[ perf record: Dump FILE ]`), and turns perf's exit
 //! into an error that says what to do ([`check_perf_exit`]). It decides
 //! nothing about signals; `session` does.
@@ -170,9 +170,12 @@ impl PerfProcess {
                     if let Some(file) = dumped_file(&line) {
                         let _ = dump_tx.send(file);
                     }
+                    // perf repeats a failed write for every buffer; slowlab
+                    // says it once (a full disk, `session`).
                     let perf_status = line.starts_with("[ perf record:")
                         || line == "Events disabled"
-                        || line == "Events enabled";
+                        || line == "Events enabled"
+                        || line.starts_with("failed to write perf data");
                     if echo && !perf_status {
                         let _ = writeln!(stderr, "{line}");
                     }

@@ -81,7 +81,7 @@ pub(crate) fn plan(
                 ));
             }
             eprintln!(
-                "slowlab: ring buffers of {} KiB per CPU hold about {seconds:.1} s at {:.2} MB/s per CPU; Ctrl-C or SIGTERM stops, SIGUSR2 saves a snapshot",
+                "slowlab: ring buffers of {} KiB per CPU hold about {seconds:.1} s at {:.2} MB/s per CPU; Ctrl-C or SIGTERM stops, `slowlab record --save` (or SIGUSR2) saves a snapshot",
                 pages * 4,
                 rate / 1e6
             );

@@ -16,19 +16,49 @@
 //! perf writes to `OUTPUT.partial`, renamed to `OUTPUT` only once finished,
 //! so an unfinished trace never looks finished.
 //!
+//! Always on (ring mode, with [`AlwaysOn`]): a snapshot is also asked for
+//! by `slowlab record --save` through the control socket (`control`) and by
+//! a `--trigger` that fires (`triggers`), `--after` seconds later so that
+//! it holds the seconds before and after the moment. Requests are served
+//! one dump at a time: each waits for a dump that perf starts after it
+//! came, and is answered with that snapshot. At most `--keep-snapshots`
+//! snapshots are kept beside OUTPUT (counting those an earlier run left):
+//! the oldest go, with their side files, so days of triggers stay bounded.
+//!
+//! A full disk stops a snapshot, not the recording: before perf is asked
+//! to dump, the free space of OUTPUT's directory is compared with the
+//! largest snapshot (the ring buffers of every CPU, the paths' bound, and
+//! 8 MiB of headers); short of it, the request is answered with a line
+//! that says so and perf is not asked, so its ring stays intact. If the
+//! disk fills while perf dumps anyway (perf then exits: it cannot go on
+//! after a failed write), its partial files are removed, the line says so
+//! and a new perf starts recording with an empty ring.
+//! `SLOWLAB_SNAPSHOT_NEED_BYTES` replaces the space asked for (tests use
+//! it to fill the disk during a dump).
+//!
+//! perf itself keeps a little more memory with each snapshot it writes
+//! (perf 6.1: about 130 KiB), so a ring recording that saves snapshots for
+//! days replaces it once it has grown by [`PERF_GROWTH_LIMIT`], right
+//! after a snapshot, when its ring was just emptied into the file.
+//!
 //! It does not build the command line (`args`) or run perf itself
 //! (`perf_process`).
 
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
+use crate::args::{
+    free_bytes, output_dir, perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES,
+};
 use crate::companions::{side_file, Companions};
+use crate::control::{answer, ControlSocket};
 use crate::perf_process::{check_perf_exit, partial_name, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
-use crate::{Config, Outcome, RecordError};
+use crate::triggers::{check_available, Watch};
+use crate::{default_after, AlwaysOn, Config, Outcome, RecordError, DEFAULT_KEEP_SNAPSHOTS};
 
 /// How often the loop looks at perf, the signals and the dumps.
 const POLL: Duration = Duration::from_millis(50);
@@ -44,9 +74,30 @@ pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(600);
 /// passed again, while perf starts: it catches SIGUSR2 before it records,
 /// and forgets one that came then when it starts recording. Once it
 /// records it never loses one (one during a dump makes another dump), so
-/// it is passed again only within [`PERF_START`].
+/// it is passed again only within [`PERF_START`], and only when perf is
+/// not writing a dump (OUTPUT.partial has not grown for as long).
 const ASK_AGAIN: Duration = Duration::from_millis(1500);
 const PERF_START: Duration = Duration::from_secs(30);
+
+/// The most warnings kept for the end of a recording (a ring recording
+/// may run for days); the rest are counted.
+const MAX_WARNINGS: usize = 50;
+
+/// Bytes of a snapshot besides the ring buffers: perf's header, its
+/// tracing data (the tracepoints' formats), the cgroup notes.
+const SNAPSHOT_OVERHEAD: u64 = 8 << 20;
+
+/// How much perf's own memory may grow in ring mode before it is replaced
+/// (right after a snapshot): perf 6.1 keeps about 130 KiB more with every
+/// snapshot it writes, 64 MiB in ~500 snapshots.
+/// `SLOWLAB_PERF_GROWTH_LIMIT_BYTES` replaces it (for tests).
+const PERF_GROWTH_LIMIT: u64 = 64 << 20;
+
+/// Who asked for a snapshot, and the client waiting for its answer.
+struct Request {
+    why: String,
+    client: Option<UnixStream>,
+}
 
 /// The state of a recording between perf's start and its end.
 struct Session<'a> {
@@ -55,25 +106,55 @@ struct Session<'a> {
     ring: Option<f64>,
     companions: Option<Companions>,
     warnings: Vec<String>,
+    /// Warnings beyond [`MAX_WARNINGS`].
+    warnings_left_out: usize,
     /// The stop signal received first.
     stop: Option<libc::c_int>,
     /// Why perf was killed.
     killed: Option<String>,
-    /// A SIGUSR2 came that is not passed to perf yet (perf was not
-    /// catching it yet: its default action would kill perf).
-    snapshot_waiting: bool,
+    /// Snapshot requests not passed to perf yet (perf was not catching
+    /// SIGUSR2 yet, or a dump was under way).
+    queued: Vec<Request>,
+    /// The requests the dump under way serves.
+    in_dump: Vec<Request>,
     /// When a SIGUSR2 was last passed to perf, while its dump has not come
     /// (see [`ASK_AGAIN`]).
     snapshot_asked: Option<Instant>,
-    /// Dumps not asked for by a SIGUSR2 (the last is the final one).
+    /// The size of OUTPUT.partial while a dump is awaited, and when it
+    /// last changed.
+    partial_seen: (Option<u64>, Instant),
+    /// Triggers that fired: when their snapshot is due, and what fired.
+    scheduled: Vec<(Instant, String)>,
+    /// Dumps not asked for by a request (the last is the final one).
     final_dumps: Vec<PathBuf>,
-    /// Snapshots written (`OUTPUT.<timestamp>`).
+    /// Snapshots kept (`OUTPUT.<timestamp>`), oldest first: those an
+    /// earlier run left, then this run's.
     snapshots: Vec<PathBuf>,
+    /// This run's snapshots among them.
+    saved_here: usize,
+    /// The most snapshots kept.
+    keep: usize,
+    /// The free bytes a snapshot may need.
+    need: u64,
 }
 
 /// See the module documentation.
-pub(crate) fn run(cfg: &Config) -> Result<Outcome, RecordError> {
+pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
     let mut warnings = preflight(cfg)?;
+    let after = match cfg.ring_seconds {
+        Some(secs) if !always.triggers.is_empty() => {
+            check_available(&always.triggers).map_err(RecordError::AlwaysOn)?;
+            let after = always.after.unwrap_or_else(|| default_after(secs));
+            if after.as_secs_f64() >= f64::from(secs) {
+                return Err(RecordError::AlwaysOn(format!(
+                    "--after {} s must be shorter than --ring {secs} s, or a trigger's snapshot keeps nothing from before it fired",
+                    after.as_secs_f64()
+                )));
+            }
+            after
+        }
+        _ => Duration::ZERO,
+    };
     let mut signals = StopSignals::install();
     // Started before the ring is sized: their own syscalls are events too.
     let window = cfg.ring_seconds.map(side_window);
@@ -102,23 +183,102 @@ pub(crate) fn run(cfg: &Config) -> Result<Outcome, RecordError> {
             return Err(e);
         }
     };
+    let need = std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            let ring = plan.as_ref().map_or(0, |p| p.pages) * 4096 * u64::from(cfg.cpus.max(1));
+            let paths = if companions.has_paths() {
+                slowlab_bpf::DEFAULT_RING_MAX_BYTES
+            } else {
+                0
+            };
+            ring + paths + SNAPSHOT_OVERHEAD
+        });
+    let keep = if always.keep_snapshots == 0 {
+        DEFAULT_KEEP_SNAPSHOTS
+    } else {
+        always.keep_snapshots
+    };
     let mut s = Session {
         cfg,
         ring: plan.as_ref().map(|p| p.seconds),
         companions: Some(companions),
-        warnings,
+        warnings: Vec::new(),
+        warnings_left_out: 0,
         stop: None,
         killed: None,
-        snapshot_waiting: false,
+        queued: Vec::new(),
+        in_dump: Vec::new(),
         snapshot_asked: None,
+        partial_seen: (None, Instant::now()),
+        scheduled: Vec::new(),
         final_dumps: Vec::new(),
-        snapshots: Vec::new(),
+        snapshots: if plan.is_some() {
+            snapshots_on_disk(&cfg.output)
+        } else {
+            Vec::new()
+        },
+        saved_here: 0,
+        keep,
+        need,
     };
-    let mut watch: Option<StopWatch> = None;
-    let started = Instant::now();
+    for w in warnings {
+        s.warn(w);
+    }
+    let triggers: &[crate::Trigger] = if plan.is_some() {
+        &always.triggers
+    } else {
+        &[]
+    };
+    let mut watch = Watch::new(triggers);
+    let control = match (cfg.ring_seconds, always.control) {
+        (Some(secs), true) => match ControlSocket::open(&cfg.output, secs) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                s.warn(format!(
+                    "`slowlab record --save` cannot reach this recording ({why}); SIGUSR2 still saves a snapshot"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    if plan.is_some() {
+        s.prune();
+    }
+    let mut stop_watch: Option<StopWatch> = None;
+    let mut perf_started = Instant::now();
+    // Not with a command: a new perf would run it again.
+    let restart_allowed = s.ring.is_some() && cfg.command.is_empty();
+    // perf's memory after its first snapshot, and the growth allowed.
+    let mut perf_memory: Option<u64> = None;
+    let growth_limit = std::env::var("SLOWLAB_PERF_GROWTH_LIMIT_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PERF_GROWTH_LIMIT);
     let exit = loop {
         match perf.try_wait() {
-            Ok(Some(exit)) => break exit,
+            Ok(Some(exit)) => {
+                let lines = perf.lines();
+                let disk_full = lines.iter().any(|l| l.contains("No space left"));
+                if restart_allowed && s.stop.is_none() && s.killed.is_none() && disk_full {
+                    s.disk_filled(&partial, perf.dumps());
+                    match PerfProcess::spawn(&args, true, Stdio::inherit()) {
+                        Ok(p) => {
+                            perf = p;
+                            perf_started = Instant::now();
+                            perf_memory = None;
+                            continue;
+                        }
+                        Err(e) => {
+                            s.discard(&partial);
+                            return Err(e);
+                        }
+                    }
+                }
+                break exit;
+            }
             Ok(None) => {}
             Err(e) => {
                 perf.kill();
@@ -126,22 +286,101 @@ pub(crate) fn run(cfg: &Config) -> Result<Outcome, RecordError> {
                 return Err(e);
             }
         }
-        for dump in perf.dumps() {
+        let dumped = perf.dumps();
+        let snapshot_done = !dumped.is_empty() && s.snapshot_asked.is_some();
+        for dump in dumped {
             s.on_dump(dump);
         }
-        for sig in signals.take() {
-            if s.on_signal(sig, &perf) && watch.is_none() {
-                watch = Some(StopWatch::new(perf.pid(), STOP_GRACE, STOP_LIMIT));
+        // Right after a snapshot (perf's ring was just emptied into it),
+        // a perf grown too much is replaced: nothing is lost but the
+        // moment the new one takes to start.
+        if snapshot_done && s.snapshot_asked.is_none() && restart_allowed && s.stop.is_none() {
+            let now = rss_anon_bytes(perf.pid());
+            match (perf_memory, now) {
+                (None, Some(bytes)) => perf_memory = Some(bytes),
+                (Some(base), Some(bytes)) if bytes.saturating_sub(base) > growth_limit => {
+                    eprintln!(
+                        "slowlab: perf's memory grew by {} since its first snapshot (perf keeps some with every snapshot): starting a new perf right after the snapshot, so nothing recorded is lost",
+                        megabytes(bytes - base)
+                    );
+                    perf.kill();
+                    let _ = std::fs::remove_file(&partial);
+                    match PerfProcess::spawn(&args, true, Stdio::inherit()) {
+                        Ok(p) => {
+                            perf = p;
+                            perf_started = Instant::now();
+                            perf_memory = None;
+                        }
+                        Err(e) => {
+                            s.discard(&partial);
+                            return Err(e);
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
             }
         }
-        let ask_again = started.elapsed() < PERF_START
-            && s.snapshot_asked.is_some_and(|t| t.elapsed() > ASK_AGAIN);
-        if (s.snapshot_waiting || ask_again) && s.stop.is_none() && perf.catches(libc::SIGUSR2) {
-            s.snapshot_waiting = false;
+        for sig in signals.take() {
+            if s.on_signal(sig, &perf) && stop_watch.is_none() {
+                stop_watch = Some(StopWatch::new(perf.pid(), STOP_GRACE, STOP_LIMIT));
+            }
+        }
+        if s.stop.is_none() {
+            if let Some(c) = &control {
+                for client in c.requests() {
+                    s.queued.push(Request {
+                        why: "slowlab record --save".into(),
+                        client: Some(client),
+                    });
+                }
+            }
+            let now = Instant::now();
+            if !watch.is_empty() {
+                for fired in watch.poll(now) {
+                    eprintln!(
+                        "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
+                        fired.trigger,
+                        fired.seen,
+                        after.as_secs_f64()
+                    );
+                    s.scheduled
+                        .push((now + after, format!("trigger {}", fired.trigger)));
+                }
+            }
+            let (due, later): (Vec<_>, Vec<_>) =
+                s.scheduled.drain(..).partition(|(at, _)| *at <= now);
+            s.scheduled = later;
+            for (_, why) in due {
+                s.queued.push(Request { why, client: None });
+            }
+        }
+        // perf writes a dump into OUTPUT.partial before it names it: one
+        // being written (a big ring on a busy machine takes seconds) was
+        // not forgotten.
+        if s.snapshot_asked.is_some() {
+            let len = file_len(&partial);
+            if len != s.partial_seen.0 {
+                s.partial_seen = (len, Instant::now());
+            }
+        }
+        let ask_again = perf_started.elapsed() < PERF_START
+            && s.snapshot_asked.is_some_and(|t| t.elapsed() > ASK_AGAIN)
+            && s.partial_seen.1.elapsed() > ASK_AGAIN;
+        let ask = !s.queued.is_empty() && s.snapshot_asked.is_none();
+        // The space check answers the requests when there is no room.
+        if (ask || ask_again)
+            && s.stop.is_none()
+            && perf.catches(libc::SIGUSR2)
+            && (ask_again || s.room_for_snapshot())
+        {
+            let queued = std::mem::take(&mut s.queued);
+            s.in_dump.extend(queued);
             s.snapshot_asked = Some(Instant::now());
+            s.partial_seen = (file_len(&partial), Instant::now());
             perf.signal(libc::SIGUSR2);
         }
-        if s.killed.is_none() && watch.as_mut().is_some_and(|w| w.expired()) {
+        if s.killed.is_none() && stop_watch.as_mut().is_some_and(|w| w.expired()) {
             s.killed = Some(format!(
                 "it was still not done {} s after the stop",
                 STOP_GRACE.as_secs()
@@ -155,17 +394,103 @@ pub(crate) fn run(cfg: &Config) -> Result<Outcome, RecordError> {
     for dump in perf.dumps() {
         s.on_dump(dump);
     }
+    drop(control);
     s.finish(exit, &lines, &partial)
 }
 
+/// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
+/// too), oldest first.
+fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
+    let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{name}.");
+    let Ok(entries) = std::fs::read_dir(output_dir(output)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix(&prefix)
+                .is_some_and(|stamp| !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()))
+                && e.file_type().is_ok_and(|t| t.is_file())
+        })
+        .map(|e| side_file(output, &e.file_name().to_string_lossy()[prefix.len()..]))
+        .collect();
+    found.sort();
+    found
+}
+
 impl Session<'_> {
+    /// Keeps a warning for the end (at most [`MAX_WARNINGS`]).
+    fn warn(&mut self, w: String) {
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(w);
+        } else {
+            self.warnings_left_out += 1;
+        }
+    }
+
+    /// Whether OUTPUT's disk has room for a snapshot; if not, answers the
+    /// requests queued with why, and says so on one line.
+    fn room_for_snapshot(&mut self) -> bool {
+        let dir = output_dir(&self.cfg.output);
+        let Some(free) = free_bytes(dir) else {
+            return true;
+        };
+        if free >= self.need {
+            return true;
+        }
+        let why = format!(
+            "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
+            megabytes(free),
+            dir.display(),
+            megabytes(self.need)
+        );
+        let asked: Vec<String> = self.queued.iter().map(|r| r.why.clone()).collect();
+        eprintln!("slowlab: no snapshot for {}: {why}", asked.join(", "));
+        for r in std::mem::take(&mut self.queued) {
+            if let Some(client) = r.client {
+                answer(client, Err(why.clone()));
+            }
+        }
+        false
+    }
+
+    /// perf exited because the disk filled while it wrote a snapshot:
+    /// removes what it left unfinished and answers the requests.
+    fn disk_filled(&mut self, partial: &Path, dumps: Vec<PathBuf>) {
+        // Dumps perf reported after the failure may be cut short too.
+        for dump in dumps {
+            let _ = std::fs::remove_file(dump);
+        }
+        remove_partials(partial, &self.final_dumps);
+        let dir = output_dir(&self.cfg.output);
+        let why = format!(
+            "the disk filled while perf wrote the snapshot ({} free in {}): nothing was saved and its partial file was removed; recording goes on with a new ring",
+            megabytes(free_bytes(dir).unwrap_or(0)),
+            dir.display()
+        );
+        eprintln!("slowlab: {why}");
+        self.snapshot_asked = None;
+        for r in std::mem::take(&mut self.in_dump) {
+            if let Some(client) = r.client {
+                answer(client, Err(why.clone()));
+            }
+        }
+    }
+
     /// Handles one signal; returns true when it asked perf to stop.
     fn on_signal(&mut self, sig: libc::c_int, perf: &PerfProcess) -> bool {
         if sig == libc::SIGUSR2 {
             if self.ring.is_none() {
                 eprintln!("slowlab: SIGUSR2 saves a snapshot only in ring mode (--ring SECONDS); recording goes on");
             } else if self.stop.is_none() {
-                self.snapshot_waiting = true;
+                self.queued.push(Request {
+                    why: "SIGUSR2".into(),
+                    client: None,
+                });
             }
             return false;
         }
@@ -196,19 +521,25 @@ impl Session<'_> {
     fn on_dump(&mut self, dump: PathBuf) {
         if self.snapshot_asked.is_some() && self.stop.is_none() {
             self.snapshot_asked = None;
-            self.snapshot(dump);
+            let trace = self.snapshot(dump);
+            for r in std::mem::take(&mut self.in_dump) {
+                if let Some(client) = r.client {
+                    answer(client, Ok(trace.as_path()));
+                }
+            }
         } else {
             self.final_dumps.push(dump);
         }
     }
 
-    /// Names a dump `OUTPUT.<timestamp>` and writes its side files.
-    fn snapshot(&mut self, dump: PathBuf) {
+    /// Names a dump `OUTPUT.<timestamp>`, writes its side files, and lets
+    /// the oldest snapshots go beyond the number kept.
+    fn snapshot(&mut self, dump: PathBuf) -> PathBuf {
         let target = snapshot_name(&self.cfg.output, &dump);
         let trace = match std::fs::rename(&dump, &target) {
             Ok(()) => target,
             Err(e) => {
-                self.warnings.push(format!(
+                self.warn(format!(
                     "cannot rename the snapshot {} to {}: {e}",
                     dump.display(),
                     target.display()
@@ -216,20 +547,58 @@ impl Session<'_> {
                 dump
             }
         };
+        let mut warnings = Vec::new();
         let files = match &self.companions {
-            Some(c) => c.snapshot(&trace, &mut self.warnings),
+            Some(c) => c.snapshot(&trace, &mut warnings),
             None => Vec::new(),
         };
+        for w in warnings {
+            self.warn(w);
+        }
+        let why: Vec<String> = self.in_dump.iter().map(|r| r.why.clone()).collect();
         eprintln!(
-            "slowlab: snapshot {}{}",
+            "slowlab: snapshot {}{}{}",
             trace.display(),
             if files.is_empty() {
                 String::new()
             } else {
                 format!(" (and {})", join(&files))
+            },
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" for {}", why.join(", "))
             }
         );
-        self.snapshots.push(trace);
+        self.snapshots.push(trace.clone());
+        self.saved_here += 1;
+        self.prune();
+        trace
+    }
+
+    /// Removes the oldest snapshots (and their side files) beyond
+    /// [`Session::keep`].
+    fn prune(&mut self) {
+        while self.snapshots.len() > self.keep {
+            let old = self.snapshots.remove(0);
+            if self.snapshots.len() < self.saved_here {
+                self.saved_here = self.snapshots.len();
+            }
+            let _ = std::fs::remove_file(&old);
+            for side in ["paths", "cgroups.json"] {
+                let _ = std::fs::remove_file(side_file(&old, side));
+            }
+            eprintln!(
+                "slowlab: removed the oldest snapshot {} (keeping the last {})",
+                old.display(),
+                self.keep
+            );
+        }
+    }
+
+    /// This run's snapshots still kept, oldest first.
+    fn this_run(&self) -> &[PathBuf] {
+        &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
     }
 
     /// Stops the companions and removes what this recording left unfinished.
@@ -254,10 +623,10 @@ impl Session<'_> {
                 self.snapshot(dump);
             }
             self.discard(partial);
-            let kept = if self.snapshots.is_empty() {
+            let kept = if self.this_run().is_empty() {
                 "nothing was kept".to_string()
             } else {
-                format!("kept the snapshots {}", join(&self.snapshots))
+                format!("kept the snapshots {}", join(self.this_run()))
             };
             return Err(RecordError::PerfKilled {
                 output: self.cfg.output.clone(),
@@ -280,8 +649,7 @@ impl Session<'_> {
             match last {
                 Some(last) => Some(last),
                 None => {
-                    self.warnings
-                        .push("perf wrote no ring-buffer snapshot at the end".into());
+                    self.warn("perf wrote no ring-buffer snapshot at the end".into());
                     None
                 }
             }
@@ -299,7 +667,7 @@ impl Session<'_> {
                     });
                 }
             },
-            None => match self.snapshots.last() {
+            None => match self.this_run().last() {
                 Some(newest) => newest.clone(),
                 None => {
                     self.discard(partial);
@@ -310,10 +678,27 @@ impl Session<'_> {
                 }
             },
         };
+        let mut warnings = Vec::new();
         let companions = match self.companions.take() {
-            Some(c) => c.stop(&mut self.warnings),
+            Some(c) => c.stop(&mut warnings),
             None => Vec::new(),
         };
+        for w in warnings {
+            self.warn(w);
+        }
+        if self.warnings_left_out > 0 {
+            self.warnings.push(format!(
+                "{} more warnings were left out",
+                self.warnings_left_out
+            ));
+        }
+        // Requests the stop overtook: the final trace holds the last ring.
+        for r in self.queued.drain(..).chain(self.in_dump.drain(..)) {
+            if let Some(client) = r.client {
+                answer(client, Ok(output.as_path()));
+            }
+        }
+        let snapshots = self.this_run().to_vec();
         let exit_code = match (self.stop, exit) {
             (Some(sig), _) => 128 + sig,
             _ if self.cfg.command.is_empty() => 0,
@@ -326,7 +711,7 @@ impl Session<'_> {
             companions,
             warnings: self.warnings,
             stopped_by: self.stop,
-            snapshots: self.snapshots,
+            snapshots,
             ring_seconds: self.ring,
         })
     }
@@ -347,6 +732,44 @@ fn snapshot_name(output: &Path, dump: &Path) -> PathBuf {
     side_file(output, &stamp)
 }
 
+fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).map(|m| m.len()).ok()
+}
+
+/// perf's anonymous memory (`RssAnon`), in bytes.
+fn rss_anon_bytes(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Removes `OUTPUT.partial` and the dumps perf left under its name
+/// (`OUTPUT.partial.<timestamp>`), but those in `keep`.
+fn remove_partials(partial: &Path, keep: &[PathBuf]) {
+    let _ = std::fs::remove_file(partial);
+    let Some(name) = partial
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+    else {
+        return;
+    };
+    let prefix = format!("{name}.");
+    if let Ok(entries) = std::fs::read_dir(output_dir(partial)) {
+        for e in entries.flatten() {
+            let kept = keep.iter().any(|k| k.file_name() == Some(&e.file_name()));
+            if e.file_name().to_string_lossy().starts_with(&prefix) && !kept {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// `12.3 MB`.
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
 fn join(files: &[PathBuf]) -> String {
     files
         .iter()
@@ -358,6 +781,48 @@ fn join(files: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_left_by_an_earlier_run_are_found_oldest_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("r.data");
+        for name in [
+            "r.data.2026112714000002",
+            "r.data.2026112713000001",
+            "r.data.2026112713000001.paths",
+            "r.data.partial",
+            "r.data",
+            "other.data.2026112713000001",
+        ] {
+            std::fs::write(dir.path().join(name), b"x").expect("write");
+        }
+        assert_eq!(
+            snapshots_on_disk(&out),
+            vec![
+                dir.path().join("r.data.2026112713000001"),
+                dir.path().join("r.data.2026112714000002")
+            ]
+        );
+    }
+
+    #[test]
+    fn partial_files_go_but_the_dumps_kept_for_the_end() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let partial = partial_name(&dir.path().join("r.data"));
+        let kept = dir.path().join("r.data.partial.2026112713000001");
+        let cut = dir.path().join("r.data.partial.2026112713000002");
+        for f in [&partial, &kept, &cut] {
+            std::fs::write(f, b"x").expect("write");
+        }
+        remove_partials(&partial, std::slice::from_ref(&kept));
+        assert!(!partial.exists() && !cut.exists() && kept.exists());
+    }
+
+    #[test]
+    fn rss_of_this_process_is_read() {
+        assert!(rss_anon_bytes(std::process::id() as i32).is_some_and(|b| b > 0));
+        assert!(rss_anon_bytes(-3).is_none());
+    }
 
     #[test]
     fn a_dump_becomes_a_snapshot_named_after_its_time() {

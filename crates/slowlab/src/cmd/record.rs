@@ -1,8 +1,11 @@
 //! `slowlab record`: turns arguments into a `slowlab_record::Config`, runs
-//! perf through that crate, and reports where the trace went. The perf
-//! command line and every check live in `slowlab-record`.
+//! perf through that crate, and reports where the trace went; `--save`
+//! asks a running ring recorder for a snapshot. The perf command line,
+//! every check, the triggers and the control socket live in
+//! `slowlab-record`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -60,23 +63,51 @@ Examples:
                                         `kill -USR2 <slowlab pid>` saves a
                                         snapshot slowlab.data.<time>, Ctrl-C
                                         stops and saves slowlab.data
+  slowlab record --save                 from another shell: ask the running
+                                        ring recorder for a snapshot, wait for
+                                        it, print its path (-o picks one of
+                                        several recorders)
+  slowlab record --ring 60 --trigger 'psi-cpu>30%' --trigger 'cmd-slower:make>2s'
+                                        save a snapshot by itself, --after
+                                        seconds after a condition becomes true
+                                        (once until it clears)
 Then:
   slowlab analyze slowlab.data
 
 perf writes slowlab.data.partial until the trace is finished. Needs root or
 kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
 pub struct RecordArgs {
-    /// Where to write the trace (perf.data format).
-    #[arg(short, long, default_value = "slowlab.data")]
-    pub output: PathBuf,
+    /// Where to write the trace (perf.data format) [default: slowlab.data];
+    /// with --save, which recorder to ask (needed only when several run).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
     /// Samples per second per CPU.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: u32,
     /// Ring-buffer mode: keep only about the last SECONDS seconds (the
-    /// paths and cgroup notes beside the trace too); SIGUSR2 saves a
-    /// snapshot.
+    /// paths and cgroup notes beside the trace too); `slowlab record
+    /// --save` from another shell, or SIGUSR2, saves a snapshot.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub ring: Option<u32>,
+    /// Ring mode: save a snapshot when COND becomes true, once until it
+    /// clears (repeatable): psi-cpu>P%, psi-io>P%, psi-memory>P% (PSI
+    /// `some avg10`), cmd-slower:NAME>Ds (a process named NAME running
+    /// longer than D seconds).
+    #[arg(long, value_name = "COND", requires = "ring", value_parser = parse_trigger)]
+    pub trigger: Vec<slowlab_record::Trigger>,
+    /// Ring mode: seconds between a trigger and its snapshot, so that it
+    /// holds the time after the moment too [default: a third of --ring,
+    /// at most 5].
+    #[arg(long, value_name = "SECONDS", requires = "trigger", value_parser = parse_seconds)]
+    pub after: Option<Duration>,
+    /// Ring mode: how many snapshots to keep beside the output (the oldest
+    /// are removed, with their side files).
+    #[arg(long, value_name = "N", requires = "ring", default_value_t = slowlab_record::DEFAULT_KEEP_SNAPSHOTS as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keep_snapshots: u32,
+    /// Ask the ring recorder running (from another shell) for a snapshot,
+    /// wait until it is written and print its path.
+    #[arg(long, conflicts_with_all = ["ring", "command", "trigger", "freq", "backend"])]
+    pub save: bool,
     /// How user-space stacks are collected.
     #[arg(long, value_enum, default_value = "fp")]
     pub call_graph: CallGraphArg,
@@ -104,6 +135,31 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+fn parse_trigger(text: &str) -> Result<slowlab_record::Trigger, String> {
+    text.parse()
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            format!("`{text}` is not a number of seconds from 0 to 86400 (e.g. 3 or 0.5)")
+        })
+}
+
+/// How long `--save` waits for the snapshot (a busy machine's dump takes
+/// seconds; a dump already under way is waited for first).
+const SAVE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `--save`: the path of the snapshot on stdout.
+fn save(output: Option<PathBuf>) -> Result<i32> {
+    let path = slowlab_record::save(output.as_deref(), SAVE_TIMEOUT)?;
+    println!("{}", path.display());
+    Ok(0)
+}
+
 /// `--backend bpf`.
 fn run_bpf(args: RecordArgs) -> Result<i32> {
     if args.ring.is_some() {
@@ -122,13 +178,14 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     if let Some(bytes) = args.bpf_ring_bytes {
         options.ring_bytes = bytes;
     }
+    let output = args.output.unwrap_or_else(default_output);
     if args.command.is_empty() {
         eprintln!(
             "slowlab: recording all CPUs into {} (eBPF); press Ctrl-C to stop",
-            args.output.display()
+            output.display()
         );
     }
-    let out = slowlab_record::run_bpf(args.output.clone(), &options, &args.command)?;
+    let out = slowlab_record::run_bpf(output, &options, &args.command)?;
     let s = &out.stats;
     if s.dropped > 0 {
         eprintln!(
@@ -154,13 +211,26 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     Ok(out.exit_code)
 }
 
+fn default_output() -> PathBuf {
+    PathBuf::from("slowlab.data")
+}
+
 pub fn run(args: RecordArgs) -> Result<i32> {
+    if args.save {
+        return save(args.output);
+    }
     if args.backend == BackendArg::Bpf {
         return run_bpf(args);
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let always = slowlab_record::AlwaysOn {
+        triggers: args.trigger,
+        after: args.after,
+        keep_snapshots: args.keep_snapshots as usize,
+        control: true,
+    };
     let cfg = slowlab_record::Config {
-        output: args.output,
+        output: args.output.unwrap_or_else(default_output),
         freq: args.freq,
         ring_seconds: args.ring,
         call_graph: match args.call_graph {
@@ -177,7 +247,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
             cfg.output.display()
         );
     }
-    let out = match slowlab_record::run(&cfg) {
+    let out = match slowlab_record::run_with(&cfg, &always) {
         Ok(out) => out,
         // Stopped by a signal without a trace: say so, and exit as the
         // signal says (128 + its number), as a shell expects.
@@ -218,7 +288,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
     );
     if !out.snapshots.is_empty() {
         eprintln!(
-            "slowlab: {} snapshot(s) saved on SIGUSR2: {}",
+            "slowlab: {} snapshot(s) saved and kept: {}",
             out.snapshots.len(),
             out.snapshots
                 .iter()

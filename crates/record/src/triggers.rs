@@ -1,0 +1,571 @@
+//! The conditions that save a snapshot of a ring recording by themselves
+//! (`--trigger`): [`Trigger`] parses one (`psi-cpu>30%`, `psi-io>20%`,
+//! `psi-memory>10%`, `cmd-slower:NAME>2s`) with an error that teaches the
+//! syntax, and [`Watch`] looks at them while the recording runs and says
+//! when one *becomes* true: each fires once per episode and is armed again
+//! once its condition has cleared.
+//!
+//! - PSI: the `some avg10` of `/proc/pressure/{cpu,io,memory}` (the share
+//!   of the last 10 s some task waited for that resource), read every
+//!   second (the kernel updates it every 2 s).
+//! - `cmd-slower:NAME>D`: a process whose name (`comm`, 15 bytes at most:
+//!   a longer NAME is compared by its first 15) has been running longer
+//!   than D. It polls `/proc` twice a second rather than reading the exits
+//!   of the recording: perf owns its overwritten ring buffers and hands
+//!   nothing over until a snapshot, so the recording cannot be read live
+//!   without a second recorder; polling needs no privilege, costs one
+//!   directory listing per poll plus one `stat` read per new process (a
+//!   process is read again only while it is younger than
+//!   [`YOUNG`], when it may still `exec` under its final name), and fires
+//!   while a slow process still runs (a hung one too) rather than after
+//!   it ends. A process that lives less than a poll is never seen, which
+//!   is harmless: only those slower than D matter. The episode lasts while
+//!   any process named NAME older than D runs.
+//!
+//! It does not save anything: `session` schedules the snapshot.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How often PSI is read.
+const PSI_POLL: Duration = Duration::from_secs(1);
+
+/// How often `/proc` is listed for `cmd-slower`.
+const PROC_POLL: Duration = Duration::from_millis(500);
+
+/// A process is read again on every poll while younger than this (it may
+/// still `exec` under another name).
+const YOUNG: Duration = Duration::from_secs(3);
+
+/// The longest process name the kernel keeps (`TASK_COMM_LEN` - 1).
+const COMM_LEN: usize = 15;
+
+/// The resources PSI reports on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pressure {
+    Cpu,
+    Io,
+    Memory,
+}
+
+impl Pressure {
+    fn name(self) -> &'static str {
+        match self {
+            Pressure::Cpu => "cpu",
+            Pressure::Io => "io",
+            Pressure::Memory => "memory",
+        }
+    }
+
+    /// Its file, `/proc/pressure/cpu`.
+    pub fn file(self) -> String {
+        format!("/proc/pressure/{}", self.name())
+    }
+}
+
+/// One `--trigger` condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Trigger {
+    /// `some avg10` of the resource above this percentage.
+    Psi { resource: Pressure, above: f64 },
+    /// A process named `name` running longer than `longer_than`.
+    CmdSlower { name: String, longer_than: Duration },
+}
+
+/// What a bad `--trigger` says: the syntax, with examples.
+pub const TRIGGER_SYNTAX: &str = "expected psi-cpu>P%, psi-io>P% or psi-memory>P% (the `some avg10` of /proc/pressure above P percent) or cmd-slower:NAME>Ds (a process named NAME running longer than D seconds; also Dms), e.g. --trigger 'psi-cpu>30%' --trigger 'cmd-slower:make>2s'";
+
+impl std::str::FromStr for Trigger {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Trigger, String> {
+        let bad = |why: &str| format!("bad trigger `{text}`: {why}{TRIGGER_SYNTAX}");
+        let t = text.trim();
+        if let Some(rest) = t.strip_prefix("cmd-slower:") {
+            let Some((name, limit)) = rest.rsplit_once('>') else {
+                return Err(bad("no `>`; "));
+            };
+            if name.is_empty() {
+                return Err(bad("no process name; "));
+            }
+            let longer_than = parse_duration(limit.trim())
+                .ok_or_else(|| bad("the time is not like 2s, 1.5s or 500ms; "))?;
+            return Ok(Trigger::CmdSlower {
+                name: name.to_owned(),
+                longer_than,
+            });
+        }
+        if let Some(rest) = t.strip_prefix("psi-") {
+            let Some((what, value)) = rest.split_once('>') else {
+                return Err(bad("no `>`; "));
+            };
+            let resource = match what.trim() {
+                "cpu" => Pressure::Cpu,
+                "io" => Pressure::Io,
+                "memory" => Pressure::Memory,
+                _ => return Err(bad("PSI covers cpu, io and memory; ")),
+            };
+            let value = value.trim();
+            let number = value.strip_suffix('%').unwrap_or(value).trim();
+            let above: f64 = number
+                .parse()
+                .ok()
+                .filter(|p: &f64| (0.0..100.0).contains(p))
+                .ok_or_else(|| bad("the share is not a percentage from 0 to 100; "))?;
+            return Ok(Trigger::Psi { resource, above });
+        }
+        Err(bad(""))
+    }
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Trigger::Psi { resource, above } => write!(f, "psi-{}>{above}%", resource.name()),
+            Trigger::CmdSlower { name, longer_than } => {
+                write!(f, "cmd-slower:{name}>{}s", longer_than.as_secs_f64())
+            }
+        }
+    }
+}
+
+/// `2s`, `1.5s`, `500ms` (a bare number is seconds).
+fn parse_duration(text: &str) -> Option<Duration> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    (value.is_finite() && value >= 0.0 && value * scale < 1e7)
+        .then(|| Duration::from_secs_f64(value * scale))
+}
+
+/// The `some avg10` percentage of a `/proc/pressure/*` text.
+pub fn parse_psi_some_avg10(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
+/// Checks that the kernel has what the triggers read (PSI files), with a
+/// one-line reason and what to do when not.
+pub fn check_available(triggers: &[Trigger]) -> Result<(), String> {
+    for t in triggers {
+        if let Trigger::Psi { resource, .. } = t {
+            let file = resource.file();
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                format!("--trigger '{t}' reads {file}, which cannot be read ({e}): this kernel has no pressure stall information; boot it with psi=1 (CONFIG_PSI), or use cmd-slower triggers")
+            })?;
+            if parse_psi_some_avg10(&text).is_none() {
+                return Err(format!("--trigger '{t}': {file} has no `some avg10=` line"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A trigger that became true.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fired {
+    /// The trigger as given (`psi-cpu>30%`).
+    pub trigger: String,
+    /// What was seen (`some avg10 = 45.10%`, `make (pid 123) has run 2.1 s`).
+    pub seen: String,
+}
+
+/// One trigger and whether its episode is going on.
+struct Armed {
+    trigger: Trigger,
+    in_episode: bool,
+}
+
+impl Armed {
+    /// Takes what the condition's look saw (`None`: it is false); returns
+    /// the firing when an episode starts.
+    fn update(&mut self, seen: Option<String>) -> Option<Fired> {
+        match seen {
+            Some(seen) if !self.in_episode => {
+                self.in_episode = true;
+                Some(Fired {
+                    trigger: self.trigger.to_string(),
+                    seen,
+                })
+            }
+            Some(_) => None,
+            None => {
+                self.in_episode = false;
+                None
+            }
+        }
+    }
+}
+
+/// A process seen in `/proc`.
+struct Seen {
+    comm: String,
+    /// Start, in clock ticks since boot (`/proc/PID/stat` field 22).
+    start_ticks: u64,
+}
+
+/// The triggers of a recording, looked at by [`Watch::poll`].
+pub struct Watch {
+    armed: Vec<Armed>,
+    last_psi: Option<Instant>,
+    last_proc: Option<Instant>,
+    /// The processes seen at the last `/proc` listing (only with a
+    /// `cmd-slower` trigger).
+    processes: HashMap<u32, Seen>,
+    ticks_per_second: u64,
+}
+
+impl Watch {
+    pub fn new(triggers: &[Trigger]) -> Watch {
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Watch {
+            armed: triggers
+                .iter()
+                .map(|t| Armed {
+                    trigger: t.clone(),
+                    in_episode: false,
+                })
+                .collect(),
+            last_psi: None,
+            last_proc: None,
+            processes: HashMap::new(),
+            ticks_per_second: if ticks > 0 { ticks as u64 } else { 100 },
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.armed.is_empty()
+    }
+
+    /// Looks at the conditions due (PSI every second, `/proc` twice a
+    /// second) and returns those that became true since the last look.
+    pub fn poll(&mut self, now: Instant) -> Vec<Fired> {
+        let psi_due = self
+            .last_psi
+            .is_none_or(|t| now.duration_since(t) >= PSI_POLL);
+        let proc_due = self
+            .last_proc
+            .is_none_or(|t| now.duration_since(t) >= PROC_POLL);
+        let has_cmd = self
+            .armed
+            .iter()
+            .any(|a| matches!(a.trigger, Trigger::CmdSlower { .. }));
+        if psi_due {
+            self.last_psi = Some(now);
+        }
+        let mut uptime = None;
+        if proc_due && has_cmd {
+            self.last_proc = Some(now);
+            uptime = boot_ticks(self.ticks_per_second);
+            if let Some(up) = uptime {
+                self.list_processes(Path::new("/proc"), up);
+            }
+        }
+        let mut fired = Vec::new();
+        for i in 0..self.armed.len() {
+            let seen = match &self.armed[i].trigger {
+                Trigger::Psi { resource, above } => {
+                    if !psi_due {
+                        continue;
+                    }
+                    let Ok(text) = std::fs::read_to_string(resource.file()) else {
+                        continue;
+                    };
+                    let Some(avg10) = parse_psi_some_avg10(&text) else {
+                        continue;
+                    };
+                    (avg10 > *above).then(|| format!("some avg10 = {avg10:.2}%"))
+                }
+                Trigger::CmdSlower { name, longer_than } => {
+                    let Some(up) = uptime else { continue };
+                    self.slowest(name, up)
+                        .filter(|(_, age)| age > longer_than)
+                        .map(|(pid, age)| {
+                            format!("{} (pid {pid}) has run {:.1} s", name, age.as_secs_f64())
+                        })
+                }
+            };
+            if let Some(f) = self.armed[i].update(seen) {
+                fired.push(f);
+            }
+        }
+        fired
+    }
+
+    /// Lists `proc`: new processes (and those younger than [`YOUNG`]) are
+    /// read, the gone forgotten.
+    fn list_processes(&mut self, proc: &Path, uptime_ticks: u64) {
+        let Ok(dir) = std::fs::read_dir(proc) else {
+            return;
+        };
+        let young = YOUNG.as_secs() * self.ticks_per_second;
+        let mut alive = HashMap::with_capacity(self.processes.len());
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            match self.processes.remove(&pid) {
+                Some(seen) if uptime_ticks.saturating_sub(seen.start_ticks) > young => {
+                    alive.insert(pid, seen);
+                }
+                _ => {
+                    let stat = std::fs::read_to_string(entry.path().join("stat"));
+                    if let Some(seen) = stat.ok().as_deref().and_then(parse_stat) {
+                        alive.insert(pid, seen);
+                    }
+                }
+            }
+        }
+        self.processes = alive;
+    }
+
+    /// The oldest running process named `name`, and how long it has run.
+    fn slowest(&self, name: &str, uptime_ticks: u64) -> Option<(u32, Duration)> {
+        let name = truncate_comm(name);
+        self.processes
+            .iter()
+            .filter(|(_, s)| s.comm == name)
+            .min_by_key(|(_, s)| s.start_ticks)
+            .map(|(&pid, s)| {
+                let ticks = uptime_ticks.saturating_sub(s.start_ticks);
+                (
+                    pid,
+                    Duration::from_secs_f64(ticks as f64 / self.ticks_per_second as f64),
+                )
+            })
+    }
+}
+
+/// `name` as the kernel keeps it: its first 15 bytes.
+fn truncate_comm(name: &str) -> &str {
+    if name.len() <= COMM_LEN {
+        return name;
+    }
+    let mut end = COMM_LEN;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
+/// Name and start of a `/proc/PID/stat` text.
+fn parse_stat(stat: &str) -> Option<Seen> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_owned();
+    // Fields after the name start at field 3 (state); starttime is 22.
+    let start_ticks = stat
+        .get(close + 1..)?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    Some(Seen { comm, start_ticks })
+}
+
+/// Clock ticks since boot, the clock of `/proc/PID/stat`'s start time.
+fn boot_ticks(ticks_per_second: u64) -> Option<u64> {
+    // SAFETY: clock_gettime writes the timespec it is given.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return None;
+    }
+    let ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+    Some((ns * u128::from(ticks_per_second) / 1_000_000_000) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PSI: &str = "some avg10=45.10 avg60=12.00 avg300=3.00 total=123456\n\
+                       full avg10=1.00 avg60=0.00 avg300=0.00 total=100\n";
+
+    #[test]
+    fn triggers_parse_and_print_back() {
+        let t: Trigger = "psi-cpu>30%".parse().expect("parses");
+        assert_eq!(
+            t,
+            Trigger::Psi {
+                resource: Pressure::Cpu,
+                above: 30.0
+            }
+        );
+        assert_eq!(t.to_string(), "psi-cpu>30%");
+        let t: Trigger = "psi-memory>7.5".parse().expect("no % is a percentage too");
+        assert_eq!(t.to_string(), "psi-memory>7.5%");
+        let t: Trigger = "cmd-slower:make>2s".parse().expect("parses");
+        assert_eq!(
+            t,
+            Trigger::CmdSlower {
+                name: "make".into(),
+                longer_than: Duration::from_secs(2)
+            }
+        );
+        let t: Trigger = "cmd-slower:a>b>500ms".parse().expect("the last > splits");
+        assert_eq!(
+            t,
+            Trigger::CmdSlower {
+                name: "a>b".into(),
+                longer_than: Duration::from_millis(500)
+            }
+        );
+        assert_eq!(t.to_string(), "cmd-slower:a>b>0.5s");
+    }
+
+    #[test]
+    fn bad_triggers_teach_the_syntax_in_one_line() {
+        for bad in [
+            "psi-disk>3%",
+            "psi-cpu>300%",
+            "psi-cpu>x",
+            "psi-cpu",
+            "cmd-slower:make",
+            "cmd-slower:>2s",
+            "cmd-slower:make>two",
+            "load>3",
+            "",
+        ] {
+            let e = bad.parse::<Trigger>().unwrap_err();
+            assert!(e.contains("e.g. --trigger 'psi-cpu>30%'"), "{bad}: {e}");
+            assert!(e.starts_with(&format!("bad trigger `{bad}`")), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn psi_text_gives_some_avg10() {
+        assert_eq!(parse_psi_some_avg10(PSI), Some(45.10));
+        // cpu has no `full` line on older kernels.
+        assert_eq!(
+            parse_psi_some_avg10("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+            Some(0.0)
+        );
+        assert_eq!(parse_psi_some_avg10("full avg10=3.00\n"), None);
+        assert_eq!(parse_psi_some_avg10(""), None);
+    }
+
+    #[test]
+    fn this_kernel_has_the_pressure_files_or_says_how_to_get_them() {
+        let t = vec![Trigger::Psi {
+            resource: Pressure::Io,
+            above: 20.0,
+        }];
+        match check_available(&t) {
+            Ok(()) => {
+                let text = std::fs::read_to_string("/proc/pressure/io").expect("readable");
+                assert!(parse_psi_some_avg10(&text).is_some(), "{text}");
+            }
+            Err(e) => assert!(e.contains("psi=1"), "{e}"),
+        }
+    }
+
+    /// The looks at which a `psi-io>20%` trigger fires, reading `texts`
+    /// one after the other as `poll` reads the kernel's file.
+    fn psi_episode(texts: &[&str]) -> Vec<usize> {
+        let mut armed = Armed {
+            trigger: "psi-io>20%".parse().expect("parses"),
+            in_episode: false,
+        };
+        let mut fired_at = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let seen = parse_psi_some_avg10(text)
+                .filter(|&v| v > 20.0)
+                .map(|v| format!("{v}"));
+            if let Some(f) = armed.update(seen) {
+                assert_eq!(f.trigger, "psi-io>20%");
+                fired_at.push(i);
+            }
+        }
+        fired_at
+    }
+
+    #[test]
+    fn a_psi_trigger_fires_once_per_episode_and_re_arms_when_it_clears() {
+        let low = "some avg10=5.00 avg60=1.00 avg300=0.00 total=1\n";
+        let high = "some avg10=25.00 avg60=1.00 avg300=0.00 total=1\n";
+        let edge = "some avg10=20.00 avg60=1.00 avg300=0.00 total=1\n";
+        assert_eq!(
+            psi_episode(&[low, high, high, high, edge, low, high, high]),
+            vec![1, 6]
+        );
+        assert_eq!(psi_episode(&[low, edge, low]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn stat_lines_give_name_and_start_even_with_odd_names() {
+        let s = parse_stat("1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 98765 1000 10 18446744073709551615").expect("parses");
+        assert_eq!(s.comm, "my (odd) name");
+        assert_eq!(s.start_ticks, 98765);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn long_names_compare_by_their_first_15_bytes() {
+        assert_eq!(truncate_comm("a-very-long-process-name"), "a-very-long-pro");
+        assert_eq!(truncate_comm("make"), "make");
+    }
+
+    #[test]
+    fn a_slow_process_fires_once_while_it_runs_and_re_arms_after_it_ends() {
+        let mut w = Watch::new(&["cmd-slower:make>2s".parse().expect("parses")]);
+        let tps = w.ticks_per_second;
+        let up = 1000 * tps;
+        let mut fired = Vec::new();
+        // (pid, name, seconds it has run) at each look.
+        let looks: [&[(u32, &str, u64)]; 6] = [
+            &[(10, "make", 1), (9, "bash", 100)],
+            &[(10, "make", 3)],
+            &[(10, "make", 4), (11, "make", 5)],
+            &[(9, "bash", 100)],
+            &[(12, "cc1", 9), (13, "make", 1)],
+            &[(13, "make", 3)],
+        ];
+        for (i, look) in looks.iter().enumerate() {
+            w.processes = look
+                .iter()
+                .map(|&(pid, comm, secs)| {
+                    let seen = Seen {
+                        comm: comm.into(),
+                        start_ticks: up - secs * tps,
+                    };
+                    (pid, seen)
+                })
+                .collect();
+            let seen = w
+                .slowest("make", up)
+                .filter(|(_, age)| *age > Duration::from_secs(2))
+                .map(|(pid, age)| format!("{pid} {}", age.as_secs()));
+            if let Some(f) = w.armed[0].update(seen) {
+                fired.push((i, f.seen));
+            }
+        }
+        assert_eq!(fired, vec![(1, "10 3".into()), (5, "13 3".into())]);
+    }
+
+    #[test]
+    fn listing_this_machine_sees_this_process() {
+        let mut w = Watch::new(&[]);
+        let up = boot_ticks(w.ticks_per_second).expect("boot clock");
+        w.list_processes(Path::new("/proc"), up);
+        let me = w
+            .processes
+            .get(&std::process::id())
+            .expect("this process is listed");
+        assert!(me.start_ticks <= up);
+    }
+}

@@ -1,0 +1,660 @@
+//! `slowlab record --ring` left on (issue 40, "Always on", perf backend):
+//! `slowlab record --save` from another process writes a snapshot that
+//! `slowlab analyze` reads, and says so in one line when no recorder runs;
+//! a `cmd-slower:` trigger fires once per slow episode with the seconds
+//! before and after it in its snapshot; a tiny ring left running for a
+//! minute and a half under process churn, with saves and triggers, keeps
+//! its memory, its files and its snapshots bounded; and a full disk stops
+//! a snapshot with a clear line, not the recording.
+//!
+//! Every test holds `one_recording_at_a_time()` and skips with its reason
+//! where perf cannot record (the full-disk test also where no tmpfs can be
+//! mounted).
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{one_recording_at_a_time, slowlab};
+
+/// A `slowlab record --ring …` running in the background, its stderr in a
+/// file.
+struct Recorder {
+    child: Child,
+    stderr: PathBuf,
+    output: PathBuf,
+}
+
+impl Recorder {
+    /// Starts `slowlab record -o OUTPUT ARGS` (its stderr into `stderr`,
+    /// on another disk than a full one) and waits until it accepts `--save`
+    /// (its control socket is listed).
+    fn start(output: &Path, stderr: &Path, args: &[&str], env: &[(&str, &str)]) -> Recorder {
+        let stderr = stderr.to_owned();
+        let err = std::fs::File::create(&stderr).expect("stderr file");
+        let mut cmd = slowlab();
+        cmd.arg("record")
+            .arg("-o")
+            .arg(output)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("slowlab starts");
+        let r = Recorder {
+            child,
+            stderr,
+            output: output.to_owned(),
+        };
+        let want = slowlab_record::absolute_output(output);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !slowlab_record::recorders()
+            .iter()
+            .any(|i| i.output == want && i.pid == r.child.id())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the recorder did not start: {}",
+                r.err()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        r
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn err(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until its stderr holds `needle` `count` times.
+    fn wait_for(&self, needle: &str, count: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.err().matches(needle).count() < count {
+            assert!(
+                Instant::now() < deadline,
+                "no {count} × `{needle}` after {limit:?}: {}",
+                self.err()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `slowlab record --save -o OUTPUT` from another process.
+    fn save(&self) -> Output {
+        save_for(&self.output)
+    }
+
+    /// Stops it with SIGINT; its exit status and stderr.
+    fn stop(mut self) -> (i32, String) {
+        // SAFETY: signalling the recorder this test started.
+        unsafe { libc::kill(self.pid(), libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("wait") {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the recorder did not stop: {}", self.err());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let err = self.err();
+        eprintln!("{err}");
+        (status.code().unwrap_or(-1), err)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn save_for(output: &Path) -> Output {
+    slowlab()
+        .args(["record", "--save", "-o"])
+        .arg(output)
+        .output()
+        .expect("slowlab --save runs")
+}
+
+/// The snapshots `OUTPUT.<digits>` beside `output`, oldest first.
+fn snapshots_of(output: &Path) -> Vec<PathBuf> {
+    let dir = output.parent().expect("a directory");
+    let prefix = format!(
+        "{}.",
+        output.file_name().and_then(|n| n.to_str()).expect("a name")
+    );
+    let mut snaps: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    snaps.sort();
+    snaps
+}
+
+/// `slowlab analyze --json --no-symbols TRACE ARGS`.
+fn analyze(trace: &Path, args: &[&str]) -> serde_json::Value {
+    let out = slowlab()
+        .args(["analyze", "--json", "--no-symbols"])
+        .args(args)
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    common::json(&out)
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS`, `RssAnon`).
+fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with(field))?;
+            l.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The perf child of `pid` (its `perf record`), if running.
+fn perf_of(pid: i32) -> Option<i32> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|&p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            ppid == Some(pid)
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--overwrite"))
+        })
+}
+
+/// A copy of `sleep` named `name` (its `comm`), in `dir`.
+fn named_sleep(dir: &Path, name: &str) -> PathBuf {
+    let sleep = slowlab_record::find_program("sleep").expect("sleep is installed");
+    let exe = dir.join(name);
+    std::fs::copy(sleep, &exe).expect("copy sleep");
+    exe
+}
+
+#[test]
+fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("s.data");
+    // Nothing runs for it yet: one line that says how to start one.
+    let out = save_for(&trace);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no ring recorder"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let rec = Recorder::start(
+        &trace,
+        &dir.path().join("s.err"),
+        &["--ring", "3", "--no-paths"],
+        &[],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = Instant::now();
+    let out = rec.save();
+    let saved = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        rec.err()
+    );
+    eprintln!("--save answered in {:?}: {saved}", t0.elapsed());
+    let snaps = snapshots_of(&trace);
+    assert_eq!(snaps, vec![PathBuf::from(&saved)], "{}", rec.err());
+    let v = analyze(&snaps[0], &[]);
+    assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+    // A second save is a second snapshot.
+    let out = rec.save();
+    assert!(out.status.success(), "{}", rec.err());
+    assert_eq!(snapshots_of(&trace).len(), 2);
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    assert!(err.contains("for slowlab record --save"), "{err}");
+    // Gone with the recorder: its state file, and its answer.
+    let want = slowlab_record::absolute_output(&trace);
+    assert!(!slowlab_record::recorders().iter().any(|r| r.output == want));
+    let out = save_for(&trace);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no ring recorder"));
+    assert!(trace.exists());
+}
+
+#[test]
+fn a_stale_recorder_file_is_detected_and_removed() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("stale.data");
+    // A process that has exited: its pid is not running.
+    let mut gone = Command::new("true").spawn().expect("true runs");
+    let pid = gone.id();
+    gone.wait().expect("reaped");
+    let run = Path::new("/run/slowlab");
+    if std::fs::create_dir_all(run).is_err() {
+        slowlab_testkit::skip(format_args!("/run/slowlab cannot be created"));
+        return;
+    }
+    let state = run.join(format!("record.{pid}.json"));
+    let info = slowlab_record::RecorderInfo {
+        pid,
+        output: slowlab_record::absolute_output(&trace),
+        socket: run.join(format!("record.{pid}.sock")),
+        ring_seconds: 5,
+    };
+    std::fs::write(&state, serde_json::to_vec(&info).expect("json")).expect("state file");
+    let out = save_for(&trace);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no ring recorder is running"), "{err}");
+    assert!(!state.exists(), "the stale state file was removed");
+}
+
+#[test]
+fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let name = format!("slowtrig{}", std::process::id() % 100_000);
+    let exe = named_sleep(dir.path(), &name);
+    let trace = dir.path().join("t.data");
+    let trigger = format!("cmd-slower:{name}>2s");
+    let rec = Recorder::start(
+        &trace,
+        &dir.path().join("t.err"),
+        &[
+            "--ring",
+            "10",
+            "--no-paths",
+            "--trigger",
+            &trigger,
+            "--after",
+            "3",
+        ],
+        &[],
+    );
+    let fired = format!("trigger {trigger} fired");
+    // Quick ones: nothing.
+    for _ in 0..2 {
+        let st = Command::new(&exe).arg("0.5").status().expect("runs");
+        assert!(st.success());
+    }
+    // One slow one: one snapshot, 3 s after it crossed 2 s.
+    let started = Instant::now();
+    let st = Command::new(&exe).arg("3").status().expect("runs");
+    assert!(st.success());
+    let ended = Instant::now();
+    rec.wait_for("slowlab: snapshot ", 1, Duration::from_secs(30));
+    let snapped = Instant::now();
+    // Two slow ones at once: one episode, one more snapshot.
+    let a = Command::new(&exe).arg("2.5").spawn().expect("runs");
+    let b = Command::new(&exe).arg("3").spawn().expect("runs");
+    for mut c in [a, b] {
+        assert!(c.wait().expect("waits").success());
+    }
+    rec.wait_for("slowlab: snapshot ", 2, Duration::from_secs(30));
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    assert_eq!(err.matches(&fired).count(), 2, "{err}");
+    assert_eq!(err.matches(&format!("for trigger {trigger}")).count(), 2);
+    eprintln!(
+        "slow process ran {:.1} s; its snapshot was written {:.1} s after it ended",
+        ended.duration_since(started).as_secs_f64(),
+        snapped.duration_since(ended).as_secs_f64()
+    );
+    let snaps = snapshots_of(&trace);
+    assert_eq!(snaps.len(), 2, "{err}");
+    // The first holds the slow process (start and end) and the seconds
+    // after it ended.
+    let v = analyze(&snaps[0], &["--procs"]);
+    let procs = v["processes"].as_array().expect("processes");
+    let slow: Vec<&serde_json::Value> = procs
+        .iter()
+        .filter(|p| p["comm"] == name.as_str())
+        .filter(|p| p["duration_s"].as_f64().is_some_and(|d| d > 2.5))
+        .collect();
+    assert_eq!(slow.len(), 1, "the slow process: {v}");
+    let span = analyze(&snaps[0], &[])["duration_s"]
+        .as_f64()
+        .expect("a duration");
+    let p = slow[0];
+    eprintln!("snapshot 1: {span:.2} s; slow process: {p}");
+    let start = p["start_s"].as_f64().expect("a start");
+    let end = p["end_s"].as_f64().expect("an end");
+    assert!(start > 0.0, "the snapshot starts before the process: {p}");
+    assert!(
+        span - end >= 1.5,
+        "at least 1.5 s after the process ended: {span:.2} s in all, it ended at {end:.2}"
+    );
+}
+
+/// One look at a running recorder.
+struct Sample {
+    secs: f64,
+    /// slowlab's resident memory, and its anonymous part (KiB).
+    rss: u64,
+    anon: u64,
+    /// perf's anonymous memory (KiB): its own, not the ring buffers.
+    perf_anon: u64,
+    bytes: u64,
+    files: usize,
+}
+
+#[test]
+fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let name = format!("slowtiny{}", std::process::id() % 100_000);
+    let exe = named_sleep(dir.path(), &name);
+    // Process churn: a new process every few milliseconds.
+    let mut churn = Command::new("sh")
+        .arg("-c")
+        .arg("while :; do /bin/true; done")
+        .spawn()
+        .expect("churn starts");
+    let trace = dir.path().join("tiny.data");
+    let trigger = format!("cmd-slower:{name}>1s");
+    // perf keeps a little memory with every snapshot: replaced after 1 MiB
+    // here (64 MiB by default), so the bound is seen within the test.
+    const GROWTH: u64 = 1 << 20;
+    let rec = Recorder::start(
+        &trace,
+        &dir.path().join("tiny.err"),
+        &[
+            "--ring",
+            "2",
+            "--trigger",
+            &trigger,
+            "--after",
+            "0.5",
+            "--keep-snapshots",
+            "3",
+        ],
+        &[("SLOWLAB_PERF_GROWTH_LIMIT_BYTES", &GROWTH.to_string())],
+    );
+    const RUN: Duration = Duration::from_secs(90);
+    let started = Instant::now();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut slow: Option<Child> = None;
+    // A save every 10 s from 5 s on, a slow process every 15 s.
+    let (mut next_save, mut next_slow) = (5, 15);
+    while started.elapsed() < RUN {
+        std::thread::sleep(Duration::from_secs(1));
+        let secs = started.elapsed().as_secs();
+        if secs >= next_save {
+            let out = rec.save();
+            assert!(out.status.success(), "{}", rec.err());
+            next_save += 10;
+        }
+        if secs >= next_slow && slow.is_none() {
+            slow = Some(Command::new(&exe).arg("1.5").spawn().expect("runs"));
+            next_slow += 15;
+        }
+        if let Some(c) = slow.as_mut() {
+            if c.try_wait().expect("wait").is_some() {
+                slow = None;
+            }
+        }
+        let (mut bytes, mut files) = (0, 0);
+        for e in std::fs::read_dir(dir.path()).expect("list").flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("tiny.data") && n != "tiny.err" {
+                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                files += 1;
+            }
+        }
+        samples.push(Sample {
+            secs: started.elapsed().as_secs_f64(),
+            rss: status_kib(rec.pid(), "VmRSS:"),
+            anon: status_kib(rec.pid(), "RssAnon:"),
+            perf_anon: perf_of(rec.pid()).map_or(0, |p| status_kib(p, "RssAnon:")),
+            bytes,
+            files,
+        });
+    }
+    let _ = churn.kill();
+    let _ = churn.wait();
+    if let Some(mut c) = slow {
+        let _ = c.wait();
+    }
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    for s in samples.iter().step_by(10) {
+        eprintln!(
+            "{:5.1} s: slowlab {} KiB ({} KiB anonymous), perf {} KiB anonymous, {} files, {:.1} MB",
+            s.secs,
+            s.rss,
+            s.anon,
+            s.perf_anon,
+            s.files,
+            s.bytes as f64 / 1e6
+        );
+    }
+    // Each half's floor, the level slowlab comes back to between
+    // snapshots (they make peaks of several MiB, which a sample may or may
+    // not catch): a leak raises it. And the highest peak.
+    let half = samples.len() / 2;
+    let floor = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).min().unwrap_or(0);
+    let max = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).max().unwrap_or(0);
+    let (anon_1, anon_2) = (
+        floor(|s| s.anon, &samples[..half]),
+        floor(|s| s.anon, &samples[half..]),
+    );
+    let (rss_1, rss_2) = (
+        floor(|s| s.rss, &samples[..half]),
+        floor(|s| s.rss, &samples[half..]),
+    );
+    let rss_most = max(|s| s.rss, &samples);
+    let perf_least = samples
+        .iter()
+        .map(|s| s.perf_anon)
+        .filter(|&k| k > 0)
+        .min()
+        .unwrap_or(0);
+    let perf_most = max(|s| s.perf_anon, &samples);
+    let most_bytes = max(|s| s.bytes, &samples);
+    let most_files = samples.iter().map(|s| s.files).max().unwrap_or(0);
+    let restarts = err.matches("starting a new perf").count();
+    eprintln!(
+        "slowlab RSS floor {rss_1} → {rss_2} KiB (anonymous {anon_1} → {anon_2}), at most {rss_most} KiB; perf anonymous {perf_least}–{perf_most} KiB ({restarts} perf restarts); at most {most_files} files and {:.1} MB",
+        most_bytes as f64 / 1e6
+    );
+    // slowlab: the second half's floor no higher than the first's, but
+    // for noise, and no peak near what a leak would reach.
+    assert!(
+        anon_2 <= anon_1 + 2048,
+        "slowlab grew: {anon_1} → {anon_2} KiB anonymous"
+    );
+    assert!(rss_2 <= rss_1 + 2048, "slowlab grew: {rss_1} → {rss_2} KiB");
+    assert!(rss_most < 200 << 10, "slowlab reached {rss_most} KiB");
+    // perf: replaced before it grows by more than GROWTH, plus what one
+    // snapshot adds and its first snapshot's one-time growth (together
+    // under 1 MiB). Not replaced, it grows by ~130 KiB a snapshot, over
+    // 2 MiB in this test.
+    assert!(
+        perf_most <= perf_least + GROWTH / 1024 + 1024,
+        "perf grew: {perf_least} → {perf_most} KiB"
+    );
+    // Three snapshots with their two side files, one more while the oldest
+    // is removed, the partial file and a dump under way.
+    assert!(most_files <= 4 * 3 + 2, "{most_files} files");
+    let snaps = snapshots_of(&trace);
+    assert_eq!(snaps.len(), 3, "--keep-snapshots 3: {err}");
+    let fired = err.matches(&format!("trigger {trigger} fired")).count();
+    assert!(fired >= 4, "a trigger per slow process: {fired}\n{err}");
+    assert!(err.contains("removed the oldest snapshot"), "{err}");
+    for s in &snaps {
+        let v = analyze(s, &[]);
+        assert!(
+            v["samples"].as_u64().unwrap_or(0) > 0,
+            "{}: {v}",
+            s.display()
+        );
+    }
+}
+
+/// A tmpfs of `mib` MiB mounted on a new directory, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(mib: u64) -> Result<Tmpfs, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+        }
+        Ok(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn free(&self) -> u64 {
+        let c = std::ffi::CString::new(self.path().to_str().expect("utf-8")).expect("no NUL");
+        // SAFETY: a valid path and a statvfs the call writes.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_bavail as u64 * st.f_frsize as u64
+    }
+
+    /// Fills it until `leave` bytes are free.
+    fn fill(&self, leave: u64) -> PathBuf {
+        let file = self.path().join("fill");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .expect("fill file");
+        let chunk = vec![1u8; 64 << 10];
+        while self.free() > leave {
+            let n = ((self.free() - leave) as usize).min(chunk.len());
+            if f.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+        }
+        f.sync_all().expect("sync");
+        file
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_a_snapshot_not_the_recording() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let fs = match Tmpfs::mount(96) {
+        Ok(fs) => fs,
+        Err(why) => {
+            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
+            return;
+        }
+    };
+    let trace = fs.path().join("f.data");
+    let errs = tempfile::tempdir().expect("temp dir");
+    // A snapshot is said to need 64 KiB, less than a dump of a full ring
+    // (at least 64 KiB per CPU and the headers), so that the second save
+    // gets past the check and the disk fills while perf writes it.
+    let need: u64 = 64 << 10;
+    let rec = Recorder::start(
+        &trace,
+        &errs.path().join("f.err"),
+        &["--ring", "2", "--no-paths"],
+        &[("SLOWLAB_SNAPSHOT_NEED_BYTES", &need.to_string())],
+    );
+    let perf = perf_of(rec.pid()).expect("perf runs");
+    // The ring fills.
+    std::thread::sleep(Duration::from_secs(4));
+    // 1. Less free than a snapshot needs: perf is not asked, the ring kept.
+    let fill = fs.fill(need / 2);
+    let out = rec.save();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the disk is full"), "{err}");
+    assert!(err.contains("the ring is kept"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(rec
+        .err()
+        .contains("no snapshot for slowlab record --save: the disk is full"));
+    assert_eq!(perf_of(rec.pid()), Some(perf), "the same perf records on");
+    assert!(snapshots_of(&trace).is_empty());
+    // 2. Room by the check, not for the dump: perf fails, its partial
+    // files go, a new perf records.
+    std::fs::remove_file(&fill).expect("unfill");
+    let fill = fs.fill(need);
+    let out = rec.save();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}\n{}", rec.err());
+    assert!(err.contains("the disk filled while perf wrote"), "{err}");
+    assert!(rec.err().contains("recording goes on with a new ring"));
+    let names: Vec<String> = std::fs::read_dir(fs.path())
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("f.data.partial.")) && snapshots_of(&trace).is_empty(),
+        "nothing half-written looks like a snapshot: {names:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new_perf = loop {
+        if let Some(p) = perf_of(rec.pid()).filter(|&p| p != perf) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no new perf: {}", rec.err());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // 3. Space again: a readable snapshot, and a readable trace at the end.
+    std::fs::remove_file(&fill).expect("unfill");
+    std::thread::sleep(Duration::from_secs(3));
+    let out = rec.save();
+    assert!(out.status.success(), "{}", rec.err());
+    let snap = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let v = analyze(&snap, &[]);
+    assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+    assert_eq!(perf_of(rec.pid()), Some(new_perf));
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    let v = analyze(&trace, &[]);
+    assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+}
