@@ -7,10 +7,12 @@
 //! way uv keeps its arguments in `uv-cli`.
 //!
 //! What it does not do: read files, the environment or anything a command
-//! does; a value parser here only checks a value's form.
+//! does; a value parser here only checks a value's form (into a library's
+//! value type at most: `record --trigger`).
 
 pub mod analyze;
 pub mod completions;
+pub mod diagnose;
 pub mod diff;
 pub mod doctor;
 pub mod export;
@@ -19,6 +21,7 @@ pub mod hang;
 pub mod import;
 pub mod lab;
 pub mod man;
+pub mod record;
 pub mod shared;
 pub mod sweep;
 

@@ -83,6 +83,10 @@ pub struct Diagnosis {
     pub findings_json: String,
     /// The ids and titles of the findings, most costly first.
     pub findings: Vec<(String, String)>,
+    /// The files written into the directory, in the order written
+    /// (`findings.json`, `critical_path.json` when there is a path,
+    /// `report.html`).
+    pub files: Vec<PathBuf>,
     /// A line for each extra export written.
     pub written: Vec<String>,
     /// The root's path has no CPU or runnable time at all.
@@ -124,11 +128,15 @@ pub fn analyze_into(
     }
     let findings = analysis.findings();
     let findings_json = serde_json::to_string_pretty(findings)?;
-    write_atomically(&dir.join("findings.json"), findings_json.as_bytes())?;
+    let mut files = vec![dir.join("findings.json")];
+    write_atomically(&files[0], findings_json.as_bytes())?;
     let cp_file = dir.join("critical_path.json");
     let path = analysis.root_path().ok().map(|rp| &rp.path);
     match path {
-        Some(cp) => write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?,
+        Some(cp) => {
+            write_atomically(&cp_file, serde_json::to_string_pretty(cp)?.as_bytes())?;
+            files.push(cp_file);
+        }
         // A stale file from an earlier run would read as this run's answer.
         None => {
             let _ = std::fs::remove_file(&cp_file);
@@ -147,6 +155,9 @@ pub fn analyze_into(
     let html = (Export::Html, dir.join("report.html"));
     for (export, path) in std::iter::once(&html).chain(extra) {
         let w = export.write(&request, path)?;
+        if *export == Export::Html {
+            files.push(path.clone());
+        }
         written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
         match (export, w.summary) {
             (Export::Html, _) => {}
@@ -171,6 +182,7 @@ pub fn analyze_into(
             .iter()
             .map(|f| (f.id.clone(), f.title.clone()))
             .collect(),
+        files,
         written,
         did_not_run: path.is_some_and(|p| p.breakdown.cpu + p.breakdown.runnable == 0.0),
         path: path.cloned(),

@@ -13,14 +13,19 @@
 //!   `slowlab_sweep::fit_series`, the causes keyed as `slowlab diff` keys
 //!   them (`slowlab_analyze::path_diff::CauseKey`).
 //!
+//! - `dir`: one run's directory read back (its critical path), for
+//!   `slowlab diff` on directories.
+//!
 //! What it does not do: record or analyze a trace itself (the `Diagnoser`
 //! does), schedule a sweep's runs (the `sweep` engine does), or render a
 //! sweep (the `report` crate does).
 
+pub mod dir;
 pub mod executor;
 pub mod growth;
 pub mod repeat;
 
+pub use dir::{read_run, read_runs};
 pub use executor::{Diagnosed, Diagnoser, PathExecutor};
 pub use growth::{fit_causes, CauseFits, MIN_SECONDS_AT_MAX, MIN_SHARE_AT_MAX};
 pub use repeat::{

@@ -35,9 +35,9 @@ struct Cli {
 enum Command {
     Lab(slowlab_cli::lab::LabArgs),
     Sweep(slowlab_cli::sweep::SweepArgs),
-    Record(cmd::record::RecordArgs),
+    Record(slowlab_cli::record::RecordArgs),
     Analyze(slowlab_cli::analyze::AnalyzeArgs),
-    Diagnose(cmd::diagnose::DiagnoseArgs),
+    Diagnose(slowlab_cli::diagnose::DiagnoseArgs),
     Diff(slowlab_cli::diff::DiffArgs),
     Doctor(slowlab_cli::doctor::DoctorArgs),
     Import(slowlab_cli::import::ImportArgs),

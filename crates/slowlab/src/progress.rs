@@ -106,12 +106,20 @@ impl Progress for LabProgress {
     }
 }
 
-/// A bar for reading and symbolizing a trace: `stage done/total`.
-pub fn reading_bar() -> ProgressBar {
+/// Runs `read` with a bar for reading and symbolizing a trace (`stage
+/// done/total`, on stderr) that it moves through the progress function it
+/// is given, and clears the bar after.
+pub fn while_reading<T>(read: impl FnOnce(&(dyn Fn(&str, u64, u64) + Sync)) -> T) -> T {
     let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg} {wide_bar} {percent}%")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar
+    let result = read(&|stage, done, total| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        bar.set_message(stage.to_string());
+    });
+    bar.finish_and_clear();
+    result
 }

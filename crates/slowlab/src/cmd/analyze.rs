@@ -8,7 +8,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use slowlab_analyze::analysis::{Analysis, Root};
-use slowlab_analyze::butterfly::{butterfly, Butterfly};
+use slowlab_analyze::butterfly::butterfly;
 use slowlab_analyze::cpu;
 use slowlab_analyze::critical_path::process_by_pid;
 use slowlab_analyze::select::Selection;
@@ -195,22 +195,20 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
                     views.push((butterfly(trace, func, &sel, args.depth)?, callers));
                 }
             }
-            if args.json {
-                let v: Vec<&Butterfly> = views.iter().map(|(b, _)| b).collect();
-                if v.len() == 1 {
-                    serde_json::to_writer_pretty(&mut out, v[0])?;
-                } else {
-                    serde_json::to_writer_pretty(&mut out, &v)?;
-                }
-                writeln!(out)?;
-            } else {
-                for (b, callers) in &views {
-                    write!(
-                        out,
-                        "{}",
-                        cpu_views::butterfly_text(b, *callers, top_terminal)
-                    )?;
-                }
+            let text = || {
+                views
+                    .iter()
+                    .map(|(b, callers)| cpu_views::butterfly_text(b, *callers, top_terminal))
+                    .collect::<String>()
+            };
+            match &views[..] {
+                [(one, _)] => show(&mut out, json, one, text)?,
+                many => show(
+                    &mut out,
+                    json,
+                    &many.iter().map(|v| &v.0).collect::<Vec<_>>(),
+                    text,
+                )?,
             }
         }
         View::Tree(keys) => {
@@ -220,12 +218,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
                 &sel,
                 if args.json { args.top } else { top_terminal },
             );
-            if args.json {
-                serde_json::to_writer_pretty(&mut out, &tree)?;
-                writeln!(out)?;
-            } else {
-                write!(out, "{}", cpu_views::tree_text(&tree))?;
-            }
+            show(&mut out, json, &tree, || cpu_views::tree_text(&tree))?;
         }
         View::Summary => {
             let summary =
@@ -266,14 +259,9 @@ fn show<T: serde::Serialize>(
 /// `--events`: how many events of each name the trace holds (see
 /// `slowlab_open::event_counts`).
 fn print_event_counts(file: &std::path::Path, opts: &OpenOptions, json: bool) -> Result<i32> {
-    let bar = crate::progress::reading_bar();
-    let counted = slowlab_open::event_counts(file, opts, &|stage, done, total| {
-        bar.set_length(total.max(1));
-        bar.set_position(done);
-        bar.set_message(stage.to_string());
-    });
-    bar.finish_and_clear();
-    let (counts, warnings) = counted?;
+    let (counts, warnings) = crate::progress::while_reading(|progress| {
+        slowlab_open::event_counts(file, opts, progress)
+    })?;
     for w in warnings {
         eprintln!("slowlab: warning: {w}");
     }

@@ -12,10 +12,10 @@ use slowlab_cli::diff::DiffArgs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, Normalize};
 use slowlab_analyze::diff_tree::diff_tree;
-use slowlab_analyze::path_diff::{diff_paths, Run};
+use slowlab_analyze::path_diff::diff_paths;
 use slowlab_analyze::select::Selection;
 use slowlab_report::diff_page::{diff_page, DiffPageData, PathsSection};
 use slowlab_report::export::flamegraph_svg;
@@ -36,8 +36,7 @@ pub fn run(args: DiffArgs) -> Result<i32> {
     if dirs < a_runs.len() + b_runs.len() {
         bail!("give either traces or `slowlab diagnose` directories, not both");
     }
-    let read =
-        |runs: &[PathBuf]| -> Result<Vec<Run>> { runs.iter().map(|d| read_run(d)).collect() };
+    let read = |dirs: &[PathBuf]| slowlab_runs::read_runs(dirs).map_err(anyhow::Error::msg);
     let (a, b) = (read(&a_runs)?, read(&b_runs)?);
     let Some(d) = diff_paths(&a, &b) else {
         bail!("nothing to compare");
@@ -123,21 +122,6 @@ fn sides(args: &DiffArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     } else {
         Ok((args.inputs.clone(), args.b_runs.clone()))
     }
-}
-
-/// DIR/critical_path.json of a `slowlab diagnose` directory.
-fn read_run(dir: &Path) -> Result<Run> {
-    let file = dir.join("critical_path.json");
-    let text = std::fs::read(&file).map_err(|e| {
-        anyhow!(
-            "{}: {e}: is {} a `slowlab diagnose` directory of a command it could follow?",
-            file.display(),
-            dir.display()
-        )
-    })?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| anyhow!("{}: not JSON: {e}", file.display()))?;
-    Run::from_json(&value).map_err(|e| anyhow!("{}: not a critical path: {e}", file.display()))
 }
 
 /// Today's comparison of two traces' sampled CPU; `paths` (the path

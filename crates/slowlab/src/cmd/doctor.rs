@@ -28,12 +28,12 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     eprintln!("slowlab doctor: reading the standing conditions…");
     let before = Snapshot::take(root);
     let started = Instant::now();
-    let trace_dir = TraceDir::new(args.keep.as_deref())?;
+    let (trace_dir, _removed_at_exit) = trace_dir(args.keep.as_deref())?;
     eprintln!(
         "slowlab doctor: recording the whole system for {} s…",
         args.seconds
     );
-    let trace = record(&args, &trace_dir.path);
+    let trace = record(&args, &trace_dir);
     let after = Snapshot::take(root);
     let elapsed = started.elapsed().as_secs_f64();
     let bundle = trace.clone().and_then(|path| {
@@ -72,10 +72,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
         eprintln!("slowlab doctor: wrote {}", p.display());
     }
     if args.keep.is_some() {
-        eprintln!(
-            "slowlab doctor: kept the trace in {}",
-            trace_dir.path.display()
-        );
+        eprintln!("slowlab doctor: kept the trace in {}", trace_dir.display());
     }
     if args.json {
         println!("{}", doctor_json(&report)?);
@@ -104,42 +101,16 @@ fn record(args: &DoctorArgs, dir: &Path) -> Result<PathBuf, String> {
     Ok(trace_path)
 }
 
-/// Where the trace goes: `--keep DIR`, or a fresh temporary directory
-/// removed when this is dropped.
-struct TraceDir {
-    path: PathBuf,
-    remove: bool,
-}
-
-impl TraceDir {
-    fn new(keep: Option<&Path>) -> anyhow::Result<TraceDir> {
-        if let Some(dir) = keep {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            return Ok(TraceDir {
-                path: dir.to_path_buf(),
-                remove: false,
-            });
-        }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("slowlab-doctor-{}-{nanos}", std::process::id()));
-        std::fs::create_dir(&path).with_context(|| {
-            format!(
-                "cannot create {}: set TMPDIR to a writable directory",
-                path.display()
-            )
-        })?;
-        Ok(TraceDir { path, remove: true })
+/// Where the trace goes: `--keep DIR` (created when missing), or a fresh
+/// temporary directory, removed when the returned guard is dropped.
+fn trace_dir(keep: Option<&Path>) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    if let Some(dir) = keep {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        return Ok((dir.to_path_buf(), None));
     }
-}
-
-impl Drop for TraceDir {
-    fn drop(&mut self) {
-        if self.remove {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
+    let temp = tempfile::Builder::new()
+        .prefix("slowlab-doctor-")
+        .tempdir()
+        .context("cannot make a temporary directory: set TMPDIR to a writable directory")?;
+    Ok((temp.path().to_path_buf(), Some(temp)))
 }

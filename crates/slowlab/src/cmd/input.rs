@@ -25,14 +25,7 @@ pub fn open(input: &Path, opts: &OpenOptions) -> anyhow::Result<TraceBundle> {
 }
 
 fn open_with_bar(input: &Path, opts: &OpenOptions) -> Result<TraceBundle, OpenError> {
-    let bar = crate::progress::reading_bar();
-    let bundle = slowlab_open::open(input, opts, &|stage, done, total| {
-        bar.set_length(total.max(1));
-        bar.set_position(done);
-        bar.set_message(stage.to_string());
-    });
-    bar.finish_and_clear();
-    bundle
+    crate::progress::while_reading(|progress| slowlab_open::open(input, opts, progress))
 }
 
 /// Opens what `diagnose`, `doctor`, `lab --trace` and `export` recorded:

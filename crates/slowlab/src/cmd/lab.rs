@@ -99,15 +99,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let results = run_lab(&scenarios, &mut ctx);
     output.finish();
 
-    let fd = if json_to_stdout {
-        libc::STDERR_FILENO
+    // The table fits the terminal it goes to; to a file or a pipe, whole.
+    let term = if json_to_stdout {
+        console::Term::stderr()
     } else {
-        libc::STDOUT_FILENO
+        console::Term::stdout()
     };
-    print_table(
-        &render_verdicts_within(&results, terminal_width(fd)),
-        json_to_stdout,
-    );
+    let width = term.size_checked().map(|(_, cols)| usize::from(cols));
+    print_table(&render_verdicts_within(&results, width), json_to_stdout);
     if let Some(path) = &args.json {
         write_atomically(path, &json_lines(&results)?)?;
     }
@@ -125,19 +124,4 @@ fn print_table(table: &str, json_to_stdout: bool) {
         print!("\n{table}");
         std::io::stdout().flush().ok();
     }
-}
-
-/// The width of the terminal on `fd`; `None` when it is not a terminal
-/// (the table is then printed whole, for files and pipes).
-fn terminal_width(fd: libc::c_int) -> Option<usize> {
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we pass; a
-    // descriptor that is not a terminal makes it fail without writing.
-    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } == 0;
-    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
 }

@@ -1,0 +1,146 @@
+//! `slowlab record`'s arguments. Definitions and help only: the binary
+//! runs them (a trigger's condition is parsed into `slowlab_record`'s type
+//! here, so that a bad one is refused with the others).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Which recorder writes the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// `perf record`: every event slowlab uses, in perf.data.
+    Perf,
+    /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
+    /// lifetimes, at a fraction of perf's cost (no faults, disk requests or syscalls yet).
+    Bpf,
+}
+
+/// `--bpf-stacks`: which stacks the eBPF recorder takes (to measure what they cost).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BpfStacksArg {
+    /// No stacks.
+    None,
+    /// Kernel stacks only.
+    Kernel,
+    /// Kernel and user stacks on blocking switches, wake-ups by a task and samples.
+    Blocking,
+    /// Kernel and user stacks on every event.
+    All,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CallGraphArg {
+    /// Frame pointers: cheap, needs code built with frame pointers.
+    Fp,
+    /// Copies of the user stack: works without frame pointers, large files.
+    Dwarf,
+}
+
+/// Record a system-wide trace with perf.
+///
+/// Records every CPU: sampled call stacks (kernel and user), context
+/// switches and wake-ups with their stacks, process fork/exec/exit, page
+/// faults, disk requests, and the syscalls slowlab's detectors use (openat,
+/// the stat family, mmap/munmap, unlink, unshare, clone). With a command,
+/// records until it exits and returns its exit code; without, until Ctrl-C,
+/// SIGTERM or SIGHUP (also in the background: `slowlab record & … kill -INT
+/// $!`), then exits with 128 + the signal once the trace is written. A
+/// second signal stops at once, without the trace.
+#[derive(Args, Debug)]
+#[command(after_long_help = "\
+Examples:
+  slowlab record -- make -j2            record while make runs, into slowlab.data
+  slowlab record -o idle.data           record until Ctrl-C (or kill -INT/-TERM)
+  slowlab record --freq 4000 -- ./app   sample 4,000 times a second per CPU
+  slowlab record --ring 30              keep only the last ~30 s (buffers sized
+                                        from the event rate measured first);
+                                        `kill -USR2 <slowlab pid>` saves a
+                                        snapshot slowlab.data.<time>, Ctrl-C
+                                        stops and saves slowlab.data
+  slowlab record --save                 from another shell: ask the running
+                                        ring recorder for a snapshot, wait for
+                                        it, print its path (-o picks one of
+                                        several recorders)
+  slowlab record --ring 60 --trigger 'psi-cpu>30%' --trigger 'cmd-slower:make>2s'
+                                        save a snapshot by itself, --after
+                                        seconds after a condition becomes true
+                                        (once until it clears)
+Then:
+  slowlab analyze slowlab.data
+
+perf writes slowlab.data.partial until the trace is finished. Needs root or
+kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
+pub struct RecordArgs {
+    /// Where to write the trace (perf.data format) [default: slowlab.data];
+    /// with --save, which recorder to ask (needed only when several run).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Samples per second per CPU.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub freq: u32,
+    /// Ring-buffer mode: keep only about the last SECONDS seconds (the
+    /// paths and cgroup notes beside the trace too); `slowlab record
+    /// --save` from another shell, or SIGUSR2, saves a snapshot.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub ring: Option<u32>,
+    /// Ring mode: save a snapshot when COND becomes true, once until it
+    /// clears (repeatable): psi-cpu>P%, psi-io>P%, psi-memory>P% (PSI
+    /// `some avg10`), cmd-slower:NAME>Ds (a process named NAME running
+    /// longer than D seconds).
+    #[arg(long, value_name = "COND", requires = "ring", value_parser = parse_trigger)]
+    pub trigger: Vec<slowlab_record::Trigger>,
+    /// Ring mode: seconds between a trigger and its snapshot, so that it
+    /// holds the time after the moment too [default: a third of --ring,
+    /// at most 5].
+    #[arg(long, value_name = "SECONDS", requires = "trigger", value_parser = parse_seconds)]
+    pub after: Option<Duration>,
+    /// Ring mode: how many snapshots to keep beside the output (the oldest
+    /// are removed, with their side files).
+    #[arg(long, value_name = "N", requires = "ring", default_value_t = slowlab_record::DEFAULT_KEEP_SNAPSHOTS as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keep_snapshots: u32,
+    /// Ask the ring recorder running (from another shell) for a snapshot,
+    /// wait until it is written and print its path.
+    #[arg(long, conflicts_with_all = ["ring", "command", "trigger", "freq", "backend"])]
+    pub save: bool,
+    /// How user-space stacks are collected.
+    #[arg(long, value_enum, default_value = "fp")]
+    pub call_graph: CallGraphArg,
+    /// Do not capture the path strings of syscalls (the eBPF probe that
+    /// writes OUTPUT.paths; needs root and a kernel with BTF).
+    #[arg(long)]
+    pub no_paths: bool,
+    /// Which recorder writes the trace.
+    #[arg(long, value_enum, default_value = "perf")]
+    pub backend: BackendArg,
+    /// `--backend bpf`: bytes of the kernel ring buffer (a power of two).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub bpf_ring_bytes: Option<u32>,
+    /// `--backend bpf`: which stacks are taken (blocking: what the critical path reads).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHICH",
+        hide = true,
+        default_value = "blocking"
+    )]
+    pub bpf_stacks: BpfStacksArg,
+    /// The command to run while recording.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn parse_trigger(text: &str) -> Result<slowlab_record::Trigger, String> {
+    text.parse()
+}
+
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && (0.0..=86_400.0).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            format!("`{text}` is not a number of seconds from 0 to 86400 (e.g. 3 or 0.5)")
+        })
+}
