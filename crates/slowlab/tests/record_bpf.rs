@@ -157,9 +157,10 @@ fn waits_in(trace: &Path, function: &str) -> (u64, u64) {
         .unwrap();
     let view = common::json(&out);
     let has = |stack: &serde_json::Value| {
-        stack
-            .as_array()
-            .is_some_and(|f| f.iter().any(|n| n.as_str().is_some_and(|n| n.contains(function))))
+        stack.as_array().is_some_and(|f| {
+            f.iter()
+                .any(|n| n.as_str().is_some_and(|n| n.contains(function)))
+        })
     };
     let (mut waits, mut wakes) = (0, 0);
     for t in view["threads"].as_array().unwrap() {
