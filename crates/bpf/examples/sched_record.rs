@@ -3,7 +3,7 @@
 //! `SCHED_RING=BYTES` the ring buffer is that small (to see lost records counted); with
 //! `SCHED_STACKS=none|kernel|blocking|all` those stacks are taken. With
 //! `sysctl kernel.bpf_stats_enabled=1` it prints what each program cost per run.
-//! `SCHED_KERNEL_FRAMES=N` and `SCHED_REUSE=1` set
+//! `SCHED_KERNEL_FRAMES=N` and `SCHED_REUSE=0|1` set
 //! `SchedOptions::{kernel_frames, reuse_sites}`.
 
 use std::path::Path;
@@ -32,7 +32,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(n) = std::env::var("SCHED_KERNEL_FRAMES") {
         options.kernel_frames = n.parse()?;
     }
-    options.reuse_sites = std::env::var("SCHED_REUSE").is_ok_and(|v| v == "1");
+    if let Ok(v) = std::env::var("SCHED_REUSE") {
+        options.reuse_sites = v == "1";
+    }
     let rec = SchedRecorder::start(Path::new(out), &options)?;
     let status = Command::new(&cmd[0]).args(&cmd[1..]).status()?;
     let stats = rec.stop()?;

@@ -9,6 +9,10 @@
 //! naming user frames later. A process that has exited by then (the drain runs every
 //! 50 ms) has no mappings: its user frames stay addresses.
 //!
+//! Stacks cost most of a record (a kernel walk ~2 us here), so by default a thread that
+//! blocks, or wakes another, where it did the last time reuses that time's stacks
+//! ([`SchedOptions::reuse_sites`]).
+//!
 //! It does not symbolize, build a trace, or filter processes: it records system-wide.
 //! The programs belong to this process (nothing is pinned), so the kernel detaches them
 //! when it dies.
@@ -497,8 +501,10 @@ fn run(
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
         rodata.stack_mode = options.stacks.bpf_value();
         rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
-        rodata.reuse_sites = options.reuse_sites;
-        if options.reuse_sites {
+        // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
+        let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
+        rodata.reuse_sites = reuse;
+        if reuse {
             // Without the kernel's text range, no stack is reused.
             if let Some((start, end)) = kernel_text() {
                 rodata.text_start = start;
