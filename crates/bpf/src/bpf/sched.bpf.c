@@ -468,6 +468,9 @@ static long learn_slot(__u64 i, void *data)
 // Kernel: the unwinder goes from frame to frame by reading each return address at a place
 // given by the one before; the same start (the same length from the context to the top)
 // and the same return addresses at those places make the same walk, frame for frame.
+// (The places are found as the first word, going outwards, equal to each return address
+// in turn; a stale copy of a return address lying in a frame below its own place would
+// be checked instead of it. Nothing here puts one there but a `_RET_IP_` kept in a local.)
 // User: the stack is taken to be the same beyond the SITE_USER_LEVELS links compared; true
 // of what this is for, a loop that blocks at one call site each time round, and wrong only
 // for two paths through frames of exactly the same sizes that part further out than that.
