@@ -50,11 +50,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // With `sysctl kernel.bpf_stats_enabled=1`: what each program cost.
     for p in &stats.programs {
         eprintln!(
-            "{:<10} {:>9} runs {:>6} ns/run {:>8.1} ms",
+            "{:<10} {:>9} runs {:>6} ns/run {:>8.1} ms {:>6} missed",
             p.name,
             p.runs,
             p.mean_ns(),
-            p.run_ns as f64 / 1e6
+            p.run_ns as f64 / 1e6,
+            p.recursion_misses
         );
     }
     let log = read_sched(Path::new(out))?;

@@ -147,7 +147,8 @@ pub struct SchedStats {
     /// The recording file.
     pub output: PathBuf,
     /// What each program cost in the kernel, when the kernel counted it
-    /// (`sysctl kernel.bpf_stats_enabled=1` during the recording; empty otherwise).
+    /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
+    /// a program with neither is left out.
     pub programs: Vec<ProgramCost>,
 }
 
@@ -161,6 +162,11 @@ pub struct ProgramCost {
     pub runs: u64,
     /// Nanoseconds it ran in all.
     pub run_ns: u64,
+    /// Times the kernel did not run it because it was already running on that CPU (a
+    /// wake-up from an interrupt that came while the program ran for another): events
+    /// lost without a record (`bpf_prog_info.recursion_misses`, counted whatever
+    /// `kernel.bpf_stats_enabled` says).
+    pub recursion_misses: u64,
 }
 
 impl ProgramCost {
@@ -185,10 +191,11 @@ fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
             &mut len,
         )
     };
-    (ret == 0 && info.run_cnt > 0).then(|| ProgramCost {
+    (ret == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
         name: name.to_string(),
         runs: info.run_cnt,
         run_ns: info.run_time_ns,
+        recursion_misses: info.recursion_misses,
     })
 }
 
