@@ -11,6 +11,8 @@
 #   bpf    slowlab record --backend bpf (the eBPF scheduler recorder)
 #   bpf-WHICH  the same with --bpf-stacks WHICH (none, kernel, blocking, all):
 #          what its stack walks cost; pick modes with MODES="plain perf bpf-none ..."
+#   bpf-WHICH-walk  the same with --bpf-no-reuse: every stack walked, none reused
+#          from the thread's last event at the same site
 #
 # Usage (root; perf installed):
 #   SLOWLAB=target/test-release/slowlab bench/record/sched_overhead.sh
@@ -41,6 +43,8 @@ recorder() {
       perf) setsid perf record -a -g -e cpu-clock/freq=1000/ -e sched:sched_switch \
               -e sched:sched_waking -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
       bpf) setsid "$SLOWLAB" record --backend bpf -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
+      bpf-*-walk) w=${mode#bpf-}; setsid "$SLOWLAB" record --backend bpf --bpf-stacks "${w%-walk}" \
+              --bpf-no-reuse -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
       bpf-*) setsid "$SLOWLAB" record --backend bpf --bpf-stacks "${mode#bpf-}" -o "$out" \
               >"$WORK/$mode.log" 2>&1 </dev/null & ;;
       *) echo "unknown mode $mode" >&2; exit 1 ;;

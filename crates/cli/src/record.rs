@@ -126,6 +126,10 @@ pub struct RecordArgs {
         default_value = "blocking"
     )]
     pub bpf_stacks: BpfStacksArg,
+    /// `--backend bpf`: walk every stack, never reusing a thread's stacks from its last
+    /// event at the same site (to measure what the reuse saves).
+    #[arg(long, hide = true)]
+    pub bpf_no_reuse: bool,
     /// The command to run while recording.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -24,6 +24,29 @@ pub struct BpfRecorded {
     pub exit_code: i32,
 }
 
+impl BpfRecorded {
+    /// What was lost, as warnings for the user (none when nothing was): records lost to a
+    /// full ring buffer, and events without a stack because the stack map was full. (What
+    /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
+    pub fn warnings(&self) -> Vec<String> {
+        let s = &self.stats;
+        let mut w = Vec::new();
+        if s.dropped > 0 {
+            w.push(format!(
+                "{} events lost: the BPF ring buffer was full",
+                s.dropped
+            ));
+        }
+        if s.stacks_lost > 0 {
+            w.push(format!(
+                "{} events have no stack: the stack map was full",
+                s.stacks_lost
+            ));
+        }
+        w
+    }
+}
+
 /// Records into `output` while `command` runs (until a stop signal without one).
 pub fn run_bpf(
     output: PathBuf,
@@ -64,4 +87,28 @@ pub fn run_bpf(
     };
     let stats = recorder.stop().map_err(RecordError::Bpf)?;
     Ok(BpfRecorded { stats, exit_code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_bpf::sched::SchedStats;
+
+    #[test]
+    fn losses_become_warnings() {
+        let mut r = BpfRecorded {
+            stats: SchedStats::default(),
+            exit_code: 0,
+        };
+        assert!(r.warnings().is_empty());
+        r.stats.dropped = 3;
+        r.stats.stacks_lost = 5;
+        assert_eq!(
+            r.warnings(),
+            [
+                "3 events lost: the BPF ring buffer was full",
+                "5 events have no stack: the stack map was full"
+            ]
+        );
+    }
 }

@@ -2,7 +2,10 @@
 //! - a pipeline with a slow producer recorded by both backends gives the same
 //!   critical-path answer: the path is the producer's CPU in `slow_digest`;
 //! - a ring buffer made tiny on purpose loses records, and the loss is counted and shown
-//!   by `record` and by `analyze`.
+//!   by `record` and by `analyze`;
+//! - a thread that blocks at two call sites in turn, reached through frames of the same
+//!   sizes, gets each site's stacks, blocking and waking, though the recorder reuses a
+//!   thread's stacks from its last event at the same site.
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -141,4 +144,65 @@ fn a_tiny_ring_loses_events_and_says_how_many() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains(&format!("{lost} events were lost")), "{said}");
+}
+
+/// (waits whose stack has `function`, wake-ups whose waker's stack has it) over all threads
+/// of `analyze --waits --json`.
+fn waits_in(trace: &Path, function: &str) -> (u64, u64) {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--waits", "--json", "--top", "100"])
+        .output()
+        .unwrap();
+    let view = common::json(&out);
+    let has = |stack: &serde_json::Value| {
+        stack.as_array().is_some_and(|f| {
+            f.iter()
+                .any(|n| n.as_str().is_some_and(|n| n.contains(function)))
+        })
+    };
+    let (mut waits, mut wakes) = (0, 0);
+    for t in view["threads"].as_array().unwrap() {
+        for w in t["waits"].as_array().unwrap() {
+            if has(&w["stack"]) {
+                waits += w["count"].as_u64().unwrap();
+            }
+            for k in w["wakers"].as_array().unwrap() {
+                if has(&k["stack"]) {
+                    wakes += k["count"].as_u64().unwrap();
+                }
+            }
+        }
+    }
+    (waits, wakes)
+}
+
+#[test]
+fn reused_stacks_keep_two_sites_apart() {
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::compile_workload("bpf/two_sites.c", dir.path(), "two_sites");
+    let trace = dir.path().join("two.data");
+    let rounds = 2000u64;
+    let o = record(
+        "bpf",
+        &trace,
+        &[],
+        &[program.to_str().unwrap(), &rounds.to_string()],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let (a, b) = (waits_in(&trace, "site_a"), waits_in(&trace, "site_b"));
+    // The parent blocks at each site about as often (a bounce whose byte is back before
+    // the read does not block, so not every round), and wakes the child from each about as
+    // often. Stacks reused across the sites would put nearly all of them on one.
+    for (what, a, b) in [("waits", a.0, b.0), ("wake-ups", a.1, b.1)] {
+        assert!(
+            a.min(b) >= rounds / 10 && a.min(b) * 3 >= a.max(b) * 2,
+            "{what} at site_a {a}, at site_b {b} in {rounds} rounds\n{stderr}"
+        );
+    }
 }

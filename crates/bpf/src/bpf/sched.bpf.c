@@ -11,6 +11,9 @@
 // with a small id numbered here, and a record carries that id; user space reads the map at
 // the end. (Not `bpf_get_stackid`: its map keeps one stack per bucket of a 32-bit hash
 // and fails a stack whose bucket another holds, which lost a hot stack on every event.)
+// A walk costs ~2 us however deep (a kernel one) or ~1 us (a user one) here, most of what
+// a record costs, so a thread that blocks, or wakes another, where it did the last time
+// reuses that time's stack ids (take_stacks; `reuse_sites`), which costs a few hundred ns.
 //
 // Programs: `tp_btf/sched_switch`, `tp_btf/sched_waking`, `tp_btf/sched_process_fork`,
 // `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename` and
@@ -48,6 +51,9 @@ typedef _Bool bool;
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_NOEXIST 1
 #define BPF_MAP_TYPE_RINGBUF 27
+#define BPF_MAP_TYPE_TASK_STORAGE 29
+#define BPF_F_NO_PREALLOC 1
+#define BPF_LOCAL_STORAGE_GET_F_CREATE 1
 #define BPF_F_USER_STACK (1ULL << 8)
 #define BPF_RB_NO_WAKEUP 1
 #define BPF_RB_FORCE_WAKEUP 2
@@ -68,7 +74,11 @@ typedef _Bool bool;
 
 #define COUNTER_DROPS 0
 #define COUNTER_STACK_LOST 1
-#define COUNTER_N 2
+#define COUNTER_REUSED 2
+#define COUNTER_N 3
+
+// PF_KTHREAD of task_struct.flags: a kernel thread has no user stack or user registers.
+#define PF_KTHREAD 0x00200000
 
 // The task_struct fields read, relocated by libbpf (CO-RE). The CPU is in thread_info
 // (CONFIG_THREAD_INFO_IN_TASK, as on x86-64 and arm64).
@@ -78,11 +88,23 @@ struct thread_info {
 
 struct task_struct {
 	struct thread_info thread_info;
+	void *stack;
+	unsigned int flags;
 	int pid;
 	int tgid;
 	int prio;
 	int exit_state;
 	char comm[16];
+} __attribute__((preserve_access_index));
+
+// The user registers saved at the kernel's entry (x86-64 names), from bpf_task_pt_regs.
+struct pt_regs {
+	unsigned long bp;
+	unsigned long si;
+	unsigned long di;
+	unsigned long orig_ax;
+	unsigned long ip;
+	unsigned long sp;
 } __attribute__((preserve_access_index));
 
 // One record, 32 bytes. `a`, `b` and `c` mean what the kind says:
@@ -125,6 +147,27 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define STACKS_ALL 3
 const volatile __u32 stack_mode = STACKS_BLOCKING;
 
+// Frames a kernel stack keeps at most (user space sets it before load): the walk stops
+// there, since bpf_get_stack's buffer bounds it.
+const volatile __u32 kernel_frames = STACK_DEPTH;
+
+// Whether a thread that blocks, or wakes another, where it did the last time reuses the
+// stacks of that time instead of walking them again (user space sets it before load; see
+// site_key).
+const volatile bool reuse_sites = false;
+
+// The kernel's text (`_stext` to `_etext`; user space sets it before load): the words of
+// a kernel stack in it are its return addresses (see site_key). 0 and 0: no reuse.
+const volatile __u64 text_start = 0;
+const volatile __u64 text_end = 0;
+
+// x86-64's kernel stacks (THREAD_SIZE without KASAN): an address within this much of a
+// task's `stack` is on its stack; anything else (an interrupt's stack) is not.
+#define THREAD_SIZE 16384
+// Bytes of a kernel stack site_key reads at most: a site deeper than that is walked.
+#define SITE_WINDOW 2048
+#define SITE_USER_LEVELS 8
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 23);  // user space sets the real size before load
@@ -147,13 +190,40 @@ struct {
 } stacks SEC(".maps");
 
 // Per CPU, where a stack is walked before it is looked up: slot 0 for the tracepoint
-// programs, slot 1 for on_sample, which can interrupt them.
+// programs, slot 1 for on_sample, which can interrupt them. (site_key reads a kernel stack
+// into slot 0 as well: 127 frames and the id make 1,024 bytes, so two slots' worth,
+// SITE_WINDOW, take slots 2 and 3.)
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct stack);
 } scratch SEC(".maps");
+
+// Per CPU, the user stack user_site reads.
+#define USER_WINDOW 1024
+struct user_window {
+	__u64 words[USER_WINDOW / 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct user_window);
+} user_window SEC(".maps");
+
+// Per CPU, the kernel stack site_key reads (only the tracepoint programs use it).
+struct window {
+	__u64 words[SITE_WINDOW / 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct window);
+} site_window SEC(".maps");
 
 // The next stack id; ids taken by a CPU that lost a race to insert the same stack are
 // skipped, so ids have holes.
@@ -187,10 +257,19 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
 	if (!s)
 		return -1;
-	long bytes = bpf_get_stack(ctx, s->ips, sizeof(s->ips), flags);
+	__u32 size = sizeof(s->ips);
+	if (!flags) {
+		size = kernel_frames * sizeof(__u64);
+		if (size > sizeof(s->ips))
+			size = sizeof(s->ips);
+		if (size < sizeof(__u64))
+			size = sizeof(__u64);
+	}
+	long bytes = bpf_get_stack(ctx, s->ips, size, flags);
 	if (bytes <= 0)
 		return -1;
 	__u32 frames = (__u32)bytes / sizeof(__u64);
+	s->frames = frames;  // take_stacks reads the walk back
 	// 64 bits: two distinct stacks of a recording share a hash with a chance of about
 	// n^2 / 2^65, never in practice.
 	__u64 h = flags ? 0x9e3779b97f4a7c15ULL : 0xcbf29ce484222325ULL;
@@ -216,6 +295,220 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
 		return -1;
 	}
 	return (__s32)s->id;
+}
+
+static __always_inline __u64 mix(__u64 h, __u64 v)
+{
+	h = (h ^ v) * 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 32);
+}
+
+// Return-address slots of a kernel stack a site remembers (a deeper stack is walked).
+#define SITE_FRAMES 32
+
+// Where a thread last blocked, or last woke another, and the stacks it had there.
+struct site {
+	__u64 key;     // see reuse: 0 when nothing is kept
+	__s32 kstack;
+	__s32 ustack;
+	__u16 npos;
+	__u16 pos[SITE_FRAMES];  // where the kernel stack's return addresses were (site_key)
+};
+
+struct sites {
+	struct site block;
+	struct site wake;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sites);
+} last_sites SEC(".maps");
+
+// The user side of a site: the syscall and its first two arguments, the user registers at
+// the kernel entry (instruction, stack and frame pointers) and the first SITE_USER_LEVELS
+// frame-pointer links above them (return address, and the saved frame pointer's place),
+// as the user stack walk reads them, as far as they are in the USER_WINDOW bytes above the
+// stack pointer, read at once (each read of user memory costs ~350 ns here, so one, not one
+// a link); 0 for a kernel thread or when that memory cannot be read.
+static __always_inline __u64 user_site(struct task_struct *task, __u64 salt)
+{
+	if (task->flags & PF_KTHREAD)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return 0;
+	__u32 zero = 0;
+	struct user_window *u = bpf_map_lookup_elem(&user_window, &zero);
+	if (!u)
+		return 0;
+	__u64 sp = regs->sp;
+	__u64 h = mix(salt, regs->orig_ax);
+	h = mix(h, regs->di);
+	h = mix(h, regs->si);
+	h = mix(h, regs->ip);
+	h = mix(h, sp);
+	__u64 fp = regs->bp;
+	h = mix(h, fp);
+	if (bpf_probe_read_user(u->words, sizeof(u->words), (void *)sp))
+		return 0;
+	for (int i = 0; i < SITE_USER_LEVELS; i++) {
+		__u64 off = fp - sp;
+		if (off & 7 || off >= USER_WINDOW - 8)
+			break;
+		__u32 at = off / 8;
+		__u64 ret = u->words[(at + 1) & (USER_WINDOW / 8 - 1)];
+		h = mix(mix(h, at), ret);
+		fp = u->words[at & (USER_WINDOW / 8 - 1)];
+	}
+	return h | 1;
+}
+
+// Reads the kernel stack from the program's context (the tracepoint's arguments, on the
+// stack of the code that hit the tracepoint) up to the top of `task`'s stack into the
+// per-CPU window; its length in bytes, or 0 when it is not on the task's stack (an
+// interrupt's) or deeper than SITE_WINDOW.
+static __always_inline __u32 read_window(void *ctx, struct task_struct *task,
+					 struct window *w)
+{
+	// The context's address as a number (read back from where the pointer was put).
+	void *at = ctx;
+	__u64 ctx_addr = 0, base = 0;
+	if (bpf_probe_read_kernel(&ctx_addr, sizeof(ctx_addr), &at) ||
+	    bpf_probe_read_kernel(&base, sizeof(base), &task->stack))
+		return 0;
+	__u64 top = base + THREAD_SIZE;
+	if (ctx_addr >= top || top - ctx_addr > SITE_WINDOW)
+		return 0;
+	__u32 len = top - ctx_addr;
+	if (len < 8 || len > SITE_WINDOW)
+		return 0;
+	if (bpf_probe_read_kernel(w->words, len, ctx))
+		return 0;
+	return len;
+}
+
+// The key of a site: its user side, its number of frames and the words at the
+// remembered return-address slots, counted in words from the context. Not the outermost
+// slot: the kernel puts a random gap below the syscall entry's frame at each syscall
+// (randomize_kstack_offset), which moves it; the return address there is the entry code's
+// call of the C entry function (do_syscall_64, exc_page_fault, …), which the slot inside
+// it names, and each has one caller.
+static __always_inline __u64 site_key(__u64 user, __u32 len, struct site *site,
+				      struct window *w)
+{
+	__u32 words = len / 8;
+	__u64 h = mix(user, site->npos);
+	for (__u32 k = 0; k + 1 < SITE_FRAMES; k++) {
+		if (k + 1 >= site->npos)
+			break;
+		__u32 p = site->pos[k];
+		if (p >= words)
+			return 0;
+		h = mix(mix(h, p), w->words[p & (SITE_WINDOW / 8 - 1)]);
+	}
+	return h | 1;
+}
+
+// What learn_slot finds: where the walk's frames (scratch slot 0, `frames` of them) are
+// in the window, `next` being the frame looked for.
+struct learn {
+	__u32 frames;
+	__u32 next;
+	__u32 found;
+	__u32 first;
+	bool whole;
+	__u16 pos[SITE_FRAMES];
+};
+
+// One word of the window (bpf_loop's callback): if it is the frame looked for, or one of
+// the three after it before any was found (only the innermost frames may be missing), its
+// place is kept.
+static long learn_slot(__u64 i, void *data)
+{
+	struct learn *l = data;
+	__u32 zero = 0;
+	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
+	struct stack *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!w || !s || l->next >= l->frames)
+		return 1;
+	__u64 word = w->words[i & (SITE_WINDOW / 8 - 1)];
+	if (word - text_start >= text_end - text_start)
+		return 0;
+	for (__u32 t = 0; t < 4; t++) {
+		__u32 k = l->next + t;
+		if (k >= l->frames || k >= STACK_DEPTH)
+			break;
+		if (s->ips[k] != word)
+			continue;
+		if (l->found == 0)
+			l->first = k;
+		else if (t != 0)
+			l->whole = false;  // a frame between was not found
+		if (l->found >= SITE_FRAMES) {
+			l->whole = false;
+			return 1;
+		}
+		l->pos[l->found & (SITE_FRAMES - 1)] = i;
+		l->found++;
+		l->next = k + 1;
+		return 0;
+	}
+	return 0;
+}
+
+// Takes the kernel and user stacks of `task`, the current task, into `r`, or reuses them
+// from `site`, where it last was. Costs a few hundred ns where a kernel walk costs ~2 us
+// whatever its depth on this kernel, and a user walk ~1 us (bench/record/README.md).
+//
+// Reused when the user side (user_site) and the window's length are as last time and the
+// words at the slots where last time's kernel walk found its return addresses are too.
+// Kernel: the unwinder goes from frame to frame by reading each return address at a place
+// given by the one before; the same start (the same length from the context to the top)
+// and the same return addresses at those places make the same walk, frame for frame.
+// (The places are found as the first word, going outwards, equal to each return address
+// in turn; a stale copy of a return address lying in a frame below its own place would
+// be checked instead of it. Nothing here puts one there but a `_RET_IP_` kept in a local.)
+// User: the stack is taken to be the same beyond the SITE_USER_LEVELS links compared; true
+// of what this is for, a loop that blocks at one call site each time round, and wrong only
+// for two paths through frames of exactly the same sizes that part further out than that.
+static __always_inline void take_stacks(void *ctx, struct task_struct *task, struct rec *r,
+					struct site *site, __u64 salt)
+{
+	__u32 zero = 0;
+	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
+	__u64 user = user_site(task, salt);
+	__u32 len = w && user && text_end > text_start ? read_window(ctx, task, w) : 0;
+	if (len && site->key && site_key(user, len, site, w) == site->key) {
+		r->kstack = site->kstack;
+		r->ustack = site->ustack;
+		count(COUNTER_REUSED);
+		return;
+	}
+	site->key = 0;
+	r->kstack = stack_id(ctx, 0, 0);
+	// Where the walk's return addresses are in the window: each frame's after the one
+	// before (the innermost frames, in the program and below the context, are not). A
+	// loop of its own (bpf_loop) keeps the verifier's work small.
+	__u32 slot = 0;
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct learn l = {.whole = len && r->kstack >= 0 && s && s->frames < STACK_DEPTH};
+	if (l.whole && s) {
+		l.frames = s->frames;
+		bpf_loop(len / 8, learn_slot, &l, 0);
+	}
+	bool whole = l.whole && l.found > 0 && l.next == l.frames && l.first < 4;
+	for (__u32 k = 0; k < SITE_FRAMES; k++)
+		site->pos[k] = l.pos[k];
+	r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+	if (whole && r->ustack >= 0) {
+		site->npos = l.found;
+		site->kstack = r->kstack;
+		site->ustack = r->ustack;
+		site->key = site_key(user, len, site, w);
+	}
 }
 
 // Reserves a record and fills its common fields; 0 (counted) when the ring is full.
@@ -275,6 +568,15 @@ int on_switch(__u64 *ctx)
 	__u8 state = state_index(preempt, prev_state, prev->exit_state);
 	r->c = state;
 	bool blocks = state != 0 && state != 0xff;
+	if (reuse_sites && blocks && stack_mode == STACKS_BLOCKING) {
+		struct sites *sites = bpf_task_storage_get(&last_sites, prev, 0,
+							   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (sites) {
+			take_stacks(ctx, prev, r, &sites->block, 1);
+			bpf_ringbuf_submit(r, wakeup_flag());
+			return 0;
+		}
+	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && blocks))
 		r->kstack = stack_id(ctx, 0, 0);
@@ -296,6 +598,16 @@ int on_waking(__u64 *ctx)
 	r->a = p->pid;
 	r->b = p->thread_info.cpu;
 	bool task = (__u32)pid_tgid != 0;
+	if (reuse_sites && task && stack_mode == STACKS_BLOCKING) {
+		struct task_struct *waker = bpf_get_current_task_btf();
+		struct sites *sites = bpf_task_storage_get(&last_sites, waker, 0,
+							   BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (sites) {
+			take_stacks(ctx, waker, r, &sites->wake, 2);
+			bpf_ringbuf_submit(r, wakeup_flag());
+			return 0;
+		}
+	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && task))
 		r->kstack = stack_id(ctx, 0, 0);

@@ -15,6 +15,6 @@ mod recorder;
 
 pub use format::{is_sched_recording, parse_sched, read_sched, SchedLog, SCHED_MAGIC};
 pub use recorder::{
-    SchedOptions, SchedRecorder, SchedStats, StackMode, DEFAULT_SCHED_RING_BYTES,
+    ProgramCost, SchedOptions, SchedRecorder, SchedStats, StackMode, DEFAULT_SCHED_RING_BYTES,
     DEFAULT_STACK_ENTRIES,
 };

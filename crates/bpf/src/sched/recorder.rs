@@ -9,6 +9,10 @@
 //! naming user frames later. A process that has exited by then (the drain runs every
 //! 50 ms) has no mappings: its user frames stay addresses.
 //!
+//! Stacks cost most of a record (a kernel walk ~2 us here), so by default a thread that
+//! blocks, or wakes another, where it did the last time reuses that time's stacks
+//! ([`SchedOptions::reuse_sites`]).
+//!
 //! It does not symbolize, build a trace, or filter processes: it records system-wide.
 //! The programs belong to this process (nothing is pinned), so the kernel detaches them
 //! when it dies.
@@ -55,6 +59,7 @@ const WAKEUP_FRACTION: u32 = 4;
 
 const COUNTER_DROPS: u32 = 0;
 const COUNTER_STACK_LOST: u32 = 1;
+const COUNTER_REUSED: u32 = 2;
 
 /// Frames of a stack in the stack map (the kernel's PERF_MAX_STACK_DEPTH).
 const STACK_DEPTH: usize = 127;
@@ -99,6 +104,15 @@ pub struct SchedOptions {
     pub sample_freq: u32,
     /// Which stacks are taken.
     pub stacks: StackMode,
+    /// Frames a kernel stack keeps at most (1 to 127): the walk stops there. (It saves
+    /// little: a kernel walk costs ~1.8 us at 4 frames and ~2.2 us at 127 on the pipe
+    /// ping-pong, bench/record/README.md; kept to measure that.)
+    pub kernel_frames: u32,
+    /// With [`StackMode::Blocking`]: a thread that blocks, or wakes another, where it did
+    /// the last time reuses that time's stacks instead of walking them again (see
+    /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
+    /// loop that blocks at one site.
+    pub reuse_sites: bool,
 }
 
 impl Default for SchedOptions {
@@ -108,6 +122,8 @@ impl Default for SchedOptions {
             stack_entries: DEFAULT_STACK_ENTRIES,
             sample_freq: 1000,
             stacks: StackMode::default(),
+            kernel_frames: STACK_DEPTH as u32,
+            reuse_sites: true,
         }
     }
 }
@@ -123,10 +139,64 @@ pub struct SchedStats {
     pub stacks_lost: u64,
     /// Distinct stacks written.
     pub stacks: u64,
+    /// Events whose stacks were reused from the thread's last event at the same site
+    /// instead of walked (see [`SchedOptions::reuse_sites`]).
+    pub stacks_reused: u64,
     /// Bytes of the file.
     pub bytes: u64,
     /// The recording file.
     pub output: PathBuf,
+    /// What each program cost in the kernel, when the kernel counted it
+    /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
+    /// a program with neither is left out.
+    pub programs: Vec<ProgramCost>,
+}
+
+/// The kernel's count of one program's runs and the time they took
+/// (`bpf_prog_info.run_cnt` and `run_time_ns`, counted while `kernel.bpf_stats_enabled` is 1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProgramCost {
+    /// The program's name in sched.bpf.c (`on_switch`, …).
+    pub name: String,
+    /// Times it ran.
+    pub runs: u64,
+    /// Nanoseconds it ran in all.
+    pub run_ns: u64,
+    /// Times the kernel did not run it because it was already running on that CPU (a
+    /// wake-up from an interrupt that came while the program ran for another): events
+    /// lost without a record (`bpf_prog_info.recursion_misses`, counted whatever
+    /// `kernel.bpf_stats_enabled` says).
+    pub recursion_misses: u64,
+}
+
+impl ProgramCost {
+    /// Nanoseconds a run took on average (0 without runs).
+    pub fn mean_ns(&self) -> u64 {
+        self.run_ns.checked_div(self.runs).unwrap_or(0)
+    }
+}
+
+/// The kernel's run count and run time of a loaded program; `None` when they cannot be read
+/// or were not counted.
+fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
+    use std::os::fd::AsFd;
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `info` is a bpf_prog_info of `len` bytes, written by the kernel; the
+    // descriptor is the loaded program's, alive for this call.
+    let ret = unsafe {
+        libbpf_rs::libbpf_sys::bpf_obj_get_info_by_fd(
+            prog.as_fd().as_raw_fd(),
+            (&mut info as *mut libbpf_rs::libbpf_sys::bpf_prog_info).cast(),
+            &mut len,
+        )
+    };
+    (ret == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
+        name: name.to_string(),
+        runs: info.run_cnt,
+        run_ns: info.run_time_ns,
+        recursion_misses: info.recursion_misses,
+    })
 }
 
 /// A running scheduler recording. Start it with [`SchedRecorder::start`], stop it with
@@ -263,6 +333,23 @@ fn possible_cpus() -> u32 {
         .ok()
         .and_then(|n| u32::try_from(n).ok())
         .unwrap_or(1)
+}
+
+/// The kernel's text, `_stext` to `_etext`, from `/proc/kallsyms` (`None` when it cannot
+/// be read or hides the addresses).
+fn kernel_text() -> Option<(u64, u64)> {
+    let syms = fs::read_to_string("/proc/kallsyms").ok()?;
+    let find = |name: &str| {
+        syms.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = f.next()?;
+            (f.nth(1)? == name)
+                .then(|| u64::from_str_radix(addr, 16).ok())
+                .flatten()
+        })
+    };
+    let (start, end) = (find("_stext")?, find("_etext")?);
+    (start != 0 && end > start).then_some((start, end))
 }
 
 /// Reads `/proc/TID/status`'s `Tgid` and `Name`.
@@ -420,6 +507,17 @@ fn run(
     if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
         rodata.stack_mode = options.stacks.bpf_value();
+        rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
+        // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
+        let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
+        rodata.reuse_sites = reuse;
+        if reuse {
+            // Without the kernel's text range, no stack is reused.
+            if let Some((start, end)) = kernel_text() {
+                rodata.text_start = start;
+                rodata.text_end = end;
+            }
+        }
     }
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
@@ -545,6 +643,18 @@ fn run(
 
     drop(links);
     drop(perf_fds);
+    let programs = [
+        ("on_switch", &skel.progs.on_switch),
+        ("on_waking", &skel.progs.on_waking),
+        ("on_sample", &skel.progs.on_sample),
+        ("on_fork", &skel.progs.on_fork),
+        ("on_exec", &skel.progs.on_exec),
+        ("on_exit", &skel.progs.on_exit),
+        ("on_rename", &skel.progs.on_rename),
+    ]
+    .into_iter()
+    .filter_map(|(name, prog)| program_cost(name, prog))
+    .collect();
     let stop_ns = sys::monotonic_ns();
     if let Err(e) = ring.consume() {
         failure.get_or_insert(BpfError::RingBuffer {
@@ -608,7 +718,9 @@ fn run(
         dropped: end.dropped,
         stacks_lost: end.stacks_lost,
         stacks,
+        stacks_reused: read_counter(&skel.maps.counters, COUNTER_REUSED),
         bytes,
         output,
+        programs,
     })
 }

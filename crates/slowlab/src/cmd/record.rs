@@ -35,6 +35,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
             BpfStacksArg::Blocking => StackMode::Blocking,
             BpfStacksArg::All => StackMode::All,
         },
+        reuse_sites: !args.bpf_no_reuse,
         ..Default::default()
     };
     if let Some(bytes) = args.bpf_ring_bytes {
