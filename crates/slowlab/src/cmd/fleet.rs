@@ -4,7 +4,7 @@
 //! (`top-findings`, `regressions`). Prints a table or JSON rows. Without
 //! the `duckdb` feature it says in one line how to get it. Glue only.
 
-use slowlab_cli::fleet::{FleetArgs, FleetCommand};
+use slowlab_cli::fleet::FleetArgs;
 
 pub fn run(args: FleetArgs) -> anyhow::Result<i32> {
     #[cfg(not(feature = "duckdb"))]
@@ -16,6 +16,7 @@ pub fn run(args: FleetArgs) -> anyhow::Result<i32> {
     }
     #[cfg(feature = "duckdb")]
     {
+        use slowlab_cli::fleet::FleetCommand;
         let (dir, sql, json) = match args.command {
             FleetCommand::Query { dir, sql, json } => (dir, sql, json),
             FleetCommand::TopFindings { dir, json } => {
