@@ -121,29 +121,7 @@ fn a_stripped_programs_functions_are_named_through_a_local_debuginfod() {
 
     // Recorded without perf's build-id cache (which would keep a copy).
     let trace = d.join("t.data");
-    let recorded = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-N",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "999",
-            "-g",
-            "-o",
-        ])
-        .arg(&trace)
-        .arg("--")
-        .arg(&prog)
-        .stdout(Stdio::null())
-        .output()
-        .expect("spawn perf");
-    if !recorded.status.success() {
-        slowlab_testkit::skip(format!(
-            "perf record failed (perf_event_paranoid? not root?): {}",
-            String::from_utf8_lossy(&recorded.stderr).trim()
-        ));
+    if !slowlab_testkit::perf_record(&trace, &prog) {
         return;
     }
 

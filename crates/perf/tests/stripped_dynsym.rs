@@ -182,29 +182,7 @@ fn samples_in_a_stripped_librarys_static_functions_are_unknown() {
         .arg(format!("-Wl,-rpath,{}", d.display()))
         .arg("-lstripped"));
     let trace = d.join("t.data");
-    let recorded = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-N",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "999",
-            "-g",
-            "-o",
-        ])
-        .arg(&trace)
-        .arg("--")
-        .arg(&prog)
-        .stdout(Stdio::null())
-        .output()
-        .expect("spawn perf");
-    if !recorded.status.success() {
-        slowlab_testkit::skip(format!(
-            "perf record failed (perf_event_paranoid? not root?): {}",
-            String::from_utf8_lossy(&recorded.stderr).trim()
-        ));
+    if !slowlab_testkit::perf_record(&trace, &prog) {
         return;
     }
     let opts = ReadOptions {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{one_recording_at_a_time, slowlab};
+use common::{one_recording_at_a_time, slowlab, snapshots_of, status_kib};
 
 /// slowlab started as `sh -c 'slowlab ARGS & …'` would start it.
 struct Background {
@@ -407,41 +407,9 @@ fn complete_seconds(trace: &Path) -> f64 {
     to - from
 }
 
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            l.split_whitespace().nth(1)?.parse().ok()
-        })
-        .unwrap_or(0)
-}
-
 /// The documented bound of a `.paths` side file in ring mode
 /// (`slowlab_bpf::DEFAULT_RING_MAX_BYTES` plus header and end record).
 const PATHS_BOUND: u64 = slowlab_bpf::DEFAULT_RING_MAX_BYTES + 64;
-
-/// The snapshots `OUTPUT.<timestamp>` beside `trace`, oldest first.
-fn snapshots_of(trace: &Path) -> Vec<PathBuf> {
-    let dir = trace.parent().expect("a directory");
-    let prefix = format!(
-        "{}.",
-        trace.file_name().and_then(|n| n.to_str()).expect("a name")
-    );
-    let mut snaps: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("list")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(&prefix))
-                .is_some_and(|s| s.chars().all(|c| c.is_ascii_digit()))
-        })
-        .collect();
-    snaps.sort();
-    snaps
-}
 
 #[test]
 fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
@@ -519,7 +487,7 @@ fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
             biggest_partial = biggest_partial.max(partial);
         }
         total_max = total_max.max(total);
-        rss_max = rss_max.max(rss_kib(bg.pid));
+        rss_max = rss_max.max(status_kib(bg.pid, "VmRSS:"));
     }
     bg.signal(libc::SIGINT);
     let (status, stderr) = bg.finish(Duration::from_secs(120));

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{one_recording_at_a_time, slowlab};
+use common::{one_recording_at_a_time, slowlab, snapshots_of, status_kib};
 
 /// A `slowlab record --ring …` running in the background, its stderr in a
 /// file.
@@ -133,28 +133,6 @@ fn save_for(output: &Path) -> Output {
         .expect("slowlab --save runs")
 }
 
-/// The snapshots `OUTPUT.<digits>` beside `output`, oldest first.
-fn snapshots_of(output: &Path) -> Vec<PathBuf> {
-    let dir = output.parent().expect("a directory");
-    let prefix = format!(
-        "{}.",
-        output.file_name().and_then(|n| n.to_str()).expect("a name")
-    );
-    let mut snaps: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("list")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(&prefix))
-                .is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
-        })
-        .collect();
-    snaps.sort();
-    snaps
-}
-
 /// `slowlab analyze --json --no-symbols TRACE ARGS`.
 fn analyze(trace: &Path, args: &[&str]) -> serde_json::Value {
     let out = slowlab()
@@ -164,17 +142,6 @@ fn analyze(trace: &Path, args: &[&str]) -> serde_json::Value {
         .output()
         .expect("analyze runs");
     common::json(&out)
-}
-
-/// A `/proc/PID/status` field in KiB (`VmRSS`, `RssAnon`).
-fn status_kib(pid: i32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with(field))?;
-            l.split_whitespace().nth(1)?.parse().ok()
-        })
-        .unwrap_or(0)
 }
 
 /// The perf child of `pid` (its `perf record`), if running.

@@ -12,6 +12,9 @@
 //! Also where the fuzz targets' committed inputs are (`fuzz/corpus/TARGET`
 //! and `fuzz/regressions/TARGET`), for the tests that replay them.
 //!
+//! And [`perf_record`], the plain `perf record -g` of one program that the
+//! symbolizer's tests read back.
+//!
 //! It does not decide whether a capability is present; each test checks
 //! what it needs.
 
@@ -32,6 +35,38 @@ pub fn skip(reason: impl Display) {
     // Unbuffered and uncaptured: the harness only captures `print!`/`eprint!`.
     let log = std::env::var_os(SKIP_LOG_VAR).map(PathBuf::from);
     report_skip(&test, reason, &mut std::io::stderr(), log.as_deref());
+}
+
+/// Records `program` with `perf record -g` at 999 Hz of cpu-clock into
+/// `trace`, without perf's build-id cache (`-N`, which would keep a copy of
+/// the binary); `false`, after a [`skip`] that says why, when perf cannot.
+pub fn perf_record(trace: &Path, program: &Path) -> bool {
+    let recorded = std::process::Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-N",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "999",
+            "-g",
+            "-o",
+        ])
+        .arg(trace)
+        .arg("--")
+        .arg(program)
+        .stdout(std::process::Stdio::null())
+        .output();
+    let why = match recorded {
+        Ok(out) if out.status.success() => return true,
+        Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        Err(e) => format!("cannot run perf: {e}"),
+    };
+    skip(format_args!(
+        "perf record failed (perf_event_paranoid? not root?): {why}"
+    ));
+    false
 }
 
 /// Writes `SKIP: test: reason` to `out` and appends it to `log`. Panics if

@@ -6,6 +6,7 @@
 //! programs of `tests/fixtures/why`, built once per test binary, and
 //! `slowlab diagnose` on one of them (findings, critical path, whether it
 //! adds up to the program's own wall time);
+//! a ring recording's snapshots and a process's memory;
 //! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
 
@@ -254,4 +255,37 @@ pub fn assert_adds_up(d: &Diagnosis) {
             "critical path {wall} s vs measured {measured} s"
         );
     }
+}
+
+/// The snapshots `OUTPUT.<digits>` beside `output`, oldest first.
+pub fn snapshots_of(output: &Path) -> Vec<PathBuf> {
+    let dir = output.parent().expect("a directory");
+    let prefix = format!(
+        "{}.",
+        output.file_name().and_then(|n| n.to_str()).expect("a name")
+    );
+    let mut snaps: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    snaps.sort();
+    snaps
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS`, `RssAnon`).
+pub fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with(field))?;
+            l.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
