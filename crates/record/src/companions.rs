@@ -238,19 +238,9 @@ impl CgroupNotes {
     /// after [`NEW_PROCESS`] every [`SETTLED_POLL`]. In ring mode, what was
     /// last seen before the window is let go.
     fn poll(&mut self, noted: &mut HashSet<u32>, now: Instant) {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
-        };
         let mut text = String::new();
         let mut alive = HashSet::new();
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
+        for pid in pids(Path::new("/proc")) {
             if noted.contains(&pid) {
                 if self.window.is_some() {
                     self.seen.insert(pid, now);
@@ -265,7 +255,10 @@ impl CgroupNotes {
                     continue;
                 }
             }
-            if !read_small(&entry.path().join("cgroup"), &mut text) {
+            if !read_small(
+                &Path::new("/proc").join(pid.to_string()).join("cgroup"),
+                &mut text,
+            ) {
                 continue;
             }
             let first = self.unlimited.get(&pid).map_or(now, |&(first, _)| first);
@@ -437,6 +430,16 @@ fn read_limit(file: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(file).ok()?;
     let value: u64 = text.trim().parse().ok()?;
     (value < 1 << 60).then_some(value)
+}
+
+/// The pids of the processes `proc` lists (its numeric entries); none when
+/// it cannot be read.
+pub(crate) fn pids(proc: &Path) -> impl Iterator<Item = u32> {
+    std::fs::read_dir(proc)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
 }
 
 #[cfg(test)]

@@ -305,25 +305,15 @@ impl Watch {
     /// Lists `proc`: new processes (and those younger than [`YOUNG`]) are
     /// read, the gone forgotten.
     fn list_processes(&mut self, proc: &Path, uptime_ticks: u64) {
-        let Ok(dir) = std::fs::read_dir(proc) else {
-            return;
-        };
         let young = YOUNG.as_secs() * self.ticks_per_second;
         let mut alive = HashMap::with_capacity(self.processes.len());
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
+        for pid in crate::companions::pids(proc) {
             match self.processes.remove(&pid) {
                 Some(seen) if uptime_ticks.saturating_sub(seen.start_ticks) > young => {
                     alive.insert(pid, seen);
                 }
                 _ => {
-                    let stat = std::fs::read_to_string(entry.path().join("stat"));
+                    let stat = std::fs::read_to_string(proc.join(pid.to_string()).join("stat"));
                     if let Some(seen) = stat.ok().as_deref().and_then(parse_stat) {
                         alive.insert(pid, seen);
                     }
