@@ -42,7 +42,7 @@ use crate::evidence;
 use crate::states::SpanState;
 
 pub const MIN_PATH_SHARE: f64 = 0.10;
-pub const MIN_WAITERS: usize = 2;
+pub use super::lock_view::MIN_WAITERS;
 pub const MIN_WAITER_SHARE: f64 = 0.10;
 
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {

@@ -5,7 +5,7 @@
 //! joins the threads that queue still gets one).
 //!
 //! Signature and thresholds, per lock, over the root's wall time:
-//! - at least [`super::lock_contention::MIN_WAITERS`] threads of the root's
+//! - at least [`MIN_WAITERS`] threads of the root's
 //!   tree each blocked on it for at least [`MIN_OWN_SHARE`] of their own
 //!   time alive in the window (and [`MIN_WAIT_S`]);
 //! - at least one wait ended by a holder's release (a lock whose waits
@@ -30,13 +30,16 @@ use slowlab_model::critical_path::{ResourceKind, SegmentState};
 use slowlab_model::findings::Finding;
 use slowlab_model::trace::ThreadIdx;
 
-use super::lock_contention::MIN_WAITERS;
 use super::{Context, RootPath};
 use crate::critical_path::waited_for;
 use crate::evidence;
 use crate::locks::{taken_in, Hold, Lock};
 use crate::resources::{resource, wait_on};
 use crate::states::SpanState;
+
+/// Fewest distinct threads queued on one lock for a finding (both rules:
+/// this view and the path-based one of `lock_contention`).
+pub const MIN_WAITERS: usize = 2;
 
 /// A waiter counts when blocked on the lock this share of its time.
 pub const MIN_OWN_SHARE: f64 = 0.10;
