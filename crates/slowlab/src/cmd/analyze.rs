@@ -3,7 +3,6 @@
 //! prints the chosen view as a table (`slowlab-report`) or JSON, and writes
 //! the requested exports (`slowlab-exports`). Glue only.
 
-use slowlab_cli::analyze::AnalyzeArgs;
 use std::io::Write;
 
 use anyhow::Result;
@@ -12,6 +11,7 @@ use slowlab_analyze::butterfly::butterfly;
 use slowlab_analyze::cpu;
 use slowlab_analyze::critical_path::process_by_pid;
 use slowlab_analyze::select::Selection;
+use slowlab_cli::analyze::AnalyzeArgs;
 use slowlab_exports::{Export, Request};
 use slowlab_open::OpenOptions;
 use slowlab_report::{cpu_views, trace_views};

@@ -2,10 +2,10 @@
 //! (clap_complete), generated from the same definitions that parse the
 //! command line, so it never falls behind.
 
-use slowlab_cli::completions::CompletionsArgs;
 use std::io::Write;
 
 use clap::CommandFactory;
+use slowlab_cli::completions::CompletionsArgs;
 
 pub fn run(args: CompletionsArgs) -> anyhow::Result<i32> {
     // The commands a user types: clap_complete would offer the hidden

@@ -7,10 +7,10 @@
 //! them (`slowlab_runs::repeat`). The recording and the analysis are
 //! `slowlab-diagnose`'s; this is glue.
 
-use slowlab_cli::diagnose::DiagnoseArgs;
 use std::path::Path;
 
 use anyhow::Context;
+use slowlab_cli::diagnose::DiagnoseArgs;
 use slowlab_diagnose::{analyze_into, record_and_analyze, recording, Target};
 use slowlab_exports::{Export, ParquetOptions};
 

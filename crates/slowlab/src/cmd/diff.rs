@@ -8,7 +8,6 @@
 //! only, with `--json` or without both traces). Only wiring; the comparisons and their
 //! rendering live in `analyze` and `report`.
 
-use slowlab_cli::diff::DiffArgs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +16,7 @@ use slowlab_analyze::diff::{diff_view, differential_lines, DiffOptions, Metric, 
 use slowlab_analyze::diff_tree::diff_tree;
 use slowlab_analyze::path_diff::diff_paths;
 use slowlab_analyze::select::Selection;
+use slowlab_cli::diff::DiffArgs;
 use slowlab_report::diff_page::{diff_page, DiffPageData, PathsSection};
 use slowlab_report::export::flamegraph_svg;
 use slowlab_report::path_diff::path_diff_text;

@@ -7,12 +7,12 @@
 //! The trace goes to a temporary directory removed at the end (kept with
 //! `--keep DIR`); nothing on the machine is changed.
 
-use slowlab_cli::doctor::DoctorArgs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
 use slowlab_analyze::analysis::{Analysis, Root};
+use slowlab_cli::doctor::DoctorArgs;
 use slowlab_doctor::{judge, Recording, Snapshot};
 use slowlab_exports::{ParquetOptions, ParquetRun};
 use slowlab_report::doctor::{doctor_html, doctor_json, doctor_text};

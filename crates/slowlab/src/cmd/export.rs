@@ -3,10 +3,9 @@
 //! fleet tables under DIR, atomically (`slowlab_exports::ParquetRun`). Glue
 //! only.
 
-use slowlab_cli::export::ExportArgs;
-
 use anyhow::Context;
 use slowlab_analyze::analysis::{Analysis, Root};
+use slowlab_cli::export::ExportArgs;
 use slowlab_exports::{ParquetOptions, ParquetRun};
 
 use super::input::open_all;

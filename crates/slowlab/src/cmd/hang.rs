@@ -2,9 +2,9 @@
 //! (`slowlab_hang::walk`) and prints them (`slowlab_hang::render`). Wiring
 //! and the exit code only.
 
-use slowlab_cli::hang::HangArgs;
 use std::path::Path;
 
+use slowlab_cli::hang::HangArgs;
 use slowlab_hang::{render, walk, Options};
 
 pub fn run(args: HangArgs) -> anyhow::Result<i32> {

@@ -3,9 +3,8 @@
 //! slowlab, and render them like `slowlab lab`: each scenario's lines, the
 //! sweep statistics, the verdict table, and the JSON/HTML exports.
 
-use slowlab_cli::import::ImportArgs;
-
 use anyhow::Context;
+use slowlab_cli::import::ImportArgs;
 use slowlab_lab::verdicts::{complete, parse_results};
 use slowlab_report::format;
 use slowlab_report::lab::{json_lines, render_verdicts};

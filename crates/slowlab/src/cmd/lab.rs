@@ -2,17 +2,16 @@
 //! on stderr and their lines on stdout, print the verdict table, write the
 //! JSON Lines and HTML reports.
 
-use slowlab_cli::lab::LabArgs;
 use std::io::Write;
 
 use anyhow::Context;
+use slowlab_cli::lab::LabArgs;
+use slowlab_diagnose::LabTracer;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
 use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_verdicts_within};
 use slowlab_report::write_atomically;
 use slowlab_sweep::Cancel;
-
-use slowlab_diagnose::LabTracer;
 
 use super::input::Opener;
 use crate::progress::LabProgress;

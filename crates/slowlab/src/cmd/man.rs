@@ -3,11 +3,11 @@
 //! and `slowlab-COMMAND.1` for each command (`slowlab-analyze.1`, …),
 //! as git and cargo name theirs.
 
-use slowlab_cli::man::ManArgs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::CommandFactory;
+use slowlab_cli::man::ManArgs;
 
 pub fn run(args: ManArgs) -> anyhow::Result<i32> {
     for path in write_pages(&args.dir)? {

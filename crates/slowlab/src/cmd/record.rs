@@ -4,12 +4,12 @@
 //! every check, the triggers and the control socket live in
 //! `slowlab-record`.
 
-use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use slowlab_bpf::sched::StackMode;
+use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs};
 
 /// How long `--save` waits for the snapshot (a busy machine's dump takes
 /// seconds; a dump already under way is waited for first).

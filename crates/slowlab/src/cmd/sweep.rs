@@ -3,10 +3,10 @@
 //! `diagnose`'s recording and analysis), a progress bar and Ctrl-C
 //! handling, print the report and write the requested exports.
 
-use slowlab_cli::sweep::SweepArgs;
 use std::path::PathBuf;
 
 use anyhow::bail;
+use slowlab_cli::sweep::SweepArgs;
 use slowlab_diagnose::CommandDiagnoser;
 use slowlab_model::results::SweepResult;
 use slowlab_report::sweep::{
