@@ -19,14 +19,6 @@ use slowlab_model::trace::Trace;
 use slowlab_perf::symbolize::DebuginfodOptions;
 use slowlab_perf::{read_file, ReadOptions};
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn run(cmd: &mut Command) -> bool {
     let out = cmd.output().expect("spawn");
     if !out.status.success() {
@@ -89,7 +81,7 @@ fn read(trace: &Path, cache: Option<PathBuf>, debuginfod: DebuginfodOptions) -> 
 #[test]
 fn a_stripped_programs_functions_are_named_through_a_local_debuginfod() {
     for tool in ["gcc", "objcopy", "strip", "readelf", "perf", "debuginfod"] {
-        if !have(tool) {
+        if !slowlab_testkit::has_tool(tool) {
             slowlab_testkit::skip(format!(
                 "{tool} not found (scripts/setup.sh --tests installs it)"
             ));

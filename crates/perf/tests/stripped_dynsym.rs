@@ -11,18 +11,10 @@
 //! child, for the recording); skips otherwise.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use slowlab_perf::symbols::Elf;
 use slowlab_perf::{read_file, ReadOptions};
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().expect("spawn");
@@ -98,7 +90,7 @@ fn names(elf: &Elf<'_>, queries: &[u64]) -> Vec<Option<String>> {
 #[test]
 fn a_static_function_of_a_stripped_library_is_not_named_after_an_exported_one() {
     for tool in ["gcc", "strip", "readelf"] {
-        if !have(tool) {
+        if !slowlab_testkit::has_tool(tool) {
             slowlab_testkit::skip(format!("{tool} not found"));
             return;
         }
@@ -165,7 +157,7 @@ fn a_static_function_of_a_stripped_library_is_not_named_after_an_exported_one() 
 #[test]
 fn samples_in_a_stripped_librarys_static_functions_are_unknown() {
     for tool in ["gcc", "strip", "readelf", "perf"] {
-        if !have(tool) {
+        if !slowlab_testkit::has_tool(tool) {
             slowlab_testkit::skip(format!("{tool} not found"));
             return;
         }

@@ -313,6 +313,17 @@ fn list(running: &[RecorderInfo]) -> String {
 mod tests {
     use super::*;
 
+    /// The first client's request, polled for up to 2 s.
+    fn first_request(control: &ControlSocket) -> UnixStream {
+        for _ in 0..100 {
+            if let Some(stream) = control.requests().pop() {
+                return stream;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no request within 2 s");
+    }
+
     #[test]
     fn a_save_request_is_answered_with_the_snapshot_and_the_files_go_at_the_end() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -330,15 +341,7 @@ mod tests {
             BufReader::new(&s).read_line(&mut line).expect("reads");
             line
         });
-        let mut asked = Vec::new();
-        for _ in 0..100 {
-            asked.extend(control.requests());
-            if !asked.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let stream = asked.pop().expect("one request");
+        let stream = first_request(&control);
         answer(stream, Ok(Path::new("/tmp/t.data.2026")));
         assert_eq!(client.join().expect("client"), "saved /tmp/t.data.2026\n");
         drop(control);
@@ -352,15 +355,7 @@ mod tests {
             ControlSocket::open_in(dir.path(), 4_000_002, Path::new("o"), 5).expect("opens");
         let mut s = UnixStream::connect(&control.socket).expect("connects");
         s.write_all(b"save\n").expect("writes");
-        let mut asked = Vec::new();
-        for _ in 0..100 {
-            asked.extend(control.requests());
-            if !asked.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        answer(asked.pop().expect("asked"), Err("disk\nfull".into()));
+        answer(first_request(&control), Err("disk\nfull".into()));
         let mut line = String::new();
         BufReader::new(&s).read_line(&mut line).expect("reads");
         assert_eq!(line, "error disk full\n");

@@ -12,7 +12,7 @@
 //! Also where the fuzz targets' committed inputs are (`fuzz/corpus/TARGET`
 //! and `fuzz/regressions/TARGET`), for the tests that replay them.
 //!
-//! And [`perf_record`], the plain `perf record -g` of one program that the
+//! And [`has_tool`], and [`perf_record`], the plain `perf record -g` of one program that the
 //! symbolizer's tests read back.
 //!
 //! It does not decide whether a capability is present; each test checks
@@ -35,6 +35,15 @@ pub fn skip(reason: impl Display) {
     // Unbuffered and uncaptured: the harness only captures `print!`/`eprint!`.
     let log = std::env::var_os(SKIP_LOG_VAR).map(PathBuf::from);
     report_skip(&test, reason, &mut std::io::stderr(), log.as_deref());
+}
+
+/// Whether the shell finds `tool` on the PATH (`command -v`).
+pub fn has_tool(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Records `program` with `perf record -g` at 999 Hz of cpu-clock into
