@@ -42,23 +42,25 @@
 //! after a snapshot, when its ring was just emptied into the file.
 //!
 //! It does not build the command line (`args`) or run perf itself
-//! (`perf_process`).
+//! (`perf_process`); what becomes of a dump, and how many are kept, is
+//! `snapshots`'s.
+
+mod snapshots;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::args::{
-    free_bytes, output_dir, perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES,
-};
-use crate::companions::{side_file, Companions};
+use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
+use crate::companions::Companions;
 use crate::control::{answer, ControlSocket};
 use crate::perf_process::{check_perf_exit, partial_name, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
 use crate::triggers::{check_available, Watch};
 use crate::{default_after, AlwaysOn, Config, Outcome, RecordError, DEFAULT_KEEP_SNAPSHOTS};
+use snapshots::snapshots_on_disk;
 
 /// How often the loop looks at perf, the signals and the dumps.
 const POLL: Duration = Duration::from_millis(50);
@@ -398,30 +400,6 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     s.finish(exit, &lines, &partial)
 }
 
-/// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
-/// too), oldest first.
-fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
-    let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return Vec::new();
-    };
-    let prefix = format!("{name}.");
-    let Ok(entries) = std::fs::read_dir(output_dir(output)) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.strip_prefix(&prefix)
-                .is_some_and(|stamp| !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()))
-                && e.file_type().is_ok_and(|t| t.is_file())
-        })
-        .map(|e| side_file(output, &e.file_name().to_string_lossy()[prefix.len()..]))
-        .collect();
-    found.sort();
-    found
-}
-
 impl Session<'_> {
     /// Keeps a warning for the end (at most [`MAX_WARNINGS`]).
     fn warn(&mut self, w: String) {
@@ -429,55 +407,6 @@ impl Session<'_> {
             self.warnings.push(w);
         } else {
             self.warnings_left_out += 1;
-        }
-    }
-
-    /// Whether OUTPUT's disk has room for a snapshot; if not, answers the
-    /// requests queued with why, and says so on one line.
-    fn room_for_snapshot(&mut self) -> bool {
-        let dir = output_dir(&self.cfg.output);
-        let Some(free) = free_bytes(dir) else {
-            return true;
-        };
-        if free >= self.need {
-            return true;
-        }
-        let why = format!(
-            "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
-            megabytes(free),
-            dir.display(),
-            megabytes(self.need)
-        );
-        let asked: Vec<String> = self.queued.iter().map(|r| r.why.clone()).collect();
-        eprintln!("slowlab: no snapshot for {}: {why}", asked.join(", "));
-        for r in std::mem::take(&mut self.queued) {
-            if let Some(client) = r.client {
-                answer(client, Err(why.clone()));
-            }
-        }
-        false
-    }
-
-    /// perf exited because the disk filled while it wrote a snapshot:
-    /// removes what it left unfinished and answers the requests.
-    fn disk_filled(&mut self, partial: &Path, dumps: Vec<PathBuf>) {
-        // Dumps perf reported after the failure may be cut short too.
-        for dump in dumps {
-            let _ = std::fs::remove_file(dump);
-        }
-        remove_partials(partial, &self.final_dumps);
-        let dir = output_dir(&self.cfg.output);
-        let why = format!(
-            "the disk filled while perf wrote the snapshot ({} free in {}): nothing was saved and its partial file was removed; recording goes on with a new ring",
-            megabytes(free_bytes(dir).unwrap_or(0)),
-            dir.display()
-        );
-        eprintln!("slowlab: {why}");
-        self.snapshot_asked = None;
-        for r in std::mem::take(&mut self.in_dump) {
-            if let Some(client) = r.client {
-                answer(client, Err(why.clone()));
-            }
         }
     }
 
@@ -515,90 +444,6 @@ impl Session<'_> {
             perf.signal_group(libc::SIGKILL);
         }
         false
-    }
-
-    /// A file perf finished dumping its ring buffers into.
-    fn on_dump(&mut self, dump: PathBuf) {
-        if self.snapshot_asked.is_some() && self.stop.is_none() {
-            self.snapshot_asked = None;
-            let trace = self.snapshot(dump);
-            for r in std::mem::take(&mut self.in_dump) {
-                if let Some(client) = r.client {
-                    answer(client, Ok(trace.as_path()));
-                }
-            }
-        } else {
-            self.final_dumps.push(dump);
-        }
-    }
-
-    /// Names a dump `OUTPUT.<timestamp>`, writes its side files, and lets
-    /// the oldest snapshots go beyond the number kept.
-    fn snapshot(&mut self, dump: PathBuf) -> PathBuf {
-        let target = snapshot_name(&self.cfg.output, &dump);
-        let trace = match std::fs::rename(&dump, &target) {
-            Ok(()) => target,
-            Err(e) => {
-                self.warn(format!(
-                    "cannot rename the snapshot {} to {}: {e}",
-                    dump.display(),
-                    target.display()
-                ));
-                dump
-            }
-        };
-        let mut warnings = Vec::new();
-        let files = match &self.companions {
-            Some(c) => c.snapshot(&trace, &mut warnings),
-            None => Vec::new(),
-        };
-        for w in warnings {
-            self.warn(w);
-        }
-        let why: Vec<String> = self.in_dump.iter().map(|r| r.why.clone()).collect();
-        eprintln!(
-            "slowlab: snapshot {}{}{}",
-            trace.display(),
-            if files.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {})", join(&files))
-            },
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" for {}", why.join(", "))
-            }
-        );
-        self.snapshots.push(trace.clone());
-        self.saved_here += 1;
-        self.prune();
-        trace
-    }
-
-    /// Removes the oldest snapshots (and their side files) beyond
-    /// [`Session::keep`].
-    fn prune(&mut self) {
-        while self.snapshots.len() > self.keep {
-            let old = self.snapshots.remove(0);
-            if self.snapshots.len() < self.saved_here {
-                self.saved_here = self.snapshots.len();
-            }
-            let _ = std::fs::remove_file(&old);
-            for side in ["paths", "cgroups.json"] {
-                let _ = std::fs::remove_file(side_file(&old, side));
-            }
-            eprintln!(
-                "slowlab: removed the oldest snapshot {} (keeping the last {})",
-                old.display(),
-                self.keep
-            );
-        }
-    }
-
-    /// This run's snapshots still kept, oldest first.
-    fn this_run(&self) -> &[PathBuf] {
-        &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
     }
 
     /// Stops the companions and removes what this recording left unfinished.
@@ -717,21 +562,6 @@ impl Session<'_> {
     }
 }
 
-/// `OUTPUT.<timestamp>` for perf's dump `OUTPUT.partial.<timestamp>`.
-fn snapshot_name(output: &Path, dump: &Path) -> PathBuf {
-    let partial = partial_name(output);
-    let stamp = dump
-        .file_name()
-        .zip(partial.file_name())
-        .and_then(|(d, p)| {
-            let d = d.to_string_lossy();
-            let p = format!("{}.", p.to_string_lossy());
-            d.strip_prefix(&p).map(str::to_owned)
-        })
-        .unwrap_or_else(|| "snapshot".into());
-    side_file(output, &stamp)
-}
-
 fn file_len(path: &Path) -> Option<u64> {
     std::fs::metadata(path).map(|m| m.len()).ok()
 }
@@ -742,27 +572,6 @@ fn rss_anon_bytes(pid: i32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// Removes `OUTPUT.partial` and the dumps perf left under its name
-/// (`OUTPUT.partial.<timestamp>`), but those in `keep`.
-fn remove_partials(partial: &Path, keep: &[PathBuf]) {
-    let _ = std::fs::remove_file(partial);
-    let Some(name) = partial
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-    else {
-        return;
-    };
-    let prefix = format!("{name}.");
-    if let Ok(entries) = std::fs::read_dir(output_dir(partial)) {
-        for e in entries.flatten() {
-            let kept = keep.iter().any(|k| k.file_name() == Some(&e.file_name()));
-            if e.file_name().to_string_lossy().starts_with(&prefix) && !kept {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
 }
 
 /// `12.3 MB`.
@@ -783,57 +592,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snapshots_left_by_an_earlier_run_are_found_oldest_first() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let out = dir.path().join("r.data");
-        for name in [
-            "r.data.2026112714000002",
-            "r.data.2026112713000001",
-            "r.data.2026112713000001.paths",
-            "r.data.partial",
-            "r.data",
-            "other.data.2026112713000001",
-        ] {
-            std::fs::write(dir.path().join(name), b"x").expect("write");
-        }
-        assert_eq!(
-            snapshots_on_disk(&out),
-            vec![
-                dir.path().join("r.data.2026112713000001"),
-                dir.path().join("r.data.2026112714000002")
-            ]
-        );
-    }
-
-    #[test]
-    fn partial_files_go_but_the_dumps_kept_for_the_end() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let partial = partial_name(&dir.path().join("r.data"));
-        let kept = dir.path().join("r.data.partial.2026112713000001");
-        let cut = dir.path().join("r.data.partial.2026112713000002");
-        for f in [&partial, &kept, &cut] {
-            std::fs::write(f, b"x").expect("write");
-        }
-        remove_partials(&partial, std::slice::from_ref(&kept));
-        assert!(!partial.exists() && !cut.exists() && kept.exists());
-    }
-
-    #[test]
     fn rss_of_this_process_is_read() {
         assert!(rss_anon_bytes(std::process::id() as i32).is_some_and(|b| b > 0));
         assert!(rss_anon_bytes(-3).is_none());
-    }
-
-    #[test]
-    fn a_dump_becomes_a_snapshot_named_after_its_time() {
-        let out = Path::new("/tmp/x/r.data");
-        assert_eq!(
-            snapshot_name(out, Path::new("/tmp/x/r.data.partial.2026112314260813")),
-            PathBuf::from("/tmp/x/r.data.2026112314260813")
-        );
-        assert_eq!(
-            snapshot_name(out, Path::new("elsewhere")),
-            PathBuf::from("/tmp/x/r.data.snapshot")
-        );
     }
 }
