@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -29,6 +29,7 @@ use crate::sink::{write_ring_file, Sink, Store, RING_HEAD_LEN};
 use crate::skel::PathsSkelBuilder;
 use crate::sys;
 use crate::syscall::Syscall;
+use crate::worker::{Ready, Worker};
 
 /// The default ring buffer size: 32 MiB, allocated in the kernel for the capture's life.
 ///
@@ -114,8 +115,8 @@ pub struct CaptureStats {
 /// `perf record` with `-k monotonic` (`--clockid monotonic`); see [`crate::correlate`].
 #[derive(Debug)]
 pub struct PathCapture {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<CaptureStats, BpfError>>>,
+    /// First: stopped and joined before the rest goes.
+    worker: Worker<CaptureStats>,
     attached: Vec<Syscall>,
     missing: Vec<Syscall>,
     output: PathBuf,
@@ -131,7 +132,7 @@ struct SnapshotRequest {
 }
 
 /// What the capture thread reports once the probes are attached (or setup failed).
-type Ready = Result<(Vec<Syscall>, Vec<Syscall>), BpfError>;
+type Attached = (Vec<Syscall>, Vec<Syscall>);
 
 impl PathCapture {
     /// Starts a capture into `output` (created or truncated) with default options.
@@ -183,47 +184,25 @@ impl PathCapture {
             None => Target::File(File::create(output).map_err(|e| BpfError::io(output, e))?),
         };
 
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Ready>(1);
-        let thread = {
-            let stop = Arc::clone(&stop);
-            let output = output.to_path_buf();
-            let ring = options.ring_bytes;
-            let retry_at_exit = options.retry_at_exit;
-            thread::Builder::new()
-                .name("slowlab-bpf".into())
-                .spawn(move || {
-                    let probes = Probes {
-                        available,
-                        missing,
-                        retry_at_exit,
-                    };
-                    run(target, output, ring, probes, stop, ready_tx)
-                })
-                .map_err(|e| BpfError::Load {
-                    message: format!("cannot start the capture thread: {e}"),
-                    log: String::new(),
-                })?
-        };
-
-        match ready_rx.recv() {
-            Ok(Ok((attached, missing))) => Ok(PathCapture {
-                stop,
-                thread: Some(thread),
-                attached,
-                missing,
-                output: output.to_path_buf(),
-                snapshots: options.ring.map(|_| snapshot_tx),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => match thread.join() {
-                Ok(Err(e)) => Err(e),
-                _ => Err(BpfError::ThreadPanicked),
-            },
-        }
+        let output_path = output.to_path_buf();
+        let ring = options.ring_bytes;
+        let retry_at_exit = options.retry_at_exit;
+        let (worker, (attached, missing)) =
+            Worker::start("slowlab-bpf", "capture thread", move |stop, ready| {
+                let probes = Probes {
+                    available,
+                    missing,
+                    retry_at_exit,
+                };
+                run(target, output_path, ring, probes, stop, ready)
+            })?;
+        Ok(PathCapture {
+            worker,
+            attached,
+            missing,
+            output: output.to_path_buf(),
+            snapshots: options.ring.map(|_| snapshot_tx),
+        })
     }
 
     /// Syscalls whose tracepoints are attached.
@@ -275,23 +254,7 @@ impl PathCapture {
     /// Detaches the probes, drains what is left in the ring buffer, writes the end record,
     /// flushes the file, and returns the statistics.
     pub fn stop(mut self) -> Result<CaptureStats, BpfError> {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> Result<CaptureStats, BpfError> {
-        self.stop.store(true, Ordering::SeqCst);
-        match self.thread.take() {
-            Some(t) => t.join().map_err(|_| BpfError::ThreadPanicked)?,
-            None => Err(BpfError::ThreadPanicked),
-        }
-    }
-}
-
-impl Drop for PathCapture {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.finish();
-        }
+        self.worker.finish()
     }
 }
 
@@ -355,7 +318,7 @@ fn run(
     ring_bytes: u32,
     probes: Probes,
     stop: Arc<AtomicBool>,
-    ready: mpsc::SyncSender<Ready>,
+    ready: Ready<Attached>,
 ) -> Result<CaptureStats, BpfError> {
     macro_rules! setup {
         ($e:expr) => {

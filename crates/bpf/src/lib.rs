@@ -62,6 +62,7 @@ pub mod sched;
 mod sink;
 mod sys;
 mod syscall;
+mod worker;
 
 #[allow(clippy::all, dead_code, missing_docs)]
 mod skel {

@@ -24,8 +24,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::sync::Arc;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -36,6 +35,7 @@ use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
 use crate::sched_skel::SchedSkelBuilder;
 use crate::sys;
+use crate::worker::{Ready, Worker};
 
 /// The default ring buffer: 16 MiB. A record takes 40 bytes in the ring (32 and the
 /// ring's 8-byte head); a pipe ping-pong of ~230,000 switches a second (about 350,000
@@ -206,8 +206,7 @@ fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
 /// the `tp_btf` programs, and the BPF ring buffer (Linux 5.8).
 #[derive(Debug)]
 pub struct SchedRecorder {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<SchedStats, BpfError>>>,
+    worker: Worker<SchedStats>,
     output: PathBuf,
 }
 
@@ -240,35 +239,16 @@ impl SchedRecorder {
             });
         }
         let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), BpfError>>(1);
-        let thread = {
-            let stop = Arc::clone(&stop);
-            let output = output.to_path_buf();
-            let options = options.clone();
-            thread::Builder::new()
-                .name("slowlab-sched".into())
-                .spawn(move || run(file, output, options, stop, ready_tx))
-                .map_err(|e| BpfError::Load {
-                    message: format!("cannot start the recording thread: {e}"),
-                    log: String::new(),
-                })?
-        };
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(SchedRecorder {
-                stop,
-                thread: Some(thread),
-                output: output.to_path_buf(),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => match thread.join() {
-                Ok(Err(e)) => Err(e),
-                _ => Err(BpfError::ThreadPanicked),
-            },
-        }
+        let output_path = output.to_path_buf();
+        let options = options.clone();
+        let (worker, ()) =
+            Worker::start("slowlab-sched", "recording thread", move |stop, ready| {
+                run(file, output_path, options, stop, ready)
+            })?;
+        Ok(SchedRecorder {
+            worker,
+            output: output.to_path_buf(),
+        })
     }
 
     /// The recording file.
@@ -279,23 +259,7 @@ impl SchedRecorder {
     /// Detaches the programs, drains the ring, writes the stacks and the end, and returns
     /// the statistics.
     pub fn stop(mut self) -> Result<SchedStats, BpfError> {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> Result<SchedStats, BpfError> {
-        self.stop.store(true, Ordering::SeqCst);
-        match self.thread.take() {
-            Some(t) => t.join().map_err(|_| BpfError::ThreadPanicked)?,
-            None => Err(BpfError::ThreadPanicked),
-        }
-    }
-}
-
-impl Drop for SchedRecorder {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.finish();
-        }
+        self.worker.finish()
     }
 }
 
@@ -471,7 +435,7 @@ fn run(
     output: PathBuf,
     options: SchedOptions,
     stop: Arc<AtomicBool>,
-    ready: mpsc::SyncSender<Result<(), BpfError>>,
+    ready: Ready<()>,
 ) -> Result<SchedStats, BpfError> {
     macro_rules! setup {
         ($e:expr) => {
