@@ -35,7 +35,8 @@
 //! own loop, and a loop that a signal or the trace's end ends is one wait
 //! for its owner.
 //!
-//! Who killed the root or a process it started is `killed.rs`.
+//! Who killed the root or a process it started is `killed.rs`; which
+//! process is the root, its tree and its window, `root.rs`.
 //!
 //! Time of the root thread itself with no scheduler event at all (before
 //! its first one) is counted as blocked `other` and reported as
@@ -44,6 +45,7 @@
 
 mod killed;
 mod owner;
+mod root;
 mod summary;
 
 use std::collections::HashMap;
@@ -61,6 +63,8 @@ use crate::select::BuildFx;
 use crate::states::{BlockedSpan, SpanState, ThreadStates};
 use crate::unnamed;
 
+use root::{children_by_pid, main_thread};
+pub use root::{command_root, default_root, process_by_pid, process_tree, window};
 pub use summary::{describe_part, parts, waited_for, while_waited};
 
 /// Followed waits at most, from the root thread.
@@ -68,6 +72,17 @@ pub const MAX_DEPTH: u32 = 8;
 
 /// Running time between two timed-out waits of a poll loop, at most.
 pub const MAX_POLL_GAP_NS: u64 = 2_000_000;
+
+/// Why a path cannot be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PathError {
+    #[error("no process with pid {0} in the trace; `slowlab analyze FILE --procs` lists them")]
+    NoSuchPid(i32),
+    #[error("no process started during the trace; give one with --root PID (`slowlab analyze FILE --procs` lists them)")]
+    NoRoot,
+    #[error("the trace has no scheduler events (sched_switch, or CSwitch on Windows): record it with `slowlab record`, or on Windows with WPR and probes/windows/slowlab.wprp, which add them")]
+    NoSchedEvents,
+}
 
 /// A stretch of the walk before merging and naming.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -340,127 +355,6 @@ impl Walker<'_> {
         };
         self.out.push(raw);
     }
-}
-
-/// Every process's children, by the parent's pid, in start order.
-fn children_by_pid(trace: &Trace) -> HashMap<i32, Vec<ProcIdx>, BuildFx> {
-    let mut out: HashMap<i32, Vec<ProcIdx>, BuildFx> = HashMap::default();
-    for (i, p) in trace.processes.iter().enumerate() {
-        if let Some(pp) = p.ppid {
-            out.entry(pp).or_default().push(ProcIdx(i as u32));
-        }
-    }
-    out
-}
-
-/// Why a path cannot be computed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PathError {
-    #[error("no process with pid {0} in the trace; `slowlab analyze FILE --procs` lists them")]
-    NoSuchPid(i32),
-    #[error("no process started during the trace; give one with --root PID (`slowlab analyze FILE --procs` lists them)")]
-    NoRoot,
-    #[error("the trace has no scheduler events (sched_switch, or CSwitch on Windows): record it with `slowlab record`, or on Windows with WPR and probes/windows/slowlab.wprp, which add them")]
-    NoSchedEvents,
-}
-
-/// The main thread of a process: the one whose tid is the pid.
-fn main_thread(trace: &Trace, proc: ProcIdx) -> Option<ThreadIdx> {
-    let p = &trace.processes[proc.ix()];
-    p.threads
-        .iter()
-        .copied()
-        .find(|t| trace.threads[t.ix()].tid == p.pid)
-        .or_else(|| p.threads.first().copied())
-}
-
-/// The wall-time window of a process: fork (or exec) to exit, clipped to
-/// the trace.
-pub fn window(trace: &Trace, proc: ProcIdx) -> (u64, u64) {
-    let p = &trace.processes[proc.ix()];
-    // `clamp` needs its bounds in order, even for a damaged trace.
-    let s = trace.meta.start_ns;
-    let e = trace.meta.end_ns.max(s);
-    let start = p.start_ns.or(p.exec_ns).unwrap_or(s).clamp(s, e);
-    let end = p.end_ns.unwrap_or(e).clamp(start, e);
-    (start, end)
-}
-
-/// The default root: the longest-running process that started (was forked
-/// or exec'd) during the trace.
-pub fn default_root(trace: &Trace) -> Option<ProcIdx> {
-    trace
-        .processes
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.start_ns.is_some() || p.exec_ns.is_some())
-        .map(|(i, _)| {
-            let (s, e) = window(trace, ProcIdx(i as u32));
-            (ProcIdx(i as u32), e - s)
-        })
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-        .map(|(i, _)| i)
-}
-
-/// The process of `pid` (its last lifetime in the trace).
-pub fn process_by_pid(trace: &Trace, pid: i32) -> Result<ProcIdx, PathError> {
-    trace
-        .processes
-        .iter()
-        .rposition(|p| p.pid == pid)
-        .map(|i| ProcIdx(i as u32))
-        .ok_or(PathError::NoSuchPid(pid))
-}
-
-/// The process that ran `command` under `perf record … -- command`: a child
-/// of a `perf` process that exec'd during the trace, preferring one named
-/// like the command; else the default root.
-pub fn command_root(trace: &Trace, command: &[String]) -> Option<ProcIdx> {
-    let perf_pids: Vec<i32> = trace
-        .processes
-        .iter()
-        .filter(|p| trace.str(p.comm) == "perf")
-        .map(|p| p.pid)
-        .collect();
-    let want: String = command
-        .first()
-        .map(|c| c.rsplit('/').next().unwrap_or(c).chars().take(15).collect())
-        .unwrap_or_default();
-    let children: Vec<ProcIdx> = trace
-        .processes
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.exec_ns.is_some() && p.ppid.is_some_and(|pp| perf_pids.contains(&pp)))
-        .map(|(i, _)| ProcIdx(i as u32))
-        .collect();
-    children
-        .iter()
-        .copied()
-        .find(|&i| trace.str(trace.processes[i.ix()].comm) == want)
-        .or_else(|| children.first().copied())
-        .or_else(|| default_root(trace))
-}
-
-/// The process and its descendants (by recorded parent), root first.
-pub fn process_tree(trace: &Trace, root: ProcIdx) -> Vec<ProcIdx> {
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = &trace.processes[tree[i].ix()];
-        let (ps, pe) = window(trace, tree[i]);
-        for (k, p) in trace.processes.iter().enumerate() {
-            let k = ProcIdx(k as u32);
-            let started = p.start_ns.or(p.exec_ns);
-            if p.ppid == Some(parent.pid)
-                && !tree.contains(&k)
-                && started.is_some_and(|s| s >= ps && s <= pe)
-            {
-                tree.push(k);
-            }
-        }
-        i += 1;
-    }
-    tree
 }
 
 use resources::path_thread;
