@@ -10,7 +10,7 @@
 //! summary and trees, the butterfly, faults, processes) stay plain functions
 //! of the trace.
 
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 use slowlab_model::bundle::TraceBundle;
 use slowlab_model::findings::Finding;
@@ -39,9 +39,9 @@ pub enum Root {
 pub struct Analysis<'a> {
     bundle: &'a TraceBundle,
     root: Option<ProcIdx>,
-    context: OnceCell<Context<'a>>,
-    root_path: OnceCell<Result<RootPath, PathError>>,
-    findings: OnceCell<Vec<Finding>>,
+    context: OnceLock<Context<'a>>,
+    root_path: OnceLock<Result<RootPath, PathError>>,
+    findings: OnceLock<Vec<Finding>>,
 }
 
 /// What the interactive page shows besides the analysis.
@@ -68,9 +68,9 @@ impl<'a> Analysis<'a> {
         Analysis {
             bundle,
             root,
-            context: OnceCell::new(),
-            root_path: OnceCell::new(),
-            findings: OnceCell::new(),
+            context: OnceLock::new(),
+            root_path: OnceLock::new(),
+            findings: OnceLock::new(),
         }
     }
 
@@ -139,22 +139,33 @@ impl<'a> Analysis<'a> {
     }
 
     /// The data of the interactive page: the selection's events, the
-    /// root's critical path and process tree, every finding.
+    /// root's critical path and process tree, every finding. The detectors
+    /// run on a thread of their own (when not run yet) while the page's
+    /// tables are made on this one: on two cores, the page no longer waits
+    /// for them (bench/analysis/README.md).
     pub fn report_data(&self, page: &Page) -> ReportData {
         let tree = self.root_tree();
-        report_data::report_data(
-            self.context(),
-            &report_data::Inputs {
+        let (cx, path) = (self.context(), self.root_path().ok().map(|rp| &rp.path));
+        std::thread::scope(|s| {
+            let detectors = s.spawn(|| (self.findings(), crate::states::replays()));
+            let inputs = report_data::Inputs {
                 title: page.title,
                 command: page.command,
-                critical_path: self.root_path().ok().map(|rp| &rp.path),
-                findings: self.findings(),
+                critical_path: path,
+                findings: &[],
                 command_processes: &tree,
                 selection: page.selection,
                 filter_text: page.filter_text,
                 warnings: page.warnings,
-            },
-        )
+            };
+            report_data::report_data_with(cx, &inputs, || {
+                let (findings, replays) = detectors
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                crate::states::credit_replays(replays);
+                findings
+            })
+        })
     }
 }
 

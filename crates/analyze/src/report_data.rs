@@ -51,6 +51,17 @@ pub struct Inputs<'a> {
 /// Assembles the page's data from the context's trace, replay and
 /// syscalls.
 pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
+    report_data_with(cx, inputs, || inputs.findings)
+}
+
+/// [`report_data`] with the findings (not `inputs.findings`) asked of
+/// `findings` last, once every table is made: the detectors can run on
+/// another thread meanwhile ([`crate::analysis::Analysis::report_data`]).
+pub fn report_data_with<'f>(
+    cx: &Context,
+    inputs: &Inputs,
+    findings: impl FnOnce() -> &'f [Finding],
+) -> ReportData {
     let (trace, states) = (cx.trace, &cx.states);
     let start_ns = trace.meta.start_ns;
     let (from_ns, to_ns) = inputs.selection.time_range_ns(trace);
@@ -108,12 +119,11 @@ pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
     let critical_path = inputs
         .critical_path
         .map(|cp| path_data(trace, &scope, cp, &mut tables));
-    let findings = inputs
-        .findings
+    let locks = locks::locks(&scope, cx.locks());
+    let findings = findings()
         .iter()
         .map(|f| finding_data(trace, &scope, f, inputs.command_processes))
         .collect();
-    let locks = locks::locks(&scope, cx.locks());
 
     let periods = &trace.samples.period;
     let sample_us = if periods.is_empty() {

@@ -253,9 +253,15 @@ thread_local! {
 }
 
 /// The number of replays ([`ThreadStates::build`]) run on this thread (a
-/// command analyzes on its main thread).
+/// command analyzes on its main thread), and those credited to it.
 pub fn replays() -> usize {
     REPLAYS.with(std::cell::Cell::get)
+}
+
+/// Counts on this thread the `n` replays of a thread it joined (the
+/// detectors' thread of the page), so that none goes uncounted.
+pub fn credit_replays(n: usize) {
+    REPLAYS.with(|r| r.set(r.get() + n));
 }
 
 impl ThreadStates {

@@ -83,9 +83,8 @@ pub struct Diagnosis {
     pub findings_json: String,
     /// The ids and titles of the findings, most costly first.
     pub findings: Vec<(String, String)>,
-    /// The files written into the directory, in the order written
-    /// (`findings.json`, `critical_path.json` when there is a path,
-    /// `report.html`).
+    /// The files written into the directory: `findings.json`,
+    /// `critical_path.json` when there is a path, `report.html`.
     pub files: Vec<PathBuf>,
     /// A line for each extra export written.
     pub written: Vec<String>,
@@ -126,6 +125,31 @@ pub fn analyze_into(
     if let Err(why) = analysis.root_path() {
         warnings.push(format!("no critical path: {why}"));
     }
+    // The page first: it runs the detectors beside its own work.
+    let name = trace_path.display().to_string();
+    let request = Request {
+        analysis: &analysis,
+        name: &name,
+        command,
+        selection: &Selection::default(),
+        filter_text: &[],
+        warnings,
+    };
+    let mut written = Vec::new();
+    let html = (Export::Html, dir.join("report.html"));
+    for (export, path) in std::iter::once(&html).chain(extra) {
+        let w = export.write(&request, path)?;
+        written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
+        match (export, w.summary) {
+            (Export::Html, _) => {}
+            (_, Some(summary)) => written.push(summary),
+            (Export::Fxprof, None) => written.push(format!(
+                "wrote {} (open it at profiler.firefox.com)",
+                path.display()
+            )),
+            (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
+        }
+    }
     let findings = analysis.findings();
     let findings_json = serde_json::to_string_pretty(findings)?;
     let mut files = vec![dir.join("findings.json")];
@@ -142,33 +166,7 @@ pub fn analyze_into(
             let _ = std::fs::remove_file(&cp_file);
         }
     }
-    let name = trace_path.display().to_string();
-    let request = Request {
-        analysis: &analysis,
-        name: &name,
-        command,
-        selection: &Selection::default(),
-        filter_text: &[],
-        warnings,
-    };
-    let mut written = Vec::new();
-    let html = (Export::Html, dir.join("report.html"));
-    for (export, path) in std::iter::once(&html).chain(extra) {
-        let w = export.write(&request, path)?;
-        if *export == Export::Html {
-            files.push(path.clone());
-        }
-        written.extend(w.warnings.iter().map(|w| format!("warning: {w}")));
-        match (export, w.summary) {
-            (Export::Html, _) => {}
-            (_, Some(summary)) => written.push(summary),
-            (Export::Fxprof, None) => written.push(format!(
-                "wrote {} (open it at profiler.firefox.com)",
-                path.display()
-            )),
-            (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
-        }
-    }
+    files.push(html.1);
     let mut text = String::new();
     if let Some(cp) = path {
         text.push_str(&critical_path_text(cp, 8));

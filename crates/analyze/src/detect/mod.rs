@@ -25,8 +25,8 @@ pub mod superlinear_growth;
 pub mod topdown_probe;
 pub mod windows;
 
-use std::cell::OnceCell;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use slowlab_model::critical_path::CriticalPath;
 use slowlab_model::findings::{Culprit, Finding, Severity};
@@ -51,8 +51,8 @@ pub struct Context<'a> {
     pub states: ThreadStates,
     /// Its sums: every thread's times and every wait that ended.
     pub schedule: Schedule,
-    calls: OnceCell<Vec<Call>>,
-    locks: OnceCell<Locks>,
+    calls: OnceLock<Vec<Call>>,
+    locks: OnceLock<Locks>,
     pub captured: Option<&'a [CapturedPath]>,
     pub cgroups: Option<&'a CgroupInfo>,
     /// Seconds of time the trace can hold: duration × CPUs.
@@ -79,8 +79,8 @@ impl<'a> Context<'a> {
             trace,
             states,
             schedule,
-            calls: OnceCell::new(),
-            locks: OnceCell::new(),
+            calls: OnceLock::new(),
+            locks: OnceLock::new(),
             captured,
             cgroups,
             examined_s: (trace.meta.duration_s() * cpus).max(1e-9),
