@@ -70,11 +70,12 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
     let page_in = cx.samples_by_process(&in_page_in);
     let reclaim = cx.samples_by_process(&in_memcg_reclaim);
     let mut blocked: HashMap<ProcIdx, (f64, f64), BuildFx> = HashMap::default();
+    let mut paging_in = cx.stack_test(&in_page_in);
     for w in &cx.schedule.waits {
         let e = blocked.entry(cx.process_of(w.thread)).or_default();
         let len = (w.end_ns - w.start_ns) as f64 / 1e9;
         e.0 += len;
-        if cx.stack_has(w.stack, &in_page_in) {
+        if paging_in(w.stack) {
             e.1 += len;
         }
     }

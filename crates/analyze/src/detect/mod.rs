@@ -135,6 +135,21 @@ impl<'a> Context<'a> {
             .any(|f| pred(self.trace.function_name(self.trace.frame_function(f))))
     }
 
+    /// [`Context::stack_has`] judging each distinct stack once, for loops
+    /// over every wait or event (a build's trace has many more waits than
+    /// stacks).
+    pub fn stack_test<'p>(
+        &'p self,
+        pred: &'p dyn Fn(&str) -> bool,
+    ) -> impl FnMut(Option<StackIdx>) -> bool + 'p {
+        let mut verdict: HashMap<Option<StackIdx>, bool, BuildFx> = HashMap::default();
+        move |stack| {
+            *verdict
+                .entry(stack)
+                .or_insert_with(|| self.stack_has(stack, pred))
+        }
+    }
+
     /// Function names of a stack, innermost first; code without symbols is
     /// named by its binary ("liblzma.so.5 (no symbols)"), never by the
     /// next frame that has a name (see [`crate::unnamed`]).

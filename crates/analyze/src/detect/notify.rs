@@ -50,11 +50,12 @@ type PermissionWaits = (u64, u64, Option<slowlab_model::trace::StackIdx>);
 pub fn detect_permission(cx: &Context) -> Vec<Finding> {
     // (waiting process, watcher process) → (total ns, count, a blocking stack)
     let mut per: HashMap<(ProcIdx, ProcIdx), PermissionWaits, BuildFx> = HashMap::default();
+    let mut on_permission_wait = cx.stack_test(&in_permission_wait);
     for w in &cx.schedule.waits {
         let Some(watcher) = w.waker else {
             continue;
         };
-        if !cx.stack_has(w.stack, &in_permission_wait) {
+        if !on_permission_wait(w.stack) {
             continue;
         }
         let key = (cx.process_of(w.thread), cx.process_of(watcher));
@@ -140,8 +141,9 @@ pub fn detect_overhead(cx: &Context) -> Vec<Finding> {
             watchers.insert(cx.culprit(proc).comm.unwrap_or_default());
         }
     }
+    let mut reading = cx.stack_test(&reads_notifications);
     for w in &cx.schedule.waits {
-        if cx.stack_has(w.stack, &reads_notifications) {
+        if reading(w.stack) {
             watchers.insert(cx.culprit(cx.process_of(w.thread)).comm.unwrap_or_default());
         }
     }

@@ -140,14 +140,22 @@ impl Group {
 }
 
 /// Blocked waits on a mutex ended by a teardown releasing it, by lock site.
+/// Each stack is looked at once (a build's trace has many more waits than
+/// stacks).
 fn blocked_stretches(cx: &Context, groups: &mut HashMap<String, Group>) {
+    let mut site_of: HashMap<Option<StackIdx>, Option<String>, BuildFx> = HashMap::default();
+    let mut by_teardown = cx.stack_test(&is_teardown);
     for w in &cx.schedule.waits {
-        let Some(site) = lock_site(cx, w.stack) else {
+        let site = site_of
+            .entry(w.stack)
+            .or_insert_with(|| lock_site(cx, w.stack));
+        let Some(site) = site else {
             continue;
         };
-        if !cx.stack_has(w.waker_stack, &is_teardown) {
+        if !by_teardown(w.waker_stack) {
             continue;
         }
+        let site = site.clone();
         let stretch = Stretch {
             thread: w.thread,
             start_ns: w.start_ns,

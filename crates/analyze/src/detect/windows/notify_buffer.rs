@@ -44,11 +44,12 @@ pub fn detect(cx: &Context) -> Vec<Finding> {
         matches!((z, r), (Some(z), Some(r)) if z < r)
     });
     let mut faults: HashMap<ProcIdx, (u64, u64), BuildFx> = HashMap::default();
+    let mut reporting = cx.stack_test(&is_notify_report);
     for ev in &cx.trace.events {
         if fault_kind(&ev.kind) == Some(WindowsFaultKind::DemandZero) {
             let f = faults.entry(cx.process_of(ev.thread)).or_default();
             f.0 += 1;
-            if cx.stack_has(ev.stack, &is_notify_report) {
+            if reporting(ev.stack) {
                 f.1 += 1;
             }
         }

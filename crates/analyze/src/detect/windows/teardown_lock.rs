@@ -64,15 +64,17 @@ struct Blocked {
 pub fn detect(cx: &Context) -> Vec<Finding> {
     let trace = cx.trace;
     let mut per: HashMap<ProcIdx, Blocked, BuildFx> = HashMap::default();
+    let (mut on_user_lock, mut exiting_stack) =
+        (cx.stack_test(&in_user_lock), cx.stack_test(&in_exit));
     for w in &cx.schedule.waits {
         let Some(waker) = w.waker else { continue };
-        if !cx.stack_has(w.stack, &in_user_lock) {
+        if !on_user_lock(w.stack) {
             continue;
         }
         let waker_proc = cx.process_of(waker);
         let ends = trace.processes[waker_proc.ix()].end_ns;
         let exiting = ends.is_some_and(|e| e >= w.end_ns && e - w.end_ns <= EXIT_WINDOW_NS)
-            || cx.stack_has(w.waker_stack, &in_exit);
+            || exiting_stack(w.waker_stack);
         if !exiting {
             continue;
         }
