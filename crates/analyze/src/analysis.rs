@@ -139,32 +139,40 @@ impl<'a> Analysis<'a> {
     }
 
     /// The data of the interactive page: the selection's events, the
-    /// root's critical path and process tree, every finding. The detectors
-    /// run on a thread of their own (when not run yet) while the page's
-    /// tables are made on this one: on two cores, the page no longer waits
-    /// for them (bench/analysis/README.md).
+    /// root's critical path and process tree, every finding (and, among its
+    /// warnings, why there is no path). What is not computed yet of the
+    /// replay, the path and the findings is, on a thread of its own, while
+    /// the page's tables are made on this one: on two cores, the page waits
+    /// for neither (bench/analysis/README.md).
     pub fn report_data(&self, page: &Page) -> ReportData {
         let tree = self.root_tree();
-        let (cx, path) = (self.context(), self.root_path().ok().map(|rp| &rp.path));
+        let inputs = report_data::Inputs {
+            title: page.title,
+            command: page.command,
+            critical_path: None,
+            findings: &[],
+            command_processes: &tree,
+            selection: page.selection,
+            filter_text: page.filter_text,
+            warnings: page.warnings,
+        };
         std::thread::scope(|s| {
-            let detectors = s.spawn(|| (self.findings(), crate::states::replays()));
-            let inputs = report_data::Inputs {
-                title: page.title,
-                command: page.command,
-                critical_path: path,
-                findings: &[],
-                command_processes: &tree,
-                selection: page.selection,
-                filter_text: page.filter_text,
-                warnings: page.warnings,
+            let derived = s.spawn(|| (self.findings(), crate::states::replays()));
+            let derived = report_data::Derived {
+                context: || self.context(),
+                critical_path: || match self.root_path() {
+                    Ok(rp) => Ok(Some(&rp.path)),
+                    Err(why) => Err(why.to_string()),
+                },
+                findings: || {
+                    let (findings, replays) = derived
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    crate::states::credit_replays(replays);
+                    findings
+                },
             };
-            report_data::report_data_with(cx, &inputs, || {
-                let (findings, replays) = detectors
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                crate::states::credit_replays(replays);
-                findings
-            })
+            report_data::report_data_with(self.trace(), &inputs, derived)
         })
     }
 }

@@ -51,18 +51,37 @@ pub struct Inputs<'a> {
 /// Assembles the page's data from the context's trace, replay and
 /// syscalls.
 pub fn report_data(cx: &Context, inputs: &Inputs) -> ReportData {
-    report_data_with(cx, inputs, || inputs.findings)
+    let derived = Derived {
+        context: || cx,
+        critical_path: || Ok(inputs.critical_path),
+        findings: || inputs.findings,
+    };
+    report_data_with(cx.trace, inputs, derived)
 }
 
-/// [`report_data`] with the findings (not `inputs.findings`) asked of
-/// `findings` last, once every table is made: the detectors can run on
-/// another thread meanwhile ([`crate::analysis::Analysis::report_data`]).
-pub fn report_data_with<'f>(
-    cx: &Context,
+/// What the page is made from besides the trace, each asked for only where
+/// the page reaches it, in this order: the replay (after the samples), the
+/// root's critical path (or why there is none: a warning of the page), the
+/// findings (last, once every table is made). So the replay, the path and
+/// the detectors can be computed on another thread meanwhile
+/// ([`crate::analysis::Analysis::report_data`]).
+pub struct Derived<C, P, F> {
+    pub context: C,
+    pub critical_path: P,
+    pub findings: F,
+}
+
+/// [`report_data`] with the replay, the path and the findings (not those of
+/// `inputs`) asked of `derived`.
+pub fn report_data_with<'x, 'c: 'x>(
+    trace: &Trace,
     inputs: &Inputs,
-    findings: impl FnOnce() -> &'f [Finding],
+    derived: Derived<
+        impl FnOnce() -> &'x Context<'c>,
+        impl FnOnce() -> Result<Option<&'x CriticalPath>, String>,
+        impl FnOnce() -> &'x [Finding],
+    >,
 ) -> ReportData {
-    let (trace, states) = (cx.trace, &cx.states);
     let start_ns = trace.meta.start_ns;
     let (from_ns, to_ns) = inputs.selection.time_range_ns(trace);
     let mask = inputs.selection.thread_mask(trace);
@@ -113,14 +132,17 @@ pub fn report_data_with<'f>(
         thread_ix,
     };
     let samples = events::samples(&scope, &mut tables);
+    let cx = (derived.context)();
+    let states = &cx.states;
     let (spans, wait_names) = events::spans(&scope, states, &order, &mut tables);
     let faults = events::faults(&scope, &mut tables);
     let syscalls = events::syscalls(&scope, cx.calls(), cx.captured, &mut tables);
-    let critical_path = inputs
-        .critical_path
-        .map(|cp| path_data(trace, &scope, cp, &mut tables));
+    let (critical_path, no_path) = match (derived.critical_path)() {
+        Ok(cp) => (cp.map(|cp| path_data(trace, &scope, cp, &mut tables)), None),
+        Err(why) => (None, Some(format!("no critical path: {why}"))),
+    };
     let locks = locks::locks(&scope, cx.locks());
-    let findings = findings()
+    let findings = (derived.findings)()
         .iter()
         .map(|f| finding_data(trace, &scope, f, inputs.command_processes))
         .collect();
@@ -141,7 +163,7 @@ pub fn report_data_with<'f>(
             .into_iter()
             .collect();
     warnings.extend(trace.stats.warnings.iter().cloned());
-    for w in inputs.warnings {
+    for w in inputs.warnings.iter().chain(&no_path) {
         if !warnings.contains(w) {
             warnings.push(w.clone());
         }

@@ -122,10 +122,8 @@ pub fn analyze_into(
         Target::Pid(pid) => Root::Process(process_by_pid(&bundle.trace, pid)?),
     };
     let analysis = Analysis::new(&bundle, root);
-    if let Err(why) = analysis.root_path() {
-        warnings.push(format!("no critical path: {why}"));
-    }
-    // The page first: it runs the detectors beside its own work.
+    // The page first: it replays the scheduler, finds the path and runs the
+    // detectors beside its own work (and says why there is no path).
     let name = trace_path.display().to_string();
     let request = Request {
         analysis: &analysis,
@@ -149,6 +147,9 @@ pub fn analyze_into(
             )),
             (_, None) => written.push(format!("wrote {} {}", export.what(), path.display())),
         }
+    }
+    if let Err(why) = analysis.root_path() {
+        warnings.push(format!("no critical path: {why}"));
     }
     let findings = analysis.findings();
     let findings_json = serde_json::to_string_pretty(findings)?;

@@ -114,12 +114,12 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     ];
     for (path, export) in exports {
         let Some(path) = path else { continue };
+        let written = export.write(&request, path)?;
         if export == Export::Html {
             if let Err(why) = analysis.root_path() {
                 eprintln!("slowlab: warning: the report has no critical path: {why}");
             }
         }
-        let written = export.write(&request, path)?;
         for w in &written.warnings {
             eprintln!("slowlab: warning: {w}");
         }
