@@ -232,4 +232,31 @@ mod tests {
             analysis.findings().as_ptr()
         ));
     }
+
+    #[test]
+    fn the_page_says_why_it_has_no_path_once() {
+        let mut bundle = bundle();
+        // No process started during the trace: no default root.
+        bundle.trace.processes[0].start_ns = None;
+        let analysis = Analysis::new(&bundle, Root::Default);
+        let Err(why) = analysis.root_path() else {
+            panic!("a root without a process that started");
+        };
+        let why = why.to_string();
+        let said = format!("no critical path: {why}");
+        let page = |warnings: &[String]| {
+            analysis.report_data(&Page {
+                title: "t",
+                command: &[],
+                selection: &Selection::default(),
+                filter_text: &[],
+                warnings,
+            })
+        };
+        let data = page(&[]);
+        assert!(data.critical_path.is_none());
+        assert_eq!(data.meta.warnings, vec![said.clone()]);
+        // Given by the caller too (diagnose's terminal list): still once.
+        assert_eq!(page(std::slice::from_ref(&said)).meta.warnings, vec![said]);
+    }
 }
