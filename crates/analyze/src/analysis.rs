@@ -17,7 +17,7 @@ use slowlab_model::findings::Finding;
 use slowlab_model::trace::{ProcIdx, Trace};
 
 use crate::critical_path::{command_root, default_root, process_tree, PathError};
-use crate::detect::{run_all, Context, RootPath};
+use crate::detect::{run_all_with, Context, RootPath};
 use crate::report_data::{self, ReportData};
 use crate::select::Selection;
 use crate::states::{Schedule, ThreadStates};
@@ -135,7 +135,7 @@ impl<'a> Analysis<'a> {
     /// waits on the root's critical path, when it has one).
     pub fn findings(&self) -> &[Finding] {
         self.findings
-            .get_or_init(|| run_all(self.context(), self.root_path().ok()))
+            .get_or_init(|| run_all_with(self.context(), || self.root_path().ok()))
     }
 
     /// The data of the interactive page: the selection's events, the

@@ -519,7 +519,33 @@ pub static DETECTORS: &[&dyn Detector] = &[
 /// Every detector of [`DETECTORS`] on a prepared context, ranked by cost;
 /// those of everyday waits examine the critical path of `root`.
 pub fn run_all(cx: &Context, root: Option<&RootPath>) -> Vec<Finding> {
-    let mut findings: Vec<Finding> = DETECTORS.iter().flat_map(|d| d.run(cx, root)).collect();
+    run_all_with(cx, || root)
+}
+
+/// [`run_all`], with the detectors of the whole trace run on a thread of
+/// their own while `root` finds the path the others examine.
+pub fn run_all_with<'r>(cx: &Context, root: impl FnOnce() -> Option<&'r RootPath>) -> Vec<Finding> {
+    let (of_path, of_trace): (Vec<_>, Vec<_>) = DETECTORS
+        .iter()
+        .enumerate()
+        .partition(|(_, d)| d.needs_root());
+    let mut by_detector: Vec<(usize, Vec<Finding>)> = std::thread::scope(|s| {
+        let trace_side = s.spawn(|| {
+            let found = of_trace.iter().map(|&(i, d)| (i, d.run(cx, None)));
+            (found.collect::<Vec<_>>(), crate::states::replays())
+        });
+        let root = root();
+        let mut found: Vec<_> = of_path.iter().map(|&(i, d)| (i, d.run(cx, root))).collect();
+        let (of_trace, replays) = trace_side
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        crate::states::credit_replays(replays);
+        found.extend(of_trace);
+        found
+    });
+    // In the detectors' order, as they ran before (ties keep it).
+    by_detector.sort_by_key(|(i, _)| *i);
+    let mut findings: Vec<Finding> = by_detector.into_iter().flat_map(|(_, f)| f).collect();
     findings.sort_by(|a, b| b.cost_s.total_cmp(&a.cost_s).then_with(|| a.id.cmp(&b.id)));
     findings
 }
