@@ -4,7 +4,8 @@
 //! included.
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
-//! stacks, lifetimes); not the page faults, disk requests, syscalls or paths of the perf
+//! stacks, lifetimes) and the waiting syscalls that name a wait's resource (futex, wait4,
+//! waitid, flock); not the page faults, disk requests, other syscalls or paths of the perf
 //! backend, and no ring mode yet.
 
 use std::path::PathBuf;
@@ -26,7 +27,8 @@ pub struct BpfRecorded {
 
 impl BpfRecorded {
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
-    /// full ring buffer, and events without a stack because the stack map was full. (What
+    /// full ring buffer, events without a stack because the stack map was full, and
+    /// tracepoints that could not be attached. (What
     /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
         let s = &self.stats;
@@ -42,6 +44,9 @@ impl BpfRecorded {
                 "{} events have no stack: the stack map was full",
                 s.stacks_lost
             ));
+        }
+        for what in &s.unattached {
+            w.push(format!("not recorded: {what}"));
         }
         w
     }
@@ -103,11 +108,13 @@ mod tests {
         assert!(r.warnings().is_empty());
         r.stats.dropped = 3;
         r.stats.stacks_lost = 5;
+        r.stats.unattached = vec!["syscalls:sys_enter_flock: no such tracepoint".into()];
         assert_eq!(
             r.warnings(),
             [
                 "3 events lost: the BPF ring buffer was full",
-                "5 events have no stack: the stack map was full"
+                "5 events have no stack: the stack map was full",
+                "not recorded: syscalls:sys_enter_flock: no such tracepoint"
             ]
         );
     }

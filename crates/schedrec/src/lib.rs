@@ -3,7 +3,11 @@
 //! critical path work on it as on a perf.data trace.
 //!
 //! - [`read_file`] / [`build_trace`]: the records in time order become the model's
-//!   samples, `Switch` and `Waking` events and process and thread lifetimes (`lifetimes`);
+//!   samples, `Switch` and `Waking` events, process and thread lifetimes (`lifetimes`),
+//!   and the `SyscallEnter`/`SyscallExit` events of the waiting syscalls (futex, wait4,
+//!   waitid, flock), stackless and with the arguments the analysis reads, as the perf
+//!   reader makes them of `syscalls:sys_enter_NAME`/`sys_exit_NAME` (the arguments not
+//!   recorded are 0);
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
 //! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
@@ -20,7 +24,7 @@ mod stacks;
 use std::path::{Path, PathBuf};
 
 use slowlab_bpf::sched::format::RecordKind;
-use slowlab_bpf::sched::SchedLog;
+use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
 use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
 
 use lifetimes::Lifetimes;
@@ -83,6 +87,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 
     let mut life = Lifetimes::new(log);
     let mut stacks = Stacks::new(log, opts, &mut trace, &mut warnings);
+    let (mut syscalls_seen, mut unknown_syscalls) = (false, 0u64);
     let period = 1_000_000_000u64
         .checked_div(u64::from(log.sample_freq))
         .unwrap_or(0);
@@ -145,9 +150,52 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
             RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
             RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::SysEnter | RecordKind::SysExit => {
+                let Some(call) = RecordedSyscall::from_u8(r.c) else {
+                    unknown_syscalls += 1;
+                    continue;
+                };
+                syscalls_seen = true;
+                let thread = life.thread(&mut trace, r.tid, t);
+                let name = life.s(&mut trace, call.name());
+                let kind = if r.kind == RecordKind::SysEnter {
+                    EventKind::SyscallEnter {
+                        name,
+                        args: [r.value, u64::from(r.a), u64::from(r.b), 0, 0, 0],
+                        file_op: None,
+                    }
+                } else {
+                    EventKind::SyscallExit {
+                        name,
+                        ret: r.value as i64,
+                        file_op: None,
+                    }
+                };
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack: None,
+                    kind,
+                });
+            }
         }
     }
     stacks.symbolize(&mut trace, &mut warnings);
+    if unknown_syscalls > 0 {
+        warnings.push(format!(
+            "{unknown_syscalls} syscall records name a syscall this slowlab does not know \
+             (a newer recorder's?): skipped"
+        ));
+    }
+    let mut events: Vec<String> = EVENT_NAMES.iter().map(|s| s.to_string()).collect();
+    if syscalls_seen {
+        for call in RecordedSyscall::ALL {
+            for dir in ["enter", "exit"] {
+                events.push(format!("syscalls:sys_{dir}_{}", call.name()));
+            }
+        }
+    }
 
     let first = order.first().map(|&i| log.records[i].time_ns);
     let last = order.last().map(|&i| log.records[i].time_ns);
@@ -158,7 +206,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         end_ns: last.unwrap_or(end.stop_ns).max(first.unwrap_or(0)),
         sample_event: (log.sample_freq > 0).then(|| "cpu-clock".to_string()),
         sample_freq: (log.sample_freq > 0).then_some(u64::from(log.sample_freq)),
-        events: EVENT_NAMES.iter().map(|s| s.to_string()).collect(),
+        events,
         wall_clock: Some(WallClock {
             clock_ns: log.start_mono_ns,
             unix_ns: log.start_real_ns,
@@ -184,4 +232,105 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     }
     trace.stats.warnings = warnings;
     trace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_bpf::sched::format::{SchedRecord, SchedThread};
+
+    fn record(
+        kind: RecordKind,
+        time_ns: u64,
+        tid: u32,
+        c: u8,
+        a: u32,
+        b: u32,
+        value: u64,
+    ) -> SchedRecord {
+        SchedRecord {
+            time_ns,
+            tid,
+            a,
+            b,
+            cpu: 1,
+            kind,
+            c,
+            kstack: None,
+            ustack: None,
+            comm: None,
+            value,
+        }
+    }
+
+    #[test]
+    fn waiting_syscalls_become_the_events_perf_gives() {
+        let log = SchedLog {
+            nr_cpus: 2,
+            threads: vec![SchedThread {
+                pid: 10,
+                tid: 11,
+                comm: "waiter".into(),
+            }],
+            records: vec![
+                // futex(0x7f0012345678, FUTEX_WAIT_PRIVATE, 2), then its return.
+                record(RecordKind::SysEnter, 100, 11, 1, 0x80, 2, 0x7f00_1234_5678),
+                record(RecordKind::SysExit, 200, 11, 1, 0, 0, (-11i64) as u64),
+                // wait4(-1, …) (a 32-bit -1 as the register held it).
+                record(RecordKind::SysEnter, 300, 11, 2, 0, 0, 0xffff_ffff),
+                // A syscall of a newer recorder: skipped, and said.
+                record(RecordKind::SysEnter, 400, 11, 99, 0, 0, 0),
+            ],
+            ..SchedLog::default()
+        };
+        let opts = ReadOptions {
+            symbolize: false,
+            ..ReadOptions::default()
+        };
+        let trace = build_trace(&log, &opts);
+        let kinds: Vec<&EventKind> = trace.events.iter().map(|e| &e.kind).collect();
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        match kinds[0] {
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op,
+            } => {
+                assert_eq!(trace.str(*name), "futex");
+                assert_eq!(*args, [0x7f00_1234_5678, 0x80, 2, 0, 0, 0]);
+                assert!(file_op.is_none());
+            }
+            k => panic!("{k:?}"),
+        }
+        match kinds[1] {
+            EventKind::SyscallExit { name, ret, .. } => {
+                assert_eq!((trace.str(*name), *ret), ("futex", -11));
+            }
+            k => panic!("{k:?}"),
+        }
+        match kinds[2] {
+            EventKind::SyscallEnter { name, args, .. } => {
+                assert_eq!((trace.str(*name), args[0] as i32), ("wait4", -1));
+            }
+            k => panic!("{k:?}"),
+        }
+        let e = &trace.events[0];
+        assert!(e.stack.is_none());
+        assert_eq!(trace.threads[e.thread.ix()].tid, 11);
+        assert_eq!(trace.str(trace.threads[e.thread.ix()].comm), "waiter");
+        assert!(trace
+            .meta
+            .events
+            .iter()
+            .any(|e| e == "syscalls:sys_enter_futex"));
+        assert!(
+            trace
+                .stats
+                .warnings
+                .iter()
+                .any(|w| w.contains("1 syscall records")),
+            "{:?}",
+            trace.stats.warnings
+        );
+    }
 }

@@ -5,7 +5,9 @@
 // events `stack_mode` says: by default only switches where the thread blocks and
 // wake-ups by a task), the CPU
 // samples of a perf event, and process and thread lifetimes (fork, exec, exit, rename),
-// as fixed-size 32-byte records in one BPF ring buffer. Stacks are not copied into the
+// and the syscalls that say what a wait waits for (futex, wait4, waitid, flock: their
+// entry with the arguments the analysis reads, and their return value), as fixed-size
+// 32-byte records in one BPF ring buffer. Stacks are not copied into the
 // records: `bpf_get_stack` walks a stack into a per-CPU scratch buffer, the stack's
 // 64-bit hash is its key in the `stacks` hash map, which keeps each distinct stack once
 // with a small id numbered here, and a record carries that id; user space reads the map at
@@ -16,9 +18,11 @@
 // reuses that time's stack ids (take_stacks; `reuse_sites`), which costs a few hundred ns.
 //
 // Programs: `tp_btf/sched_switch`, `tp_btf/sched_waking`, `tp_btf/sched_process_fork`,
-// `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename` and
+// `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename`,
 // `on_sample` (a `perf_event` program user space attaches to one PERF_COUNT_SW_CPU_CLOCK
-// event per CPU). Records lost because the ring was full are counted in
+// event per CPU), and `enter_NAME`/`exit_NAME` on the `syscalls:sys_enter_NAME` and
+// `sys_exit_NAME` tracepoints of the four waiting syscalls (the kernel runs them only for
+// those syscalls: the filter is its per-syscall bitmap, not a test here). Records lost because the ring was full are counted in
 // `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
@@ -71,6 +75,15 @@ typedef _Bool bool;
 #define KIND_EXEC 5
 #define KIND_EXIT 6
 #define KIND_RENAME 7
+#define KIND_SYS_ENTER 8
+#define KIND_SYS_EXIT 9
+
+// The syscalls recorded, as the `c` of their records; keep in sync with
+// src/sched/format.rs (RecordedSyscall).
+#define SYS_FUTEX 1
+#define SYS_WAIT4 2
+#define SYS_WAITID 3
+#define SYS_FLOCK 4
 
 #define COUNTER_DROPS 0
 #define COUNTER_STACK_LOST 1
@@ -115,6 +128,11 @@ struct pt_regs {
 //   EXEC    tid, a = pid, b = old tid; followed by comm[16]
 //   EXIT    tid, a = pid
 //   RENAME  tid, a = pid; followed by the new comm[16]
+//   SYS_ENTER  tid, c = which syscall (SYS_*), a = the low 32 bits of its second argument,
+//              b = of its third, and the 8 bytes of kstack and ustack its first argument
+//              (struct rec_sys): what the analysis reads of a futex (uaddr, op, val), a
+//              wait4 (pid), a waitid (which, id) and a flock (fd, operation)
+//   SYS_EXIT   tid, c = which syscall, and the return value in place of the stacks
 // Stack ids are negative when there is none (-errno of bpf_get_stackid, or -1).
 struct rec {
 	__u64 time_ns;  // bpf_ktime_get_ns(): CLOCK_MONOTONIC
@@ -126,6 +144,18 @@ struct rec {
 	__u8 c;
 	__s32 kstack;
 	__s32 ustack;
+};
+
+// A SYS_ENTER or SYS_EXIT record: a `struct rec` whose stack ids are one 64-bit value.
+struct rec_sys {
+	__u64 time_ns;
+	__u32 tid;
+	__u32 a;
+	__u32 b;
+	__u16 cpu;
+	__u8 kind;
+	__u8 c;
+	__u64 value;
 };
 
 struct rec_comm {
@@ -691,5 +721,70 @@ int on_rename(__u64 *ctx)
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
+
+// The context of a `syscalls:sys_enter_NAME` tracepoint program (its format file: the
+// common fields, the syscall's number, then each argument in 8 bytes), and of
+// `sys_exit_NAME` (the return value in place of the arguments).
+struct sys_enter_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct sys_exit_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+// A SYS_ENTER record of the running thread's call of `which`: no stacks (the wait's
+// stack is its blocking switch's, as perf records these without a call graph).
+// `nargs`: the syscall's arguments; no more are read (the kernel refuses to attach a
+// program that reads past its tracepoint's record: EACCES).
+static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+{
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->a = (__u32)ctx->args[1];
+	if (nargs > 2)
+		r->b = (__u32)ctx->args[2];
+	r->value = ctx->args[0];
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
+{
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->value = (__u64)ctx->ret;
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+#define SYSCALL_PROBES(name, which, nargs)                              \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
+	int enter_##name(struct sys_enter_ctx *ctx)                     \
+	{                                                               \
+		return sys_enter(ctx, which, nargs);                    \
+	}                                                               \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
+	int exit_##name(struct sys_exit_ctx *ctx)                       \
+	{                                                               \
+		return sys_exit(ctx, which);                            \
+	}
+
+SYSCALL_PROBES(futex, SYS_FUTEX, 6)
+SYSCALL_PROBES(wait4, SYS_WAIT4, 4)
+SYSCALL_PROBES(waitid, SYS_WAITID, 5)
+SYSCALL_PROBES(flock, SYS_FLOCK, 2)
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -11,6 +11,7 @@
 //!             48 for EXEC and RENAME (the record then 16 bytes of comm, NUL-padded).
 //!             A record: time_ns u64 (CLOCK_MONOTONIC), tid u32, a u32, b u32, cpu u16,
 //!             kind u8, c u8, kstack i32, ustack i32; a, b, c per kind (see [`RecordKind`]).
+//!             SYS_ENTER and SYS_EXIT have one u64 in place of the two stack ids.
 //!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
 //!             or first seen in it, as /proc said.
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
@@ -67,6 +68,49 @@ pub enum RecordKind {
     Exit,
     /// `task_rename`: thread `tid` of process `a` is now called `comm`.
     Rename,
+    /// `syscalls:sys_enter_NAME` of one of the [`RecordedSyscall`]s (`c`): `tid` called it
+    /// with its first argument `value`, the low 32 bits of its second `a` and of its
+    /// third `b` (its other arguments are not recorded).
+    SysEnter,
+    /// `syscalls:sys_exit_NAME`: `tid`'s call of syscall `c` returned `value` (an `i64`).
+    SysExit,
+}
+
+/// The syscalls the recorder records (the `c` of a SYS_ENTER or SYS_EXIT record): the ones
+/// that say what a wait waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordedSyscall {
+    Futex,
+    Wait4,
+    Waitid,
+    Flock,
+}
+
+impl RecordedSyscall {
+    /// All of them, in the order of their ids.
+    pub const ALL: [RecordedSyscall; 4] = [
+        RecordedSyscall::Futex,
+        RecordedSyscall::Wait4,
+        RecordedSyscall::Waitid,
+        RecordedSyscall::Flock,
+    ];
+
+    /// The syscall of a record's `c`.
+    pub fn from_u8(c: u8) -> Option<RecordedSyscall> {
+        RecordedSyscall::ALL
+            .get(usize::from(c).checked_sub(1)?)
+            .copied()
+    }
+
+    /// Its name, as its tracepoints (`syscalls:sys_enter_NAME`) and perf's reader spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordedSyscall::Futex => "futex",
+            RecordedSyscall::Wait4 => "wait4",
+            RecordedSyscall::Waitid => "waitid",
+            RecordedSyscall::Flock => "flock",
+        }
+    }
 }
 
 impl RecordKind {
@@ -79,6 +123,8 @@ impl RecordKind {
             5 => RecordKind::Exec,
             6 => RecordKind::Exit,
             7 => RecordKind::Rename,
+            8 => RecordKind::SysEnter,
+            9 => RecordKind::SysExit,
             _ => return None,
         })
     }
@@ -108,6 +154,8 @@ pub struct SchedRecord {
     pub ustack: Option<u32>,
     /// EXEC and RENAME: the command name.
     pub comm: Option<String>,
+    /// SYS_ENTER: the first argument; SYS_EXIT: the return value; 0 for the others.
+    pub value: u64,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -138,7 +186,8 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
     } else {
         None
     };
-    let stack = |v: u32| (v as i32 >= 0).then_some(v);
+    let syscall = matches!(kind, RecordKind::SysEnter | RecordKind::SysExit);
+    let stack = |v: u32| (!syscall && v as i32 >= 0).then_some(v);
     Some((
         SchedRecord {
             time_ns: u64_at(head, 0),
@@ -151,6 +200,7 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
             kstack: stack(u32_at(head, 24)),
             ustack: stack(u32_at(head, 28)),
             comm,
+            value: if syscall { u64_at(head, 24) } else { 0 },
         },
         len,
     ))
@@ -480,6 +530,32 @@ mod tests {
         assert_eq!(log.threads[0].comm, "worker");
         assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
         assert_eq!(log.end, Some(end));
+    }
+
+    #[test]
+    fn a_syscall_record_has_a_value_and_no_stacks() {
+        let mut enter = raw(8, 150, 11, 0x80, 0, None);
+        enter[23] = 1; // futex
+        enter[24..32].copy_from_slice(&0x7f00_1234_5678u64.to_le_bytes());
+        let (r, n) = decode_record(&enter).unwrap();
+        assert_eq!(n, RECORD_LEN);
+        assert_eq!(
+            (r.kind, r.value, r.a, r.b),
+            (RecordKind::SysEnter, 0x7f00_1234_5678, 0x80, 7)
+        );
+        assert_eq!((r.kstack, r.ustack), (None, None));
+        assert_eq!(RecordedSyscall::from_u8(r.c), Some(RecordedSyscall::Futex));
+        let mut exit = raw(9, 160, 11, 0, 0, None);
+        exit[23] = 4;
+        exit[24..32].copy_from_slice(&(-11i64).to_le_bytes());
+        let (r, _) = decode_record(&exit).unwrap();
+        assert_eq!((r.kind, r.value as i64), (RecordKind::SysExit, -11));
+        assert_eq!(
+            RecordedSyscall::from_u8(r.c).map(|s| s.name()),
+            Some("flock")
+        );
+        assert_eq!(RecordedSyscall::from_u8(0), None);
+        assert_eq!(RecordedSyscall::from_u8(5), None);
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs and
-//! one CPU-clock perf event per CPU for the samples, and drains the ring buffer on a thread
+//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs, its
+//! programs on the waiting syscalls' tracepoints (futex, wait4, waitid, flock; one missing
+//! from the kernel is left out and named in [`SchedStats::unattached`]) and one CPU-clock
+//! perf event per CPU for the samples, and drains the ring buffer on a thread
 //! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
 //! writes the stack map's stacks and the counts of what was lost.
 //!
@@ -113,6 +115,10 @@ pub struct SchedOptions {
     /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
     /// loop that blocks at one site.
     pub reuse_sites: bool,
+    /// Record the waiting syscalls (futex, wait4, waitid, flock: entry and exit), which
+    /// name what a wait waits for (a mutex and its holder). On by default; off, to
+    /// measure what they cost.
+    pub syscalls: bool,
 }
 
 impl Default for SchedOptions {
@@ -124,6 +130,7 @@ impl Default for SchedOptions {
             stacks: StackMode::default(),
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
+            syscalls: true,
         }
     }
 }
@@ -150,6 +157,9 @@ pub struct SchedStats {
     /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
     /// a program with neither is left out.
     pub programs: Vec<ProgramCost>,
+    /// Tracepoints that could not be attached, so their events are missing (a syscall
+    /// tracepoint the kernel does not have), each with why.
+    pub unattached: Vec<String>,
 }
 
 /// The kernel's count of one program's runs and the time they took
@@ -486,6 +496,20 @@ fn run(
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
     }
+    if !options.syscalls {
+        for prog in [
+            &mut open.progs.enter_futex,
+            &mut open.progs.exit_futex,
+            &mut open.progs.enter_wait4,
+            &mut open.progs.exit_wait4,
+            &mut open.progs.enter_waitid,
+            &mut open.progs.exit_waitid,
+            &mut open.progs.enter_flock,
+            &mut open.progs.exit_flock,
+        ] {
+            prog.set_autoload(false);
+        }
+    }
     let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
 
     let mut links: Vec<Link> = Vec::new();
@@ -508,6 +532,30 @@ fn run(
     ];
     for (name, prog) in tracepoints {
         links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
+    }
+    // The syscalls: a kernel without one of their tracepoints (CONFIG_FTRACE_SYSCALLS
+    // off) records the rest, and says which are missing.
+    let mut unattached = Vec::new();
+    if options.syscalls {
+        let syscalls = [
+            ("syscalls:sys_enter_futex", &skel.progs.enter_futex),
+            ("syscalls:sys_exit_futex", &skel.progs.exit_futex),
+            ("syscalls:sys_enter_wait4", &skel.progs.enter_wait4),
+            ("syscalls:sys_exit_wait4", &skel.progs.exit_wait4),
+            ("syscalls:sys_enter_waitid", &skel.progs.enter_waitid),
+            ("syscalls:sys_exit_waitid", &skel.progs.exit_waitid),
+            ("syscalls:sys_enter_flock", &skel.progs.enter_flock),
+            ("syscalls:sys_exit_flock", &skel.progs.exit_flock),
+        ];
+        for (name, prog) in syscalls {
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
     }
     let mut perf_fds: Vec<OwnedFd> = Vec::new();
     if options.sample_freq > 0 {
@@ -615,6 +663,14 @@ fn run(
         ("on_exec", &skel.progs.on_exec),
         ("on_exit", &skel.progs.on_exit),
         ("on_rename", &skel.progs.on_rename),
+        ("enter_futex", &skel.progs.enter_futex),
+        ("exit_futex", &skel.progs.exit_futex),
+        ("enter_wait4", &skel.progs.enter_wait4),
+        ("exit_wait4", &skel.progs.exit_wait4),
+        ("enter_waitid", &skel.progs.enter_waitid),
+        ("exit_waitid", &skel.progs.exit_waitid),
+        ("enter_flock", &skel.progs.enter_flock),
+        ("exit_flock", &skel.progs.exit_flock),
     ]
     .into_iter()
     .filter_map(|(name, prog)| program_cost(name, prog))
@@ -686,5 +742,6 @@ fn run(
         bytes,
         output,
         programs,
+        unattached,
     })
 }
