@@ -5,7 +5,10 @@
 //!   by `record` and by `analyze`;
 //! - a thread that blocks at two call sites in turn, reached through frames of the same
 //!   sizes, gets each site's stacks, blocking and waking, though the recorder reuses a
-//!   thread's stacks from its last event at the same site.
+//!   thread's stacks from its last event at the same site;
+//! - a mutex held by one thread and waited on by another (a chain of two mutexes ending in
+//!   CPU work) is named as that mutex, by its address, held by the same thread under both
+//!   backends (the eBPF recorder's futex records give the wait its word and op).
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -205,4 +208,68 @@ fn reused_stacks_keep_two_sites_apart() {
             "{what} at site_a {a}, at site_b {b} in {rounds} rounds\n{stderr}"
         );
     }
+}
+
+/// The mutex the critical path followed longest to its holder: (the mutex's address, the
+/// holder's comm, seconds of the path reached through it).
+fn longest_mutex(path: &serde_json::Value) -> Option<(u64, String, f64)> {
+    let mut by: Vec<(u64, String, f64)> = Vec::new();
+    for s in path["segments"].as_array().unwrap() {
+        let r = &s["via_resource"];
+        if r["kind"] != "mutex" {
+            continue;
+        }
+        let Some(addr) = r["address"]
+            .as_str()
+            .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        else {
+            continue;
+        };
+        let holder = r["holder"]["comm"].as_str().unwrap_or("").to_string();
+        let secs = s["to_s"].as_f64().unwrap() - s["from_s"].as_f64().unwrap();
+        match by.iter_mut().find(|b| b.0 == addr && b.1 == holder) {
+            Some(b) => b.2 += secs,
+            None => by.push((addr, holder, secs)),
+        }
+    }
+    by.into_iter().max_by(|a, b| a.2.total_cmp(&b.2))
+}
+
+#[test]
+fn both_backends_name_the_mutex_and_its_holder() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::why_program("lock_chain");
+    let mut holders = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        let o = record(backend, &trace, &[], &[program.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        // The mutex "crunch" holds, as the program printed it.
+        let lock_b = stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("lock_b=0x"))
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+            .unwrap_or_else(|| panic!("no lock_b= in {stderr}"));
+        let path = critical_path(&trace);
+        let wall = path["wall_s"].as_f64().unwrap();
+        let (addr, holder, secs) = longest_mutex(&path)
+            .unwrap_or_else(|| panic!("{backend}: no mutex on the path: {}", path["summary"]));
+        assert_eq!(addr, lock_b, "{backend}: {}", path["summary"]);
+        assert!(
+            secs > 0.5 * wall,
+            "{backend}: {secs} of {wall} s: {}",
+            path["summary"]
+        );
+        holders.push(holder);
+    }
+    assert_eq!(holders[0], "crunch");
+    assert_eq!(
+        holders[0], holders[1],
+        "perf and bpf name different holders"
+    );
 }
