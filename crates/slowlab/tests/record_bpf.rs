@@ -8,7 +8,9 @@
 //!   thread's stacks from its last event at the same site;
 //! - a mutex held by one thread and waited on by another (a chain of two mutexes ending in
 //!   CPU work) is named as that mutex, by its address, held by the same thread under both
-//!   backends (the eBPF recorder's futex records give the wait its word and op).
+//!   backends (the eBPF recorder's futex records give the wait its word and op);
+//! - `diagnose --backend bpf` on the slow producer names the same culprit as `diagnose`
+//!   with perf, rooted at the command it ran.
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -272,4 +274,42 @@ fn both_backends_name_the_mutex_and_its_holder() {
         holders[0], holders[1],
         "perf and bpf name different holders"
     );
+}
+
+#[test]
+fn diagnose_with_either_backend_names_the_slow_producer() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let producer = common::why_program("producer");
+    let script = format!("{} 40 3000000 | sort > /dev/null", producer.display());
+    let mut answers = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let out = dir.path().join(backend);
+        let o = slowlab()
+            .args(["diagnose", "--backend", backend, "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", script.as_str()])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(out.join("critical_path.json")).unwrap();
+        let path: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(path["root"]["comm"], "sh", "{backend}: {}", path["summary"]);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(stdout.contains("slow_digest"), "{backend}: {stdout}");
+        answers.push(top_cpu(&path));
+    }
+    assert_eq!(
+        answers[0],
+        ("producer".to_string(), "slow_digest".to_string())
+    );
+    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
 }
