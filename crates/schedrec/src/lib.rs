@@ -7,7 +7,10 @@
 //!   and the `SyscallEnter`/`SyscallExit` events of the waiting syscalls (futex, wait4,
 //!   waitid, flock), stackless and with the arguments the analysis reads, as the perf
 //!   reader makes them of `syscalls:sys_enter_NAME`/`sys_exit_NAME` (the arguments not
-//!   recorded are 0);
+//!   recorded are 0), and the `BlockRequest` and `MajorFault` events of disk requests
+//!   and major faults, as perf's reader makes them of `block:block_rq_issue`/`_complete`
+//!   and `major-faults`, and the `PageFault` events of `exceptions:page_fault_user` and
+//!   `_kernel`;
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
 //! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
@@ -23,7 +26,7 @@ mod stacks;
 
 use std::path::{Path, PathBuf};
 
-use slowlab_bpf::sched::format::RecordKind;
+use slowlab_bpf::sched::format::{block_flags, RecordKind};
 use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
 use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
 
@@ -75,6 +78,16 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<Trace, SchedRecError
 /// The names the model gives the recorded events, in the order of [`TraceMeta::events`].
 const EVENT_NAMES: [&str; 3] = ["cpu-clock", "sched:sched_switch", "sched:sched_waking"];
 
+/// Which kinds of records a recording has (the names of their events go into the trace's
+/// list; a recording made before they were recorded has none).
+#[derive(Default)]
+struct Seen {
+    syscalls: bool,
+    block: bool,
+    major_faults: bool,
+    page_faults: bool,
+}
+
 /// Builds the trace of a parsed recording.
 pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     let mut trace = Trace::default();
@@ -87,7 +100,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 
     let mut life = Lifetimes::new(log);
     let mut stacks = Stacks::new(log, opts, &mut trace, &mut warnings);
-    let (mut syscalls_seen, mut unknown_syscalls) = (false, 0u64);
+    let mut seen = Seen::default();
+    let mut unknown_syscalls = 0u64;
     let period = 1_000_000_000u64
         .checked_div(u64::from(log.sample_freq))
         .unwrap_or(0);
@@ -150,12 +164,64 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
             RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
             RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::Block => {
+                seen.block = true;
+                let thread = life.thread(&mut trace, r.tid, t);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack: None,
+                    kind: EventKind::BlockRequest {
+                        dev: r.a,
+                        sector: r.value,
+                        bytes: u64::from(r.b) * 512,
+                        write: r.c & block_flags::WRITE != 0,
+                        complete: r.c & block_flags::COMPLETE != 0,
+                    },
+                });
+            }
+            RecordKind::PageFault => {
+                let user = r.c == 1;
+                seen.page_faults = true;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::PageFault {
+                        address: r.value,
+                        ip: r.ip,
+                        error_code: u64::from(r.b),
+                        user,
+                        windows_kind: None,
+                    },
+                });
+            }
+            RecordKind::MajorFault => {
+                seen.major_faults = true;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::MajorFault {
+                        address: Some(r.value),
+                    },
+                });
+            }
             RecordKind::SysEnter | RecordKind::SysExit => {
                 let Some(call) = RecordedSyscall::from_u8(r.c) else {
                     unknown_syscalls += 1;
                     continue;
                 };
-                syscalls_seen = true;
+                seen.syscalls = true;
                 let thread = life.thread(&mut trace, r.tid, t);
                 let name = life.s(&mut trace, call.name());
                 let kind = if r.kind == RecordKind::SysEnter {
@@ -189,7 +255,18 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         ));
     }
     let mut events: Vec<String> = EVENT_NAMES.iter().map(|s| s.to_string()).collect();
-    if syscalls_seen {
+    if seen.page_faults {
+        events.push("exceptions:page_fault_user".to_string());
+        events.push("exceptions:page_fault_kernel".to_string());
+    }
+    if seen.major_faults {
+        events.push("major-faults".to_string());
+    }
+    if seen.block {
+        events.push("block:block_rq_issue".to_string());
+        events.push("block:block_rq_complete".to_string());
+    }
+    if seen.syscalls {
         for call in RecordedSyscall::ALL {
             for dir in ["enter", "exit"] {
                 events.push(format!("syscalls:sys_{dir}_{}", call.name()));
@@ -260,11 +337,12 @@ mod tests {
             ustack: None,
             comm: None,
             value,
+            ip: 0,
         }
     }
 
     #[test]
-    fn waiting_syscalls_become_the_events_perf_gives() {
+    fn syscalls_disk_requests_and_faults_become_the_events_perf_gives() {
         let log = SchedLog {
             nr_cpus: 2,
             threads: vec![SchedThread {
@@ -280,6 +358,11 @@ mod tests {
                 record(RecordKind::SysEnter, 300, 11, 2, 0, 0, 0xffff_ffff),
                 // A syscall of a newer recorder: skipped, and said.
                 record(RecordKind::SysEnter, 400, 11, 99, 0, 0, 0),
+                // A write of 8 sectors at sector 2048 of 8:16 completed.
+                record(RecordKind::Block, 500, 0, 3, 8 << 20 | 16, 8, 2048),
+                record(RecordKind::MajorFault, 600, 11, 0, 10, 0, 0x7f00_0000_1000),
+                // A user write fault (error code 6: write, user).
+                record(RecordKind::PageFault, 700, 11, 1, 10, 6, 0x7f00_0000_2000),
             ],
             ..SchedLog::default()
         };
@@ -289,7 +372,37 @@ mod tests {
         };
         let trace = build_trace(&log, &opts);
         let kinds: Vec<&EventKind> = trace.events.iter().map(|e| &e.kind).collect();
-        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        assert_eq!(kinds.len(), 6, "{kinds:?}");
+        assert!(matches!(
+            kinds[5],
+            EventKind::PageFault {
+                address: 0x7f00_0000_2000,
+                error_code: 6,
+                user: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            kinds[3],
+            EventKind::BlockRequest {
+                dev: 0x80_0010,
+                sector: 2048,
+                bytes: 4096,
+                write: true,
+                complete: true
+            }
+        ));
+        assert!(matches!(
+            kinds[4],
+            EventKind::MajorFault {
+                address: Some(0x7f00_0000_1000)
+            }
+        ));
+        assert!(trace
+            .meta
+            .events
+            .iter()
+            .any(|e| e == "block:block_rq_complete"));
         match kinds[0] {
             EventKind::SyscallEnter {
                 name,

@@ -11,7 +11,9 @@
 //!             48 for EXEC and RENAME (the record then 16 bytes of comm, NUL-padded).
 //!             A record: time_ns u64 (CLOCK_MONOTONIC), tid u32, a u32, b u32, cpu u16,
 //!             kind u8, c u8, kstack i32, ustack i32; a, b, c per kind (see [`RecordKind`]).
-//!             SYS_ENTER and SYS_EXIT have one u64 in place of the two stack ids.
+//!             SYS_ENTER, SYS_EXIT and BLOCK have one u64 in place of the two stack ids;
+//!             MAJOR_FAULT is 40 bytes, the record then the faulting address (u64);
+//!             PAGE_FAULT 48, the record then the address and the instruction (u64s).
 //!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
 //!             or first seen in it, as /proc said.
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
@@ -74,6 +76,23 @@ pub enum RecordKind {
     SysEnter,
     /// `syscalls:sys_exit_NAME`: `tid`'s call of syscall `c` returned `value` (an `i64`).
     SysExit,
+    /// `block:block_rq_issue` (`c` bit 0 clear) or `block_rq_complete` (set): a request of
+    /// `b` sectors from sector `value` on device `a` (`major << 20 | minor`), a write when
+    /// `c` bit 1 is set; `tid` was on the CPU (for a completion, whoever the interrupt
+    /// came on).
+    Block,
+    /// A major fault (the `major-faults` software event) of `tid` of process `a` at address
+    /// `value`, with its stacks.
+    MajorFault,
+    /// `exceptions:page_fault_user` (`c` 1) or `_kernel` (`c` 0): `tid` of process `a`
+    /// faulted at address `value`, instruction `ip`, with error code `b`, and its stacks.
+    PageFault,
+}
+
+/// Bits of a [`RecordKind::Block`] record's `c`.
+pub mod block_flags {
+    pub const COMPLETE: u8 = 1;
+    pub const WRITE: u8 = 2;
 }
 
 /// The syscalls the recorder records (the `c` of a SYS_ENTER or SYS_EXIT record): the ones
@@ -125,6 +144,9 @@ impl RecordKind {
             7 => RecordKind::Rename,
             8 => RecordKind::SysEnter,
             9 => RecordKind::SysExit,
+            10 => RecordKind::Block,
+            11 => RecordKind::MajorFault,
+            12 => RecordKind::PageFault,
             _ => return None,
         })
     }
@@ -133,6 +155,8 @@ impl RecordKind {
     pub fn record_len(self) -> usize {
         match self {
             RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
+            RecordKind::MajorFault => RECORD_LEN + 8,
+            RecordKind::PageFault => RECORD_LEN + 16,
             _ => RECORD_LEN,
         }
     }
@@ -154,8 +178,11 @@ pub struct SchedRecord {
     pub ustack: Option<u32>,
     /// EXEC and RENAME: the command name.
     pub comm: Option<String>,
-    /// SYS_ENTER: the first argument; SYS_EXIT: the return value; 0 for the others.
+    /// SYS_ENTER: the first argument; SYS_EXIT: the return value; BLOCK: the sector;
+    /// MAJOR_FAULT and PAGE_FAULT: the address; 0 for the others.
     pub value: u64,
+    /// PAGE_FAULT: the faulting instruction; 0 for the others.
+    pub ip: u64,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -181,13 +208,13 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
     let head = b.get(..RECORD_LEN)?;
     let kind = RecordKind::from_u8(head[22])?;
     let len = kind.record_len();
-    let comm = if len > RECORD_LEN {
-        Some(comm_text(b.get(RECORD_LEN..len)?))
-    } else {
-        None
-    };
-    let syscall = matches!(kind, RecordKind::SysEnter | RecordKind::SysExit);
-    let stack = |v: u32| (!syscall && v as i32 >= 0).then_some(v);
+    let extra = b.get(RECORD_LEN..len)?;
+    let comm = matches!(kind, RecordKind::Exec | RecordKind::Rename).then(|| comm_text(extra));
+    let value_in_stacks = matches!(
+        kind,
+        RecordKind::SysEnter | RecordKind::SysExit | RecordKind::Block
+    );
+    let stack = |v: u32| (!value_in_stacks && v as i32 >= 0).then_some(v);
     Some((
         SchedRecord {
             time_ns: u64_at(head, 0),
@@ -200,7 +227,15 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
             kstack: stack(u32_at(head, 24)),
             ustack: stack(u32_at(head, 28)),
             comm,
-            value: if syscall { u64_at(head, 24) } else { 0 },
+            value: match kind {
+                _ if value_in_stacks => u64_at(head, 24),
+                RecordKind::MajorFault | RecordKind::PageFault => u64_at(extra, 0),
+                _ => 0,
+            },
+            ip: match kind {
+                RecordKind::PageFault => u64_at(extra, 8),
+                _ => 0,
+            },
         },
         len,
     ))
@@ -555,6 +590,34 @@ mod tests {
             Some("flock")
         );
         assert_eq!(RecordedSyscall::from_u8(0), None);
+        let mut block = raw(10, 170, 11, 0x80_0001, 0, None);
+        block[23] = block_flags::COMPLETE | block_flags::WRITE;
+        block[24..32].copy_from_slice(&123_456u64.to_le_bytes());
+        let (r, _) = decode_record(&block).unwrap();
+        assert_eq!(
+            (r.kind, r.a, r.b, r.value),
+            (RecordKind::Block, 0x80_0001, 7, 123_456)
+        );
+        assert_eq!(r.kstack, None);
+        let mut fault = raw(11, 180, 11, 10, 5, None);
+        fault.extend_from_slice(&0x7f00_0000_1000u64.to_le_bytes());
+        let (r, n) = decode_record(&fault).unwrap();
+        assert_eq!(
+            (r.kind, n, r.value),
+            (RecordKind::MajorFault, 40, 0x7f00_0000_1000)
+        );
+        assert_eq!(r.kstack, Some(5));
+        assert!(decode_record(&fault[..36]).is_none());
+        let mut fault = raw(12, 190, 11, 10, 5, None);
+        fault[23] = 1;
+        fault.extend_from_slice(&0x7f00_0000_2000u64.to_le_bytes());
+        fault.extend_from_slice(&0x5555_0000_1234u64.to_le_bytes());
+        let (r, n) = decode_record(&fault).unwrap();
+        assert_eq!((r.kind, n, r.c), (RecordKind::PageFault, 48, 1));
+        assert_eq!(
+            (r.value, r.ip, r.b),
+            (0x7f00_0000_2000, 0x5555_0000_1234, 7)
+        );
         assert_eq!(RecordedSyscall::from_u8(5), None);
     }
 

@@ -1,7 +1,8 @@
 //! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs, its
 //! programs on the waiting syscalls' tracepoints (futex, wait4, waitid, flock; one missing
-//! from the kernel is left out and named in [`SchedStats::unattached`]) and one CPU-clock
-//! perf event per CPU for the samples, and drains the ring buffer on a thread
+//! from the kernel is left out and named in [`SchedStats::unattached`]), its programs on
+//! `block:block_rq_issue` and `block_rq_complete` (the same), and two perf events per
+//! CPU: the CPU clock for the samples, and the `major-faults` software event, period 1, and drains the ring buffer on a thread
 //! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
 //! writes the stack map's stacks and the counts of what was lost.
 //!
@@ -119,6 +120,10 @@ pub struct SchedOptions {
     /// name what a wait waits for (a mutex and its holder). On by default; off, to
     /// measure what they cost.
     pub syscalls: bool,
+    /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
+    /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
+    /// `_kernel`; both with their stacks), as perf's event set does. On by default.
+    pub faults_and_block: bool,
 }
 
 impl Default for SchedOptions {
@@ -131,6 +136,7 @@ impl Default for SchedOptions {
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
             syscalls: true,
+            faults_and_block: true,
         }
     }
 }
@@ -275,15 +281,22 @@ impl SchedRecorder {
 
 /// Opens a `PERF_COUNT_SW_CPU_CLOCK` sampling event at `freq` Hz on `cpu`, for all tasks.
 fn open_cpu_clock(cpu: i32, freq: u32) -> std::io::Result<OwnedFd> {
+    open_software_event(cpu, 0, u64::from(freq), true)
+}
+
+/// Opens a software perf event (`config`: PERF_COUNT_SW_*) on `cpu` for all tasks,
+/// sampling at `freq` Hz, or every `period` events when `freq` is false.
+fn open_software_event(cpu: i32, config: u64, period: u64, freq: bool) -> std::io::Result<OwnedFd> {
     // struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes): type, size, config,
-    // sample_freq, sample_type, read_format, then the flag bits (bit 10: freq).
+    // sample_freq or sample_period, sample_type, read_format, then the flag bits (bit 10:
+    // freq).
     let mut attr = [0u64; 14];
     attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
-    attr[1] = 0; // PERF_COUNT_SW_CPU_CLOCK
-    attr[2] = u64::from(freq);
-    attr[5] = 1 << 10; // freq
-                       // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
-                       // are plain integers.
+    attr[1] = config;
+    attr[2] = period;
+    attr[5] = if freq { 1 << 10 } else { 0 };
+    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
+    // are plain integers.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
@@ -324,6 +337,20 @@ fn kernel_text() -> Option<(u64, u64)> {
     };
     let (start, end) = (find("_stext")?, find("_etext")?);
     (start != 0 && end > start).then_some((start, end))
+}
+
+/// Whether the kernel has the tracepoint `category:name`, as tracefs lists it; true when
+/// tracefs cannot be read (then the load says).
+fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
+    let roots = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+    let Some(root) = roots.iter().find(|r| Path::new(r).join("events").is_dir()) else {
+        return true;
+    };
+    Path::new(root)
+        .join("events")
+        .join(category)
+        .join(name)
+        .is_dir()
 }
 
 /// Reads `/proc/TID/status`'s `Tgid` and `Name`.
@@ -496,6 +523,21 @@ fn run(
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
     }
+    if !options.faults_and_block {
+        open.progs.on_block_issue.set_autoload(false);
+        open.progs.on_block_complete.set_autoload(false);
+        open.progs.on_major_fault.set_autoload(false);
+    }
+    // tp_btf programs name their tracepoint at load: one the kernel lacks (the page-fault
+    // tracepoints are x86's) would fail the whole load, so it is not loaded.
+    for (name, prog) in [
+        ("page_fault_user", &mut open.progs.on_page_fault_user),
+        ("page_fault_kernel", &mut open.progs.on_page_fault_kernel),
+    ] {
+        if !options.faults_and_block || !kernel_has_tracepoint("exceptions", name) {
+            prog.set_autoload(false);
+        }
+    }
     if !options.syscalls {
         for prog in [
             &mut open.progs.enter_futex,
@@ -557,6 +599,30 @@ fn run(
             }
         }
     }
+    if options.faults_and_block {
+        let block = [
+            ("block:block_rq_issue", &skel.progs.on_block_issue),
+            ("block:block_rq_complete", &skel.progs.on_block_complete),
+            ("exceptions:page_fault_user", &skel.progs.on_page_fault_user),
+            (
+                "exceptions:page_fault_kernel",
+                &skel.progs.on_page_fault_kernel,
+            ),
+        ];
+        for (name, prog) in block {
+            if !prog.autoload() {
+                unattached.push(format!("{name}: the kernel has no such tracepoint"));
+                continue;
+            }
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
+    }
     let mut perf_fds: Vec<OwnedFd> = Vec::new();
     if options.sample_freq > 0 {
         for cpu in 0..possible_cpus() {
@@ -577,6 +643,25 @@ fn run(
                          (perf_event_open failed on every CPU)"
                     .into()
             }));
+        }
+    }
+    if options.faults_and_block {
+        let mut opened = 0;
+        for cpu in 0..possible_cpus() {
+            // PERF_COUNT_SW_PAGE_FAULTS_MAJ, every one.
+            let Ok(fd) = open_software_event(cpu as i32, 6, 1, false) else {
+                continue;
+            };
+            links.push(setup!(skel
+                .progs
+                .on_major_fault
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(|e| attach_err("major-faults", e))));
+            perf_fds.push(fd);
+            opened += 1;
+        }
+        if opened == 0 {
+            unattached.push("major-faults: perf_event_open failed on every CPU".into());
         }
     }
 
@@ -671,6 +756,11 @@ fn run(
         ("exit_waitid", &skel.progs.exit_waitid),
         ("enter_flock", &skel.progs.enter_flock),
         ("exit_flock", &skel.progs.exit_flock),
+        ("on_block_issue", &skel.progs.on_block_issue),
+        ("on_block_complete", &skel.progs.on_block_complete),
+        ("on_major_fault", &skel.progs.on_major_fault),
+        ("on_page_fault_user", &skel.progs.on_page_fault_user),
+        ("on_page_fault_kernel", &skel.progs.on_page_fault_kernel),
     ]
     .into_iter()
     .filter_map(|(name, prog)| program_cost(name, prog))
