@@ -124,6 +124,7 @@ struct task_struct {
 // The user registers saved at the kernel's entry (x86-64 names), from bpf_task_pt_regs.
 struct pt_regs {
 	unsigned long bp;
+	unsigned long dx;
 	unsigned long si;
 	unsigned long di;
 	unsigned long orig_ax;
@@ -843,6 +844,61 @@ static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
 	{                                                               \
 		return sys_exit(ctx, which);                            \
 	}
+
+// The same records from `tp_btf/sys_enter` and `sys_exit` (raw_syscalls), which run for
+// every syscall and pick the four here (x86-64 numbers): to measure against the
+// per-syscall tracepoints above (SchedOptions::raw_syscalls), which the kernel filters
+// before any program runs but reaches through perf's syscall-event code.
+static __always_inline __u8 recorded_syscall(long nr)
+{
+	switch (nr) {
+	case 202:
+		return SYS_FUTEX;
+	case 61:
+		return SYS_WAIT4;
+	case 247:
+		return SYS_WAITID;
+	case 73:
+		return SYS_FLOCK;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int on_raw_sys_enter(__u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	__u8 which = recorded_syscall((long)ctx[1]);
+	if (!which)
+		return 0;
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->a = (__u32)regs->si;
+	r->b = which == SYS_FLOCK ? 0 : (__u32)regs->dx;
+	r->value = regs->di;
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int on_raw_sys_exit(__u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	__u8 which = recorded_syscall((long)regs->orig_ax);
+	if (!which)
+		return 0;
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->value = ctx[1];
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
 
 SYSCALL_PROBES(futex, SYS_FUTEX, 6)
 SYSCALL_PROBES(wait4, SYS_WAIT4, 4)

@@ -120,6 +120,10 @@ pub struct SchedOptions {
     /// name what a wait waits for (a mutex and its holder). On by default; off, to
     /// measure what they cost.
     pub syscalls: bool,
+    /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
+    /// for every syscall, picking the four by number; x86-64 only) instead of the four
+    /// syscalls' own tracepoints. Off by default; to measure which costs less.
+    pub raw_syscalls: bool,
     /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
     /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
     /// `_kernel`; both with their stacks), as perf's event set does. On by default.
@@ -136,6 +140,7 @@ impl Default for SchedOptions {
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
             syscalls: true,
+            raw_syscalls: false,
             faults_and_block: true,
         }
     }
@@ -538,7 +543,12 @@ fn run(
             prog.set_autoload(false);
         }
     }
-    if !options.syscalls {
+    let raw = options.syscalls && options.raw_syscalls && cfg!(target_arch = "x86_64");
+    if !raw {
+        open.progs.on_raw_sys_enter.set_autoload(false);
+        open.progs.on_raw_sys_exit.set_autoload(false);
+    }
+    if !options.syscalls || raw {
         for prog in [
             &mut open.progs.enter_futex,
             &mut open.progs.exit_futex,
@@ -578,7 +588,14 @@ fn run(
     // The syscalls: a kernel without one of their tracepoints (CONFIG_FTRACE_SYSCALLS
     // off) records the rest, and says which are missing.
     let mut unattached = Vec::new();
-    if options.syscalls {
+    if raw {
+        for (name, prog) in [
+            ("raw_syscalls:sys_enter", &skel.progs.on_raw_sys_enter),
+            ("raw_syscalls:sys_exit", &skel.progs.on_raw_sys_exit),
+        ] {
+            links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
+        }
+    } else if options.syscalls {
         let syscalls = [
             ("syscalls:sys_enter_futex", &skel.progs.enter_futex),
             ("syscalls:sys_exit_futex", &skel.progs.exit_futex),
@@ -761,6 +778,8 @@ fn run(
         ("on_major_fault", &skel.progs.on_major_fault),
         ("on_page_fault_user", &skel.progs.on_page_fault_user),
         ("on_page_fault_kernel", &skel.progs.on_page_fault_kernel),
+        ("on_raw_sys_enter", &skel.progs.on_raw_sys_enter),
+        ("on_raw_sys_exit", &skel.progs.on_raw_sys_exit),
     ]
     .into_iter()
     .filter_map(|(name, prog)| program_cost(name, prog))
