@@ -10,7 +10,9 @@
 //!   CPU work) is named as that mutex, by its address, held by the same thread under both
 //!   backends (the eBPF recorder's futex records give the wait its word and op);
 //! - `diagnose --backend bpf` on the slow producer names the same culprit as `diagnose`
-//!   with perf, rooted at the command it ran.
+//!   with perf, rooted at the command it ran;
+//! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
+//!   the same device, from the disk requests each recorded.
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -312,4 +314,66 @@ fn diagnose_with_either_backend_names_the_slow_producer() {
         ("producer".to_string(), "slow_digest".to_string())
     );
     assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+}
+
+#[test]
+fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    // fsync on tmpfs returns at once: use a disk filesystem.
+    let base = Path::new("/var/tmp");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
+    if fs == "tmpfs" || fs == "ramfs" {
+        slowlab_testkit::skip(format_args!(
+            "{} is {fs}; fsync costs nothing there",
+            base.display()
+        ));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let program = common::why_program("fsync_loop");
+    let file = dir.path().join("data");
+    let mut devices = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let out = dir.path().join(backend);
+        let o = slowlab()
+            .args(["diagnose", "--json", "--backend", backend, "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&program)
+            .arg(&file)
+            .arg("300")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let findings = common::json(&o);
+        let f = findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "io-wait")
+            .unwrap_or_else(|| panic!("{backend}: no io-wait in {findings}"));
+        assert_eq!(f["culprit"]["comm"], "fsync_loop", "{backend}: {f}");
+        let e = &f["evidence"];
+        // The device comes from the completed disk requests during the waits.
+        assert!(e["device"].is_string(), "{backend}: {f}");
+        assert!(e["device_requests"].as_u64().unwrap() > 0, "{backend}: {f}");
+        devices.push(e["device"].clone());
+    }
+    assert_eq!(
+        devices[0], devices[1],
+        "perf and bpf name different devices"
+    );
 }
