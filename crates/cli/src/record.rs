@@ -13,8 +13,9 @@ pub enum BackendArg {
     /// `perf record`: every event slowlab uses, in perf.data.
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
-    /// lifetimes and the waiting syscalls (futex, wait4, waitid, flock), at a fraction of
-    /// perf's cost (no faults, disk requests or other syscalls yet).
+    /// lifetimes, the waiting syscalls (futex, wait4, waitid, flock), page faults and disk
+    /// requests, at a fraction of perf's cost (not the detectors' other syscalls or the
+    /// path capture yet).
     Bpf,
 }
 

@@ -4,9 +4,9 @@
 //! included.
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
-//! stacks, lifetimes) and the waiting syscalls that name a wait's resource (futex, wait4,
-//! waitid, flock); not the page faults, disk requests, other syscalls or paths of the perf
-//! backend, and no ring mode yet.
+//! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
+//! waitid, flock), page faults, major faults and disk requests; not the detectors' other
+//! syscalls or the paths of the perf backend, and no ring mode yet.
 
 use std::path::PathBuf;
 use std::process::Command;
