@@ -10,7 +10,9 @@
 //!   recorded are 0), and the `BlockRequest` and `MajorFault` events of disk requests
 //!   and major faults, as perf's reader makes them of `block:block_rq_issue`/`_complete`
 //!   and `major-faults`, and the `PageFault` events of `exceptions:page_fault_user` and
-//!   `_kernel`;
+//!   `_kernel`, and the `SyscallEnter` events (with all six arguments and the user stack)
+//!   and `SyscallExit` events of the detectors' syscalls (openat, the stat family, mmap,
+//!   unlink, clone, kill, …);
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
 //! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
@@ -82,7 +84,8 @@ const EVENT_NAMES: [&str; 3] = ["cpu-clock", "sched:sched_switch", "sched:sched_
 /// list; a recording made before they were recorded has none).
 #[derive(Default)]
 struct Seen {
-    syscalls: bool,
+    /// The syscalls of the records, a bit each (bit `c`, the record's id).
+    calls: u32,
     block: bool,
     major_faults: bool,
     page_faults: bool,
@@ -201,6 +204,28 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                     },
                 });
             }
+            RecordKind::SysCall => {
+                let Some(call) = RecordedSyscall::from_u8(r.c) else {
+                    unknown_syscalls += 1;
+                    continue;
+                };
+                seen.calls |= 1 << r.c;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, None, r.ustack, t, false);
+                let name = life.s(&mut trace, call.name());
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::SyscallEnter {
+                        name,
+                        args: r.args,
+                        file_op: None,
+                    },
+                });
+            }
             RecordKind::MajorFault => {
                 seen.major_faults = true;
                 life.note_pid(r.tid, r.a);
@@ -221,7 +246,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                     unknown_syscalls += 1;
                     continue;
                 };
-                seen.syscalls = true;
+                seen.calls |= 1 << r.c;
                 let thread = life.thread(&mut trace, r.tid, t);
                 let name = life.s(&mut trace, call.name());
                 let kind = if r.kind == RecordKind::SysEnter {
@@ -266,8 +291,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         events.push("block:block_rq_issue".to_string());
         events.push("block:block_rq_complete".to_string());
     }
-    if seen.syscalls {
-        for call in RecordedSyscall::ALL {
+    for (i, call) in RecordedSyscall::ALL.iter().enumerate() {
+        if seen.calls & (1 << (i + 1)) != 0 {
             for dir in ["enter", "exit"] {
                 events.push(format!("syscalls:sys_{dir}_{}", call.name()));
             }
@@ -338,6 +363,7 @@ mod tests {
             comm: None,
             value,
             ip: 0,
+            args: [0; 6],
         }
     }
 

@@ -84,6 +84,7 @@ typedef _Bool bool;
 #define KIND_BLOCK 10
 #define KIND_MAJOR_FAULT 11
 #define KIND_PAGE_FAULT 12
+#define KIND_SYS_CALL 13
 
 // The `c` of a BLOCK record: its bits.
 #define BLOCK_COMPLETE 1
@@ -95,6 +96,8 @@ typedef _Bool bool;
 #define SYS_WAIT4 2
 #define SYS_WAITID 3
 #define SYS_FLOCK 4
+// 5 to 23: the detectors' syscalls (CALL_PROBES below), in the order of
+// RecordedSyscall::ALL.
 
 #define COUNTER_DROPS 0
 #define COUNTER_STACK_LOST 1
@@ -151,6 +154,8 @@ struct pt_regs {
 //   MAJOR_FAULT  tid, a = pid, the stacks; followed by the faulting address (u64)
 //   PAGE_FAULT   tid, a = pid, b = the error code, c = 1 for a user fault (0: kernel),
 //                the stacks; followed by the faulting address and the instruction (u64s)
+//   SYS_CALL     tid, a = pid, c = which syscall, the user stack; followed by its six
+//                arguments (u64s; 0 past the syscall's own): a detector's syscall entry
 // Stack ids are negative when there is none (-errno of bpf_get_stackid, or -1).
 struct rec {
 	__u64 time_ns;  // bpf_ktime_get_ns(): CLOCK_MONOTONIC
@@ -185,6 +190,11 @@ struct rec_page_fault {
 	struct rec head;
 	__u64 address;
 	__u64 ip;
+};
+
+struct rec_call {
+	struct rec head;
+	__u64 args[6];
 };
 
 struct rec_comm {
@@ -904,6 +914,61 @@ SYSCALL_PROBES(futex, SYS_FUTEX, 6)
 SYSCALL_PROBES(wait4, SYS_WAIT4, 4)
 SYSCALL_PROBES(waitid, SYS_WAITID, 5)
 SYSCALL_PROBES(flock, SYS_FLOCK, 2)
+
+// A detector's syscall (what `slowlab record` asks perf for with stacks: openat, the stat
+// family, mmap, unlink, clone, kill, …): its entry with all its arguments (`nargs` of
+// them; reading past them the kernel refuses) and the user stack (the call site; the
+// kernel stack, the syscall entry path, is not taken), and its exit with the return
+// value, without stacks.
+static __always_inline int sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec_call *r = (struct rec_call *)reserve(sizeof(struct rec_call), KIND_SYS_CALL,
+							(__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->head.a = pid_tgid >> 32;
+	r->head.c = which;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		r->args[i] = i < nargs ? ctx->args[i] : 0;
+	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
+		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+#define CALL_PROBES(name, which, nargs)                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
+	int call_##name(struct sys_enter_ctx *ctx)                      \
+	{                                                               \
+		return sys_call(ctx, which, nargs);                     \
+	}                                                               \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
+	int ret_##name(struct sys_exit_ctx *ctx)                        \
+	{                                                               \
+		return sys_exit(ctx, which);                            \
+	}
+
+CALL_PROBES(openat, 5, 4)
+CALL_PROBES(open, 6, 3)
+CALL_PROBES(newstat, 7, 2)
+CALL_PROBES(newlstat, 8, 2)
+CALL_PROBES(newfstatat, 9, 4)
+CALL_PROBES(statx, 10, 5)
+CALL_PROBES(access, 11, 2)
+CALL_PROBES(faccessat, 12, 3)
+CALL_PROBES(faccessat2, 13, 4)
+CALL_PROBES(mmap, 14, 6)
+CALL_PROBES(munmap, 15, 2)
+CALL_PROBES(unlink, 16, 1)
+CALL_PROBES(unlinkat, 17, 3)
+CALL_PROBES(unshare, 18, 1)
+CALL_PROBES(clone, 19, 5)
+CALL_PROBES(clone3, 20, 2)
+CALL_PROBES(kill, 21, 2)
+CALL_PROBES(tgkill, 22, 3)
+CALL_PROBES(tkill, 23, 2)
 
 // The context of `block:block_rq_issue` and `block_rq_complete` programs: their records
 // as their format files lay them out, up to rwbs (what perf's reader reads of them).

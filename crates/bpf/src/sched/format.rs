@@ -13,7 +13,8 @@
 //!             kind u8, c u8, kstack i32, ustack i32; a, b, c per kind (see [`RecordKind`]).
 //!             SYS_ENTER, SYS_EXIT and BLOCK have one u64 in place of the two stack ids;
 //!             MAJOR_FAULT is 40 bytes, the record then the faulting address (u64);
-//!             PAGE_FAULT 48, the record then the address and the instruction (u64s).
+//!             PAGE_FAULT 48, the record then the address and the instruction (u64s);
+//!             SYS_CALL 80, the record then the syscall's six arguments (u64s).
 //!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
 //!             or first seen in it, as /proc said.
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
@@ -87,6 +88,9 @@ pub enum RecordKind {
     /// `exceptions:page_fault_user` (`c` 1) or `_kernel` (`c` 0): `tid` of process `a`
     /// faulted at address `value`, instruction `ip`, with error code `b`, and its stacks.
     PageFault,
+    /// `syscalls:sys_enter_NAME` of one of the detectors' [`RecordedSyscall`]s (`c`):
+    /// `tid` of process `a` called it with `args`, from the call site of its user stack.
+    SysCall,
 }
 
 /// Bits of a [`RecordKind::Block`] record's `c`.
@@ -95,23 +99,62 @@ pub mod block_flags {
     pub const WRITE: u8 = 2;
 }
 
-/// The syscalls the recorder records (the `c` of a SYS_ENTER or SYS_EXIT record): the ones
-/// that say what a wait waits for.
+/// The syscalls the recorder records (the `c` of a SYS_ENTER, SYS_CALL or SYS_EXIT record):
+/// the four that say what a wait waits for (ids 1 to 4, SYS_ENTER), then the detectors'
+/// (5 on, SYS_CALL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordedSyscall {
     Futex,
     Wait4,
     Waitid,
     Flock,
+    Openat,
+    Open,
+    Newstat,
+    Newlstat,
+    Newfstatat,
+    Statx,
+    Access,
+    Faccessat,
+    Faccessat2,
+    Mmap,
+    Munmap,
+    Unlink,
+    Unlinkat,
+    Unshare,
+    Clone,
+    Clone3,
+    Kill,
+    Tgkill,
+    Tkill,
 }
 
 impl RecordedSyscall {
-    /// All of them, in the order of their ids.
-    pub const ALL: [RecordedSyscall; 4] = [
+    /// All of them, in the order of their ids (from 1).
+    pub const ALL: [RecordedSyscall; 23] = [
         RecordedSyscall::Futex,
         RecordedSyscall::Wait4,
         RecordedSyscall::Waitid,
         RecordedSyscall::Flock,
+        RecordedSyscall::Openat,
+        RecordedSyscall::Open,
+        RecordedSyscall::Newstat,
+        RecordedSyscall::Newlstat,
+        RecordedSyscall::Newfstatat,
+        RecordedSyscall::Statx,
+        RecordedSyscall::Access,
+        RecordedSyscall::Faccessat,
+        RecordedSyscall::Faccessat2,
+        RecordedSyscall::Mmap,
+        RecordedSyscall::Munmap,
+        RecordedSyscall::Unlink,
+        RecordedSyscall::Unlinkat,
+        RecordedSyscall::Unshare,
+        RecordedSyscall::Clone,
+        RecordedSyscall::Clone3,
+        RecordedSyscall::Kill,
+        RecordedSyscall::Tgkill,
+        RecordedSyscall::Tkill,
     ];
 
     /// The syscall of a record's `c`.
@@ -128,6 +171,25 @@ impl RecordedSyscall {
             RecordedSyscall::Wait4 => "wait4",
             RecordedSyscall::Waitid => "waitid",
             RecordedSyscall::Flock => "flock",
+            RecordedSyscall::Openat => "openat",
+            RecordedSyscall::Open => "open",
+            RecordedSyscall::Newstat => "newstat",
+            RecordedSyscall::Newlstat => "newlstat",
+            RecordedSyscall::Newfstatat => "newfstatat",
+            RecordedSyscall::Statx => "statx",
+            RecordedSyscall::Access => "access",
+            RecordedSyscall::Faccessat => "faccessat",
+            RecordedSyscall::Faccessat2 => "faccessat2",
+            RecordedSyscall::Mmap => "mmap",
+            RecordedSyscall::Munmap => "munmap",
+            RecordedSyscall::Unlink => "unlink",
+            RecordedSyscall::Unlinkat => "unlinkat",
+            RecordedSyscall::Unshare => "unshare",
+            RecordedSyscall::Clone => "clone",
+            RecordedSyscall::Clone3 => "clone3",
+            RecordedSyscall::Kill => "kill",
+            RecordedSyscall::Tgkill => "tgkill",
+            RecordedSyscall::Tkill => "tkill",
         }
     }
 }
@@ -147,6 +209,7 @@ impl RecordKind {
             10 => RecordKind::Block,
             11 => RecordKind::MajorFault,
             12 => RecordKind::PageFault,
+            13 => RecordKind::SysCall,
             _ => return None,
         })
     }
@@ -157,6 +220,7 @@ impl RecordKind {
             RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
             RecordKind::MajorFault => RECORD_LEN + 8,
             RecordKind::PageFault => RECORD_LEN + 16,
+            RecordKind::SysCall => RECORD_LEN + 48,
             _ => RECORD_LEN,
         }
     }
@@ -183,6 +247,8 @@ pub struct SchedRecord {
     pub value: u64,
     /// PAGE_FAULT: the faulting instruction; 0 for the others.
     pub ip: u64,
+    /// SYS_CALL: the syscall's arguments; zeros for the others.
+    pub args: [u64; 6],
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -235,6 +301,10 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
             ip: match kind {
                 RecordKind::PageFault => u64_at(extra, 8),
                 _ => 0,
+            },
+            args: match kind {
+                RecordKind::SysCall => std::array::from_fn(|i| u64_at(extra, 8 * i)),
+                _ => [0; 6],
             },
         },
         len,
@@ -618,7 +688,21 @@ mod tests {
             (r.value, r.ip, r.b),
             (0x7f00_0000_2000, 0x5555_0000_1234, 7)
         );
-        assert_eq!(RecordedSyscall::from_u8(5), None);
+        assert_eq!(RecordedSyscall::from_u8(5), Some(RecordedSyscall::Openat));
+        assert_eq!(
+            RecordedSyscall::from_u8(23).map(|s| s.name()),
+            Some("tkill")
+        );
+        assert_eq!(RecordedSyscall::from_u8(24), None);
+        let mut call = raw(13, 200, 11, 10, -1, None);
+        call[23] = 14; // mmap
+        call[28..32].copy_from_slice(&3i32.to_le_bytes());
+        for a in 1..=6u64 {
+            call.extend_from_slice(&(a * 0x100).to_le_bytes());
+        }
+        let (r, n) = decode_record(&call).unwrap();
+        assert_eq!((r.kind, n, r.ustack), (RecordKind::SysCall, 80, Some(3)));
+        assert_eq!(r.args, [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
 
 use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
@@ -120,6 +120,10 @@ pub struct SchedOptions {
     /// name what a wait waits for (a mutex and its holder). On by default; off, to
     /// measure what they cost.
     pub syscalls: bool,
+    /// Record the detectors' syscalls (openat, the stat family, mmap/munmap, unlink,
+    /// unshare, clone, kill, …: what `slowlab record` asks perf for with stacks): entry
+    /// with all arguments and the user stack, exit with the return value. On by default.
+    pub detector_syscalls: bool,
     /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
     /// for every syscall, picking the four by number; x86-64 only) instead of the four
     /// syscalls' own tracepoints. Off by default; to measure which costs less.
@@ -140,6 +144,7 @@ impl Default for SchedOptions {
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
             syscalls: true,
+            detector_syscalls: true,
             raw_syscalls: false,
             faults_and_block: true,
         }
@@ -344,6 +349,12 @@ fn kernel_text() -> Option<(u64, u64)> {
     (start != 0 && end > start).then_some((start, end))
 }
 
+/// Whether a program of sched.bpf.c is one of the detectors' syscalls' (`call_NAME` on
+/// `sys_enter_NAME`, `ret_NAME` on `sys_exit_NAME`).
+fn is_detector_syscall_program(name: &str) -> bool {
+    name.starts_with("call_") || name.starts_with("ret_")
+}
+
 /// Whether the kernel has the tracepoint `category:name`, as tracefs lists it; true when
 /// tracefs cannot be read (then the load says).
 fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
@@ -528,6 +539,13 @@ fn run(
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
     }
+    if !options.detector_syscalls {
+        for mut prog in open.open_object_mut().progs_mut() {
+            if is_detector_syscall_program(&prog.name().to_string_lossy()) {
+                prog.set_autoload(false);
+            }
+        }
+    }
     if !options.faults_and_block {
         open.progs.on_block_issue.set_autoload(false);
         open.progs.on_block_complete.set_autoload(false);
@@ -611,6 +629,21 @@ fn run(
                 Ok(link) => links.push(link),
                 Err(e) if e.kind() == ErrorKind::PermissionDenied => {
                     setup!(Err(attach_err(name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
+    }
+    if options.detector_syscalls {
+        for prog in skel.object().progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            if !is_detector_syscall_program(&name) {
+                continue;
+            }
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(&name, e)))
                 }
                 Err(e) => unattached.push(format!("{name}: {e:#}")),
             }
@@ -783,7 +816,14 @@ fn run(
     ]
     .into_iter()
     .filter_map(|(name, prog)| program_cost(name, prog))
-    .collect();
+    .collect::<Vec<_>>();
+    let mut programs = programs;
+    for prog in skel.object().progs() {
+        let name = prog.name().to_string_lossy().into_owned();
+        if is_detector_syscall_program(&name) {
+            programs.extend(program_cost(&name, &prog));
+        }
+    }
     let stop_ns = sys::monotonic_ns();
     if let Err(e) = ring.consume() {
         failure.get_or_insert(BpfError::RingBuffer {
