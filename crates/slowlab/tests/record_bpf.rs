@@ -12,7 +12,9 @@
 //! - `diagnose --backend bpf` on the slow producer names the same culprit as `diagnose`
 //!   with perf, rooted at the command it ran;
 //! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
-//!   the same device, from the disk requests each recorded.
+//!   the same device, from the disk requests each recorded;
+//! - a shell testing 50 missing paths makes the same failed stat calls under both backends
+//!   (the detectors' syscalls, with their return values).
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -376,4 +378,53 @@ fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
         devices[0], devices[1],
         "perf and bpf name different devices"
     );
+}
+
+/// (calls, ENOENT failures) of `syscall` by the processes named `comm`, from
+/// `analyze --syscalls --json`.
+fn failed_calls(trace: &Path, comm: &str, syscall: &str) -> (u64, u64) {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--syscalls", "--json"])
+        .output()
+        .unwrap();
+    let view = common::json(&out);
+    let (mut calls, mut enoent) = (0, 0);
+    for p in view["processes"].as_array().unwrap() {
+        if p["comm"] != comm {
+            continue;
+        }
+        for s in p["syscalls"].as_array().unwrap() {
+            if s["name"] == syscall {
+                calls += s["count"].as_u64().unwrap();
+                enoent += s["errors"]["ENOENT"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    (calls, enoent)
+}
+
+#[test]
+fn both_backends_see_the_same_failed_stat_calls() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // `[ -e ]` is the shell's own: one stat of a missing path each.
+    let script = "for i in $(seq 50); do [ -e /nonexistent/slowlab-$i ]; done; true";
+    let mut seen = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        record(backend, &trace, &[], &["sh", "-c", script]);
+        let stats = ["newfstatat", "statx", "newstat", "stat"]
+            .iter()
+            .map(|s| failed_calls(&trace, "sh", s))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert!(stats.1 >= 50, "{backend}: {stats:?}");
+        seen.push(stats);
+    }
+    assert_eq!(seen[0], seen[1], "perf and bpf saw different stat calls");
 }
