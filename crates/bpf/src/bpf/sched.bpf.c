@@ -250,9 +250,11 @@ struct stack {
 	__u64 ips[STACK_DEPTH];
 };
 
-// The distinct stacks, keyed by their hash (see stack_id).
+// The distinct stacks, keyed by their hash (see stack_id). Not preallocated: an entry takes
+// ~1 KiB whatever its depth, and most recordings use a fraction of the entries.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);  // user space sets the real size before load
 	__type(key, __u64);
 	__type(value, struct stack);
