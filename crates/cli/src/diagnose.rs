@@ -82,10 +82,10 @@ pub struct DiagnoseArgs {
     pub repeat: Option<String>,
 
     /// Which recorder records: perf, or the eBPF scheduler recorder (CPU
-    /// samples, switches and wake-ups with stacks, lifetimes, the waiting
-    /// syscalls, page faults and disk requests, at a fraction of perf's
-    /// cost; not the detectors' other syscalls or their paths yet, so the
-    /// detectors that read those find nothing)
+    /// samples, switches and wake-ups with stacks, lifetimes, syscalls, page
+    /// faults and disk requests, at a fraction of perf's cost; not the
+    /// syscalls' path strings yet, so the detectors that read those find
+    /// nothing)
     #[arg(long, value_enum, default_value = "perf", conflicts_with = "repeat")]
     pub backend: crate::record::BackendArg,
 

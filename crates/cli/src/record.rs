@@ -13,9 +13,8 @@ pub enum BackendArg {
     /// `perf record`: every event slowlab uses, in perf.data.
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
-    /// lifetimes, the waiting syscalls (futex, wait4, waitid, flock), page faults and disk
-    /// requests, at a fraction of perf's cost (not the detectors' other syscalls or the
-    /// path capture yet).
+    /// lifetimes, the syscalls slowlab reads, page faults and disk requests, at a fraction
+    /// of perf's cost (not the path capture yet).
     Bpf,
 }
 

@@ -8,9 +8,8 @@
 //! recording has no `perf` parent for `Root::Command` to find the command under, and the
 //! longest process started in a system-wide recording (the fallback) can be anyone's.
 //!
-//! It does not record paths or cgroup notes (the eBPF recorder has no side files) or the
-//! detectors' other syscalls (openat, the stat family, mmap, …: not recorded yet), and has
-//! no ring mode; it does not print.
+//! It does not record paths or cgroup notes (the eBPF recorder has no side files yet) and
+//! has no ring mode; it does not print.
 
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_record::{Config, Outcome};

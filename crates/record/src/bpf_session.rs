@@ -5,8 +5,8 @@
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
 //! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
-//! waitid, flock), page faults, major faults and disk requests; not the detectors' other
-//! syscalls or the paths of the perf backend, and no ring mode yet.
+//! waitid, flock), the detectors' syscalls, page faults, major faults and disk requests;
+//! not the paths of the perf backend, and no ring mode yet.
 
 use std::path::PathBuf;
 use std::process::Command;
