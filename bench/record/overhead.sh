@@ -11,6 +11,13 @@
 #                   block:block_rq_complete), if given
 #   after           this build's default event set, with the eBPF path capture
 #   after-no-paths  the same without the path capture (--no-paths)
+#   bpf             `slowlab record --backend bpf`: the eBPF recorder (switches,
+#                   wake-ups, samples, lifetimes, the waiting syscalls, disk
+#                   requests, major faults; not the detectors' other syscalls,
+#                   the path capture, or every page fault)
+#
+# MODES picks the modes (default: plain, before when given, after,
+# after-no-paths), e.g. MODES="plain after after-no-paths bpf".
 #
 # Usage (root; perf installed):
 #   bench/record/overhead.sh [SLOWLAB_BEFORE]
@@ -66,6 +73,7 @@ case \$mode in
   before) bin="$BEFORE"; extra="" ;;
   after) bin="$SLOWLAB"; extra="" ;;
   after-no-paths) bin="$SLOWLAB"; extra="--no-paths" ;;
+  bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
 esac
 out="$WORK/\$mode.data"
 if [ "\$1" = start ]; then
@@ -95,6 +103,9 @@ chmod +x "$WORK/recorder"
 modes=(plain)
 [ -n "$BEFORE" ] && modes+=(before)
 modes+=(after after-no-paths)
+if [ -n "${MODES:-}" ]; then
+  read -ra modes <<<"$MODES"
+fi
 
 # Rounds of RUNS timed runs per mode, the modes in a rotated order each
 # round: a shared machine's slow spells then fall on every mode alike.
@@ -136,5 +147,6 @@ for m in "${modes[@]}"; do
     / stats:$/ { name = $1 }
     /SAMPLE events:/ && name ~ /^block:/ { block += $3 }
     END { if (total) printf "events: %d, block:* %d (%.2f%%)\n", total, block, 100 * block / total }'
+  ls -l "$WORK/$m.data" | awk '{ printf "bytes: %d\n", $5 }'
 done
 echo "results in $WORK"

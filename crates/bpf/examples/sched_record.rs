@@ -3,8 +3,9 @@
 //! `SCHED_RING=BYTES` the ring buffer is that small (to see lost records counted); with
 //! `SCHED_STACKS=none|kernel|blocking|all` those stacks are taken. With
 //! `sysctl kernel.bpf_stats_enabled=1` it prints what each program cost per run.
-//! `SCHED_KERNEL_FRAMES=N` and `SCHED_REUSE=0|1` set
-//! `SchedOptions::{kernel_frames, reuse_sites}`.
+//! `SCHED_KERNEL_FRAMES=N`, `SCHED_REUSE=0|1`, `SCHED_SYSCALLS=0|1` and
+//! `SCHED_RAW_SYSCALLS=0|1` (and `SCHED_DETECTOR_SYSCALLS=0|1`) set
+//! `SchedOptions::{kernel_frames, reuse_sites, syscalls, raw_syscalls, detector_syscalls}`.
 
 use std::path::Path;
 use std::process::Command;
@@ -35,6 +36,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("SCHED_REUSE") {
         options.reuse_sites = v == "1";
     }
+    if let Ok(v) = std::env::var("SCHED_SYSCALLS") {
+        options.syscalls = v == "1";
+    }
+    if let Ok(v) = std::env::var("SCHED_DETECTOR_SYSCALLS") {
+        options.detector_syscalls = v == "1";
+    }
+    if let Ok(v) = std::env::var("SCHED_RAW_SYSCALLS") {
+        options.raw_syscalls = v == "1";
+    }
     let rec = SchedRecorder::start(Path::new(out), &options)?;
     let status = Command::new(&cmd[0]).args(&cmd[1..]).status()?;
     let stats = rec.stop()?;
@@ -50,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // With `sysctl kernel.bpf_stats_enabled=1`: what each program cost.
     for p in &stats.programs {
         eprintln!(
-            "{:<10} {:>9} runs {:>6} ns/run {:>8.1} ms {:>6} missed",
+            "{:<20} {:>9} runs {:>6} ns/run {:>8.1} ms {:>6} missed",
             p.name,
             p.runs,
             p.mean_ns(),

@@ -13,7 +13,8 @@ pub enum BackendArg {
     /// `perf record`: every event slowlab uses, in perf.data.
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
-    /// lifetimes, at a fraction of perf's cost (no faults, disk requests or syscalls yet).
+    /// lifetimes, the syscalls slowlab reads, page faults and disk requests, at a fraction
+    /// of perf's cost (not the path capture yet).
     Bpf,
 }
 

@@ -25,8 +25,10 @@ use slowlab_report::critical_path::critical_path_text;
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::{write_atomically, ReportError};
 
+mod bpf_recording;
 mod lab_tracer;
 
+pub use bpf_recording::{record_with, Recorded};
 pub use lab_tracer::LabTracer;
 
 /// Why a recording could not be made or answered.

@@ -4,8 +4,9 @@
 //! included.
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
-//! stacks, lifetimes); not the page faults, disk requests, syscalls or paths of the perf
-//! backend, and no ring mode yet.
+//! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
+//! waitid, flock), the detectors' syscalls, page faults, major faults and disk requests;
+//! not the paths of the perf backend, and no ring mode yet.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,11 +23,18 @@ pub struct BpfRecorded {
     pub stats: SchedStats,
     /// The command's exit code (0 without a command).
     pub exit_code: i32,
+    /// The command's process (its pid), when there was a command: the root of what was
+    /// recorded, for an analysis to start from.
+    pub command_pid: Option<u32>,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) that stopped the recording, or that came
+    /// while the command ran (it gets the terminal's signal too).
+    pub stopped_by: Option<i32>,
 }
 
 impl BpfRecorded {
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
-    /// full ring buffer, and events without a stack because the stack map was full. (What
+    /// full ring buffer, events without a stack because the stack map was full, and
+    /// tracepoints that could not be attached. (What
     /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
         let s = &self.stats;
@@ -43,8 +51,16 @@ impl BpfRecorded {
                 s.stacks_lost
             ));
         }
+        for what in &s.unattached {
+            w.push(format!("not recorded: {what}"));
+        }
         w
     }
+}
+
+/// The first of `got` that stops a recording (SIGUSR2 does not).
+fn first_stop(got: &[i32]) -> Option<i32> {
+    got.iter().copied().find(|&s| s != libc::SIGUSR2)
 }
 
 /// Records into `output` while `command` runs (until a stop signal without one).
@@ -55,6 +71,8 @@ pub fn run_bpf(
 ) -> Result<BpfRecorded, RecordError> {
     let mut signals = StopSignals::install();
     let recorder = SchedRecorder::start(&output, options).map_err(RecordError::Bpf)?;
+    let mut stopped_by = None;
+    let mut command_pid = None;
     let exit_code = match command.split_first() {
         Some((program, args)) => {
             let mut child =
@@ -65,6 +83,7 @@ pub fn run_bpf(
                         program: program.clone(),
                         source: e,
                     })?;
+            command_pid = Some(child.id());
             loop {
                 if let Some(status) = child.try_wait().map_err(|e| RecordError::Command {
                     program: program.clone(),
@@ -73,20 +92,25 @@ pub fn run_bpf(
                     break status.code().unwrap_or(1);
                 }
                 // The command gets the signal from the terminal too; wait for it.
-                let _ = signals.take();
+                stopped_by = stopped_by.or(first_stop(&signals.take()));
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
         None => loop {
-            let got = signals.take();
-            if got.iter().any(|&s| s != libc::SIGUSR2) {
+            stopped_by = stopped_by.or(first_stop(&signals.take()));
+            if stopped_by.is_some() {
                 break 0;
             }
             std::thread::sleep(Duration::from_millis(50));
         },
     };
     let stats = recorder.stop().map_err(RecordError::Bpf)?;
-    Ok(BpfRecorded { stats, exit_code })
+    Ok(BpfRecorded {
+        stats,
+        exit_code,
+        command_pid,
+        stopped_by,
+    })
 }
 
 #[cfg(test)]
@@ -99,15 +123,19 @@ mod tests {
         let mut r = BpfRecorded {
             stats: SchedStats::default(),
             exit_code: 0,
+            command_pid: None,
+            stopped_by: None,
         };
         assert!(r.warnings().is_empty());
         r.stats.dropped = 3;
         r.stats.stacks_lost = 5;
+        r.stats.unattached = vec!["syscalls:sys_enter_flock: no such tracepoint".into()];
         assert_eq!(
             r.warnings(),
             [
                 "3 events lost: the BPF ring buffer was full",
-                "5 events have no stack: the stack map was full"
+                "5 events have no stack: the stack map was full",
+                "not recorded: syscalls:sys_enter_flock: no such tracepoint"
             ]
         );
     }

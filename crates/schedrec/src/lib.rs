@@ -3,7 +3,16 @@
 //! critical path work on it as on a perf.data trace.
 //!
 //! - [`read_file`] / [`build_trace`]: the records in time order become the model's
-//!   samples, `Switch` and `Waking` events and process and thread lifetimes (`lifetimes`);
+//!   samples, `Switch` and `Waking` events, process and thread lifetimes (`lifetimes`),
+//!   and the `SyscallEnter`/`SyscallExit` events of the waiting syscalls (futex, wait4,
+//!   waitid, flock), stackless and with the arguments the analysis reads, as the perf
+//!   reader makes them of `syscalls:sys_enter_NAME`/`sys_exit_NAME` (the arguments not
+//!   recorded are 0), and the `BlockRequest` and `MajorFault` events of disk requests
+//!   and major faults, as perf's reader makes them of `block:block_rq_issue`/`_complete`
+//!   and `major-faults`, and the `PageFault` events of `exceptions:page_fault_user` and
+//!   `_kernel`, and the `SyscallEnter` events (with all six arguments and the user stack)
+//!   and `SyscallExit` events of the detectors' syscalls (openat, the stat family, mmap,
+//!   unlink, clone, kill, …);
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
 //! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
@@ -19,8 +28,8 @@ mod stacks;
 
 use std::path::{Path, PathBuf};
 
-use slowlab_bpf::sched::format::RecordKind;
-use slowlab_bpf::sched::SchedLog;
+use slowlab_bpf::sched::format::{block_flags, RecordKind};
+use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
 use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
 
 use lifetimes::Lifetimes;
@@ -71,6 +80,17 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<Trace, SchedRecError
 /// The names the model gives the recorded events, in the order of [`TraceMeta::events`].
 const EVENT_NAMES: [&str; 3] = ["cpu-clock", "sched:sched_switch", "sched:sched_waking"];
 
+/// Which kinds of records a recording has (the names of their events go into the trace's
+/// list; a recording made before they were recorded has none).
+#[derive(Default)]
+struct Seen {
+    /// The syscalls of the records, a bit each (bit `c`, the record's id).
+    calls: u32,
+    block: bool,
+    major_faults: bool,
+    page_faults: bool,
+}
+
 /// Builds the trace of a parsed recording.
 pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     let mut trace = Trace::default();
@@ -83,6 +103,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 
     let mut life = Lifetimes::new(log);
     let mut stacks = Stacks::new(log, opts, &mut trace, &mut warnings);
+    let mut seen = Seen::default();
+    let mut unknown_syscalls = 0u64;
     let period = 1_000_000_000u64
         .checked_div(u64::from(log.sample_freq))
         .unwrap_or(0);
@@ -145,9 +167,137 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
             RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
             RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::Block => {
+                seen.block = true;
+                let thread = life.thread(&mut trace, r.tid, t);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack: None,
+                    kind: EventKind::BlockRequest {
+                        dev: r.a,
+                        sector: r.value,
+                        bytes: u64::from(r.b) * 512,
+                        write: r.c & block_flags::WRITE != 0,
+                        complete: r.c & block_flags::COMPLETE != 0,
+                    },
+                });
+            }
+            RecordKind::PageFault => {
+                let user = r.c == 1;
+                seen.page_faults = true;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::PageFault {
+                        address: r.value,
+                        ip: r.ip,
+                        error_code: u64::from(r.b),
+                        user,
+                        windows_kind: None,
+                    },
+                });
+            }
+            RecordKind::SysCall => {
+                let Some(call) = RecordedSyscall::from_u8(r.c) else {
+                    unknown_syscalls += 1;
+                    continue;
+                };
+                seen.calls |= 1 << r.c;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, None, r.ustack, t, false);
+                let name = life.s(&mut trace, call.name());
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::SyscallEnter {
+                        name,
+                        args: r.args,
+                        file_op: None,
+                    },
+                });
+            }
+            RecordKind::MajorFault => {
+                seen.major_faults = true;
+                life.note_pid(r.tid, r.a);
+                let thread = life.thread(&mut trace, r.tid, t);
+                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack,
+                    kind: EventKind::MajorFault {
+                        address: Some(r.value),
+                    },
+                });
+            }
+            RecordKind::SysEnter | RecordKind::SysExit => {
+                let Some(call) = RecordedSyscall::from_u8(r.c) else {
+                    unknown_syscalls += 1;
+                    continue;
+                };
+                seen.calls |= 1 << r.c;
+                let thread = life.thread(&mut trace, r.tid, t);
+                let name = life.s(&mut trace, call.name());
+                let kind = if r.kind == RecordKind::SysEnter {
+                    EventKind::SyscallEnter {
+                        name,
+                        args: [r.value, u64::from(r.a), u64::from(r.b), 0, 0, 0],
+                        file_op: None,
+                    }
+                } else {
+                    EventKind::SyscallExit {
+                        name,
+                        ret: r.value as i64,
+                        file_op: None,
+                    }
+                };
+                trace.events.push(Event {
+                    time_ns: t,
+                    cpu: u32::from(r.cpu),
+                    thread,
+                    stack: None,
+                    kind,
+                });
+            }
         }
     }
     stacks.symbolize(&mut trace, &mut warnings);
+    if unknown_syscalls > 0 {
+        warnings.push(format!(
+            "{unknown_syscalls} syscall records name a syscall this slowlab does not know \
+             (a newer recorder's?): skipped"
+        ));
+    }
+    let mut events: Vec<String> = EVENT_NAMES.iter().map(|s| s.to_string()).collect();
+    if seen.page_faults {
+        events.push("exceptions:page_fault_user".to_string());
+        events.push("exceptions:page_fault_kernel".to_string());
+    }
+    if seen.major_faults {
+        events.push("major-faults".to_string());
+    }
+    if seen.block {
+        events.push("block:block_rq_issue".to_string());
+        events.push("block:block_rq_complete".to_string());
+    }
+    for (i, call) in RecordedSyscall::ALL.iter().enumerate() {
+        if seen.calls & (1 << (i + 1)) != 0 {
+            for dir in ["enter", "exit"] {
+                events.push(format!("syscalls:sys_{dir}_{}", call.name()));
+            }
+        }
+    }
 
     let first = order.first().map(|&i| log.records[i].time_ns);
     let last = order.last().map(|&i| log.records[i].time_ns);
@@ -158,7 +308,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         end_ns: last.unwrap_or(end.stop_ns).max(first.unwrap_or(0)),
         sample_event: (log.sample_freq > 0).then(|| "cpu-clock".to_string()),
         sample_freq: (log.sample_freq > 0).then_some(u64::from(log.sample_freq)),
-        events: EVENT_NAMES.iter().map(|s| s.to_string()).collect(),
+        events,
         wall_clock: Some(WallClock {
             clock_ns: log.start_mono_ns,
             unix_ns: log.start_real_ns,
@@ -184,4 +334,142 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     }
     trace.stats.warnings = warnings;
     trace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_bpf::sched::format::{SchedRecord, SchedThread};
+
+    fn record(
+        kind: RecordKind,
+        time_ns: u64,
+        tid: u32,
+        c: u8,
+        a: u32,
+        b: u32,
+        value: u64,
+    ) -> SchedRecord {
+        SchedRecord {
+            time_ns,
+            tid,
+            a,
+            b,
+            cpu: 1,
+            kind,
+            c,
+            kstack: None,
+            ustack: None,
+            comm: None,
+            value,
+            ip: 0,
+            args: [0; 6],
+        }
+    }
+
+    #[test]
+    fn syscalls_disk_requests_and_faults_become_the_events_perf_gives() {
+        let log = SchedLog {
+            nr_cpus: 2,
+            threads: vec![SchedThread {
+                pid: 10,
+                tid: 11,
+                comm: "waiter".into(),
+            }],
+            records: vec![
+                // futex(0x7f0012345678, FUTEX_WAIT_PRIVATE, 2), then its return.
+                record(RecordKind::SysEnter, 100, 11, 1, 0x80, 2, 0x7f00_1234_5678),
+                record(RecordKind::SysExit, 200, 11, 1, 0, 0, (-11i64) as u64),
+                // wait4(-1, …) (a 32-bit -1 as the register held it).
+                record(RecordKind::SysEnter, 300, 11, 2, 0, 0, 0xffff_ffff),
+                // A syscall of a newer recorder: skipped, and said.
+                record(RecordKind::SysEnter, 400, 11, 99, 0, 0, 0),
+                // A write of 8 sectors at sector 2048 of 8:16 completed.
+                record(RecordKind::Block, 500, 0, 3, 8 << 20 | 16, 8, 2048),
+                record(RecordKind::MajorFault, 600, 11, 0, 10, 0, 0x7f00_0000_1000),
+                // A user write fault (error code 6: write, user).
+                record(RecordKind::PageFault, 700, 11, 1, 10, 6, 0x7f00_0000_2000),
+            ],
+            ..SchedLog::default()
+        };
+        let opts = ReadOptions {
+            symbolize: false,
+            ..ReadOptions::default()
+        };
+        let trace = build_trace(&log, &opts);
+        let kinds: Vec<&EventKind> = trace.events.iter().map(|e| &e.kind).collect();
+        assert_eq!(kinds.len(), 6, "{kinds:?}");
+        assert!(matches!(
+            kinds[5],
+            EventKind::PageFault {
+                address: 0x7f00_0000_2000,
+                error_code: 6,
+                user: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            kinds[3],
+            EventKind::BlockRequest {
+                dev: 0x80_0010,
+                sector: 2048,
+                bytes: 4096,
+                write: true,
+                complete: true
+            }
+        ));
+        assert!(matches!(
+            kinds[4],
+            EventKind::MajorFault {
+                address: Some(0x7f00_0000_1000)
+            }
+        ));
+        assert!(trace
+            .meta
+            .events
+            .iter()
+            .any(|e| e == "block:block_rq_complete"));
+        match kinds[0] {
+            EventKind::SyscallEnter {
+                name,
+                args,
+                file_op,
+            } => {
+                assert_eq!(trace.str(*name), "futex");
+                assert_eq!(*args, [0x7f00_1234_5678, 0x80, 2, 0, 0, 0]);
+                assert!(file_op.is_none());
+            }
+            k => panic!("{k:?}"),
+        }
+        match kinds[1] {
+            EventKind::SyscallExit { name, ret, .. } => {
+                assert_eq!((trace.str(*name), *ret), ("futex", -11));
+            }
+            k => panic!("{k:?}"),
+        }
+        match kinds[2] {
+            EventKind::SyscallEnter { name, args, .. } => {
+                assert_eq!((trace.str(*name), args[0] as i32), ("wait4", -1));
+            }
+            k => panic!("{k:?}"),
+        }
+        let e = &trace.events[0];
+        assert!(e.stack.is_none());
+        assert_eq!(trace.threads[e.thread.ix()].tid, 11);
+        assert_eq!(trace.str(trace.threads[e.thread.ix()].comm), "waiter");
+        assert!(trace
+            .meta
+            .events
+            .iter()
+            .any(|e| e == "syscalls:sys_enter_futex"));
+        assert!(
+            trace
+                .stats
+                .warnings
+                .iter()
+                .any(|w| w.contains("1 syscall records")),
+            "{:?}",
+            trace.stats.warnings
+        );
+    }
 }

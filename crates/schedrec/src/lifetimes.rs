@@ -36,7 +36,8 @@ impl Lifetimes {
         }
     }
 
-    fn s(&mut self, trace: &mut Trace, text: &str) -> StrIdx {
+    /// `text` in the trace's strings, added once.
+    pub(crate) fn s(&mut self, trace: &mut Trace, text: &str) -> StrIdx {
         if let Some(&i) = self.strings.get(text) {
             return i;
         }

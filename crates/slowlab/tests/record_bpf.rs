@@ -5,7 +5,16 @@
 //!   by `record` and by `analyze`;
 //! - a thread that blocks at two call sites in turn, reached through frames of the same
 //!   sizes, gets each site's stacks, blocking and waking, though the recorder reuses a
-//!   thread's stacks from its last event at the same site.
+//!   thread's stacks from its last event at the same site;
+//! - a mutex held by one thread and waited on by another (a chain of two mutexes ending in
+//!   CPU work) is named as that mutex, by its address, held by the same thread under both
+//!   backends (the eBPF recorder's futex records give the wait its word and op);
+//! - `diagnose --backend bpf` on the slow producer names the same culprit as `diagnose`
+//!   with perf, rooted at the command it ran;
+//! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
+//!   the same device, from the disk requests each recorded;
+//! - a shell testing 50 missing paths makes the same failed stat calls under both backends
+//!   (the detectors' syscalls, with their return values).
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -205,4 +214,217 @@ fn reused_stacks_keep_two_sites_apart() {
             "{what} at site_a {a}, at site_b {b} in {rounds} rounds\n{stderr}"
         );
     }
+}
+
+/// The mutex the critical path followed longest to its holder: (the mutex's address, the
+/// holder's comm, seconds of the path reached through it).
+fn longest_mutex(path: &serde_json::Value) -> Option<(u64, String, f64)> {
+    let mut by: Vec<(u64, String, f64)> = Vec::new();
+    for s in path["segments"].as_array().unwrap() {
+        let r = &s["via_resource"];
+        if r["kind"] != "mutex" {
+            continue;
+        }
+        let Some(addr) = r["address"]
+            .as_str()
+            .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        else {
+            continue;
+        };
+        let holder = r["holder"]["comm"].as_str().unwrap_or("").to_string();
+        let secs = s["to_s"].as_f64().unwrap() - s["from_s"].as_f64().unwrap();
+        match by.iter_mut().find(|b| b.0 == addr && b.1 == holder) {
+            Some(b) => b.2 += secs,
+            None => by.push((addr, holder, secs)),
+        }
+    }
+    by.into_iter().max_by(|a, b| a.2.total_cmp(&b.2))
+}
+
+#[test]
+fn both_backends_name_the_mutex_and_its_holder() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::why_program("lock_chain");
+    let mut holders = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        let o = record(backend, &trace, &[], &[program.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        // The mutex "crunch" holds, as the program printed it.
+        let lock_b = stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("lock_b=0x"))
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+            .unwrap_or_else(|| panic!("no lock_b= in {stderr}"));
+        let path = critical_path(&trace);
+        let wall = path["wall_s"].as_f64().unwrap();
+        let (addr, holder, secs) = longest_mutex(&path)
+            .unwrap_or_else(|| panic!("{backend}: no mutex on the path: {}", path["summary"]));
+        assert_eq!(addr, lock_b, "{backend}: {}", path["summary"]);
+        assert!(
+            secs > 0.5 * wall,
+            "{backend}: {secs} of {wall} s: {}",
+            path["summary"]
+        );
+        holders.push(holder);
+    }
+    assert_eq!(holders[0], "crunch");
+    assert_eq!(
+        holders[0], holders[1],
+        "perf and bpf name different holders"
+    );
+}
+
+#[test]
+fn diagnose_with_either_backend_names_the_slow_producer() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let producer = common::why_program("producer");
+    let script = format!("{} 40 3000000 | sort > /dev/null", producer.display());
+    let mut answers = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let out = dir.path().join(backend);
+        let o = slowlab()
+            .args(["diagnose", "--backend", backend, "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", script.as_str()])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(out.join("critical_path.json")).unwrap();
+        let path: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(path["root"]["comm"], "sh", "{backend}: {}", path["summary"]);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(stdout.contains("slow_digest"), "{backend}: {stdout}");
+        answers.push(top_cpu(&path));
+    }
+    assert_eq!(
+        answers[0],
+        ("producer".to_string(), "slow_digest".to_string())
+    );
+    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+}
+
+#[test]
+fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    // fsync on tmpfs returns at once: use a disk filesystem.
+    let base = Path::new("/var/tmp");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
+    if fs == "tmpfs" || fs == "ramfs" {
+        slowlab_testkit::skip(format_args!(
+            "{} is {fs}; fsync costs nothing there",
+            base.display()
+        ));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let program = common::why_program("fsync_loop");
+    let file = dir.path().join("data");
+    let mut devices = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let out = dir.path().join(backend);
+        let o = slowlab()
+            .args(["diagnose", "--json", "--backend", backend, "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&program)
+            .arg(&file)
+            .arg("300")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let findings = common::json(&o);
+        let f = findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "io-wait")
+            .unwrap_or_else(|| panic!("{backend}: no io-wait in {findings}"));
+        assert_eq!(f["culprit"]["comm"], "fsync_loop", "{backend}: {f}");
+        let e = &f["evidence"];
+        // The device comes from the completed disk requests during the waits.
+        assert!(e["device"].is_string(), "{backend}: {f}");
+        assert!(e["device_requests"].as_u64().unwrap() > 0, "{backend}: {f}");
+        devices.push(e["device"].clone());
+    }
+    assert_eq!(
+        devices[0], devices[1],
+        "perf and bpf name different devices"
+    );
+}
+
+/// (calls, ENOENT failures) of `syscall` by the processes named `comm`, from
+/// `analyze --syscalls --json`.
+fn failed_calls(trace: &Path, comm: &str, syscall: &str) -> (u64, u64) {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--syscalls", "--json"])
+        .output()
+        .unwrap();
+    let view = common::json(&out);
+    let (mut calls, mut enoent) = (0, 0);
+    for p in view["processes"].as_array().unwrap() {
+        if p["comm"] != comm {
+            continue;
+        }
+        for s in p["syscalls"].as_array().unwrap() {
+            if s["name"] == syscall {
+                calls += s["count"].as_u64().unwrap();
+                enoent += s["errors"]["ENOENT"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    (calls, enoent)
+}
+
+#[test]
+fn both_backends_see_the_same_failed_stat_calls() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // `[ -e ]` is the shell's own: one stat of a missing path each.
+    let script = "for i in $(seq 50); do [ -e /nonexistent/slowlab-$i ]; done; true";
+    let mut seen = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        record(backend, &trace, &[], &["sh", "-c", script]);
+        let stats = ["newfstatat", "statx", "newstat", "stat"]
+            .iter()
+            .map(|s| failed_calls(&trace, "sh", s))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert!(stats.1 >= 50, "{backend}: {stats:?}");
+        seen.push(stats);
+    }
+    assert_eq!(seen[0], seen[1], "perf and bpf saw different stat calls");
 }

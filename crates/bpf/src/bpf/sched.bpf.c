@@ -5,7 +5,10 @@
 // events `stack_mode` says: by default only switches where the thread blocks and
 // wake-ups by a task), the CPU
 // samples of a perf event, and process and thread lifetimes (fork, exec, exit, rename),
-// as fixed-size 32-byte records in one BPF ring buffer. Stacks are not copied into the
+// the syscalls that say what a wait waits for (futex, wait4, waitid, flock: their
+// entry with the arguments the analysis reads, and their return value), disk requests,
+// page faults and major faults, as fixed-size records (32 bytes; 40 or 48 for faults and
+// names) in one BPF ring buffer. Stacks are not copied into the
 // records: `bpf_get_stack` walks a stack into a per-CPU scratch buffer, the stack's
 // 64-bit hash is its key in the `stacks` hash map, which keeps each distinct stack once
 // with a small id numbered here, and a record carries that id; user space reads the map at
@@ -16,9 +19,14 @@
 // reuses that time's stack ids (take_stacks; `reuse_sites`), which costs a few hundred ns.
 //
 // Programs: `tp_btf/sched_switch`, `tp_btf/sched_waking`, `tp_btf/sched_process_fork`,
-// `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename` and
+// `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename`,
 // `on_sample` (a `perf_event` program user space attaches to one PERF_COUNT_SW_CPU_CLOCK
-// event per CPU). Records lost because the ring was full are counted in
+// event per CPU), and `enter_NAME`/`exit_NAME` on the `syscalls:sys_enter_NAME` and
+// `sys_exit_NAME` tracepoints of the four waiting syscalls (the kernel runs them only for
+// those syscalls: the filter is its per-syscall bitmap, not a test here),
+// `on_block_issue`/`on_block_complete` (`block:block_rq_*`), `on_page_fault_user`/`_kernel`
+// (`tp_btf/page_fault_*`) and `on_major_fault` (a `perf_event` program on one `major-faults`
+// software event per CPU). Records lost because the ring was full are counted in
 // `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
@@ -71,6 +79,25 @@ typedef _Bool bool;
 #define KIND_EXEC 5
 #define KIND_EXIT 6
 #define KIND_RENAME 7
+#define KIND_SYS_ENTER 8
+#define KIND_SYS_EXIT 9
+#define KIND_BLOCK 10
+#define KIND_MAJOR_FAULT 11
+#define KIND_PAGE_FAULT 12
+#define KIND_SYS_CALL 13
+
+// The `c` of a BLOCK record: its bits.
+#define BLOCK_COMPLETE 1
+#define BLOCK_WRITE 2
+
+// The syscalls recorded, as the `c` of their records; keep in sync with
+// src/sched/format.rs (RecordedSyscall).
+#define SYS_FUTEX 1
+#define SYS_WAIT4 2
+#define SYS_WAITID 3
+#define SYS_FLOCK 4
+// 5 to 23: the detectors' syscalls (CALL_PROBES below), in the order of
+// RecordedSyscall::ALL.
 
 #define COUNTER_DROPS 0
 #define COUNTER_STACK_LOST 1
@@ -100,6 +127,7 @@ struct task_struct {
 // The user registers saved at the kernel's entry (x86-64 names), from bpf_task_pt_regs.
 struct pt_regs {
 	unsigned long bp;
+	unsigned long dx;
 	unsigned long si;
 	unsigned long di;
 	unsigned long orig_ax;
@@ -115,6 +143,19 @@ struct pt_regs {
 //   EXEC    tid, a = pid, b = old tid; followed by comm[16]
 //   EXIT    tid, a = pid
 //   RENAME  tid, a = pid; followed by the new comm[16]
+//   SYS_ENTER  tid, c = which syscall (SYS_*), a = the low 32 bits of its second argument,
+//              b = of its third, and the 8 bytes of kstack and ustack its first argument
+//              (struct rec_sys): what the analysis reads of a futex (uaddr, op, val), a
+//              wait4 (pid), a waitid (which, id) and a flock (fd, operation)
+//   SYS_EXIT   tid, c = which syscall, and the return value in place of the stacks
+//   BLOCK   tid = current (a completion's is whoever the interrupt came on), a = dev (as
+//           block:block_rq_issue's: major << 20 | minor), b = sectors, c = BLOCK_* bits,
+//           and the first sector in place of the stacks
+//   MAJOR_FAULT  tid, a = pid, the stacks; followed by the faulting address (u64)
+//   PAGE_FAULT   tid, a = pid, b = the error code, c = 1 for a user fault (0: kernel),
+//                the stacks; followed by the faulting address and the instruction (u64s)
+//   SYS_CALL     tid, a = pid, c = which syscall, the user stack; followed by its six
+//                arguments (u64s; 0 past the syscall's own): a detector's syscall entry
 // Stack ids are negative when there is none (-errno of bpf_get_stackid, or -1).
 struct rec {
 	__u64 time_ns;  // bpf_ktime_get_ns(): CLOCK_MONOTONIC
@@ -126,6 +167,34 @@ struct rec {
 	__u8 c;
 	__s32 kstack;
 	__s32 ustack;
+};
+
+// A SYS_ENTER or SYS_EXIT record: a `struct rec` whose stack ids are one 64-bit value.
+struct rec_sys {
+	__u64 time_ns;
+	__u32 tid;
+	__u32 a;
+	__u32 b;
+	__u16 cpu;
+	__u8 kind;
+	__u8 c;
+	__u64 value;
+};
+
+struct rec_fault {
+	struct rec head;
+	__u64 address;
+};
+
+struct rec_page_fault {
+	struct rec head;
+	__u64 address;
+	__u64 ip;
+};
+
+struct rec_call {
+	struct rec head;
+	__u64 args[6];
 };
 
 struct rec_comm {
@@ -181,9 +250,11 @@ struct stack {
 	__u64 ips[STACK_DEPTH];
 };
 
-// The distinct stacks, keyed by their hash (see stack_id).
+// The distinct stacks, keyed by their hash (see stack_id). Not preallocated: an entry takes
+// ~1 KiB whatever its depth, and most recordings use a fraction of the entries.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);  // user space sets the real size before load
 	__type(key, __u64);
 	__type(value, struct stack);
@@ -249,7 +320,33 @@ static __always_inline __u64 wakeup_flag(void)
 									     : BPF_RB_NO_WAKEUP;
 }
 
-// The id of the stack of `ctx` (`flags`: 0 or BPF_F_USER_STACK) in `stacks`, adding it if
+// Per CPU, how many of the programs here are reading user memory (a user stack walk, or
+// user_site's copy): a page fault those reads raise is the recorder's, not the work's, and
+// is not recorded (as perf does not record the faults of its own walks).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s32);
+} walking SEC(".maps");
+
+static __always_inline void walking_user(__s32 delta)
+{
+	__u32 zero = 0;
+	__s32 *n = bpf_map_lookup_elem(&walking, &zero);
+	if (n)
+		*n += delta;
+}
+
+static __always_inline bool is_walking_user(void)
+{
+	__u32 zero = 0;
+	__s32 *n = bpf_map_lookup_elem(&walking, &zero);
+	return n && *n > 0;
+}
+
+// The id of the stack of `ctx` (`flags`: 0 or BPF_F_USER_STACK, and a number of innermost
+// frames to skip) in `stacks`, adding it if
 // new; -1 when there is none (a kernel thread's user stack) or the map is full (counted).
 // `slot`: the scratch slot of the calling program.
 static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
@@ -258,21 +355,26 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
 	if (!s)
 		return -1;
 	__u32 size = sizeof(s->ips);
-	if (!flags) {
+	bool user = flags & BPF_F_USER_STACK;
+	if (!user) {
 		size = kernel_frames * sizeof(__u64);
 		if (size > sizeof(s->ips))
 			size = sizeof(s->ips);
 		if (size < sizeof(__u64))
 			size = sizeof(__u64);
 	}
+	if (user)
+		walking_user(1);
 	long bytes = bpf_get_stack(ctx, s->ips, size, flags);
+	if (user)
+		walking_user(-1);
 	if (bytes <= 0)
 		return -1;
 	__u32 frames = (__u32)bytes / sizeof(__u64);
 	s->frames = frames;  // take_stacks reads the walk back
 	// 64 bits: two distinct stacks of a recording share a hash with a chance of about
 	// n^2 / 2^65, never in practice.
-	__u64 h = flags ? 0x9e3779b97f4a7c15ULL : 0xcbf29ce484222325ULL;
+	__u64 h = user ? 0x9e3779b97f4a7c15ULL : 0xcbf29ce484222325ULL;
 	for (__u32 i = 0; i < STACK_DEPTH; i++) {
 		if (i >= frames)
 			break;
@@ -352,7 +454,10 @@ static __always_inline __u64 user_site(struct task_struct *task, __u64 salt)
 	h = mix(h, sp);
 	__u64 fp = regs->bp;
 	h = mix(h, fp);
-	if (bpf_probe_read_user(u->words, sizeof(u->words), (void *)sp))
+	walking_user(1);
+	long err = bpf_probe_read_user(u->words, sizeof(u->words), (void *)sp);
+	walking_user(-1);
+	if (err)
 		return 0;
 	for (int i = 0; i < SITE_USER_LEVELS; i++) {
 		__u64 off = fp - sp;
@@ -690,6 +795,308 @@ int on_rename(__u64 *ctx)
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
+}
+
+// The context of a `syscalls:sys_enter_NAME` tracepoint program (its format file: the
+// common fields, the syscall's number, then each argument in 8 bytes), and of
+// `sys_exit_NAME` (the return value in place of the arguments).
+struct sys_enter_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct sys_exit_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+// A SYS_ENTER record of the running thread's call of `which`: no stacks (the wait's
+// stack is its blocking switch's, as perf records these without a call graph).
+// `nargs`: the syscall's arguments; no more are read (the kernel refuses to attach a
+// program that reads past its tracepoint's record: EACCES).
+static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+{
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->a = (__u32)ctx->args[1];
+	if (nargs > 2)
+		r->b = (__u32)ctx->args[2];
+	r->value = ctx->args[0];
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
+{
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->value = (__u64)ctx->ret;
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+#define SYSCALL_PROBES(name, which, nargs)                              \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
+	int enter_##name(struct sys_enter_ctx *ctx)                     \
+	{                                                               \
+		return sys_enter(ctx, which, nargs);                    \
+	}                                                               \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
+	int exit_##name(struct sys_exit_ctx *ctx)                       \
+	{                                                               \
+		return sys_exit(ctx, which);                            \
+	}
+
+// The same records from `tp_btf/sys_enter` and `sys_exit` (raw_syscalls), which run for
+// every syscall and pick the four here (x86-64 numbers): to measure against the
+// per-syscall tracepoints above (SchedOptions::raw_syscalls), which the kernel filters
+// before any program runs but reaches through perf's syscall-event code.
+static __always_inline __u8 recorded_syscall(long nr)
+{
+	switch (nr) {
+	case 202:
+		return SYS_FUTEX;
+	case 61:
+		return SYS_WAIT4;
+	case 247:
+		return SYS_WAITID;
+	case 73:
+		return SYS_FLOCK;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int on_raw_sys_enter(__u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	__u8 which = recorded_syscall((long)ctx[1]);
+	if (!which)
+		return 0;
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->a = (__u32)regs->si;
+	r->b = which == SYS_FLOCK ? 0 : (__u32)regs->dx;
+	r->value = regs->di;
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int on_raw_sys_exit(__u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	__u8 which = recorded_syscall((long)regs->orig_ax);
+	if (!which)
+		return 0;
+	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
+						      (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	r->c = which;
+	r->value = ctx[1];
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+SYSCALL_PROBES(futex, SYS_FUTEX, 6)
+SYSCALL_PROBES(wait4, SYS_WAIT4, 4)
+SYSCALL_PROBES(waitid, SYS_WAITID, 5)
+SYSCALL_PROBES(flock, SYS_FLOCK, 2)
+
+// A detector's syscall (what `slowlab record` asks perf for with stacks: openat, the stat
+// family, mmap, unlink, clone, kill, …): its entry with all its arguments (`nargs` of
+// them; reading past them the kernel refuses) and the user stack (the call site; the
+// kernel stack, the syscall entry path, is not taken), and its exit with the return
+// value, without stacks.
+static __always_inline int sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec_call *r = (struct rec_call *)reserve(sizeof(struct rec_call), KIND_SYS_CALL,
+							(__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->head.a = pid_tgid >> 32;
+	r->head.c = which;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		r->args[i] = i < nargs ? ctx->args[i] : 0;
+	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
+		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+#define CALL_PROBES(name, which, nargs)                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
+	int call_##name(struct sys_enter_ctx *ctx)                      \
+	{                                                               \
+		return sys_call(ctx, which, nargs);                     \
+	}                                                               \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
+	int ret_##name(struct sys_exit_ctx *ctx)                        \
+	{                                                               \
+		return sys_exit(ctx, which);                            \
+	}
+
+CALL_PROBES(openat, 5, 4)
+CALL_PROBES(open, 6, 3)
+CALL_PROBES(newstat, 7, 2)
+CALL_PROBES(newlstat, 8, 2)
+CALL_PROBES(newfstatat, 9, 4)
+CALL_PROBES(statx, 10, 5)
+CALL_PROBES(access, 11, 2)
+CALL_PROBES(faccessat, 12, 3)
+CALL_PROBES(faccessat2, 13, 4)
+CALL_PROBES(mmap, 14, 6)
+CALL_PROBES(munmap, 15, 2)
+CALL_PROBES(unlink, 16, 1)
+CALL_PROBES(unlinkat, 17, 3)
+CALL_PROBES(unshare, 18, 1)
+CALL_PROBES(clone, 19, 5)
+CALL_PROBES(clone3, 20, 2)
+CALL_PROBES(kill, 21, 2)
+CALL_PROBES(tgkill, 22, 3)
+CALL_PROBES(tkill, 23, 2)
+
+// The context of `block:block_rq_issue` and `block_rq_complete` programs: their records
+// as their format files lay them out, up to rwbs (what perf's reader reads of them).
+struct block_rq_ctx {
+	__u64 common;
+	__u32 dev;
+	__u32 pad;
+	__u64 sector;
+	__u32 nr_sector;
+	__u32 bytes_or_error;
+	__u16 ioprio;
+	char rwbs[10];
+};
+
+// A disk request issued to the device (`complete` 0) or completed by it: what the
+// tracepoint's record says, as perf's reader reads it (the request is a write when rwbs
+// has a `W`). No stacks: a completion comes in an interrupt, on no one's behalf.
+static __always_inline int block_rq(struct block_rq_ctx *ctx, __u8 complete)
+{
+	struct rec_sys *r =
+		(struct rec_sys *)reserve(sizeof(struct rec), KIND_BLOCK,
+					  (__u32)bpf_get_current_pid_tgid());
+	if (!r)
+		return 0;
+	__u8 flags = complete;
+	for (int i = 0; i < 10; i++) {
+		if (ctx->rwbs[i] == 'W')
+			flags |= BLOCK_WRITE;
+		if (ctx->rwbs[i] == 0)
+			break;
+	}
+	r->a = ctx->dev;
+	r->b = ctx->nr_sector;
+	r->c = flags;
+	r->value = ctx->sector;
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+SEC("tracepoint/block/block_rq_issue")
+int on_block_issue(struct block_rq_ctx *ctx)
+{
+	return block_rq(ctx, 0);
+}
+
+SEC("tracepoint/block/block_rq_complete")
+int on_block_complete(struct block_rq_ctx *ctx)
+{
+	return block_rq(ctx, BLOCK_COMPLETE);
+}
+
+// The perf_event program's context (include/uapi/linux/bpf_perf_event.h, x86-64): the
+// registers, then the sample period and the event's address.
+struct bpf_perf_event_data {
+	struct {
+		unsigned long regs[21];
+	} regs;
+	__u64 sample_period;
+	__u64 addr;
+};
+
+// A major fault (the `major-faults` software event, period 1, one per CPU, attached by
+// user space): the faulting address and the stacks of the thread that faulted, as perf
+// records them. Rare (each is a wait for a disk), so its stacks are always walked.
+SEC("perf_event")
+int on_major_fault(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec_fault *r = (struct rec_fault *)reserve(sizeof(struct rec_fault),
+							  KIND_MAJOR_FAULT, (__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->head.a = pid_tgid >> 32;
+	r->address = ctx->addr;
+	if (stack_mode != STACKS_NONE)
+		r->head.kstack = stack_id(ctx, 0, 1);
+	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
+		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 1);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+// Innermost frames of a page fault's kernel stack that are the recorder's: the program
+// and bpf_trace_run3 (x86-64, 6.x).
+#define FAULT_SKIP_FRAMES 2
+
+// A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
+// perf records them): the address, the instruction, the error code and the stacks of the
+// thread that faulted (both walked: a fault is not where the thread last was).
+static __always_inline int page_fault(__u64 *ctx, __u8 user)
+{
+	__u64 address = ctx[0];
+	struct pt_regs *regs = (struct pt_regs *)ctx[1];
+	__u64 error_code = ctx[2];
+	if (is_walking_user())
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec_page_fault *r = (struct rec_page_fault *)reserve(
+		sizeof(struct rec_page_fault), KIND_PAGE_FAULT, (__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->head.a = pid_tgid >> 32;
+	r->head.b = (__u32)error_code;
+	r->head.c = user;
+	r->address = address;
+	r->ip = regs ? regs->ip : 0;
+	// The kernel stack from exc_page_fault out, as perf's: the program and
+	// bpf_trace_run3 skipped.
+	if (stack_mode != STACKS_NONE)
+		r->head.kstack = stack_id(ctx, FAULT_SKIP_FRAMES, 0);
+	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
+		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int on_page_fault_user(__u64 *ctx)
+{
+	return page_fault(ctx, 1);
+}
+
+SEC("tp_btf/page_fault_kernel")
+int on_page_fault_kernel(__u64 *ctx)
+{
+	return page_fault(ctx, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -11,6 +11,10 @@
 //!             48 for EXEC and RENAME (the record then 16 bytes of comm, NUL-padded).
 //!             A record: time_ns u64 (CLOCK_MONOTONIC), tid u32, a u32, b u32, cpu u16,
 //!             kind u8, c u8, kstack i32, ustack i32; a, b, c per kind (see [`RecordKind`]).
+//!             SYS_ENTER, SYS_EXIT and BLOCK have one u64 in place of the two stack ids;
+//!             MAJOR_FAULT is 40 bytes, the record then the faulting address (u64);
+//!             PAGE_FAULT 48, the record then the address and the instruction (u64s);
+//!             SYS_CALL 80, the record then the syscall's six arguments (u64s).
 //!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
 //!             or first seen in it, as /proc said.
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
@@ -67,6 +71,127 @@ pub enum RecordKind {
     Exit,
     /// `task_rename`: thread `tid` of process `a` is now called `comm`.
     Rename,
+    /// `syscalls:sys_enter_NAME` of one of the [`RecordedSyscall`]s (`c`): `tid` called it
+    /// with its first argument `value`, the low 32 bits of its second `a` and of its
+    /// third `b` (its other arguments are not recorded).
+    SysEnter,
+    /// `syscalls:sys_exit_NAME`: `tid`'s call of syscall `c` returned `value` (an `i64`).
+    SysExit,
+    /// `block:block_rq_issue` (`c` bit 0 clear) or `block_rq_complete` (set): a request of
+    /// `b` sectors from sector `value` on device `a` (`major << 20 | minor`), a write when
+    /// `c` bit 1 is set; `tid` was on the CPU (for a completion, whoever the interrupt
+    /// came on).
+    Block,
+    /// A major fault (the `major-faults` software event) of `tid` of process `a` at address
+    /// `value`, with its stacks.
+    MajorFault,
+    /// `exceptions:page_fault_user` (`c` 1) or `_kernel` (`c` 0): `tid` of process `a`
+    /// faulted at address `value`, instruction `ip`, with error code `b`, and its stacks.
+    PageFault,
+    /// `syscalls:sys_enter_NAME` of one of the detectors' [`RecordedSyscall`]s (`c`):
+    /// `tid` of process `a` called it with `args`, from the call site of its user stack.
+    SysCall,
+}
+
+/// Bits of a [`RecordKind::Block`] record's `c`.
+pub mod block_flags {
+    pub const COMPLETE: u8 = 1;
+    pub const WRITE: u8 = 2;
+}
+
+/// The syscalls the recorder records (the `c` of a SYS_ENTER, SYS_CALL or SYS_EXIT record):
+/// the four that say what a wait waits for (ids 1 to 4, SYS_ENTER), then the detectors'
+/// (5 on, SYS_CALL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordedSyscall {
+    Futex,
+    Wait4,
+    Waitid,
+    Flock,
+    Openat,
+    Open,
+    Newstat,
+    Newlstat,
+    Newfstatat,
+    Statx,
+    Access,
+    Faccessat,
+    Faccessat2,
+    Mmap,
+    Munmap,
+    Unlink,
+    Unlinkat,
+    Unshare,
+    Clone,
+    Clone3,
+    Kill,
+    Tgkill,
+    Tkill,
+}
+
+impl RecordedSyscall {
+    /// All of them, in the order of their ids (from 1).
+    pub const ALL: [RecordedSyscall; 23] = [
+        RecordedSyscall::Futex,
+        RecordedSyscall::Wait4,
+        RecordedSyscall::Waitid,
+        RecordedSyscall::Flock,
+        RecordedSyscall::Openat,
+        RecordedSyscall::Open,
+        RecordedSyscall::Newstat,
+        RecordedSyscall::Newlstat,
+        RecordedSyscall::Newfstatat,
+        RecordedSyscall::Statx,
+        RecordedSyscall::Access,
+        RecordedSyscall::Faccessat,
+        RecordedSyscall::Faccessat2,
+        RecordedSyscall::Mmap,
+        RecordedSyscall::Munmap,
+        RecordedSyscall::Unlink,
+        RecordedSyscall::Unlinkat,
+        RecordedSyscall::Unshare,
+        RecordedSyscall::Clone,
+        RecordedSyscall::Clone3,
+        RecordedSyscall::Kill,
+        RecordedSyscall::Tgkill,
+        RecordedSyscall::Tkill,
+    ];
+
+    /// The syscall of a record's `c`.
+    pub fn from_u8(c: u8) -> Option<RecordedSyscall> {
+        RecordedSyscall::ALL
+            .get(usize::from(c).checked_sub(1)?)
+            .copied()
+    }
+
+    /// Its name, as its tracepoints (`syscalls:sys_enter_NAME`) and perf's reader spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordedSyscall::Futex => "futex",
+            RecordedSyscall::Wait4 => "wait4",
+            RecordedSyscall::Waitid => "waitid",
+            RecordedSyscall::Flock => "flock",
+            RecordedSyscall::Openat => "openat",
+            RecordedSyscall::Open => "open",
+            RecordedSyscall::Newstat => "newstat",
+            RecordedSyscall::Newlstat => "newlstat",
+            RecordedSyscall::Newfstatat => "newfstatat",
+            RecordedSyscall::Statx => "statx",
+            RecordedSyscall::Access => "access",
+            RecordedSyscall::Faccessat => "faccessat",
+            RecordedSyscall::Faccessat2 => "faccessat2",
+            RecordedSyscall::Mmap => "mmap",
+            RecordedSyscall::Munmap => "munmap",
+            RecordedSyscall::Unlink => "unlink",
+            RecordedSyscall::Unlinkat => "unlinkat",
+            RecordedSyscall::Unshare => "unshare",
+            RecordedSyscall::Clone => "clone",
+            RecordedSyscall::Clone3 => "clone3",
+            RecordedSyscall::Kill => "kill",
+            RecordedSyscall::Tgkill => "tgkill",
+            RecordedSyscall::Tkill => "tkill",
+        }
+    }
 }
 
 impl RecordKind {
@@ -79,6 +204,12 @@ impl RecordKind {
             5 => RecordKind::Exec,
             6 => RecordKind::Exit,
             7 => RecordKind::Rename,
+            8 => RecordKind::SysEnter,
+            9 => RecordKind::SysExit,
+            10 => RecordKind::Block,
+            11 => RecordKind::MajorFault,
+            12 => RecordKind::PageFault,
+            13 => RecordKind::SysCall,
             _ => return None,
         })
     }
@@ -87,6 +218,9 @@ impl RecordKind {
     pub fn record_len(self) -> usize {
         match self {
             RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
+            RecordKind::MajorFault => RECORD_LEN + 8,
+            RecordKind::PageFault => RECORD_LEN + 16,
+            RecordKind::SysCall => RECORD_LEN + 48,
             _ => RECORD_LEN,
         }
     }
@@ -108,6 +242,13 @@ pub struct SchedRecord {
     pub ustack: Option<u32>,
     /// EXEC and RENAME: the command name.
     pub comm: Option<String>,
+    /// SYS_ENTER: the first argument; SYS_EXIT: the return value; BLOCK: the sector;
+    /// MAJOR_FAULT and PAGE_FAULT: the address; 0 for the others.
+    pub value: u64,
+    /// PAGE_FAULT: the faulting instruction; 0 for the others.
+    pub ip: u64,
+    /// SYS_CALL: the syscall's arguments; zeros for the others.
+    pub args: [u64; 6],
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -133,12 +274,13 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
     let head = b.get(..RECORD_LEN)?;
     let kind = RecordKind::from_u8(head[22])?;
     let len = kind.record_len();
-    let comm = if len > RECORD_LEN {
-        Some(comm_text(b.get(RECORD_LEN..len)?))
-    } else {
-        None
-    };
-    let stack = |v: u32| (v as i32 >= 0).then_some(v);
+    let extra = b.get(RECORD_LEN..len)?;
+    let comm = matches!(kind, RecordKind::Exec | RecordKind::Rename).then(|| comm_text(extra));
+    let value_in_stacks = matches!(
+        kind,
+        RecordKind::SysEnter | RecordKind::SysExit | RecordKind::Block
+    );
+    let stack = |v: u32| (!value_in_stacks && v as i32 >= 0).then_some(v);
     Some((
         SchedRecord {
             time_ns: u64_at(head, 0),
@@ -151,6 +293,19 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
             kstack: stack(u32_at(head, 24)),
             ustack: stack(u32_at(head, 28)),
             comm,
+            value: match kind {
+                _ if value_in_stacks => u64_at(head, 24),
+                RecordKind::MajorFault | RecordKind::PageFault => u64_at(extra, 0),
+                _ => 0,
+            },
+            ip: match kind {
+                RecordKind::PageFault => u64_at(extra, 8),
+                _ => 0,
+            },
+            args: match kind {
+                RecordKind::SysCall => std::array::from_fn(|i| u64_at(extra, 8 * i)),
+                _ => [0; 6],
+            },
         },
         len,
     ))
@@ -480,6 +635,74 @@ mod tests {
         assert_eq!(log.threads[0].comm, "worker");
         assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
         assert_eq!(log.end, Some(end));
+    }
+
+    #[test]
+    fn a_syscall_record_has_a_value_and_no_stacks() {
+        let mut enter = raw(8, 150, 11, 0x80, 0, None);
+        enter[23] = 1; // futex
+        enter[24..32].copy_from_slice(&0x7f00_1234_5678u64.to_le_bytes());
+        let (r, n) = decode_record(&enter).unwrap();
+        assert_eq!(n, RECORD_LEN);
+        assert_eq!(
+            (r.kind, r.value, r.a, r.b),
+            (RecordKind::SysEnter, 0x7f00_1234_5678, 0x80, 7)
+        );
+        assert_eq!((r.kstack, r.ustack), (None, None));
+        assert_eq!(RecordedSyscall::from_u8(r.c), Some(RecordedSyscall::Futex));
+        let mut exit = raw(9, 160, 11, 0, 0, None);
+        exit[23] = 4;
+        exit[24..32].copy_from_slice(&(-11i64).to_le_bytes());
+        let (r, _) = decode_record(&exit).unwrap();
+        assert_eq!((r.kind, r.value as i64), (RecordKind::SysExit, -11));
+        assert_eq!(
+            RecordedSyscall::from_u8(r.c).map(|s| s.name()),
+            Some("flock")
+        );
+        assert_eq!(RecordedSyscall::from_u8(0), None);
+        let mut block = raw(10, 170, 11, 0x80_0001, 0, None);
+        block[23] = block_flags::COMPLETE | block_flags::WRITE;
+        block[24..32].copy_from_slice(&123_456u64.to_le_bytes());
+        let (r, _) = decode_record(&block).unwrap();
+        assert_eq!(
+            (r.kind, r.a, r.b, r.value),
+            (RecordKind::Block, 0x80_0001, 7, 123_456)
+        );
+        assert_eq!(r.kstack, None);
+        let mut fault = raw(11, 180, 11, 10, 5, None);
+        fault.extend_from_slice(&0x7f00_0000_1000u64.to_le_bytes());
+        let (r, n) = decode_record(&fault).unwrap();
+        assert_eq!(
+            (r.kind, n, r.value),
+            (RecordKind::MajorFault, 40, 0x7f00_0000_1000)
+        );
+        assert_eq!(r.kstack, Some(5));
+        assert!(decode_record(&fault[..36]).is_none());
+        let mut fault = raw(12, 190, 11, 10, 5, None);
+        fault[23] = 1;
+        fault.extend_from_slice(&0x7f00_0000_2000u64.to_le_bytes());
+        fault.extend_from_slice(&0x5555_0000_1234u64.to_le_bytes());
+        let (r, n) = decode_record(&fault).unwrap();
+        assert_eq!((r.kind, n, r.c), (RecordKind::PageFault, 48, 1));
+        assert_eq!(
+            (r.value, r.ip, r.b),
+            (0x7f00_0000_2000, 0x5555_0000_1234, 7)
+        );
+        assert_eq!(RecordedSyscall::from_u8(5), Some(RecordedSyscall::Openat));
+        assert_eq!(
+            RecordedSyscall::from_u8(23).map(|s| s.name()),
+            Some("tkill")
+        );
+        assert_eq!(RecordedSyscall::from_u8(24), None);
+        let mut call = raw(13, 200, 11, 10, -1, None);
+        call[23] = 14; // mmap
+        call[28..32].copy_from_slice(&3i32.to_le_bytes());
+        for a in 1..=6u64 {
+            call.extend_from_slice(&(a * 0x100).to_le_bytes());
+        }
+        let (r, n) = decode_record(&call).unwrap();
+        assert_eq!((r.kind, n, r.ustack), (RecordKind::SysCall, 80, Some(3)));
+        assert_eq!(r.args, [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
     }
 
     #[test]

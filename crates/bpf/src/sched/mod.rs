@@ -1,5 +1,6 @@
 //! The scheduler flight recorder: every context switch and wake-up with the stacks of the
-//! threads involved, CPU samples and thread lifetimes, recorded with eBPF
+//! threads involved, CPU samples, thread lifetimes and the waiting syscalls (futex, wait4,
+//! waitid, flock, which name what a wait waits for), recorded with eBPF
 //! (`src/bpf/sched.bpf.c`) into a file of its own ([`format`]), at a fraction of what
 //! `perf record` costs on the same events: stacks are deduplicated in the kernel (a stack
 //! map) and records are 32 bytes.
@@ -13,7 +14,9 @@
 pub mod format;
 mod recorder;
 
-pub use format::{is_sched_recording, parse_sched, read_sched, SchedLog, SCHED_MAGIC};
+pub use format::{
+    is_sched_recording, parse_sched, read_sched, RecordedSyscall, SchedLog, SCHED_MAGIC,
+};
 pub use recorder::{
     ProgramCost, SchedOptions, SchedRecorder, SchedStats, StackMode, DEFAULT_SCHED_RING_BYTES,
     DEFAULT_STACK_ENTRIES,

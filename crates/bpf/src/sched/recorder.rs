@@ -1,5 +1,8 @@
-//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs and
-//! one CPU-clock perf event per CPU for the samples, and drains the ring buffer on a thread
+//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs, its
+//! programs on the waiting syscalls' tracepoints (futex, wait4, waitid, flock; one missing
+//! from the kernel is left out and named in [`SchedStats::unattached`]), its programs on
+//! `block:block_rq_issue` and `block_rq_complete` (the same), and two perf events per
+//! CPU: the CPU clock for the samples, and the `major-faults` software event, period 1, and drains the ring buffer on a thread
 //! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
 //! writes the stack map's stacks and the counts of what was lost.
 //!
@@ -27,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
 
 use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
@@ -113,6 +116,22 @@ pub struct SchedOptions {
     /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
     /// loop that blocks at one site.
     pub reuse_sites: bool,
+    /// Record the waiting syscalls (futex, wait4, waitid, flock: entry and exit), which
+    /// name what a wait waits for (a mutex and its holder). On by default; off, to
+    /// measure what they cost.
+    pub syscalls: bool,
+    /// Record the detectors' syscalls (openat, the stat family, mmap/munmap, unlink,
+    /// unshare, clone, kill, …: what `slowlab record` asks perf for with stacks): entry
+    /// with all arguments and the user stack, exit with the return value. On by default.
+    pub detector_syscalls: bool,
+    /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
+    /// for every syscall, picking the four by number; x86-64 only) instead of the four
+    /// syscalls' own tracepoints. Off by default; to measure which costs less.
+    pub raw_syscalls: bool,
+    /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
+    /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
+    /// `_kernel`; both with their stacks), as perf's event set does. On by default.
+    pub faults_and_block: bool,
 }
 
 impl Default for SchedOptions {
@@ -124,6 +143,10 @@ impl Default for SchedOptions {
             stacks: StackMode::default(),
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
+            syscalls: true,
+            detector_syscalls: true,
+            raw_syscalls: false,
+            faults_and_block: true,
         }
     }
 }
@@ -150,6 +173,9 @@ pub struct SchedStats {
     /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
     /// a program with neither is left out.
     pub programs: Vec<ProgramCost>,
+    /// Tracepoints that could not be attached, so their events are missing (a syscall
+    /// tracepoint the kernel does not have), each with why.
+    pub unattached: Vec<String>,
 }
 
 /// The kernel's count of one program's runs and the time they took
@@ -265,15 +291,22 @@ impl SchedRecorder {
 
 /// Opens a `PERF_COUNT_SW_CPU_CLOCK` sampling event at `freq` Hz on `cpu`, for all tasks.
 fn open_cpu_clock(cpu: i32, freq: u32) -> std::io::Result<OwnedFd> {
+    open_software_event(cpu, 0, u64::from(freq), true)
+}
+
+/// Opens a software perf event (`config`: PERF_COUNT_SW_*) on `cpu` for all tasks,
+/// sampling at `freq` Hz, or every `period` events when `freq` is false.
+fn open_software_event(cpu: i32, config: u64, period: u64, freq: bool) -> std::io::Result<OwnedFd> {
     // struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes): type, size, config,
-    // sample_freq, sample_type, read_format, then the flag bits (bit 10: freq).
+    // sample_freq or sample_period, sample_type, read_format, then the flag bits (bit 10:
+    // freq).
     let mut attr = [0u64; 14];
     attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
-    attr[1] = 0; // PERF_COUNT_SW_CPU_CLOCK
-    attr[2] = u64::from(freq);
-    attr[5] = 1 << 10; // freq
-                       // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
-                       // are plain integers.
+    attr[1] = config;
+    attr[2] = period;
+    attr[5] = if freq { 1 << 10 } else { 0 };
+    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
+    // are plain integers.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
@@ -314,6 +347,26 @@ fn kernel_text() -> Option<(u64, u64)> {
     };
     let (start, end) = (find("_stext")?, find("_etext")?);
     (start != 0 && end > start).then_some((start, end))
+}
+
+/// Whether a program of sched.bpf.c is one of the detectors' syscalls' (`call_NAME` on
+/// `sys_enter_NAME`, `ret_NAME` on `sys_exit_NAME`).
+fn is_detector_syscall_program(name: &str) -> bool {
+    name.starts_with("call_") || name.starts_with("ret_")
+}
+
+/// Whether the kernel has the tracepoint `category:name`, as tracefs lists it; true when
+/// tracefs cannot be read (then the load says).
+fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
+    let roots = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+    let Some(root) = roots.iter().find(|r| Path::new(r).join("events").is_dir()) else {
+        return true;
+    };
+    Path::new(root)
+        .join("events")
+        .join(category)
+        .join(name)
+        .is_dir()
 }
 
 /// Reads `/proc/TID/status`'s `Tgid` and `Name`.
@@ -486,6 +539,47 @@ fn run(
     if options.sample_freq == 0 {
         open.progs.on_sample.set_autoload(false);
     }
+    if !options.detector_syscalls {
+        for mut prog in open.open_object_mut().progs_mut() {
+            if is_detector_syscall_program(&prog.name().to_string_lossy()) {
+                prog.set_autoload(false);
+            }
+        }
+    }
+    if !options.faults_and_block {
+        open.progs.on_block_issue.set_autoload(false);
+        open.progs.on_block_complete.set_autoload(false);
+        open.progs.on_major_fault.set_autoload(false);
+    }
+    // tp_btf programs name their tracepoint at load: one the kernel lacks (the page-fault
+    // tracepoints are x86's) would fail the whole load, so it is not loaded.
+    for (name, prog) in [
+        ("page_fault_user", &mut open.progs.on_page_fault_user),
+        ("page_fault_kernel", &mut open.progs.on_page_fault_kernel),
+    ] {
+        if !options.faults_and_block || !kernel_has_tracepoint("exceptions", name) {
+            prog.set_autoload(false);
+        }
+    }
+    let raw = options.syscalls && options.raw_syscalls && cfg!(target_arch = "x86_64");
+    if !raw {
+        open.progs.on_raw_sys_enter.set_autoload(false);
+        open.progs.on_raw_sys_exit.set_autoload(false);
+    }
+    if !options.syscalls || raw {
+        for prog in [
+            &mut open.progs.enter_futex,
+            &mut open.progs.exit_futex,
+            &mut open.progs.enter_wait4,
+            &mut open.progs.exit_wait4,
+            &mut open.progs.enter_waitid,
+            &mut open.progs.exit_waitid,
+            &mut open.progs.enter_flock,
+            &mut open.progs.exit_flock,
+        ] {
+            prog.set_autoload(false);
+        }
+    }
     let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
 
     let mut links: Vec<Link> = Vec::new();
@@ -509,6 +603,76 @@ fn run(
     for (name, prog) in tracepoints {
         links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
     }
+    // The syscalls: a kernel without one of their tracepoints (CONFIG_FTRACE_SYSCALLS
+    // off) records the rest, and says which are missing.
+    let mut unattached = Vec::new();
+    if raw {
+        for (name, prog) in [
+            ("raw_syscalls:sys_enter", &skel.progs.on_raw_sys_enter),
+            ("raw_syscalls:sys_exit", &skel.progs.on_raw_sys_exit),
+        ] {
+            links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
+        }
+    } else if options.syscalls {
+        let syscalls = [
+            ("syscalls:sys_enter_futex", &skel.progs.enter_futex),
+            ("syscalls:sys_exit_futex", &skel.progs.exit_futex),
+            ("syscalls:sys_enter_wait4", &skel.progs.enter_wait4),
+            ("syscalls:sys_exit_wait4", &skel.progs.exit_wait4),
+            ("syscalls:sys_enter_waitid", &skel.progs.enter_waitid),
+            ("syscalls:sys_exit_waitid", &skel.progs.exit_waitid),
+            ("syscalls:sys_enter_flock", &skel.progs.enter_flock),
+            ("syscalls:sys_exit_flock", &skel.progs.exit_flock),
+        ];
+        for (name, prog) in syscalls {
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
+    }
+    if options.detector_syscalls {
+        for prog in skel.object().progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            if !is_detector_syscall_program(&name) {
+                continue;
+            }
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(&name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
+    }
+    if options.faults_and_block {
+        let block = [
+            ("block:block_rq_issue", &skel.progs.on_block_issue),
+            ("block:block_rq_complete", &skel.progs.on_block_complete),
+            ("exceptions:page_fault_user", &skel.progs.on_page_fault_user),
+            (
+                "exceptions:page_fault_kernel",
+                &skel.progs.on_page_fault_kernel,
+            ),
+        ];
+        for (name, prog) in block {
+            if !prog.autoload() {
+                unattached.push(format!("{name}: the kernel has no such tracepoint"));
+                continue;
+            }
+            match prog.attach() {
+                Ok(link) => links.push(link),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                    setup!(Err(attach_err(name, e)))
+                }
+                Err(e) => unattached.push(format!("{name}: {e:#}")),
+            }
+        }
+    }
     let mut perf_fds: Vec<OwnedFd> = Vec::new();
     if options.sample_freq > 0 {
         for cpu in 0..possible_cpus() {
@@ -529,6 +693,25 @@ fn run(
                          (perf_event_open failed on every CPU)"
                     .into()
             }));
+        }
+    }
+    if options.faults_and_block {
+        let mut opened = 0;
+        for cpu in 0..possible_cpus() {
+            // PERF_COUNT_SW_PAGE_FAULTS_MAJ, every one.
+            let Ok(fd) = open_software_event(cpu as i32, 6, 1, false) else {
+                continue;
+            };
+            links.push(setup!(skel
+                .progs
+                .on_major_fault
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(|e| attach_err("major-faults", e))));
+            perf_fds.push(fd);
+            opened += 1;
+        }
+        if opened == 0 {
+            unattached.push("major-faults: perf_event_open failed on every CPU".into());
         }
     }
 
@@ -615,10 +798,32 @@ fn run(
         ("on_exec", &skel.progs.on_exec),
         ("on_exit", &skel.progs.on_exit),
         ("on_rename", &skel.progs.on_rename),
+        ("enter_futex", &skel.progs.enter_futex),
+        ("exit_futex", &skel.progs.exit_futex),
+        ("enter_wait4", &skel.progs.enter_wait4),
+        ("exit_wait4", &skel.progs.exit_wait4),
+        ("enter_waitid", &skel.progs.enter_waitid),
+        ("exit_waitid", &skel.progs.exit_waitid),
+        ("enter_flock", &skel.progs.enter_flock),
+        ("exit_flock", &skel.progs.exit_flock),
+        ("on_block_issue", &skel.progs.on_block_issue),
+        ("on_block_complete", &skel.progs.on_block_complete),
+        ("on_major_fault", &skel.progs.on_major_fault),
+        ("on_page_fault_user", &skel.progs.on_page_fault_user),
+        ("on_page_fault_kernel", &skel.progs.on_page_fault_kernel),
+        ("on_raw_sys_enter", &skel.progs.on_raw_sys_enter),
+        ("on_raw_sys_exit", &skel.progs.on_raw_sys_exit),
     ]
     .into_iter()
     .filter_map(|(name, prog)| program_cost(name, prog))
-    .collect();
+    .collect::<Vec<_>>();
+    let mut programs = programs;
+    for prog in skel.object().progs() {
+        let name = prog.name().to_string_lossy().into_owned();
+        if is_detector_syscall_program(&name) {
+            programs.extend(program_cost(&name, &prog));
+        }
+    }
     let stop_ns = sys::monotonic_ns();
     if let Err(e) = ring.consume() {
         failure.get_or_insert(BpfError::RingBuffer {
@@ -686,5 +891,6 @@ fn run(
         bytes,
         output,
         programs,
+        unattached,
     })
 }

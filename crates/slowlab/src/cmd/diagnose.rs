@@ -45,7 +45,9 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
             args.seconds
         );
     }
-    let outcome = slowlab_record::run(&cfg)?;
+    let bpf = args.backend == slowlab_cli::record::BackendArg::Bpf;
+    let recorded = slowlab_diagnose::record_with(&cfg, bpf)?;
+    let outcome = &recorded.outcome;
     let mut warnings = outcome.warnings.clone();
     let mut extra = Vec::new();
     if let Some(p) = &args.fxprof {
@@ -56,7 +58,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     }
     let (root, title) = match args.pid {
         Some(pid) => (Target::Pid(pid), vec![format!("pid {pid}")]),
-        None => (Target::Command, args.command.clone()),
+        None => (recorded.target(), args.command.clone()),
     };
     let opener = Opener::new(true)?;
     let report = analyze_into(

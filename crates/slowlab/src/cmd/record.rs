@@ -49,19 +49,10 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
         );
     }
     let out = slowlab_record::run_bpf(output, &options, &args.command)?;
+    for w in out.warnings() {
+        eprintln!("slowlab: warning: {w}");
+    }
     let s = &out.stats;
-    if s.dropped > 0 {
-        eprintln!(
-            "slowlab: warning: {} events lost: the BPF ring buffer was full",
-            s.dropped
-        );
-    }
-    if s.stacks_lost > 0 {
-        eprintln!(
-            "slowlab: warning: {} events have no stack: the stack map was full",
-            s.stacks_lost
-        );
-    }
     eprintln!(
         "slowlab: wrote {} ({:.1} MB, {} events, {} lost, {} stacks); analyze it with: slowlab analyze {}",
         s.output.display(),
