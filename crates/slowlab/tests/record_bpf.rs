@@ -324,23 +324,10 @@ fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
     if !require_root() {
         return;
     }
-    // fsync on tmpfs returns at once: use a disk filesystem.
-    let base = Path::new("/var/tmp");
-    let fs = Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(base)
-        .output()
-        .unwrap();
-    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
-    if fs == "tmpfs" || fs == "ramfs" {
-        slowlab_testkit::skip(format_args!(
-            "{} is {fs}; fsync costs nothing there",
-            base.display()
-        ));
+    let Some(dir) = common::disk_tempdir() else {
         return;
-    }
+    };
     let _one = one_recording_at_a_time();
-    let dir = tempfile::tempdir_in(base).unwrap();
     let program = common::why_program("fsync_loop");
     let file = dir.path().join("data");
     let mut devices = Vec::new();

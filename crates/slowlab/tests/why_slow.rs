@@ -17,7 +17,7 @@
 //! Also `analyze --critical-path` on the same trace prints the same path.
 //! Tests skip, with the reason, where perf is missing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 mod common;
@@ -84,22 +84,9 @@ fn threads_queueing_on_a_mutex_held_across_sleeps() {
 fn an_fsync_loop_waits_for_storage() {
     require_perf!();
     let _one = one_recording_at_a_time();
-    // fsync on tmpfs returns at once: use a disk filesystem.
-    let base = Path::new("/var/tmp");
-    let fs = Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(base)
-        .output()
-        .unwrap();
-    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
-    if fs == "tmpfs" || fs == "ramfs" {
-        slowlab_testkit::skip(format_args!(
-            "{} is {fs}; fsync costs nothing there",
-            base.display()
-        ));
+    let Some(dir) = common::disk_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir_in(base).unwrap();
+    };
     let prog = program("fsync_loop");
     let file = dir.path().join("data");
     let d = diagnose(

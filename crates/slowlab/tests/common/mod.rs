@@ -289,3 +289,24 @@ pub fn status_kib(pid: i32, field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A temporary directory on a disk file system (under /var/tmp), where
+/// fsync waits for the device; `None`, with the reason printed, when
+/// /var/tmp is tmpfs or ramfs (fsync costs nothing there).
+pub fn disk_tempdir() -> Option<tempfile::TempDir> {
+    let base = Path::new("/var/tmp");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let fs = String::from_utf8_lossy(&fs.stdout).trim().to_string();
+    if fs == "tmpfs" || fs == "ramfs" {
+        slowlab_testkit::skip(format_args!(
+            "{} is {fs}; fsync costs nothing there",
+            base.display()
+        ));
+        return None;
+    }
+    Some(tempfile::tempdir_in(base).unwrap())
+}
