@@ -13,8 +13,8 @@ pub enum BackendArg {
     /// `perf record`: every event slowlab uses, in perf.data.
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
-    /// lifetimes, the syscalls slowlab reads, page faults and disk requests, at a fraction
-    /// of perf's cost (not the path capture yet).
+    /// lifetimes, the syscalls slowlab reads with their paths, page faults and disk
+    /// requests, in one file, at a fraction of perf's cost (no ring mode yet).
     Bpf,
 }
 
@@ -108,8 +108,9 @@ pub struct RecordArgs {
     /// How user-space stacks are collected.
     #[arg(long, value_enum, default_value = "fp")]
     pub call_graph: CallGraphArg,
-    /// Do not capture the path strings of syscalls (the eBPF probe that
-    /// writes OUTPUT.paths; needs root and a kernel with BTF).
+    /// Do not capture the path strings of syscalls (with perf, the eBPF
+    /// probe that writes OUTPUT.paths, which needs root and a kernel with BTF;
+    /// with `--backend bpf`, the paths recorded in the trace).
     #[arg(long)]
     pub no_paths: bool,
     /// Which recorder writes the trace.

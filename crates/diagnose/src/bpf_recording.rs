@@ -8,8 +8,8 @@
 //! recording has no `perf` parent for `Root::Command` to find the command under, and the
 //! longest process started in a system-wide recording (the fallback) can be anyone's.
 //!
-//! It does not record paths or cgroup notes (the eBPF recorder has no side files yet) and
-//! has no ring mode; it does not print.
+//! The paths are in the recording; the cgroup notes beside it, as with perf. It has no
+//! ring mode and does not print.
 
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_record::{Config, Outcome};
@@ -35,7 +35,7 @@ impl Recorded {
 }
 
 /// Records `cfg` with perf (`slowlab_record::run`), or with the eBPF recorder when `bpf`
-/// (its sampling frequency; no paths, no ring).
+/// (its sampling frequency and whether it records paths; no ring).
 pub fn record_with(cfg: &Config, bpf: bool) -> Result<Recorded, DiagnoseError> {
     if !bpf {
         return Ok(Recorded {
@@ -45,6 +45,7 @@ pub fn record_with(cfg: &Config, bpf: bool) -> Result<Recorded, DiagnoseError> {
     }
     let options = SchedOptions {
         sample_freq: cfg.freq,
+        paths: cfg.capture_paths,
         ..SchedOptions::default()
     };
     let out = slowlab_record::run_bpf(cfg.output.clone(), &options, &cfg.command)?;
@@ -59,7 +60,7 @@ fn outcome_of(out: &slowlab_record::BpfRecorded) -> Outcome {
     Outcome {
         exit_code: out.exit_code,
         output: out.stats.output.clone(),
-        companions: Vec::new(),
+        companions: out.companions.clone(),
         warnings: out.warnings(),
         stopped_by: out.stopped_by,
         snapshots: Vec::new(),
@@ -81,6 +82,8 @@ mod tests {
                 output: "/x/trace.data".into(),
                 ..SchedStats::default()
             },
+            companions: vec!["/x/trace.data.cgroups.json".into()],
+            companion_warnings: vec!["cannot write the cgroup notes".into()],
             exit_code: 3,
             command_pid: Some(4242),
             stopped_by: Some(2), // SIGINT
@@ -88,7 +91,14 @@ mod tests {
         let o = outcome_of(&out);
         assert_eq!((o.exit_code, o.stopped_by), (3, Some(2)));
         assert_eq!(o.output, std::path::PathBuf::from("/x/trace.data"));
-        assert_eq!(o.warnings, ["7 events lost: the BPF ring buffer was full"]);
+        assert_eq!(
+            o.warnings,
+            [
+                "cannot write the cgroup notes",
+                "7 events lost: the BPF ring buffer was full"
+            ]
+        );
+        assert_eq!(o.companions, out.companions);
         let r = Recorded {
             outcome: o,
             command_pid: out.command_pid,

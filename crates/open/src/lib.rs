@@ -1,7 +1,8 @@
 //! Opens any input slowlab reads into one [`TraceBundle`]: a perf.data file
 //! with the files `slowlab record` writes beside it (the path capture
 //! `FILE.paths`, the cgroup notes `FILE.cgroups.json`), a scheduler recording of
-//! `slowlab record --backend bpf` (known by its magic), a Windows ETW trace
+//! `slowlab record --backend bpf` (known by its magic; its paths come from
+//! inside it), a Windows ETW trace
 //! (`.etl`, `.etl.zip`: its file operations' paths come from inside it, in
 //! the same read), or a `slowlab diagnose` directory (its `trace.data`).
 //! Every input is read once, from an explicit [`OpenOptions`] value; the
@@ -238,16 +239,21 @@ pub fn open(
             symbolize: opts.symbolize,
             ..Default::default()
         };
-        let trace =
+        let (trace, paths) =
             slowlab_schedrec::read_file(&file, &read).map_err(|source| OpenError::Sched {
                 path: file.clone(),
                 source,
             })?;
-        let warnings = trace.stats.warnings.clone();
+        let mut warnings = trace.stats.warnings.clone();
+        let cgroups = if opts.cgroups {
+            read_cgroups(&file, &mut warnings)
+        } else {
+            None
+        };
         return Ok(TraceBundle {
             trace,
-            paths: None,
-            cgroups: None,
+            paths: (opts.paths && !paths.is_empty()).then_some(paths),
+            cgroups,
             warnings,
         });
     }
@@ -304,7 +310,7 @@ fn read_paths(trace: &Path, warnings: &mut Vec<String>) -> Option<Vec<CapturedPa
     }
 }
 
-/// The cgroup notes beside a perf.data trace, if there are some.
+/// The cgroup notes beside a perf.data trace or a scheduler recording, if there are some.
 fn read_cgroups(trace: &Path, warnings: &mut Vec<String>) -> Option<CgroupInfo> {
     let file = side_file(trace, "cgroups.json");
     let bytes = std::fs::read(&file).ok()?;

@@ -5,8 +5,9 @@
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
 //! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
-//! waitid, flock), the detectors' syscalls, page faults, major faults and disk requests;
-//! not the paths of the perf backend, and no ring mode yet.
+//! waitid, flock), the detectors' syscalls with their paths, page faults, major faults
+//! and disk requests, all in the one file; beside it, the cgroup notes
+//! (`OUTPUT.cgroups.json`, as with perf). No ring mode yet.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use slowlab_bpf::sched::{SchedOptions, SchedRecorder, SchedStats};
 
+use crate::companions::Companions;
 use crate::signals::StopSignals;
 use crate::RecordError;
 
@@ -21,6 +23,10 @@ use crate::RecordError;
 #[derive(Debug)]
 pub struct BpfRecorded {
     pub stats: SchedStats,
+    /// The side files written beside the trace (the cgroup notes).
+    pub companions: Vec<PathBuf>,
+    /// What the side files could not do.
+    pub companion_warnings: Vec<String>,
     /// The command's exit code (0 without a command).
     pub exit_code: i32,
     /// The command's process (its pid), when there was a command: the root of what was
@@ -38,7 +44,7 @@ impl BpfRecorded {
     /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
         let s = &self.stats;
-        let mut w = Vec::new();
+        let mut w = self.companion_warnings.clone();
         if s.dropped > 0 {
             w.push(format!(
                 "{} events lost: the BPF ring buffer was full",
@@ -71,46 +77,58 @@ pub fn run_bpf(
 ) -> Result<BpfRecorded, RecordError> {
     let mut signals = StopSignals::install();
     let recorder = SchedRecorder::start(&output, options).map_err(RecordError::Bpf)?;
-    let mut stopped_by = None;
-    let mut command_pid = None;
-    let exit_code = match command.split_first() {
-        Some((program, args)) => {
-            let mut child =
-                Command::new(program)
-                    .args(args)
-                    .spawn()
-                    .map_err(|e| RecordError::Command {
-                        program: program.clone(),
-                        source: e,
-                    })?;
-            command_pid = Some(child.id());
-            loop {
-                if let Some(status) = child.try_wait().map_err(|e| RecordError::Command {
-                    program: program.clone(),
-                    source: e,
-                })? {
-                    break status.code().unwrap_or(1);
-                }
-                // The command gets the signal from the terminal too; wait for it.
-                stopped_by = stopped_by.or(first_stop(&signals.take()));
-                std::thread::sleep(Duration::from_millis(5));
-            }
+    let mut companion_warnings = Vec::new();
+    // The paths are in the recording itself; the cgroup notes are beside it.
+    let companions = Companions::start(&output, false, &mut companion_warnings);
+    let ran = run_until_stopped(command, &mut signals);
+    let stopped = recorder.stop().map_err(RecordError::Bpf);
+    let ((exit_code, command_pid, stopped_by), stats) = match (ran, stopped) {
+        (Ok(ran), Ok(stats)) => (ran, stats),
+        (Err(e), _) | (_, Err(e)) => {
+            companions.discard();
+            return Err(e);
         }
-        None => loop {
-            stopped_by = stopped_by.or(first_stop(&signals.take()));
-            if stopped_by.is_some() {
-                break 0;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        },
     };
-    let stats = recorder.stop().map_err(RecordError::Bpf)?;
+    let companions = companions.stop(&mut companion_warnings);
     Ok(BpfRecorded {
         stats,
+        companions,
+        companion_warnings,
         exit_code,
         command_pid,
         stopped_by,
     })
+}
+
+/// Runs `command` until it exits (or, without one, waits for a stop signal): its exit
+/// code (0 without one), its pid and the stop signal that came meanwhile.
+fn run_until_stopped(
+    command: &[String],
+    signals: &mut StopSignals,
+) -> Result<(i32, Option<u32>, Option<i32>), RecordError> {
+    let mut stopped_by = None;
+    let Some((program, args)) = command.split_first() else {
+        loop {
+            stopped_by = stopped_by.or(first_stop(&signals.take()));
+            if stopped_by.is_some() {
+                return Ok((0, None, stopped_by));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let failed = |source| RecordError::Command {
+        program: program.clone(),
+        source,
+    };
+    let mut child = Command::new(program).args(args).spawn().map_err(failed)?;
+    loop {
+        if let Some(status) = child.try_wait().map_err(failed)? {
+            return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));
+        }
+        // The command gets the signal from the terminal too; wait for it.
+        stopped_by = stopped_by.or(first_stop(&signals.take()));
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[cfg(test)]
@@ -122,6 +140,8 @@ mod tests {
     fn losses_become_warnings() {
         let mut r = BpfRecorded {
             stats: SchedStats::default(),
+            companions: Vec::new(),
+            companion_warnings: Vec::new(),
             exit_code: 0,
             command_pid: None,
             stopped_by: None,

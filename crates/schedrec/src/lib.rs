@@ -13,6 +13,7 @@
 //!   `_kernel`, and the `SyscallEnter` events (with all six arguments and the user stack)
 //!   and `SyscallExit` events of the detectors' syscalls (openat, the stat family, mmap,
 //!   unlink, clone, kill, …);
+//!   the PATH records, apart, become the paths those calls took ([`captured_paths`]);
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
 //! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
@@ -28,8 +29,9 @@ mod stacks;
 
 use std::path::{Path, PathBuf};
 
-use slowlab_bpf::sched::format::{block_flags, RecordKind};
+use slowlab_bpf::sched::format::{block_flags, path_flags, RecordKind};
 use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
+use slowlab_model::bundle::CapturedPath;
 use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
 
 use lifetimes::Lifetimes;
@@ -71,10 +73,32 @@ pub fn is_sched_file(path: &Path) -> bool {
         && slowlab_bpf::sched::is_sched_recording(&magic)
 }
 
-/// Reads the recording at `path` into a trace.
-pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<Trace, SchedRecError> {
+/// Reads the recording at `path` into a trace and the paths its syscalls took.
+pub fn read_file(
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<(Trace, Vec<CapturedPath>), SchedRecError> {
     let log = slowlab_bpf::sched::read_sched(path)?;
-    Ok(build_trace(&log, opts))
+    Ok((build_trace(&log, opts), captured_paths(&log)))
+}
+
+/// The paths of the recording's PATH records that could be read, each with its call's
+/// thread, syscall and time (the time of the `SyscallEnter` event it belongs to), as the
+/// perf backend's path capture gives them.
+pub fn captured_paths(log: &SchedLog) -> Vec<CapturedPath> {
+    log.records
+        .iter()
+        .filter(|r| r.kind == RecordKind::Path && r.value & path_flags::UNREADABLE == 0)
+        .filter_map(|r| {
+            let path = r.path.as_ref().filter(|p| !p.is_empty())?;
+            Some(CapturedPath {
+                time_ns: r.time_ns,
+                tid: r.tid as i32,
+                syscall: RecordedSyscall::from_u8(r.c)?.name().to_string(),
+                path: path.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The names the model gives the recorded events, in the order of [`TraceMeta::events`].
@@ -241,6 +265,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                     },
                 });
             }
+            // Paths are read apart (`captured_paths`).
+            RecordKind::Path => {}
             RecordKind::SysEnter | RecordKind::SysExit => {
                 let Some(call) = RecordedSyscall::from_u8(r.c) else {
                     unknown_syscalls += 1;
@@ -364,7 +390,38 @@ mod tests {
             value,
             ip: 0,
             args: [0; 6],
+            path: None,
         }
+    }
+
+    #[test]
+    fn readable_paths_become_captured_paths_of_their_call() {
+        let path = |time, c, flags, p: &str| SchedRecord {
+            path: Some(p.to_string()),
+            ..record(RecordKind::Path, time, 12, c, 10, p.len() as u32, flags)
+        };
+        let log = SchedLog {
+            records: vec![
+                record(RecordKind::SysCall, 100, 12, 5, 10, 0, 0),
+                path(100, 5, 0, "/etc/hosts"),
+                path(200, 9, path_flags::UNREADABLE, ""),
+                path(300, 9, 0, ""), // fstat's AT_EMPTY_PATH
+                path(400, 99, 0, "/a newer recorder's syscall"),
+                path(500, 9, path_flags::TRUNCATED, "/long/cut"),
+            ],
+            ..SchedLog::default()
+        };
+        let got: Vec<_> = captured_paths(&log)
+            .into_iter()
+            .map(|p| (p.time_ns, p.tid, p.syscall, p.path))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (100, 12, "openat".to_string(), "/etc/hosts".to_string()),
+                (500, 12, "newfstatat".to_string(), "/long/cut".to_string())
+            ]
+        );
     }
 
     #[test]

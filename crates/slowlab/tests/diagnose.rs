@@ -19,9 +19,15 @@ use common::{is_root, one_recording_at_a_time, slowlab};
 
 /// Runs `slowlab diagnose -o DIR --json -- CMD`; returns the findings.
 fn diagnose(dir: &Path, cmd: &[&str]) -> Vec<serde_json::Value> {
+    diagnose_with(dir, &[], cmd)
+}
+
+/// [`diagnose`] with more options (before the command).
+fn diagnose_with(dir: &Path, options: &[&str], cmd: &[&str]) -> Vec<serde_json::Value> {
     let out = slowlab()
         .args(["diagnose", "--json", "-o"])
         .arg(dir)
+        .args(options)
         .arg("--")
         .args(cmd)
         .output()
@@ -160,8 +166,8 @@ with open(sys.argv[1], "rb") as f:
 /// cgroup limited to 32 MiB, the file's page cache dropped first so that its
 /// pages are first touched inside the cgroup; checks that `memcg-thrash`
 /// names the program, the cgroup and its limit. Skips without root or the
-/// cgroup v1 memory controller.
-fn thrash_in_a_small_cgroup(tag: &str, program: &str, comm: &str) {
+/// cgroup v1 memory controller. `options`: diagnose's, e.g. the backend.
+fn thrash_in_a_small_cgroup(tag: &str, options: &[&str], program: &str, comm: &str) {
     let v1 = Path::new("/sys/fs/cgroup/memory");
     if !is_root() || !v1.join("memory.limit_in_bytes").exists() {
         slowlab_testkit::skip(format_args!(
@@ -190,7 +196,7 @@ fn thrash_in_a_small_cgroup(tag: &str, program: &str, comm: &str) {
         cgroup.display(),
         program.replace("{data}", &data.to_string_lossy())
     );
-    let findings = diagnose(&dir.path().join("d"), &["sh", "-c", &cmd]);
+    let findings = diagnose_with(&dir.path().join("d"), options, &["sh", "-c", &cmd]);
     let f = findings
         .iter()
         .find(|f| f["id"] == "memcg-thrash")
@@ -218,7 +224,7 @@ fn a_python_scan_in_a_small_memory_cgroup_is_found() {
     let script = dir.path().join("scan.py");
     std::fs::write(&script, SCAN).unwrap();
     let program = format!("python3 {} {{data}}", script.display());
-    thrash_in_a_small_cgroup("scan", &program, "python");
+    thrash_in_a_small_cgroup("scan", &[], &program, "python");
 }
 
 #[test]
@@ -228,7 +234,15 @@ fn cat_of_a_big_file_in_a_small_memory_cgroup_is_found() {
     // page cache; with it, every pass reads the file from disk again (a pass
     // takes ~40 ms on this machine's fast virtual disk).
     let program = format!("cat{} > /dev/null", " {data}".repeat(16));
-    thrash_in_a_small_cgroup("cat", &program, "cat");
+    thrash_in_a_small_cgroup("cat", &[], &program, "cat");
+}
+
+#[test]
+fn cat_of_a_big_file_in_a_small_memory_cgroup_is_found_with_the_bpf_recorder() {
+    require_perf!();
+    // The cgroup notes are written beside the eBPF recorder's trace too.
+    let program = format!("cat{} > /dev/null", " {data}".repeat(16));
+    thrash_in_a_small_cgroup("cat-bpf", &["--backend", "bpf"], &program, "cat");
 }
 
 /// Deletes, on drop, every named network namespace whose name starts with

@@ -13,7 +13,8 @@
 //!   with perf, rooted at the command it ran;
 //! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
 //!   the same device, from the disk requests each recorded;
-//! - a shell testing 50 missing paths makes the same failed stat calls under both backends
+//! - a shell testing 50 missing paths makes the same failed stat calls under both backends,
+//!   and both name the 50 paths (perf's path capture beside the trace, bpf's records in it)
 //!   (the detectors' syscalls, with their return values).
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
@@ -367,16 +368,20 @@ fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
     );
 }
 
-/// (calls, ENOENT failures) of `syscall` by the processes named `comm`, from
-/// `analyze --syscalls --json`.
-fn failed_calls(trace: &Path, comm: &str, syscall: &str) -> (u64, u64) {
+/// `analyze --syscalls --json` of a trace.
+fn syscalls_view(trace: &Path) -> serde_json::Value {
     let out = slowlab()
         .arg("analyze")
         .arg(trace)
         .args(["--syscalls", "--json"])
         .output()
         .unwrap();
-    let view = common::json(&out);
+    common::json(&out)
+}
+
+/// (calls, ENOENT failures) of `syscall` by the processes named `comm`, in a syscalls
+/// view.
+fn failed_calls(view: &serde_json::Value, comm: &str, syscall: &str) -> (u64, u64) {
     let (mut calls, mut enoent) = (0, 0);
     for p in view["processes"].as_array().unwrap() {
         if p["comm"] != comm {
@@ -392,8 +397,27 @@ fn failed_calls(trace: &Path, comm: &str, syscall: &str) -> (u64, u64) {
     (calls, enoent)
 }
 
+/// The paths of `pattern` the processes named `comm` took: (calls, of which failed), and
+/// the first and last path, in a syscalls view.
+fn paths_taken(view: &serde_json::Value, comm: &str, pattern: &str) -> (u64, u64, String) {
+    let (mut calls, mut failed, mut ends) = (0, 0, String::new());
+    for p in view["processes"].as_array().unwrap() {
+        if p["comm"] != comm {
+            continue;
+        }
+        for path in p["paths"].as_array().unwrap() {
+            if path["pattern"] == pattern {
+                calls += path["count"].as_u64().unwrap();
+                failed += path["failed"].as_u64().unwrap();
+                ends = format!("{} .. {}", path["first"], path["last"]);
+            }
+        }
+    }
+    (calls, failed, ends)
+}
+
 #[test]
-fn both_backends_see_the_same_failed_stat_calls() {
+fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
     require_perf!();
     if !require_root() {
         return;
@@ -406,11 +430,23 @@ fn both_backends_see_the_same_failed_stat_calls() {
     for backend in ["perf", "bpf"] {
         let trace = dir.path().join(format!("{backend}.data"));
         record(backend, &trace, &[], &["sh", "-c", script]);
+        let view = syscalls_view(&trace);
         let stats = ["newfstatat", "statx", "newstat", "stat"]
             .iter()
-            .map(|s| failed_calls(&trace, "sh", s))
+            .map(|s| failed_calls(&view, "sh", s))
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         assert!(stats.1 >= 50, "{backend}: {stats:?}");
+        // perf's from the path capture beside the trace, bpf's from inside it.
+        let paths = paths_taken(&view, "sh", "/nonexistent/slowlab-N");
+        assert_eq!(
+            paths,
+            (
+                50,
+                50,
+                "\"/nonexistent/slowlab-1\" .. \"/nonexistent/slowlab-50\"".into()
+            ),
+            "{backend}: the missing paths"
+        );
         seen.push(stats);
     }
     assert_eq!(seen[0], seen[1], "perf and bpf saw different stat calls");

@@ -26,7 +26,9 @@
 // those syscalls: the filter is its per-syscall bitmap, not a test here),
 // `on_block_issue`/`on_block_complete` (`block:block_rq_*`), `on_page_fault_user`/`_kernel`
 // (`tp_btf/page_fault_*`) and `on_major_fault` (a `perf_event` program on one `major-faults`
-// software event per CPU). Records lost because the ring was full are counted in
+// software event per CPU), and `call_NAME`/`ret_NAME` on the detectors' syscalls (their
+// entry with arguments and user stack, and, for those that take a path, a PATH record
+// with it; their exit). Records lost because the ring was full are counted in
 // `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
@@ -57,6 +59,8 @@ typedef _Bool bool;
 // From include/uapi/linux/bpf.h (stable UAPI values).
 #define BPF_MAP_TYPE_HASH 1
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_LRU_HASH 9
+#define BPF_ANY 0
 #define BPF_NOEXIST 1
 #define BPF_MAP_TYPE_RINGBUF 27
 #define BPF_MAP_TYPE_TASK_STORAGE 29
@@ -85,6 +89,7 @@ typedef _Bool bool;
 #define KIND_MAJOR_FAULT 11
 #define KIND_PAGE_FAULT 12
 #define KIND_SYS_CALL 13
+#define KIND_PATH 14
 
 // The `c` of a BLOCK record: its bits.
 #define BLOCK_COMPLETE 1
@@ -156,6 +161,9 @@ struct pt_regs {
 //                the stacks; followed by the faulting address and the instruction (u64s)
 //   SYS_CALL     tid, a = pid, c = which syscall, the user stack; followed by its six
 //                arguments (u64s; 0 past the syscall's own): a detector's syscall entry
+//   PATH         tid, a = pid, b = the path's length, c = which syscall, kstack = PATH_*
+//                flags; followed by the path (no NUL), padded to 8 bytes: the path
+//                argument of the SYS_CALL record of the same thread and time
 // Stack ids are negative when there is none (-errno of bpf_get_stackid, or -1).
 struct rec {
 	__u64 time_ns;  // bpf_ktime_get_ns(): CLOCK_MONOTONIC
@@ -921,8 +929,8 @@ SYSCALL_PROBES(flock, SYS_FLOCK, 2)
 // family, mmap, unlink, clone, kill, …): its entry with all its arguments (`nargs` of
 // them; reading past them the kernel refuses) and the user stack (the call site; the
 // kernel stack, the syscall entry path, is not taken), and its exit with the return
-// value, without stacks.
-static __always_inline int sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+// value, without stacks. Returns the record's time, 0 when the ring was full.
+static __always_inline __u64 sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct rec_call *r = (struct rec_call *)reserve(sizeof(struct rec_call), KIND_SYS_CALL,
@@ -936,41 +944,162 @@ static __always_inline int sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32
 		r->args[i] = i < nargs ? ctx->args[i] : 0;
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
 		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+	__u64 time_ns = r->head.time_ns;
 	bpf_ringbuf_submit(r, wakeup_flag());
-	return 0;
+	return time_ns;
 }
 
-#define CALL_PROBES(name, which, nargs)                                 \
+// The path argument of a detector's syscall: a PATH record after its SYS_CALL record, with
+// the same time, so that the analysis pairs them as it pairs perf's syscall events with
+// the path capture's. A path whose page is not in memory yet (a literal in a program's
+// .rodata not touched before) cannot be read here, where faults are not taken: it is
+// parked in `parked_paths` and read at the syscall's exit, after the kernel has faulted
+// it in copying the name itself.
+#define PATH_CAP 256
+#define PATH_TRUNCATED 1   // longer than PATH_CAP bytes: cut
+#define PATH_UNREADABLE 2  // the pointer could not be read, at entry or exit
+
+// Whether paths are recorded (user space sets it before load: `--no-paths`).
+const volatile bool capture_paths = true;
+
+struct path_rec {
+	struct rec head;
+	char path[PATH_CAP + 8];  // one spare byte tells a cut path from a 256-byte one
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct path_rec);
+} path_scratch SEC(".maps");
+
+// A path not readable at entry, until the thread's exit from that syscall. LRU: a thread
+// that dies inside the call cannot fill it.
+struct parked_path {
+	__u64 time_ns;
+	__u64 user_ptr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct parked_path);
+} parked_paths SEC(".maps");
+
+// Sends the PATH record of `pid_tgid`'s call of `which` at `time_ns`, reading the path at
+// `user_ptr`; returns false, sending nothing, when it cannot be read and `park` says to
+// try again at the exit.
+static __always_inline bool send_path(__u64 time_ns, __u64 pid_tgid, __u8 which,
+				      __u64 user_ptr, bool park)
+{
+	__u32 zero = 0;
+	struct path_rec *p = bpf_map_lookup_elem(&path_scratch, &zero);
+	if (!p)
+		return true;
+	walking_user(1);
+	long n = bpf_probe_read_user_str(p->path, PATH_CAP + 1, (const void *)user_ptr);
+	walking_user(-1);
+	__u32 len = 0, flags = 0;
+	if (n <= 0) {
+		if (park && user_ptr != 0)
+			return false;
+		flags = PATH_UNREADABLE;
+	} else if (n > PATH_CAP) {
+		len = PATH_CAP;
+		flags = PATH_TRUNCATED;
+	} else {
+		len = (__u32)n - 1;
+	}
+	// Zeros after the path, up to the record's 8-byte end.
+	for (__u32 i = 0; i < 8; i++) {
+		__u32 at = len + i;
+		if (at < PATH_CAP + 8)
+			p->path[at] = 0;
+	}
+	p->head.time_ns = time_ns;
+	p->head.tid = (__u32)pid_tgid;
+	p->head.a = pid_tgid >> 32;
+	p->head.b = len;
+	p->head.cpu = (__u16)bpf_get_smp_processor_id();
+	p->head.kind = KIND_PATH;
+	p->head.c = which;
+	p->head.kstack = (__s32)flags;
+	p->head.ustack = -1;
+	__u32 size = sizeof(struct rec) + ((len + 7) & ~7u);
+	if (size > sizeof(struct path_rec))  // for the verifier: bounds the record size
+		size = sizeof(struct path_rec);
+	if (bpf_ringbuf_output(&events, p, size, wakeup_flag()) != 0)
+		count(COUNTER_DROPS);
+	return true;
+}
+
+// At a detector's syscall entry: its PATH record, or the path parked until its exit.
+static __always_inline void path_at_entry(struct sys_enter_ctx *ctx, __u8 which, int arg,
+					  __u64 time_ns)
+{
+	if (!capture_paths || arg < 0 || arg > 5)
+		return;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 user_ptr = ctx->args[arg];
+	if (send_path(time_ns, pid_tgid, which, user_ptr, true))
+		return;
+	struct parked_path parked = { .time_ns = time_ns, .user_ptr = user_ptr };
+	if (bpf_map_update_elem(&parked_paths, &pid_tgid, &parked, BPF_ANY) != 0)
+		send_path(time_ns, pid_tgid, which, 0, false);
+}
+
+// At its exit: the path parked at its entry, if there is one.
+static __always_inline void path_at_exit(__u8 which, int arg)
+{
+	if (!capture_paths || arg < 0)
+		return;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct parked_path *found = bpf_map_lookup_elem(&parked_paths, &pid_tgid);
+	if (!found)
+		return;
+	struct parked_path parked = *found;
+	bpf_map_delete_elem(&parked_paths, &pid_tgid);
+	send_path(parked.time_ns, pid_tgid, which, parked.user_ptr, false);
+}
+
+// `path`: the index of the syscall's path argument, -1 for none.
+#define CALL_PROBES(name, which, nargs, path)                           \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int call_##name(struct sys_enter_ctx *ctx)                      \
 	{                                                               \
-		return sys_call(ctx, which, nargs);                     \
+		__u64 time_ns = sys_call(ctx, which, nargs);            \
+		if (time_ns)                                            \
+			path_at_entry(ctx, which, path, time_ns);       \
+		return 0;                                               \
 	}                                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
 	int ret_##name(struct sys_exit_ctx *ctx)                        \
 	{                                                               \
+		path_at_exit(which, path);                              \
 		return sys_exit(ctx, which);                            \
 	}
 
-CALL_PROBES(openat, 5, 4)
-CALL_PROBES(open, 6, 3)
-CALL_PROBES(newstat, 7, 2)
-CALL_PROBES(newlstat, 8, 2)
-CALL_PROBES(newfstatat, 9, 4)
-CALL_PROBES(statx, 10, 5)
-CALL_PROBES(access, 11, 2)
-CALL_PROBES(faccessat, 12, 3)
-CALL_PROBES(faccessat2, 13, 4)
-CALL_PROBES(mmap, 14, 6)
-CALL_PROBES(munmap, 15, 2)
-CALL_PROBES(unlink, 16, 1)
-CALL_PROBES(unlinkat, 17, 3)
-CALL_PROBES(unshare, 18, 1)
-CALL_PROBES(clone, 19, 5)
-CALL_PROBES(clone3, 20, 2)
-CALL_PROBES(kill, 21, 2)
-CALL_PROBES(tgkill, 22, 3)
-CALL_PROBES(tkill, 23, 2)
+CALL_PROBES(openat, 5, 4, 1)
+CALL_PROBES(open, 6, 3, 0)
+CALL_PROBES(newstat, 7, 2, 0)
+CALL_PROBES(newlstat, 8, 2, 0)
+CALL_PROBES(newfstatat, 9, 4, 1)
+CALL_PROBES(statx, 10, 5, 1)
+CALL_PROBES(access, 11, 2, 0)
+CALL_PROBES(faccessat, 12, 3, 1)
+CALL_PROBES(faccessat2, 13, 4, 1)
+CALL_PROBES(mmap, 14, 6, -1)
+CALL_PROBES(munmap, 15, 2, -1)
+CALL_PROBES(unlink, 16, 1, 0)
+CALL_PROBES(unlinkat, 17, 3, 1)
+CALL_PROBES(unshare, 18, 1, -1)
+CALL_PROBES(clone, 19, 5, -1)
+CALL_PROBES(clone3, 20, 2, -1)
+CALL_PROBES(kill, 21, 2, -1)
+CALL_PROBES(tgkill, 22, 3, -1)
+CALL_PROBES(tkill, 23, 2, -1)
 
 // The context of `block:block_rq_issue` and `block_rq_complete` programs: their records
 // as their format files lay them out, up to rwbs (what perf's reader reads of them).

@@ -14,7 +14,8 @@
 //!             SYS_ENTER, SYS_EXIT and BLOCK have one u64 in place of the two stack ids;
 //!             MAJOR_FAULT is 40 bytes, the record then the faulting address (u64);
 //!             PAGE_FAULT 48, the record then the address and the instruction (u64s);
-//!             SYS_CALL 80, the record then the syscall's six arguments (u64s).
+//!             SYS_CALL 80, the record then the syscall's six arguments (u64s);
+//!             PATH 32 + `b` rounded up to 8, the record then the path's `b` bytes.
 //!   2 THREAD  pid u32, tid u32, comm (the rest): a thread alive when the recording began
 //!             or first seen in it, as /proc said.
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
@@ -91,6 +92,17 @@ pub enum RecordKind {
     /// `syscalls:sys_enter_NAME` of one of the detectors' [`RecordedSyscall`]s (`c`):
     /// `tid` of process `a` called it with `args`, from the call site of its user stack.
     SysCall,
+    /// The path argument of the [`RecordKind::SysCall`] record of the same `tid` and time:
+    /// `path`, `b` bytes long, with [`path_flags`] in `value`.
+    Path,
+}
+
+/// Bits of a [`RecordKind::Path`] record's `value`.
+pub mod path_flags {
+    /// The path was longer than 256 bytes and was cut.
+    pub const TRUNCATED: u64 = 1;
+    /// The pointer could not be read (NULL, bad, or its page never came in).
+    pub const UNREADABLE: u64 = 2;
 }
 
 /// Bits of a [`RecordKind::Block`] record's `c`.
@@ -210,13 +222,16 @@ impl RecordKind {
             11 => RecordKind::MajorFault,
             12 => RecordKind::PageFault,
             13 => RecordKind::SysCall,
+            14 => RecordKind::Path,
             _ => return None,
         })
     }
 
-    /// Bytes a record of this kind takes.
-    pub fn record_len(self) -> usize {
+    /// Bytes a record of this kind takes, `b` being its head's `b` (a PATH record's
+    /// length).
+    pub fn record_len(self, b: u32) -> usize {
         match self {
+            RecordKind::Path => RECORD_LEN + (b as usize).div_ceil(8) * 8,
             RecordKind::Exec | RecordKind::Rename => RECORD_LEN + COMM_LEN,
             RecordKind::MajorFault => RECORD_LEN + 8,
             RecordKind::PageFault => RECORD_LEN + 16,
@@ -249,6 +264,8 @@ pub struct SchedRecord {
     pub ip: u64,
     /// SYS_CALL: the syscall's arguments; zeros for the others.
     pub args: [u64; 6],
+    /// PATH: the path, as UTF-8 (lossy).
+    pub path: Option<String>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -273,14 +290,17 @@ fn comm_text(b: &[u8]) -> String {
 pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
     let head = b.get(..RECORD_LEN)?;
     let kind = RecordKind::from_u8(head[22])?;
-    let len = kind.record_len();
+    let len = kind.record_len(u32_at(head, 16));
     let extra = b.get(RECORD_LEN..len)?;
     let comm = matches!(kind, RecordKind::Exec | RecordKind::Rename).then(|| comm_text(extra));
+    let path = (kind == RecordKind::Path)
+        .then(|| String::from_utf8_lossy(&extra[..u32_at(head, 16) as usize]).into_owned());
     let value_in_stacks = matches!(
         kind,
         RecordKind::SysEnter | RecordKind::SysExit | RecordKind::Block
     );
-    let stack = |v: u32| (!value_in_stacks && v as i32 >= 0).then_some(v);
+    let has_stacks = !value_in_stacks && kind != RecordKind::Path;
+    let stack = |v: u32| (has_stacks && v as i32 >= 0).then_some(v);
     Some((
         SchedRecord {
             time_ns: u64_at(head, 0),
@@ -295,6 +315,7 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
             comm,
             value: match kind {
                 _ if value_in_stacks => u64_at(head, 24),
+                RecordKind::Path => u64::from(u32_at(head, 24)),
                 RecordKind::MajorFault | RecordKind::PageFault => u64_at(extra, 0),
                 _ => 0,
             },
@@ -306,6 +327,7 @@ pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {
                 RecordKind::SysCall => std::array::from_fn(|i| u64_at(extra, 8 * i)),
                 _ => [0; 6],
             },
+            path,
         },
         len,
     ))
@@ -703,6 +725,28 @@ mod tests {
         let (r, n) = decode_record(&call).unwrap();
         assert_eq!((r.kind, n, r.ustack), (RecordKind::SysCall, 80, Some(3)));
         assert_eq!(r.args, [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
+    }
+
+    #[test]
+    fn a_path_record_is_as_long_as_its_path_rounded_to_8_bytes() {
+        let path = b"/etc/ld.so.cache"; // 16 bytes: no padding
+        let long = b"/nonexistent/slowlab-17"; // 23 bytes: one byte of padding
+        for (p, len) in [(&path[..], 48), (&long[..], 56)] {
+            let mut rec = raw(14, 210, 11, 10, 0, None);
+            rec[16..20].copy_from_slice(&(p.len() as u32).to_le_bytes());
+            rec[23] = 9; // newfstatat
+            rec[24..28].copy_from_slice(&(path_flags::TRUNCATED as u32).to_le_bytes());
+            rec.extend_from_slice(p);
+            rec.resize(len, 0);
+            // A record after it must be found where it starts.
+            rec.extend_from_slice(&raw(2, 220, 11, 12, 3, None));
+            let (r, n) = decode_record(&rec).unwrap();
+            assert_eq!((r.kind, n), (RecordKind::Path, len));
+            assert_eq!(r.path.as_deref().map(str::as_bytes), Some(p));
+            assert_eq!((r.c, r.value, r.kstack), (9, path_flags::TRUNCATED, None));
+            assert_eq!(decode_record(&rec[n..]).unwrap().0.kind, RecordKind::Waking);
+            assert!(decode_record(&rec[..len - 1]).is_none(), "a cut path");
+        }
     }
 
     #[test]

@@ -124,6 +124,10 @@ pub struct SchedOptions {
     /// unshare, clone, kill, …: what `slowlab record` asks perf for with stacks): entry
     /// with all arguments and the user stack, exit with the return value. On by default.
     pub detector_syscalls: bool,
+    /// With `detector_syscalls`: record the path argument of those that take one (openat,
+    /// the stat family, access, unlink) as a PATH record beside the call's, what perf's
+    /// backend captures into `OUTPUT.paths`. On by default.
+    pub paths: bool,
     /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
     /// for every syscall, picking the four by number; x86-64 only) instead of the four
     /// syscalls' own tracepoints. Off by default; to measure which costs less.
@@ -145,6 +149,7 @@ impl Default for SchedOptions {
             reuse_sites: true,
             syscalls: true,
             detector_syscalls: true,
+            paths: true,
             raw_syscalls: false,
             faults_and_block: true,
         }
@@ -525,6 +530,7 @@ fn run(
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
         rodata.stack_mode = options.stacks.bpf_value();
         rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
+        rodata.capture_paths = options.paths;
         // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
         let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
         rodata.reuse_sites = reuse;

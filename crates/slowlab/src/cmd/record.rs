@@ -36,6 +36,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
             BpfStacksArg::All => StackMode::All,
         },
         reuse_sites: !args.bpf_no_reuse,
+        paths: !args.no_paths,
         ..Default::default()
     };
     if let Some(bytes) = args.bpf_ring_bytes {
@@ -53,8 +54,13 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
         eprintln!("slowlab: warning: {w}");
     }
     let s = &out.stats;
+    let beside: String = out
+        .companions
+        .iter()
+        .map(|c| format!(" and {}", c.display()))
+        .collect();
     eprintln!(
-        "slowlab: wrote {} ({:.1} MB, {} events, {} lost, {} stacks); analyze it with: slowlab analyze {}",
+        "slowlab: wrote {} ({:.1} MB, {} events, {} lost, {} stacks){beside}; analyze it with: slowlab analyze {}",
         s.output.display(),
         s.bytes as f64 / 1e6,
         s.records,
