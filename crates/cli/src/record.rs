@@ -14,7 +14,8 @@ pub enum BackendArg {
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
     /// lifetimes, the syscalls slowlab reads with their paths, page faults and disk
-    /// requests, in one file, at a fraction of perf's cost (no ring mode yet).
+    /// requests, in one file, at a fraction of perf's cost; with `--ring`, the last
+    /// seconds are kept in memory and written on a snapshot.
     Bpf,
 }
 

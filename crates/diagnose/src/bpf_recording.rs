@@ -86,6 +86,8 @@ mod tests {
             companion_warnings: vec!["cannot write the cgroup notes".into()],
             exit_code: 3,
             command_pid: Some(4242),
+            snapshots: Vec::new(),
+            ring_seconds: None,
             stopped_by: Some(2), // SIGINT
         };
         let o = outcome_of(&out);

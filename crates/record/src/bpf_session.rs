@@ -7,10 +7,10 @@
 //! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
 //! waitid, flock), the detectors' syscalls with their paths, page faults, major faults
 //! and disk requests, all in the one file; beside it, the cgroup notes
-//! (`OUTPUT.cgroups.json`, as with perf). No ring mode yet.
+//! (`OUTPUT.cgroups.json`, as with perf). Ring mode is `bpf_ring`'s.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use slowlab_bpf::sched::{SchedOptions, SchedRecorder, SchedStats};
@@ -33,8 +33,12 @@ pub struct BpfRecorded {
     /// recorded, for an analysis to start from.
     pub command_pid: Option<u32>,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that stopped the recording, or that came
-    /// while the command ran (it gets the terminal's signal too).
+    /// while the command ran (it is passed on to the command).
     pub stopped_by: Option<i32>,
+    /// Ring mode: the snapshots saved and still kept (`OUTPUT.<timestamp>`), oldest first.
+    pub snapshots: Vec<PathBuf>,
+    /// Ring mode: the seconds kept.
+    pub ring_seconds: Option<u32>,
 }
 
 impl BpfRecorded {
@@ -69,6 +73,20 @@ fn first_stop(got: &[i32]) -> Option<i32> {
     got.iter().copied().find(|&s| s != libc::SIGUSR2)
 }
 
+/// Passes a stop signal on to the command (SIGINT as it is, the others as SIGTERM), as
+/// the perf backend does to perf's group: it may not have had it from a terminal.
+pub(crate) fn forward_stop(child: &Child, sig: i32) {
+    let forward = if sig == libc::SIGINT {
+        libc::SIGINT
+    } else {
+        libc::SIGTERM
+    };
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill has no memory preconditions; the child is not reaped yet.
+        unsafe { libc::kill(pid, forward) };
+    }
+}
+
 /// Records into `output` while `command` runs (until a stop signal without one).
 pub fn run_bpf(
     output: PathBuf,
@@ -97,6 +115,8 @@ pub fn run_bpf(
         exit_code,
         command_pid,
         stopped_by,
+        snapshots: Vec::new(),
+        ring_seconds: None,
     })
 }
 
@@ -125,8 +145,13 @@ fn run_until_stopped(
         if let Some(status) = child.try_wait().map_err(failed)? {
             return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));
         }
-        // The command gets the signal from the terminal too; wait for it.
-        stopped_by = stopped_by.or(first_stop(&signals.take()));
+        // The command is told to stop too; wait for it.
+        if stopped_by.is_none() {
+            stopped_by = first_stop(&signals.take());
+            if let Some(sig) = stopped_by {
+                forward_stop(&child, sig);
+            }
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -145,6 +170,8 @@ mod tests {
             exit_code: 0,
             command_pid: None,
             stopped_by: None,
+            snapshots: Vec::new(),
+            ring_seconds: None,
         };
         assert!(r.warnings().is_empty());
         r.stats.dropped = 3;

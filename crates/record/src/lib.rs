@@ -10,7 +10,8 @@
 //! - [`perf_args`] is the command line, a pure function of [`Config`] and
 //!   the tracepoints this kernel has (`args`); [`preflight`] the checks.
 //! - [`run_bpf`]: `--backend bpf`, the eBPF scheduler recorder instead of perf
-//!   (`bpf_session`).
+//!   (`bpf_session`); [`run_bpf_ring`] in ring mode, with the same snapshots,
+//!   `--save`, triggers and bounds (`bpf_ring`).
 //! - [`companions`]: the eBPF path capture and the cgroup notes.
 //! - Always on ([`run_with`] and [`AlwaysOn`]): in ring mode, snapshots on
 //!   `slowlab record --save` from another shell ([`save`], through the
@@ -23,6 +24,7 @@
 //! read the trace; that is `slowlab-perf`.
 
 mod args;
+mod bpf_ring;
 mod bpf_session;
 pub mod companions;
 mod control;
@@ -40,6 +42,7 @@ pub use args::{
     find_program, perf_args, preflight, ring_pages, tracepoint_exists, STREAM_PAGES, SYSCALLS,
     TRACEPOINTS,
 };
+pub use bpf_ring::{run_bpf_ring, RING_MAX_BYTES};
 pub use bpf_session::{run_bpf, BpfRecorded};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 pub use control::{absolute_output, recorders, save, RecorderInfo};

@@ -1,4 +1,5 @@
-//! `slowlab record --ring` left on (issue 40, "Always on", perf backend):
+//! `slowlab record --ring` left on (issue 40, "Always on", perf backend;
+//! the first two with the bpf backend too):
 //! `slowlab record --save` from another process writes a snapshot that
 //! `slowlab analyze` reads, and says so in one line when no recorder runs;
 //! a `cmd-slower:` trigger fires once per slow episode with the seconds
@@ -13,164 +14,28 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{one_recording_at_a_time, slowlab, snapshots_of, status_kib};
-
-/// A `slowlab record --ring …` running in the background, its stderr in a
-/// file.
-struct Recorder {
-    child: Child,
-    stderr: PathBuf,
-    output: PathBuf,
-}
-
-impl Recorder {
-    /// Starts `slowlab record -o OUTPUT ARGS` (its stderr into `stderr`,
-    /// on another disk than a full one) and waits until it accepts `--save`
-    /// (its control socket is listed).
-    fn start(output: &Path, stderr: &Path, args: &[&str], env: &[(&str, &str)]) -> Recorder {
-        let stderr = stderr.to_owned();
-        let err = std::fs::File::create(&stderr).expect("stderr file");
-        let mut cmd = slowlab();
-        cmd.arg("record")
-            .arg("-o")
-            .arg(output)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().expect("slowlab starts");
-        let r = Recorder {
-            child,
-            stderr,
-            output: output.to_owned(),
-        };
-        let want = slowlab_record::absolute_output(output);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !slowlab_record::recorders()
-            .iter()
-            .any(|i| i.output == want && i.pid == r.child.id())
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the recorder did not start: {}",
-                r.err()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        r
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn err(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Waits until its stderr holds `needle` `count` times.
-    fn wait_for(&self, needle: &str, count: usize, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while self.err().matches(needle).count() < count {
-            assert!(
-                Instant::now() < deadline,
-                "no {count} × `{needle}` after {limit:?}: {}",
-                self.err()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// `slowlab record --save -o OUTPUT` from another process.
-    fn save(&self) -> Output {
-        save_for(&self.output)
-    }
-
-    /// Stops it with SIGINT; its exit status and stderr.
-    fn stop(mut self) -> (i32, String) {
-        // SAFETY: signalling the recorder this test started.
-        unsafe { libc::kill(self.pid(), libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let status = loop {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                break st;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("the recorder did not stop: {}", self.err());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let err = self.err();
-        eprintln!("{err}");
-        (status.code().unwrap_or(-1), err)
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn save_for(output: &Path) -> Output {
-    slowlab()
-        .args(["record", "--save", "-o"])
-        .arg(output)
-        .output()
-        .expect("slowlab --save runs")
-}
-
-/// `slowlab analyze --json --no-symbols TRACE ARGS`.
-fn analyze(trace: &Path, args: &[&str]) -> serde_json::Value {
-    let out = slowlab()
-        .args(["analyze", "--json", "--no-symbols"])
-        .args(args)
-        .arg(trace)
-        .output()
-        .expect("analyze runs");
-    common::json(&out)
-}
-
-/// The perf child of `pid` (its `perf record`), if running.
-fn perf_of(pid: i32) -> Option<i32> {
-    let dir = std::fs::read_dir("/proc").ok()?;
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|&p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
-            ppid == Some(pid)
-                && std::fs::read(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--overwrite"))
-        })
-}
-
-/// A copy of `sleep` named `name` (its `comm`), in `dir`.
-fn named_sleep(dir: &Path, name: &str) -> PathBuf {
-    let sleep = slowlab_record::find_program("sleep").expect("sleep is installed");
-    let exe = dir.join(name);
-    std::fs::copy(sleep, &exe).expect("copy sleep");
-    exe
-}
+use common::ring::{analyze, named_sleep, perf_of, save_for, Recorder, Tmpfs};
+use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
 #[test]
 fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
     require_perf!();
+    save_from_another_shell(&[]);
+}
+
+#[test]
+fn save_from_another_shell_writes_a_snapshot_of_the_bpf_recorder() {
+    require_perf!();
+    save_from_another_shell(&["--backend", "bpf"]);
+}
+
+/// `--save` answers with a snapshot of a `--ring 3` recording (with `backend`'s
+/// options), which analyze reads, and says in one line when no recorder runs.
+fn save_from_another_shell(backend: &[&str]) {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("s.data");
@@ -180,12 +45,8 @@ fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no ring recorder"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    let rec = Recorder::start(
-        &trace,
-        &dir.path().join("s.err"),
-        &["--ring", "3", "--no-paths"],
-        &[],
-    );
+    let args = [&["--ring", "3", "--no-paths"], backend].concat();
+    let rec = Recorder::start(&trace, &dir.path().join("s.err"), &args, &[]);
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
     let out = rec.save();
@@ -201,6 +62,9 @@ fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
     assert_eq!(snaps, vec![PathBuf::from(&saved)], "{}", rec.err());
     let v = analyze(&snaps[0], &[]);
     assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+    // About the last 3 s: the ring's seconds, and what the recording's chunks add.
+    let span = v["duration_s"].as_f64().expect("a duration");
+    assert!((1.5..=5.0).contains(&span), "{span} s in the snapshot");
     // A second save is a second snapshot.
     let out = rec.save();
     assert!(out.status.success(), "{}", rec.err());
@@ -248,15 +112,25 @@ fn a_stale_recorder_file_is_detected_and_removed() {
 #[test]
 fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
     require_perf!();
+    trigger_fires_once_per_episode(&[]);
+}
+
+#[test]
+fn a_cmd_slower_trigger_fires_once_per_episode_with_the_bpf_recorder() {
+    require_perf!();
+    trigger_fires_once_per_episode(&["--backend", "bpf"]);
+}
+
+/// A `cmd-slower:` trigger of a ring recording (with `backend`'s options) fires once per
+/// slow episode, each snapshot holding the slow process and the seconds after it.
+fn trigger_fires_once_per_episode(backend: &[&str]) {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let name = format!("slowtrig{}", std::process::id() % 100_000);
     let exe = named_sleep(dir.path(), &name);
     let trace = dir.path().join("t.data");
     let trigger = format!("cmd-slower:{name}>2s");
-    let rec = Recorder::start(
-        &trace,
-        &dir.path().join("t.err"),
+    let args = [
         &[
             "--ring",
             "10",
@@ -266,8 +140,10 @@ fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
             "--after",
             "3",
         ],
-        &[],
-    );
+        backend,
+    ]
+    .concat();
+    let rec = Recorder::start(&trace, &dir.path().join("t.err"), &args, &[]);
     let fired = format!("trigger {trigger} fired");
     // Quick ones: nothing.
     for _ in 0..2 {
@@ -486,63 +362,6 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
             "{}: {v}",
             s.display()
         );
-    }
-}
-
-/// A tmpfs of `mib` MiB mounted on a new directory, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(mib: u64) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn free(&self) -> u64 {
-        let c = std::ffi::CString::new(self.path().to_str().expect("utf-8")).expect("no NUL");
-        // SAFETY: a valid path and a statvfs the call writes.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-        st.f_bavail as u64 * st.f_frsize as u64
-    }
-
-    /// Fills it until `leave` bytes are free.
-    fn fill(&self, leave: u64) -> PathBuf {
-        let file = self.path().join("fill");
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .expect("fill file");
-        let chunk = vec![1u8; 64 << 10];
-        while self.free() > leave {
-            let n = ((self.free() - leave) as usize).min(chunk.len());
-            if f.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-        }
-        f.sync_all().expect("sync");
-        file
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
     }
 }
 

@@ -308,6 +308,11 @@ struct {
 // skipped, so ids have holes.
 __u32 next_stack_id = 0;
 
+// Bumped by user space before it removes stacks from `stacks` (ring mode keeps only those
+// the last seconds refer to): a site kept under another generation is not reused, since
+// its stack ids may be gone; its stacks are walked and found again, or added anew.
+__u32 stack_generation = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTER_N);
@@ -421,6 +426,7 @@ struct site {
 	__u64 key;     // see reuse: 0 when nothing is kept
 	__s32 kstack;
 	__s32 ustack;
+	__u32 generation;  // stack_generation when kept
 	__u16 npos;
 	__u16 pos[SITE_FRAMES];  // where the kernel stack's return addresses were (site_key)
 };
@@ -594,7 +600,8 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
 	__u64 user = user_site(task, salt);
 	__u32 len = w && user && text_end > text_start ? read_window(ctx, task, w) : 0;
-	if (len && site->key && site_key(user, len, site, w) == site->key) {
+	if (len && site->key && site->generation == stack_generation &&
+	    site_key(user, len, site, w) == site->key) {
 		r->kstack = site->kstack;
 		r->ustack = site->ustack;
 		count(COUNTER_REUSED);
@@ -618,6 +625,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
 	if (whole && r->ustack >= 0) {
 		site->npos = l.found;
+		site->generation = stack_generation;
 		site->kstack = r->kstack;
 		site->ustack = r->ustack;
 		site->key = site_key(user, len, site, w);

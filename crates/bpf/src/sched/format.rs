@@ -527,6 +527,24 @@ impl<W: Write> SchedWriter<W> {
         self.records
     }
 
+    /// Whether records are gathered that no EVENTS section holds yet.
+    pub fn has_pending_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Where the sections go.
+    pub fn out_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// Copies whole sections another writer wrote (a ring's window), after the records
+    /// gathered so far; `records` of them are records.
+    pub fn sections(&mut self, bytes: &[u8], records: u64) -> io::Result<()> {
+        self.flush_events()?;
+        self.records += records;
+        self.out.write_all(bytes)
+    }
+
     /// Adds one record as the ring buffer gave it (its bytes are kept as they are: the
     /// program writes them little-endian on the machines BPF runs on here).
     pub fn record(&mut self, raw: &[u8]) -> io::Result<()> {

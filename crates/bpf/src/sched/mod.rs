@@ -5,7 +5,8 @@
 //! `perf record` costs on the same events: stacks are deduplicated in the kernel (a stack
 //! map) and records are 32 bytes.
 //!
-//! - [`SchedRecorder`]: start and stop a recording into a file.
+//! - [`SchedRecorder`]: start and stop a recording into a file, or, in ring mode, keep its
+//!   last seconds in memory and write snapshots of them (`ring`).
 //! - [`format`]: the file format, its writer and its reader ([`read_sched`]).
 //!
 //! Turning a recording into slowlab's trace model (names, stacks, lifetimes) is the
@@ -13,6 +14,7 @@
 
 pub mod format;
 mod recorder;
+mod ring;
 
 pub use format::{
     is_sched_recording, parse_sched, read_sched, RecordedSyscall, SchedLog, SCHED_MAGIC,
@@ -21,3 +23,4 @@ pub use recorder::{
     ProgramCost, SchedOptions, SchedRecorder, SchedStats, StackMode, DEFAULT_SCHED_RING_BYTES,
     DEFAULT_STACK_ENTRIES,
 };
+pub use ring::{RingOptions, SnapshotInfo};

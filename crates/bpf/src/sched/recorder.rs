@@ -16,6 +16,12 @@
 //! blocks, or wakes another, where it did the last time reuses that time's stacks
 //! ([`SchedOptions::reuse_sites`]).
 //!
+//! In ring mode ([`SchedRecorder::start_ring`]) nothing is written while it records: the
+//! drain keeps the last seconds in memory (`super::ring`), [`SchedRecorder::snapshot`]
+//! writes them into a file, and the stop writes the last into the output. Every
+//! [`EVICT_EVERY`] it also empties the kernel's stack map of the stacks nothing in the
+//! window names, so that a recording of days keeps finding room for new stacks.
+//!
 //! It does not symbolize, build a trace, or filter processes: it records system-wide.
 //! The programs belong to this process (nothing is pinned), so the kernel detaches them
 //! when it dies.
@@ -27,13 +33,14 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
 
 use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
+use super::ring::{Header, MapStack, RingOptions, Sink, SnapshotInfo, Window};
 use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
 use crate::sched_skel::SchedSkelBuilder;
@@ -56,6 +63,12 @@ pub const DEFAULT_STACK_ENTRIES: u32 = 32768;
 
 /// How long the drain thread sleeps at most between two reads of the ring buffer.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Ring mode: how often the stacks nothing in the window names leave the kernel's map.
+const EVICT_EVERY: Duration = Duration::from_secs(5);
+
+/// A snapshot asked of the drain thread: where, and where to answer.
+type SnapshotRequest = (PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>);
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
 const WAKEUP_FRACTION: u32 = 4;
@@ -239,12 +252,32 @@ fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
 pub struct SchedRecorder {
     worker: Worker<SchedStats>,
     output: PathBuf,
+    /// Ring mode: where snapshots are asked for.
+    snapshots: Option<mpsc::Sender<SnapshotRequest>>,
 }
 
 impl SchedRecorder {
     /// Starts recording into `output` (created or truncated). Returns once every program is
     /// attached, so a workload started right after is seen from its start.
     pub fn start(output: &Path, options: &SchedOptions) -> Result<SchedRecorder, BpfError> {
+        SchedRecorder::start_with(output, options, None)
+    }
+
+    /// Starts recording in ring mode: the last seconds `ring` says are kept in memory,
+    /// written by [`SchedRecorder::snapshot`] and, at the stop, into `output`.
+    pub fn start_ring(
+        output: &Path,
+        options: &SchedOptions,
+        ring: RingOptions,
+    ) -> Result<SchedRecorder, BpfError> {
+        SchedRecorder::start_with(output, options, Some(ring))
+    }
+
+    fn start_with(
+        output: &Path,
+        options: &SchedOptions,
+        window: Option<RingOptions>,
+    ) -> Result<SchedRecorder, BpfError> {
         let ring = options.ring_bytes;
         let page = sys::page_size();
         if !ring.is_power_of_two() || u64::from(ring) < page {
@@ -270,16 +303,41 @@ impl SchedRecorder {
             });
         }
         let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
+        let (sink, requests, asks) = match window {
+            // Nothing is written until a snapshot: the file only showed it can be.
+            Some(ring) => {
+                drop(file);
+                let _ = fs::remove_file(output);
+                let (asks, requests) = mpsc::channel();
+                (Err(ring), Some(requests), Some(asks))
+            }
+            None => (Ok(file), None, None),
+        };
         let output_path = output.to_path_buf();
         let options = options.clone();
         let (worker, ()) =
             Worker::start("slowlab-sched", "recording thread", move |stop, ready| {
-                run(file, output_path, options, stop, ready)
+                run(sink, requests, output_path, options, stop, ready)
             })?;
         Ok(SchedRecorder {
             worker,
             output: output.to_path_buf(),
+            snapshots: asks,
         })
+    }
+
+    /// Ring mode: writes the seconds kept into `path` (through `PATH.partial`, which a
+    /// failure removes) and says what it holds; the recording goes on either way.
+    pub fn snapshot(&self, path: &Path) -> Result<SnapshotInfo, BpfError> {
+        let Some(asks) = &self.snapshots else {
+            return Err(BpfError::Options {
+                reason: "snapshots are taken only in ring mode".into(),
+            });
+        };
+        let (answer, answered) = mpsc::channel();
+        asks.send((path.to_path_buf(), answer))
+            .map_err(|_| BpfError::ThreadPanicked)?;
+        answered.recv().map_err(|_| BpfError::ThreadPanicked)?
     }
 
     /// The recording file.
@@ -404,17 +462,41 @@ fn proc_exec_maps(pid: u32) -> Option<String> {
     )
 }
 
-/// What the drain thread keeps besides the file.
-struct Drain<W: Write> {
-    writer: SchedWriter<W>,
-    /// Thread → process of every thread named in the file.
+/// How long a thread that exited stays known (its last switch comes after its exit).
+const EXITED_KEPT: Duration = Duration::from_secs(1);
+
+/// What the drain thread keeps besides the file (or the ring's window).
+struct Drain {
+    writer: SchedWriter<Sink>,
+    /// Thread → process of every thread named in the file, but those that exited more
+    /// than [`EXITED_KEPT`] ago.
     pids: HashMap<u32, u32>,
     /// Processes whose mappings are in the file (since their last exec).
     mapped: HashSet<u32>,
+    /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
+    exited: std::collections::VecDeque<(Instant, u32)>,
     error: Option<std::io::Error>,
 }
 
-impl<W: Write> Drain<W> {
+impl Drain {
+    /// The ring's window, in ring mode.
+    fn window(&mut self) -> Option<&mut Window> {
+        match self.writer.out_mut() {
+            Sink::Window(w) => Some(w),
+            Sink::File(_) => None,
+        }
+    }
+
+    /// A THREAD section.
+    fn thread(&mut self, pid: u32, tid: u32, comm: &str) {
+        if let Err(e) = self.writer.thread(pid, tid, comm) {
+            self.error.get_or_insert(e);
+        }
+        if let Some(w) = self.window() {
+            w.note_thread(pid, tid, comm);
+        }
+    }
+
     /// The process of `tid`, naming the thread in the file the first time it is seen.
     fn pid_of(&mut self, tid: u32) -> u32 {
         if tid == 0 {
@@ -425,19 +507,31 @@ impl<W: Write> Drain<W> {
         }
         let (pid, comm) = proc_thread(tid).unwrap_or((tid, String::new()));
         if !comm.is_empty() {
-            if let Err(e) = self.writer.thread(pid, tid, &comm) {
-                self.error.get_or_insert(e);
-            }
+            self.thread(pid, tid, &comm);
         }
         self.pids.insert(tid, pid);
         pid
+    }
+
+    /// Forgets the threads (and processes) that exited long enough ago.
+    fn forget_exited(&mut self, now: Instant) {
+        while let Some(&(at, tid)) = self.exited.front() {
+            if now.duration_since(at) < EXITED_KEPT {
+                break;
+            }
+            self.exited.pop_front();
+            if self.pids.remove(&tid) == Some(tid) {
+                self.mapped.remove(&tid);
+            }
+        }
     }
 
     fn on_record(&mut self, data: &[u8]) -> i32 {
         if self.error.is_some() {
             return -1;
         }
-        if let Some((r, _)) = decode_record(data) {
+        let decoded = decode_record(data).map(|(r, _)| r);
+        if let Some(r) = &decoded {
             match r.kind {
                 RecordKind::Fork => {
                     self.pids.insert(r.a, r.b);
@@ -446,6 +540,7 @@ impl<W: Write> Drain<W> {
                     self.pids.insert(r.tid, r.a);
                     self.mapped.remove(&r.a);
                 }
+                RecordKind::Exit => self.exited.push_back((Instant::now(), r.tid)),
                 RecordKind::Switch | RecordKind::Waking => {
                     self.pid_of(r.a);
                 }
@@ -460,12 +555,23 @@ impl<W: Write> Drain<W> {
                     if let Err(e) = self.writer.maps(pid, &maps) {
                         self.error.get_or_insert(e);
                     }
+                    if let Some(w) = self.window() {
+                        w.note_mappings(pid, &maps);
+                    }
                 }
             }
         }
         if let Err(e) = self.writer.record(data) {
             self.error.get_or_insert(e);
             return -1;
+        }
+        let flushed = !self.writer.has_pending_events();
+        if let (Some(r), Some(w)) = (decoded, self.window()) {
+            w.note_record(&r);
+            // An EVENTS section just ended: what was written since the last cut is whole.
+            if flushed {
+                w.cut();
+            }
         }
         0
     }
@@ -489,7 +595,8 @@ fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
 
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
 fn run(
-    file: File,
+    sink: Result<File, RingOptions>,
+    requests: Option<mpsc::Receiver<SnapshotRequest>>,
     output: PathBuf,
     options: SchedOptions,
     stop: Arc<AtomicBool>,
@@ -586,7 +693,7 @@ fn run(
             prog.set_autoload(false);
         }
     }
-    let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
+    let mut skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
 
     let mut links: Vec<Link> = Vec::new();
     let attach_err = |what: &str, e: libbpf_rs::Error| match e.kind() {
@@ -723,18 +830,33 @@ fn run(
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
-    let writer = setup!(SchedWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
-        start_mono,
-        start_real,
-        possible_cpus(),
-        options.sample_freq,
+    let header = Header {
+        start_mono_ns: start_mono,
+        start_real_ns: start_real,
+        nr_cpus: possible_cpus(),
+        sample_freq: options.sample_freq,
+    };
+    let sink = match sink {
+        Ok(file) => Sink::File(BufWriter::with_capacity(1 << 20, file)),
+        Err(ring) => Sink::Window(Box::new(Window::new(header, ring))),
+    };
+    let mut writer = setup!(SchedWriter::new(
+        sink,
+        header.start_mono_ns,
+        header.start_real_ns,
+        header.nr_cpus,
+        header.sample_freq,
     )
     .map_err(|e| BpfError::io(&output, e)));
+    if let Sink::Window(w) = writer.out_mut() {
+        // Each snapshot writes its own header.
+        w.clear_written();
+    }
     let drain = std::cell::RefCell::new(Drain {
         writer,
         pids: HashMap::new(),
         mapped: HashSet::new(),
+        exited: Default::default(),
         error: None,
     });
     // The threads alive now; later ones come with their fork.
@@ -753,10 +875,7 @@ fn run(
                 };
                 let comm =
                     fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
-                let comm = comm.trim_end();
-                if let Err(e) = d.writer.thread(pid, tid, comm) {
-                    d.error.get_or_insert(e);
-                }
+                d.thread(pid, tid, comm.trim_end());
                 d.pids.insert(tid, pid);
             }
         }
@@ -778,6 +897,9 @@ fn run(
     }
 
     let mut failure: Option<BpfError> = None;
+    let mut evicted_at = Instant::now();
+    // The losses counted when the last snapshot was written: each says what it lost since.
+    let mut lost_before = (0, 0);
     while !stop.load(Ordering::SeqCst) {
         let read = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
         if let Err(e) = read {
@@ -789,8 +911,26 @@ fn run(
             });
             break;
         }
-        if drain.borrow().error.is_some() {
+        let mut d = drain.borrow_mut();
+        if d.error.is_some() {
             break;
+        }
+        let now = Instant::now();
+        d.forget_exited(now);
+        if d.window().is_some() && now.duration_since(evicted_at) >= EVICT_EVERY {
+            evicted_at = now;
+            evict_stacks(&mut skel, &mut d);
+        }
+        for (path, answer) in requests.iter().flat_map(|r| r.try_iter()) {
+            let lost = (
+                read_counter(&skel.maps.counters, COUNTER_DROPS),
+                read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
+            );
+            let written = write_window(&skel, &mut d, &path, lost, lost_before);
+            if written.is_ok() {
+                lost_before = lost;
+            }
+            let _ = answer.send(written);
         }
     }
 
@@ -845,10 +985,64 @@ fn run(
         return Err(f);
     }
 
+    let lost = (
+        read_counter(&skel.maps.counters, COUNTER_DROPS),
+        read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
+    );
+    let stacks_reused = read_counter(&skel.maps.counters, COUNTER_REUSED);
+    let stats = |records, stacks, bytes, (dropped, stacks_lost)| SchedStats {
+        records,
+        dropped,
+        stacks_lost,
+        stacks,
+        stacks_reused,
+        bytes,
+        output: output.clone(),
+        programs: programs.clone(),
+        unattached: unattached.clone(),
+    };
+    if drain.window().is_some() {
+        // The last seconds, into the output.
+        let info = write_window(&skel, &mut drain, &output, lost, lost_before)?;
+        let since = (
+            lost.0.saturating_sub(lost_before.0),
+            lost.1.saturating_sub(lost_before.1),
+        );
+        return Ok(stats(info.records, info.stacks, info.bytes, since));
+    }
+
     // The stacks, each once.
     let mut stacks = 0u64;
-    for key in skel.maps.stacks.keys() {
-        let Ok(Some(value)) = skel.maps.stacks.lookup(&key, MapFlags::ANY) else {
+    for (_, id, kernel, addrs) in read_stack_map(&skel.maps.stacks) {
+        drain
+            .writer
+            .stack(id, kernel, &addrs)
+            .map_err(|e| BpfError::io(&output, e))?;
+        stacks += 1;
+    }
+    let records = drain.writer.records();
+    let end = SchedEnd {
+        stop_ns,
+        dropped: lost.0,
+        stacks_lost: lost.1,
+        records,
+    };
+    let mut out = drain
+        .writer
+        .finish(end)
+        .map_err(|e| BpfError::io(&output, e))?;
+    out.flush().map_err(|e| BpfError::io(&output, e))?;
+    drop(out);
+    let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    Ok(stats(records, stacks, bytes, lost))
+}
+
+/// Every stack in the kernel's stack map: its key, id, whether it is a kernel stack, and
+/// its addresses, innermost first.
+fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
+    let mut found = Vec::new();
+    for key in map.keys() {
+        let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
             continue;
         };
         // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
@@ -868,35 +1062,57 @@ fn run(
             .take_while(|&a| a != 0)
             .collect::<Vec<u64>>();
         let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
-        drain
-            .writer
-            .stack(id, kernel, &addrs)
-            .map_err(|e| BpfError::io(&output, e))?;
-        stacks += 1;
+        found.push((key, id, kernel, addrs));
     }
-    let records = drain.writer.records();
-    let end = SchedEnd {
-        stop_ns,
-        dropped: read_counter(&skel.maps.counters, COUNTER_DROPS),
-        stacks_lost: read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
-        records,
+    found
+}
+
+/// Ring mode: the stacks nothing in the window names leave the kernel's map, after the
+/// generation is bumped so that no thread reuses their ids from its last site.
+fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut Drain) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let generation = std::ptr::addr_of_mut!(bss.stack_generation);
+        // SAFETY: the field lives in the map's memory mapping, which the programs read
+        // concurrently; a volatile read and write of an aligned u32 keeps the compiler
+        // from eliding or tearing them.
+        unsafe { generation.write_volatile(generation.read_volatile().wrapping_add(1)) };
+    }
+    let in_map = read_stack_map(&skel.maps.stacks);
+    let Some(window) = drain.window() else {
+        return;
     };
-    let mut out = drain
+    for key in window.stacks_to_evict(in_map) {
+        let _ = skel.maps.stacks.delete(&key);
+    }
+}
+
+/// Ring mode: writes the window into `path` (what was gathered first), with the losses
+/// counted since the last snapshot (`lost` now, `before` at the last one).
+fn write_window(
+    skel: &crate::sched_skel::SchedSkel,
+    drain: &mut Drain,
+    path: &Path,
+    lost: (u64, u64),
+    before: (u64, u64),
+) -> Result<SnapshotInfo, BpfError> {
+    drain
         .writer
-        .finish(end)
-        .map_err(|e| BpfError::io(&output, e))?;
-    out.flush().map_err(|e| BpfError::io(&output, e))?;
-    drop(out);
-    let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-    Ok(SchedStats {
-        records,
-        dropped: end.dropped,
-        stacks_lost: end.stacks_lost,
-        stacks,
-        stacks_reused: read_counter(&skel.maps.counters, COUNTER_REUSED),
-        bytes,
-        output,
-        programs,
-        unattached,
-    })
+        .flush_events()
+        .map_err(|e| BpfError::io(path, e))?;
+    let in_map = read_stack_map(&skel.maps.stacks);
+    let Some(window) = drain.window() else {
+        return Err(BpfError::Options {
+            reason: "snapshots are taken only in ring mode".into(),
+        });
+    };
+    window.cut();
+    let end = SchedEnd {
+        stop_ns: sys::monotonic_ns(),
+        dropped: lost.0.saturating_sub(before.0),
+        stacks_lost: lost.1.saturating_sub(before.1),
+        records: 0,
+    };
+    window
+        .write(path, in_map, end)
+        .map_err(|e| BpfError::io(path, e))
 }

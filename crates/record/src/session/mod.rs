@@ -45,7 +45,7 @@
 //! (`perf_process`); what becomes of a dump, and how many are kept, is
 //! `snapshots`'s.
 
-mod snapshots;
+pub(crate) mod snapshots;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -143,20 +143,7 @@ struct Session<'a> {
 /// See the module documentation.
 pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
     let mut warnings = preflight(cfg)?;
-    let after = match cfg.ring_seconds {
-        Some(secs) if !always.triggers.is_empty() => {
-            check_available(&always.triggers).map_err(RecordError::AlwaysOn)?;
-            let after = always.after.unwrap_or_else(|| default_after(secs));
-            if after.as_secs_f64() >= f64::from(secs) {
-                return Err(RecordError::AlwaysOn(format!(
-                    "--after {} s must be shorter than --ring {secs} s, or a trigger's snapshot keeps nothing from before it fired",
-                    after.as_secs_f64()
-                )));
-            }
-            after
-        }
-        _ => Duration::ZERO,
-    };
+    let after = trigger_delay(cfg.ring_seconds, always)?;
     let mut signals = StopSignals::install();
     // Started before the ring is sized: their own syscalls are events too.
     let window = cfg.ring_seconds.map(side_window);
@@ -400,6 +387,26 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     s.finish(exit, &lines, &partial)
 }
 
+/// How long after a trigger fires its snapshot is saved, once the triggers are known to
+/// work here: `--after`, or [`default_after`] of the ring (0 without triggers or ring).
+pub(crate) fn trigger_delay(
+    ring_seconds: Option<u32>,
+    always: &AlwaysOn,
+) -> Result<Duration, RecordError> {
+    let Some(secs) = ring_seconds.filter(|_| !always.triggers.is_empty()) else {
+        return Ok(Duration::ZERO);
+    };
+    check_available(&always.triggers).map_err(RecordError::AlwaysOn)?;
+    let after = always.after.unwrap_or_else(|| default_after(secs));
+    if after.as_secs_f64() >= f64::from(secs) {
+        return Err(RecordError::AlwaysOn(format!(
+            "--after {} s must be shorter than --ring {secs} s, or a trigger's snapshot keeps nothing from before it fired",
+            after.as_secs_f64()
+        )));
+    }
+    Ok(after)
+}
+
 impl Session<'_> {
     /// Keeps a warning for the end (at most [`MAX_WARNINGS`]).
     fn warn(&mut self, w: String) {
@@ -575,7 +582,7 @@ fn rss_anon_bytes(pid: i32) -> Option<u64> {
 }
 
 /// `12.3 MB`.
-fn megabytes(bytes: u64) -> String {
+pub(crate) fn megabytes(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 

@@ -15,7 +15,7 @@ use crate::perf_process::partial_name;
 
 /// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
 /// too), oldest first.
-pub(super) fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
+pub(crate) fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
     let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Vec::new();
     };
@@ -154,15 +154,7 @@ impl Session<'_> {
             if self.snapshots.len() < self.saved_here {
                 self.saved_here = self.snapshots.len();
             }
-            let _ = std::fs::remove_file(&old);
-            for side in ["paths", "cgroups.json"] {
-                let _ = std::fs::remove_file(side_file(&old, side));
-            }
-            eprintln!(
-                "slowlab: removed the oldest snapshot {} (keeping the last {})",
-                old.display(),
-                self.keep
-            );
+            remove_snapshot(&old, self.keep);
         }
     }
 
@@ -170,6 +162,18 @@ impl Session<'_> {
     pub(super) fn this_run(&self) -> &[PathBuf] {
         &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
     }
+}
+
+/// Removes a snapshot and its side files, and says so.
+pub(crate) fn remove_snapshot(old: &Path, keep: usize) {
+    let _ = std::fs::remove_file(old);
+    for side in ["paths", "cgroups.json"] {
+        let _ = std::fs::remove_file(side_file(old, side));
+    }
+    eprintln!(
+        "slowlab: removed the oldest snapshot {} (keeping the last {keep})",
+        old.display()
+    );
 }
 
 /// `OUTPUT.<timestamp>` for perf's dump `OUTPUT.partial.<timestamp>`.

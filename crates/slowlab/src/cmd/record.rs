@@ -24,9 +24,6 @@ fn save(output: Option<PathBuf>) -> Result<i32> {
 
 /// `--backend bpf`.
 fn run_bpf(args: RecordArgs) -> Result<i32> {
-    if args.ring.is_some() {
-        anyhow::bail!("--ring is not available with --backend bpf yet; use --backend perf");
-    }
     let mut options = slowlab_bpf::sched::SchedOptions {
         sample_freq: args.freq,
         stacks: match args.bpf_stacks {
@@ -42,14 +39,22 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     if let Some(bytes) = args.bpf_ring_bytes {
         options.ring_bytes = bytes;
     }
+    let always = always_on(&args);
     let output = args.output.unwrap_or_else(default_output);
     if args.command.is_empty() {
         eprintln!(
-            "slowlab: recording all CPUs into {} (eBPF); press Ctrl-C to stop",
-            output.display()
+            "slowlab: recording all CPUs into {} (eBPF){}; press Ctrl-C to stop",
+            output.display(),
+            match args.ring {
+                Some(secs) => format!(", keeping the last {secs} s"),
+                None => String::new(),
+            }
         );
     }
-    let out = slowlab_record::run_bpf(output, &options, &args.command)?;
+    let out = match args.ring {
+        Some(secs) => slowlab_record::run_bpf_ring(output, &options, secs, &always, &args.command)?,
+        None => slowlab_record::run_bpf(output, &options, &args.command)?,
+    };
     for w in out.warnings() {
         eprintln!("slowlab: warning: {w}");
     }
@@ -68,7 +73,34 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
         s.stacks,
         s.output.display()
     );
+    print_snapshots(&out.snapshots);
     Ok(out.exit_code)
+}
+
+/// What a ring recording does besides keeping its ring.
+fn always_on(args: &RecordArgs) -> slowlab_record::AlwaysOn {
+    slowlab_record::AlwaysOn {
+        triggers: args.trigger.clone(),
+        after: args.after,
+        keep_snapshots: args.keep_snapshots as usize,
+        control: true,
+    }
+}
+
+/// The snapshots a ring recording saved and kept, if any.
+fn print_snapshots(snapshots: &[PathBuf]) {
+    if snapshots.is_empty() {
+        return;
+    }
+    eprintln!(
+        "slowlab: {} snapshot(s) saved and kept: {}",
+        snapshots.len(),
+        snapshots
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 fn default_output() -> PathBuf {
@@ -83,12 +115,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         return run_bpf(args);
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let always = slowlab_record::AlwaysOn {
-        triggers: args.trigger,
-        after: args.after,
-        keep_snapshots: args.keep_snapshots as usize,
-        control: true,
-    };
+    let always = always_on(&args);
     let cfg = slowlab_record::Config {
         output: args.output.unwrap_or_else(default_output),
         freq: args.freq,
@@ -146,16 +173,6 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         },
         out.output.display()
     );
-    if !out.snapshots.is_empty() {
-        eprintln!(
-            "slowlab: {} snapshot(s) saved and kept: {}",
-            out.snapshots.len(),
-            out.snapshots
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    print_snapshots(&out.snapshots);
     Ok(out.exit_code)
 }

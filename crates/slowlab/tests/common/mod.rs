@@ -6,11 +6,13 @@
 //! programs of `tests/fixtures/why`, built once per test binary, and
 //! `slowlab diagnose` on one of them (findings, critical path, whether it
 //! adds up to the program's own wall time);
-//! a ring recording's snapshots and a process's memory;
+//! a ring recording's snapshots and a process's memory; `ring`: a ring
+//! recording in the background and a small tmpfs to fill;
 //! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod ring;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};

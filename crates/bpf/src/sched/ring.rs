@@ -1,0 +1,561 @@
+//! Ring mode of the scheduler recorder (`slowlab record --backend bpf --ring SECONDS`):
+//! what the drain thread keeps in memory instead of a file, and the snapshots it writes.
+//!
+//! The recorder's [`SchedWriter`] writes into a [`Sink`]; in ring mode that is a
+//! [`Window`], which cuts what it is given into chunks where an EVENTS section ends and
+//! keeps the chunks of about the last SECONDS (and at most `max_bytes` of them), with what
+//! they need besides: every thread and process mapping still alive or seen within the
+//! window, and the frames of the stacks they refer to. A snapshot ([`Window::write`]) is
+//! a whole recording of the window: the header, those threads and mappings, the chunks,
+//! their stacks and an END.
+//!
+//! Bounded however long it runs: chunks older than the window go; threads and processes
+//! that exited before it go; a stack nothing in the window refers to is removed from the
+//! kernel's stack map (the recorder deletes the keys [`Window::stacks_to_evict`] gives)
+//! and, a pass later, from memory (a record already in the ring buffer may still name
+//! it). It does not talk to the kernel.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
+
+/// How much of a recording ring mode keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingOptions {
+    /// About how long: chunks that ended longer ago than this before the newest record go.
+    pub window: Duration,
+    /// At most this many bytes of sections (the oldest go first), whatever the window.
+    pub max_bytes: u64,
+}
+
+/// What a snapshot holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub records: u64,
+    /// The first and last record's times (CLOCK_MONOTONIC ns); 0 when empty.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Distinct stacks written.
+    pub stacks: u64,
+}
+
+/// Where the recorder's writer puts its sections: a file, or a ring's window.
+pub(crate) enum Sink {
+    File(BufWriter<File>),
+    Window(Box<Window>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Window(w) => {
+                w.current.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Window(_) => Ok(()),
+        }
+    }
+}
+
+/// The fields of the recording's header, for each snapshot's.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Header {
+    pub start_mono_ns: u64,
+    pub start_real_ns: u64,
+    pub nr_cpus: u32,
+    pub sample_freq: u32,
+}
+
+/// Whole sections, from one cut to the next.
+struct Chunk {
+    bytes: Vec<u8>,
+    records: u64,
+    first_ns: u64,
+    last_ns: u64,
+    /// The stack ids its records name, each once.
+    stacks: Vec<u32>,
+}
+
+struct Thread {
+    pid: u32,
+    comm: String,
+    exited_ns: Option<u64>,
+}
+
+struct Mapping {
+    text: String,
+    exited_ns: Option<u64>,
+}
+
+/// One stack's frames, and its key in the kernel's map while it is there.
+struct Stack {
+    kernel: bool,
+    addrs: Vec<u64>,
+    key: Option<Vec<u8>>,
+}
+
+/// A stack as read from the kernel's map: its key, id, whether it is a kernel stack, and
+/// its addresses.
+pub(crate) type MapStack = (Vec<u8>, u32, bool, Vec<u64>);
+
+/// The last seconds of a recording (see the module documentation).
+pub(crate) struct Window {
+    header: Header,
+    options: RingOptions,
+    chunks: VecDeque<Chunk>,
+    bytes: u64,
+    /// Bytes written since the last cut, and what their records name.
+    current: Vec<u8>,
+    current_records: u64,
+    current_span: Option<(u64, u64)>,
+    current_stacks: HashSet<u32>,
+    newest_ns: u64,
+    threads: HashMap<u32, Thread>,
+    mappings: HashMap<u32, Mapping>,
+    stacks: HashMap<u32, Stack>,
+}
+
+impl Window {
+    pub(crate) fn new(header: Header, options: RingOptions) -> Window {
+        Window {
+            header,
+            options,
+            chunks: VecDeque::new(),
+            bytes: 0,
+            current: Vec::new(),
+            current_records: 0,
+            current_span: None,
+            current_stacks: HashSet::new(),
+            newest_ns: 0,
+            threads: HashMap::new(),
+            mappings: HashMap::new(),
+            stacks: HashMap::new(),
+        }
+    }
+
+    /// Forgets what was written so far (the writer's header: each snapshot has its own).
+    pub(crate) fn clear_written(&mut self) {
+        self.current.clear();
+    }
+
+    /// A record given to the writer.
+    pub(crate) fn note_record(&mut self, r: &SchedRecord) {
+        self.current_records += 1;
+        let (first, last) = self.current_span.unwrap_or((r.time_ns, r.time_ns));
+        self.current_span = Some((first.min(r.time_ns), last.max(r.time_ns)));
+        self.newest_ns = self.newest_ns.max(r.time_ns);
+        self.current_stacks.extend(r.kstack);
+        self.current_stacks.extend(r.ustack);
+        match r.kind {
+            RecordKind::Exit => {
+                if let Some(t) = self.threads.get_mut(&r.tid) {
+                    t.exited_ns = Some(r.time_ns);
+                }
+                if r.tid == r.a {
+                    if let Some(m) = self.mappings.get_mut(&r.a) {
+                        m.exited_ns = Some(r.time_ns);
+                    }
+                }
+            }
+            RecordKind::Exec => {
+                if let Some(comm) = &r.comm {
+                    self.note_thread(r.a, r.tid, comm);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A thread named in a THREAD section.
+    pub(crate) fn note_thread(&mut self, pid: u32, tid: u32, comm: &str) {
+        self.threads.insert(
+            tid,
+            Thread {
+                pid,
+                comm: comm.to_string(),
+                exited_ns: None,
+            },
+        );
+    }
+
+    /// A process's mappings, as a MAPS section gives them.
+    pub(crate) fn note_mappings(&mut self, pid: u32, text: &str) {
+        self.mappings.insert(
+            pid,
+            Mapping {
+                text: text.to_string(),
+                exited_ns: None,
+            },
+        );
+    }
+
+    /// Ends a chunk with what was written since the last cut (call it when no record is
+    /// gathered outside a section), and lets the oldest go.
+    pub(crate) fn cut(&mut self) {
+        if self.current.is_empty() {
+            return;
+        }
+        let (first_ns, last_ns) = self.current_span.take().unwrap_or((0, 0));
+        let mut stacks: Vec<u32> = self.current_stacks.drain().collect();
+        stacks.sort_unstable();
+        let chunk = Chunk {
+            bytes: std::mem::take(&mut self.current),
+            records: std::mem::take(&mut self.current_records),
+            first_ns,
+            last_ns,
+            stacks,
+        };
+        self.bytes += chunk.bytes.len() as u64;
+        self.chunks.push_back(chunk);
+        self.trim();
+    }
+
+    /// Lets the chunks go that ended before the window, or beyond the bytes allowed (the
+    /// newest stays), and the threads and mappings that exited before the oldest kept.
+    fn trim(&mut self) {
+        let window_ns = self.options.window.as_nanos() as u64;
+        while self.chunks.len() > 1 {
+            let front = &self.chunks[0];
+            let old = front.last_ns > 0 && front.last_ns + window_ns < self.newest_ns;
+            if !old && self.bytes <= self.options.max_bytes {
+                break;
+            }
+            self.bytes -= front.bytes.len() as u64;
+            self.chunks.pop_front();
+        }
+        let since = self.oldest_ns();
+        let gone = |exited: Option<u64>| exited.is_some_and(|t| t < since);
+        self.threads.retain(|_, t| !gone(t.exited_ns));
+        self.mappings.retain(|_, m| !gone(m.exited_ns));
+    }
+
+    /// The time the window starts at: its oldest record's.
+    fn oldest_ns(&self) -> u64 {
+        self.chunks
+            .front()
+            .map(|c| c.first_ns)
+            .or(self.current_span.map(|s| s.0))
+            .unwrap_or(self.newest_ns)
+    }
+
+    /// Bytes of sections kept.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes + self.current.len() as u64
+    }
+
+    /// The stack ids the window's records name.
+    fn named_stacks(&self) -> HashSet<u32> {
+        let mut named: HashSet<u32> = self.current_stacks.clone();
+        for c in &self.chunks {
+            named.extend(c.stacks.iter().copied());
+        }
+        named
+    }
+
+    /// One eviction pass over the stacks now in the kernel's map (`in_map`): learns the
+    /// new ones' frames, and returns the keys of those nothing in the window names, for the
+    /// recorder to delete from the map (the kernel's generation bumped first). Frames
+    /// that left the map a pass ago and are still not named are forgotten.
+    pub(crate) fn stacks_to_evict(&mut self, in_map: Vec<MapStack>) -> Vec<Vec<u8>> {
+        for (key, id, kernel, addrs) in in_map {
+            self.stacks.entry(id).or_insert(Stack {
+                kernel,
+                addrs,
+                key: Some(key),
+            });
+        }
+        let named = self.named_stacks();
+        let mut evict = Vec::new();
+        self.stacks.retain(|id, s| {
+            if named.contains(id) {
+                return true;
+            }
+            // Out of the map now, out of memory at the next pass.
+            match s.key.take() {
+                Some(key) => {
+                    evict.push(key);
+                    true
+                }
+                None => false,
+            }
+        });
+        evict
+    }
+
+    /// Stacks known (in memory).
+    #[cfg(test)]
+    pub(crate) fn stacks_known(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Writes the window as a recording into `path` (through `PATH.partial`, renamed once
+    /// whole; removed on failure), with `end`'s counts of losses and its stop time; the
+    /// caller has cut first. `in_map`: the kernel's stacks now, learned first.
+    pub(crate) fn write(
+        &mut self,
+        path: &Path,
+        in_map: Vec<MapStack>,
+        end: SchedEnd,
+    ) -> io::Result<SnapshotInfo> {
+        for (key, id, kernel, addrs) in in_map {
+            self.stacks.entry(id).or_insert(Stack {
+                kernel,
+                addrs,
+                key: Some(key),
+            });
+        }
+        let partial = partial_path(path);
+        let result = self.write_to(&partial, end).and_then(|info| {
+            std::fs::rename(&partial, path)?;
+            Ok(info)
+        });
+        if result.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        result
+    }
+
+    fn write_to(&self, file: &Path, end: SchedEnd) -> io::Result<SnapshotInfo> {
+        let h = self.header;
+        let out = BufWriter::with_capacity(1 << 20, File::create(file)?);
+        let mut w = SchedWriter::new(
+            out,
+            h.start_mono_ns,
+            h.start_real_ns,
+            h.nr_cpus,
+            h.sample_freq,
+        )?;
+        let mut threads: Vec<_> = self.threads.iter().collect();
+        threads.sort_by_key(|(tid, _)| **tid);
+        for (tid, t) in threads {
+            w.thread(t.pid, *tid, &t.comm)?;
+        }
+        let mut mappings: Vec<_> = self.mappings.iter().collect();
+        mappings.sort_by_key(|(pid, _)| **pid);
+        for (pid, m) in mappings {
+            w.maps(*pid, &m.text)?;
+        }
+        let mut info = SnapshotInfo::default();
+        for c in &self.chunks {
+            w.sections(&c.bytes, c.records)?;
+            if info.first_ns == 0 {
+                info.first_ns = c.first_ns;
+            }
+            info.last_ns = info.last_ns.max(c.last_ns);
+        }
+        let mut named: Vec<u32> = self.named_stacks().into_iter().collect();
+        named.sort_unstable();
+        for id in named {
+            if let Some(s) = self.stacks.get(&id) {
+                w.stack(id, s.kernel, &s.addrs)?;
+                info.stacks += 1;
+            }
+        }
+        info.records = w.records();
+        let end = SchedEnd {
+            records: info.records,
+            ..end
+        };
+        let mut out = w.finish(end)?;
+        out.flush()?;
+        let f = out.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        info.bytes = f.metadata()?.len();
+        Ok(info)
+    }
+}
+
+/// `PATH.partial`.
+fn partial_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    name.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::format::parse_sched;
+
+    fn rec(kind: RecordKind, time_ns: u64, tid: u32, a: u32, kstack: Option<u32>) -> SchedRecord {
+        SchedRecord {
+            time_ns,
+            tid,
+            a,
+            b: 0,
+            cpu: 0,
+            kind,
+            c: 0,
+            kstack,
+            ustack: None,
+            comm: None,
+            value: 0,
+            ip: 0,
+            args: [0; 6],
+            path: None,
+        }
+    }
+
+    /// The raw bytes of a record as the program writes it.
+    fn raw(r: &SchedRecord) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&r.time_ns.to_le_bytes());
+        b.extend_from_slice(&r.tid.to_le_bytes());
+        b.extend_from_slice(&r.a.to_le_bytes());
+        b.extend_from_slice(&r.b.to_le_bytes());
+        b.extend_from_slice(&r.cpu.to_le_bytes());
+        b.push(1); // SWITCH
+        b.push(0);
+        b.extend_from_slice(&r.kstack.map_or(-1, |s| s as i32).to_le_bytes());
+        b.extend_from_slice(&(-1i32).to_le_bytes());
+        b
+    }
+
+    /// A writer into a window of `window_ms` (and `max_bytes`) given `seconds` of
+    /// switches, ten a second, each second's in a section of its own naming stack `second`.
+    fn a_window(window_ms: u64, max_bytes: u64, seconds: u64) -> SchedWriter<Sink> {
+        let header = Header {
+            start_mono_ns: 1,
+            start_real_ns: 2,
+            nr_cpus: 2,
+            sample_freq: 99,
+        };
+        let options = RingOptions {
+            window: Duration::from_millis(window_ms),
+            max_bytes,
+        };
+        let sink = Sink::Window(Box::new(Window::new(header, options)));
+        let mut w = SchedWriter::new(sink, 1, 2, 2, 99).unwrap();
+        let Sink::Window(win) = w.out_mut() else {
+            unreachable!()
+        };
+        win.clear_written();
+        win.note_thread(10, 10, "old");
+        win.note_thread(20, 20, "young");
+        win.note_mappings(10, "r-xp /bin/old\n");
+        for second in 0..seconds {
+            for i in 0..10 {
+                let t = second * 1_000_000_000 + i * 100_000_000 + 1;
+                let r = rec(RecordKind::Switch, t, 20, 0, Some(second as u32));
+                w.record(&raw(&r)).unwrap();
+                let Sink::Window(win) = w.out_mut() else {
+                    unreachable!()
+                };
+                win.note_record(&r);
+            }
+            if second == 0 {
+                let exit = rec(RecordKind::Exit, 500_000_000, 10, 10, None);
+                let Sink::Window(win) = w.out_mut() else {
+                    unreachable!()
+                };
+                win.note_record(&exit);
+            }
+            w.flush_events().unwrap();
+            let Sink::Window(win) = w.out_mut() else {
+                unreachable!()
+            };
+            win.cut();
+        }
+        w
+    }
+
+    fn window(w: &mut SchedWriter<Sink>) -> &mut Window {
+        match w.out_mut() {
+            Sink::Window(win) => win,
+            Sink::File(_) => unreachable!(),
+        }
+    }
+
+    fn stack(id: u32) -> MapStack {
+        (
+            id.to_le_bytes().to_vec(),
+            id,
+            false,
+            vec![0x1000 + u64::from(id)],
+        )
+    }
+
+    #[test]
+    fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = a_window(2_500, 1 << 30, 10);
+        let file = dir.path().join("snap");
+        let in_map = (0..10).map(stack).collect();
+        let info = window(&mut w)
+            .write(&file, in_map, SchedEnd::default())
+            .unwrap();
+        assert!(!dir.path().join("snap.partial").exists());
+        let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+        assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+        // The chunks that ended within 2.5 s of the newest record: seconds 7, 8 and 9.
+        assert_eq!(info.records, 30);
+        assert_eq!(log.records.len(), 30);
+        assert_eq!(log.records[0].time_ns, 7_000_000_001);
+        assert_eq!(log.end.unwrap().records, 30);
+        let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [7, 8, 9], "only the stacks the window names");
+        assert_eq!(log.stacks[0].addrs, [0x1007]);
+        // The thread that exited in second 0 is gone, with its mappings; the live one stays.
+        let tids: Vec<u32> = log.threads.iter().map(|t| t.tid).collect();
+        assert_eq!(tids, [20]);
+        assert!(log.maps.is_empty());
+        assert_eq!(
+            (log.start_mono_ns, log.nr_cpus, log.sample_freq),
+            (1, 2, 99)
+        );
+    }
+
+    #[test]
+    fn the_bytes_allowed_bound_the_window_too() {
+        let mut all = a_window(60_000, 1 << 30, 10);
+        let per_second = window(&mut all).bytes() / 10;
+        assert_eq!(window(&mut all).chunks.len(), 10, "a minute holds them all");
+        let mut w = a_window(60_000, 3 * per_second + 10, 10);
+        assert!(window(&mut w).bytes() <= 3 * per_second + 10);
+        assert_eq!(window(&mut w).chunks.len(), 3);
+        assert_eq!(window(&mut w).chunks[0].first_ns, 7_000_000_001);
+    }
+
+    #[test]
+    fn stacks_nothing_names_leave_the_map_then_memory() {
+        let mut w = a_window(2_500, 1 << 30, 10);
+        let win = window(&mut w);
+        let in_map: Vec<MapStack> = (0..12).map(stack).collect();
+        let mut evicted = win.stacks_to_evict(in_map);
+        evicted.sort();
+        let want: Vec<Vec<u8>> = [0u32, 1, 2, 3, 4, 5, 6, 10, 11]
+            .iter()
+            .map(|id| id.to_le_bytes().to_vec())
+            .collect();
+        assert_eq!(evicted, want, "named by no record of the window");
+        assert_eq!(win.stacks_known(), 12, "frames kept a pass longer");
+        assert!(win.stacks_to_evict(Vec::new()).is_empty());
+        assert_eq!(win.stacks_known(), 3, "then only the named ones");
+    }
+
+    #[test]
+    fn a_snapshot_that_cannot_be_written_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = a_window(2_500, 1 << 30, 3);
+        let file = dir.path().join("missing-dir").join("snap");
+        assert!(window(&mut w)
+            .write(&file, Vec::new(), SchedEnd::default())
+            .is_err());
+        assert!(!file.exists());
+        assert!(!dir.path().join("missing-dir").exists());
+    }
+}

@@ -1,0 +1,341 @@
+//! `slowlab record --backend bpf --ring SECONDS`: the eBPF recorder left running, keeping
+//! only about the last SECONDS in memory (`slowlab_bpf::sched` ring mode), and writing a
+//! snapshot `OUTPUT.<timestamp>` (with its cgroup notes) on SIGUSR2, on `slowlab record
+//! --save` from another shell (the control socket), and `--after` seconds after a
+//! `--trigger` fires; at the stop (a stop signal, or the command's exit) the last seconds
+//! become OUTPUT. At most `--keep-snapshots` snapshots stay (counting an earlier run's).
+//!
+//! A full disk stops a snapshot, not the recording: short of room for the most a window
+//! can hold, the request is answered with a line that says so; a write the disk cuts
+//! short leaves no file. The window stays in memory either way.
+//! `SLOWLAB_SNAPSHOT_NEED_BYTES` replaces the room asked for and
+//! `SLOWLAB_BPF_RING_MAX_BYTES` the window's bytes (tests use them).
+//!
+//! It shares the triggers, the control socket and the snapshots' names and pruning with
+//! the perf backend's session (`session`); it does not run perf.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
+
+use crate::args::{free_bytes, output_dir};
+use crate::bpf_session::{forward_stop, BpfRecorded};
+use crate::companions::{side_file, Companions};
+use crate::control::{answer, ControlSocket};
+use crate::ring::side_window;
+use crate::session::snapshots::{remove_snapshot, snapshots_on_disk};
+use crate::session::{megabytes, trigger_delay};
+use crate::signals::StopSignals;
+use crate::triggers::Watch;
+use crate::{AlwaysOn, RecordError, DEFAULT_KEEP_SNAPSHOTS};
+
+/// How often the loop looks at the command, the signals, the socket and the triggers.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The most bytes of records a window keeps, whatever its seconds: a busy machine's
+/// seconds beyond it are not kept (the eBPF recorder writes 2–15 MB a second under load).
+/// `SLOWLAB_BPF_RING_MAX_BYTES` replaces it.
+pub const RING_MAX_BYTES: u64 = 512 << 20;
+
+/// Bytes a snapshot may need besides the window's records: its stacks, threads and
+/// mappings.
+const SNAPSHOT_OVERHEAD: u64 = 32 << 20;
+
+/// A snapshot asked for: by whom, and the client waiting for the answer.
+struct Request {
+    why: String,
+    client: Option<std::os::unix::net::UnixStream>,
+}
+
+/// Records in ring mode until a stop signal, or until `command` exits (see the module
+/// documentation).
+pub fn run_bpf_ring(
+    output: PathBuf,
+    options: &SchedOptions,
+    ring_seconds: u32,
+    always: &AlwaysOn,
+    command: &[String],
+) -> Result<BpfRecorded, RecordError> {
+    let after = trigger_delay(Some(ring_seconds), always)?;
+    let max_bytes = std::env::var("SLOWLAB_BPF_RING_MAX_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RING_MAX_BYTES);
+    let mut signals = StopSignals::install();
+    let ring = RingOptions {
+        window: Duration::from_secs(u64::from(ring_seconds)),
+        max_bytes,
+    };
+    let recorder = SchedRecorder::start_ring(&output, options, ring).map_err(RecordError::Bpf)?;
+    let mut warnings = Vec::new();
+    let companions = Companions::start_with(
+        &output,
+        false,
+        Some(side_window(ring_seconds)),
+        &mut warnings,
+    );
+    let control = if always.control {
+        match ControlSocket::open(&output, ring_seconds) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                warnings.push(format!(
+                    "`slowlab record --save` cannot reach this recording ({why}); SIGUSR2 still saves a snapshot"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut child = match command.split_first() {
+        Some((program, args)) => match Command::new(program).args(args).spawn() {
+            Ok(child) => Some(child),
+            Err(e) => {
+                companions.discard();
+                return Err(RecordError::Command {
+                    program: program.clone(),
+                    source: e,
+                });
+            }
+        },
+        None => None,
+    };
+    let keep = match always.keep_snapshots {
+        0 => DEFAULT_KEEP_SNAPSHOTS,
+        n => n,
+    };
+    let mut ring = Ring {
+        output: &output,
+        recorder: &recorder,
+        companions: &companions,
+        snapshots: snapshots_on_disk(&output),
+        saved_here: 0,
+        keep,
+        need: std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(max_bytes + SNAPSHOT_OVERHEAD),
+        warnings,
+    };
+    ring.prune();
+    let triggers = Watch::new(&always.triggers);
+    let (exit_code, stopped_by) =
+        ring.run(&mut child, &mut signals, control.as_ref(), triggers, after);
+    drop(control);
+    let mut warnings = std::mem::take(&mut ring.warnings);
+    let snapshots = ring.this_run().to_vec();
+    let stats = match recorder.stop() {
+        Ok(stats) => stats,
+        Err(e) => {
+            companions.discard();
+            return Err(RecordError::Bpf(e));
+        }
+    };
+    let files = companions.stop(&mut warnings);
+    Ok(BpfRecorded {
+        stats,
+        companions: files,
+        companion_warnings: warnings,
+        exit_code,
+        command_pid: child.as_ref().map(Child::id),
+        stopped_by,
+        snapshots,
+        ring_seconds: Some(ring_seconds),
+    })
+}
+
+/// A ring recording between its start and its stop.
+struct Ring<'a> {
+    output: &'a Path,
+    recorder: &'a SchedRecorder,
+    companions: &'a Companions,
+    /// Snapshots kept, oldest first: an earlier run's, then this run's.
+    snapshots: Vec<PathBuf>,
+    saved_here: usize,
+    keep: usize,
+    /// The free bytes a snapshot may need.
+    need: u64,
+    warnings: Vec<String>,
+}
+
+impl Ring<'_> {
+    /// Serves snapshot requests until the command exits or a stop signal comes: the
+    /// command's exit code (128 + the signal that stopped the recording) and that signal.
+    fn run(
+        &mut self,
+        child: &mut Option<Child>,
+        signals: &mut StopSignals,
+        control: Option<&ControlSocket>,
+        mut triggers: Watch,
+        after: Duration,
+    ) -> (i32, Option<i32>) {
+        let mut scheduled: Vec<(Instant, String)> = Vec::new();
+        let mut stopped_by = None;
+        loop {
+            let mut queued: Vec<Request> = Vec::new();
+            for sig in signals.take() {
+                if sig == libc::SIGUSR2 {
+                    queued.push(Request {
+                        why: "SIGUSR2".into(),
+                        client: None,
+                    });
+                } else if stopped_by.is_none() {
+                    stopped_by = Some(sig);
+                    if let Some(c) = child.as_ref() {
+                        forward_stop(c, sig);
+                    }
+                }
+            }
+            let exited = match child.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => Some(status.code().unwrap_or(1)),
+                Some(Err(_)) => Some(1),
+                _ => None,
+            };
+            if let Some(code) = exited {
+                return (stopped_by.map_or(code, |s| 128 + s), stopped_by);
+            }
+            // With a command, wait for its exit: it was told to stop too.
+            if stopped_by.is_some() && child.is_none() {
+                return (128 + stopped_by.unwrap_or(0), stopped_by);
+            }
+            if let Some(c) = control {
+                for client in c.requests() {
+                    queued.push(Request {
+                        why: "slowlab record --save".into(),
+                        client: Some(client),
+                    });
+                }
+            }
+            let now = Instant::now();
+            for fired in triggers.poll(now) {
+                eprintln!(
+                    "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
+                    fired.trigger,
+                    fired.seen,
+                    after.as_secs_f64()
+                );
+                scheduled.push((now + after, format!("trigger {}", fired.trigger)));
+            }
+            let (due, later): (Vec<_>, Vec<_>) =
+                scheduled.drain(..).partition(|(at, _)| *at <= now);
+            scheduled = later;
+            queued.extend(
+                due.into_iter()
+                    .map(|(_, why)| Request { why, client: None }),
+            );
+            if !queued.is_empty() && stopped_by.is_none() {
+                self.snapshot(queued);
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Writes one snapshot for the requests, or says why none was, to each.
+    fn snapshot(&mut self, requests: Vec<Request>) {
+        let why: Vec<String> = requests.iter().map(|r| r.why.clone()).collect();
+        let result = self.save();
+        match &result {
+            Ok((trace, files)) => eprintln!(
+                "slowlab: snapshot {}{} for {}",
+                trace.display(),
+                files
+                    .iter()
+                    .map(|f| format!(" (and {})", f.display()))
+                    .collect::<String>(),
+                why.join(", ")
+            ),
+            Err(e) => eprintln!("slowlab: no snapshot for {}: {e}", why.join(", ")),
+        }
+        for r in requests {
+            if let Some(client) = r.client {
+                answer(
+                    client,
+                    result
+                        .as_ref()
+                        .map(|(t, _)| t.as_path())
+                        .map_err(Clone::clone),
+                );
+            }
+        }
+    }
+
+    /// Writes a snapshot and its side files; the snapshot's path and the side files', or
+    /// why there is none.
+    fn save(&mut self) -> Result<(PathBuf, Vec<PathBuf>), String> {
+        let dir = output_dir(self.output);
+        if let Some(free) = free_bytes(dir).filter(|&free| free < self.need) {
+            return Err(format!(
+                "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
+                megabytes(free),
+                dir.display(),
+                megabytes(self.need)
+            ));
+        }
+        let trace = side_file(self.output, &timestamp());
+        if let Err(e) = self.recorder.snapshot(&trace) {
+            return Err(format!(
+                "{e} ({} free in {}); the ring is kept and recording goes on",
+                megabytes(free_bytes(dir).unwrap_or(0)),
+                dir.display()
+            ));
+        }
+        let files = self.companions.snapshot(&trace, &mut self.warnings);
+        self.snapshots.push(trace.clone());
+        self.saved_here += 1;
+        self.prune();
+        Ok((trace, files))
+    }
+
+    /// Removes the oldest snapshots beyond the number kept.
+    fn prune(&mut self) {
+        while self.snapshots.len() > self.keep {
+            let old = self.snapshots.remove(0);
+            self.saved_here = self.saved_here.min(self.snapshots.len());
+            remove_snapshot(&old, self.keep);
+        }
+    }
+
+    /// This run's snapshots still kept, oldest first.
+    fn this_run(&self) -> &[PathBuf] {
+        &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
+    }
+}
+
+/// Now as perf names its dumps: local time, `YYYYmmddHHMMSScc` (centiseconds).
+fn timestamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as libc::time_t;
+    // SAFETY: localtime_r writes the zeroed `tm` it is given; `secs` lives for the call.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        now.subsec_millis() / 10
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_are_named_as_perf_names_its_dumps() {
+        let stamp = timestamp();
+        assert_eq!(stamp.len(), 16, "{stamp}");
+        assert!(stamp.bytes().all(|b| b.is_ascii_digit()), "{stamp}");
+        assert!(stamp.starts_with("20"), "{stamp}");
+    }
+}

@@ -1,0 +1,172 @@
+//! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for a
+//! minute under process churn, with saves every few seconds, keeps its memory, its files
+//! and its snapshots bounded, each snapshot at most about the ring's seconds; a full
+//! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on.
+//! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
+//!
+//! Every test holds `one_recording_at_a_time()` and skips with its reason where perf (and
+//! so the eBPF recorder) cannot record, or no tmpfs can be mounted.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::ring::{analyze, Recorder, Tmpfs};
+use common::{one_recording_at_a_time, snapshots_of, status_kib};
+
+#[test]
+fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Process churn: new processes (and new stacks, faults, paths) all the time.
+    let mut churn = Command::new("sh")
+        .arg("-c")
+        .arg("while :; do /bin/true; ls / >/dev/null; sleep 0.005; done")
+        .spawn()
+        .expect("churn starts");
+    let trace = dir.path().join("tiny.data");
+    // The window's records are capped at 8 MiB: under this churn that is less than the
+    // ring's 2 s, so the cap, not the rate, bounds the memory.
+    const CAP: u64 = 8 << 20;
+    let rec = Recorder::start(
+        &trace,
+        &dir.path().join("tiny.err"),
+        &["--backend", "bpf", "--ring", "2", "--keep-snapshots", "3"],
+        &[("SLOWLAB_BPF_RING_MAX_BYTES", &CAP.to_string())],
+    );
+    const RUN: Duration = Duration::from_secs(60);
+    let started = Instant::now();
+    // (seconds, slowlab's anonymous memory in KiB, bytes and files beside the trace)
+    let mut samples: Vec<(f64, u64, u64, usize)> = Vec::new();
+    let mut next_save = 5;
+    while started.elapsed() < RUN {
+        std::thread::sleep(Duration::from_secs(1));
+        if started.elapsed().as_secs() >= next_save {
+            let out = rec.save();
+            assert!(out.status.success(), "{}", rec.err());
+            next_save += 5;
+        }
+        let (mut bytes, mut files) = (0, 0);
+        for e in std::fs::read_dir(dir.path()).expect("list").flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("tiny.data") {
+                bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                files += 1;
+            }
+        }
+        let anon = status_kib(rec.pid(), "RssAnon:");
+        samples.push((started.elapsed().as_secs_f64(), anon, bytes, files));
+    }
+    let _ = churn.kill();
+    let _ = churn.wait();
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    for s in samples.iter().step_by(10) {
+        eprintln!(
+            "{:5.1} s: slowlab {} KiB anonymous, {} files, {:.1} MB",
+            s.0,
+            s.1,
+            s.3,
+            s.2 as f64 / 1e6
+        );
+    }
+    // The window is full, and the allocator has what it keeps, after ~10 s: from 15 s on,
+    // the second half's floor of slowlab's memory is no higher than the first's but for
+    // noise, and no sample is higher than the start's by much more than the cap.
+    let settled = &samples[15..];
+    let half = settled.len() / 2;
+    let floor = |r: &[(f64, u64, u64, usize)]| r.iter().map(|s| s.1).min().unwrap_or(0);
+    let (first, second) = (floor(&settled[..half]), floor(&settled[half..]));
+    let (start, most) = (samples[0].1, samples.iter().map(|s| s.1).max().unwrap_or(0));
+    eprintln!("slowlab anonymous memory: {start} KiB at 1 s, floor {first} → {second} KiB, at most {most} KiB");
+    assert!(
+        second <= first + 4096,
+        "slowlab grew: {first} → {second} KiB"
+    );
+    assert!(
+        most <= start + 4 * CAP / 1024,
+        "slowlab reached {most} KiB from {start} KiB"
+    );
+    // Three snapshots (a cgroup note beside each at most), one more while the oldest goes,
+    // and a partial file; each snapshot the cap's records and their stacks.
+    let most_files = samples.iter().map(|s| s.3).max().unwrap_or(0);
+    assert!(most_files <= 2 * 4 + 1, "{most_files} files");
+    let most_bytes = samples.iter().map(|s| s.2).max().unwrap_or(0);
+    assert!(most_bytes <= 5 * (CAP + (8 << 20)), "{most_bytes} bytes");
+    let snaps = snapshots_of(&trace);
+    assert_eq!(snaps.len(), 3, "--keep-snapshots 3: {err}");
+    assert!(err.contains("removed the oldest snapshot"), "{err}");
+    for s in snaps.iter().chain([&trace]) {
+        let v = analyze(s, &[]);
+        let span = v["duration_s"].as_f64().unwrap_or(0.0);
+        assert!(
+            v["samples"].as_u64().unwrap_or(0) > 0 && (0.1..=4.0).contains(&span),
+            "{}: at most about the ring's 2 s, {span} s: {v}",
+            s.display()
+        );
+    }
+}
+
+#[test]
+fn a_full_disk_stops_a_snapshot_of_the_bpf_recorder_not_the_recording() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let fs = match Tmpfs::mount(64) {
+        Ok(fs) => fs,
+        Err(why) => {
+            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
+            return;
+        }
+    };
+    let trace = fs.path().join("f.data");
+    let errs = tempfile::tempdir().expect("temp dir");
+    // A snapshot is said to need 16 KiB, less than two seconds of this machine's records,
+    // so that the second save gets past the check and the disk fills while it is written.
+    let need: u64 = 16 << 10;
+    let rec = Recorder::start(
+        &trace,
+        &errs.path().join("f.err"),
+        &["--backend", "bpf", "--ring", "2"],
+        &[("SLOWLAB_SNAPSHOT_NEED_BYTES", &need.to_string())],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // 1. Less free than a snapshot needs: nothing is written, the ring is kept.
+    let fill = fs.fill(need / 2);
+    let out = rec.save();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the disk is full"), "{err}");
+    assert!(err.contains("the ring is kept"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(snapshots_of(&trace).is_empty());
+    // 2. Room by the check, not for the snapshot: the write fails and leaves nothing.
+    std::fs::remove_file(&fill).expect("unfill");
+    let fill = fs.fill(need);
+    let out = rec.save();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}\n{}", rec.err());
+    assert!(err.contains("No space left"), "{err}");
+    assert!(err.contains("recording goes on"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let names: Vec<String> = std::fs::read_dir(fs.path())
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["fill"], "nothing half-written is left");
+    // 3. Space again: a readable snapshot, and a readable trace at the end.
+    std::fs::remove_file(&fill).expect("unfill");
+    std::thread::sleep(Duration::from_secs(1));
+    let out = rec.save();
+    assert!(out.status.success(), "{}", rec.err());
+    let snap = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let v = analyze(&snap, &[]);
+    assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    let v = analyze(&trace, &[]);
+    assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+}
