@@ -12,15 +12,15 @@
 //! Turning a recording into slowlab's trace model (names, stacks, lifetimes) is the
 //! `slowlab-schedrec` crate's job.
 
+mod drain;
 pub mod format;
+mod options;
 mod recorder;
 mod ring;
 
 pub use format::{
     is_sched_recording, parse_sched, read_sched, RecordedSyscall, SchedLog, SCHED_MAGIC,
 };
-pub use recorder::{
-    ProgramCost, SchedOptions, SchedRecorder, SchedStats, StackMode, DEFAULT_SCHED_RING_BYTES,
-    DEFAULT_STACK_ENTRIES,
-};
+pub use options::{ProgramCost, SchedOptions, SchedStats, StackMode};
+pub use recorder::{SchedRecorder, DEFAULT_SCHED_RING_BYTES, DEFAULT_STACK_ENTRIES};
 pub use ring::{RingOptions, SnapshotInfo};

@@ -6,7 +6,7 @@
 //! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
 //! writes the stack map's stacks and the counts of what was lost.
 //!
-//! Beside the records it writes what the records need to be read: the threads alive at the
+//! Beside the records the drain (`super::drain`) writes what they need to be read: the threads alive at the
 //! start and any thread first seen later (from `/proc`), and each process's executable
 //! mappings the first time one of its user stacks comes (and again after an exec), for
 //! naming user frames later. A process that has exited by then (the drain runs every
@@ -26,7 +26,6 @@
 //! The programs belong to this process (nothing is pinned), so the kernel detaches them
 //! when it dies.
 
-use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
@@ -37,10 +36,12 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
+use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
-use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
-use super::ring::{Header, MapStack, RingOptions, Sink, SnapshotInfo, Window};
+use super::drain::{evict_stacks, read_counter, read_stack_map, write_window, Drain};
+use super::format::{SchedEnd, SchedWriter};
+use super::options::{program_cost, SchedOptions, SchedStats};
+use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
 use crate::sched_skel::SchedSkelBuilder;
@@ -73,175 +74,12 @@ type SnapshotRequest = (PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>);
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
 const WAKEUP_FRACTION: u32 = 4;
 
-const COUNTER_DROPS: u32 = 0;
-const COUNTER_STACK_LOST: u32 = 1;
+pub(crate) const COUNTER_DROPS: u32 = 0;
+pub(crate) const COUNTER_STACK_LOST: u32 = 1;
 const COUNTER_REUSED: u32 = 2;
 
 /// Frames of a stack in the stack map (the kernel's PERF_MAX_STACK_DEPTH).
-const STACK_DEPTH: usize = 127;
-
-/// Which stacks the programs take (the walks are most of what a record costs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StackMode {
-    /// No stacks.
-    None,
-    /// Kernel stacks only, on every switch, wake-up and sample.
-    Kernel,
-    /// Kernel and user stacks only where the critical path reads them: switches whose
-    /// previous task blocks (not runnable, not preempted), wake-ups by a task (not the
-    /// idle task), and samples. The default: what the critical path reads, at about two
-    /// thirds of `All`'s cost on a pipe ping-pong (bench/record/README.md).
-    #[default]
-    Blocking,
-    /// Kernel and user stacks on every switch, wake-up and sample.
-    All,
-}
-
-impl StackMode {
-    /// The value of `stack_mode` in sched.bpf.c.
-    fn bpf_value(self) -> u32 {
-        match self {
-            StackMode::None => 0,
-            StackMode::Kernel => 1,
-            StackMode::Blocking => 2,
-            StackMode::All => 3,
-        }
-    }
-}
-
-/// Recording options.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchedOptions {
-    /// Size of the kernel ring buffer in bytes: a power of two, at least one page.
-    pub ring_bytes: u32,
-    /// Entries of the stack map.
-    pub stack_entries: u32,
-    /// CPU samples per second per CPU (0: none).
-    pub sample_freq: u32,
-    /// Which stacks are taken.
-    pub stacks: StackMode,
-    /// Frames a kernel stack keeps at most (1 to 127): the walk stops there. (It saves
-    /// little: a kernel walk costs ~1.8 us at 4 frames and ~2.2 us at 127 on the pipe
-    /// ping-pong, bench/record/README.md; kept to measure that.)
-    pub kernel_frames: u32,
-    /// With [`StackMode::Blocking`]: a thread that blocks, or wakes another, where it did
-    /// the last time reuses that time's stacks instead of walking them again (see
-    /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
-    /// loop that blocks at one site.
-    pub reuse_sites: bool,
-    /// Record the waiting syscalls (futex, wait4, waitid, flock: entry and exit), which
-    /// name what a wait waits for (a mutex and its holder). On by default; off, to
-    /// measure what they cost.
-    pub syscalls: bool,
-    /// Record the detectors' syscalls (openat, the stat family, mmap/munmap, unlink,
-    /// unshare, clone, kill, …: what `slowlab record` asks perf for with stacks): entry
-    /// with all arguments and the user stack, exit with the return value. On by default.
-    pub detector_syscalls: bool,
-    /// With `detector_syscalls`: record the path argument of those that take one (openat,
-    /// the stat family, access, unlink) as a PATH record beside the call's, what perf's
-    /// backend captures into `OUTPUT.paths`. On by default.
-    pub paths: bool,
-    /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
-    /// for every syscall, picking the four by number; x86-64 only) instead of the four
-    /// syscalls' own tracepoints. Off by default; to measure which costs less.
-    pub raw_syscalls: bool,
-    /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
-    /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
-    /// `_kernel`; both with their stacks), as perf's event set does. On by default.
-    pub faults_and_block: bool,
-}
-
-impl Default for SchedOptions {
-    fn default() -> Self {
-        SchedOptions {
-            ring_bytes: DEFAULT_SCHED_RING_BYTES,
-            stack_entries: DEFAULT_STACK_ENTRIES,
-            sample_freq: 1000,
-            stacks: StackMode::default(),
-            kernel_frames: STACK_DEPTH as u32,
-            reuse_sites: true,
-            syscalls: true,
-            detector_syscalls: true,
-            paths: true,
-            raw_syscalls: false,
-            faults_and_block: true,
-        }
-    }
-}
-
-/// What a recording did, returned by [`SchedRecorder::stop`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SchedStats {
-    /// Records written.
-    pub records: u64,
-    /// Records lost in the kernel because the ring buffer was full.
-    pub dropped: u64,
-    /// Stacks lost because the stack map was full.
-    pub stacks_lost: u64,
-    /// Distinct stacks written.
-    pub stacks: u64,
-    /// Events whose stacks were reused from the thread's last event at the same site
-    /// instead of walked (see [`SchedOptions::reuse_sites`]).
-    pub stacks_reused: u64,
-    /// Bytes of the file.
-    pub bytes: u64,
-    /// The recording file.
-    pub output: PathBuf,
-    /// What each program cost in the kernel, when the kernel counted it
-    /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
-    /// a program with neither is left out.
-    pub programs: Vec<ProgramCost>,
-    /// Tracepoints that could not be attached, so their events are missing (a syscall
-    /// tracepoint the kernel does not have), each with why.
-    pub unattached: Vec<String>,
-}
-
-/// The kernel's count of one program's runs and the time they took
-/// (`bpf_prog_info.run_cnt` and `run_time_ns`, counted while `kernel.bpf_stats_enabled` is 1).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ProgramCost {
-    /// The program's name in sched.bpf.c (`on_switch`, …).
-    pub name: String,
-    /// Times it ran.
-    pub runs: u64,
-    /// Nanoseconds it ran in all.
-    pub run_ns: u64,
-    /// Times the kernel did not run it because it was already running on that CPU (a
-    /// wake-up from an interrupt that came while the program ran for another): events
-    /// lost without a record (`bpf_prog_info.recursion_misses`, counted whatever
-    /// `kernel.bpf_stats_enabled` says).
-    pub recursion_misses: u64,
-}
-
-impl ProgramCost {
-    /// Nanoseconds a run took on average (0 without runs).
-    pub fn mean_ns(&self) -> u64 {
-        self.run_ns.checked_div(self.runs).unwrap_or(0)
-    }
-}
-
-/// The kernel's run count and run time of a loaded program; `None` when they cannot be read
-/// or were not counted.
-fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
-    use std::os::fd::AsFd;
-    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-    let mut len = std::mem::size_of_val(&info) as u32;
-    // SAFETY: `info` is a bpf_prog_info of `len` bytes, written by the kernel; the
-    // descriptor is the loaded program's, alive for this call.
-    let ret = unsafe {
-        libbpf_rs::libbpf_sys::bpf_obj_get_info_by_fd(
-            prog.as_fd().as_raw_fd(),
-            (&mut info as *mut libbpf_rs::libbpf_sys::bpf_prog_info).cast(),
-            &mut len,
-        )
-    };
-    (ret == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
-        name: name.to_string(),
-        runs: info.run_cnt,
-        run_ns: info.run_time_ns,
-        recursion_misses: info.recursion_misses,
-    })
-}
+pub(crate) const STACK_DEPTH: usize = 127;
 
 /// A running scheduler recording. Start it with [`SchedRecorder::start`], stop it with
 /// [`SchedRecorder::stop`] (dropping it also stops it, discarding the statistics).
@@ -430,167 +268,6 @@ fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
         .join(category)
         .join(name)
         .is_dir()
-}
-
-/// Reads `/proc/TID/status`'s `Tgid` and `Name`.
-fn proc_thread(tid: u32) -> Option<(u32, String)> {
-    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-    };
-    Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
-}
-
-/// The executable file mappings of a process, as `/proc/PID/maps` lines.
-fn proc_exec_maps(pid: u32) -> Option<String> {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    Some(
-        maps.lines()
-            .filter(|l| {
-                let mut f = l.split_whitespace();
-                let perms = f.nth(1).unwrap_or("");
-                perms.contains('x') && f.nth(3).is_some_and(|p| p.starts_with('/'))
-            })
-            .fold(String::new(), |mut s, l| {
-                s.push_str(l);
-                s.push('\n');
-                s
-            }),
-    )
-}
-
-/// How long a thread that exited stays known (its last switch comes after its exit).
-const EXITED_KEPT: Duration = Duration::from_secs(1);
-
-/// What the drain thread keeps besides the file (or the ring's window).
-struct Drain {
-    writer: SchedWriter<Sink>,
-    /// Thread → process of every thread named in the file, but those that exited more
-    /// than [`EXITED_KEPT`] ago.
-    pids: HashMap<u32, u32>,
-    /// Processes whose mappings are in the file (since their last exec).
-    mapped: HashSet<u32>,
-    /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
-    exited: std::collections::VecDeque<(Instant, u32)>,
-    error: Option<std::io::Error>,
-}
-
-impl Drain {
-    /// The ring's window, in ring mode.
-    fn window(&mut self) -> Option<&mut Window> {
-        match self.writer.out_mut() {
-            Sink::Window(w) => Some(w),
-            Sink::File(_) => None,
-        }
-    }
-
-    /// A THREAD section.
-    fn thread(&mut self, pid: u32, tid: u32, comm: &str) {
-        if let Err(e) = self.writer.thread(pid, tid, comm) {
-            self.error.get_or_insert(e);
-        }
-        if let Some(w) = self.window() {
-            w.note_thread(pid, tid, comm);
-        }
-    }
-
-    /// The process of `tid`, naming the thread in the file the first time it is seen.
-    fn pid_of(&mut self, tid: u32) -> u32 {
-        if tid == 0 {
-            return 0;
-        }
-        if let Some(&pid) = self.pids.get(&tid) {
-            return pid;
-        }
-        let (pid, comm) = proc_thread(tid).unwrap_or((tid, String::new()));
-        if !comm.is_empty() {
-            self.thread(pid, tid, &comm);
-        }
-        self.pids.insert(tid, pid);
-        pid
-    }
-
-    /// Forgets the threads (and processes) that exited long enough ago.
-    fn forget_exited(&mut self, now: Instant) {
-        while let Some(&(at, tid)) = self.exited.front() {
-            if now.duration_since(at) < EXITED_KEPT {
-                break;
-            }
-            self.exited.pop_front();
-            if self.pids.remove(&tid) == Some(tid) {
-                self.mapped.remove(&tid);
-            }
-        }
-    }
-
-    fn on_record(&mut self, data: &[u8]) -> i32 {
-        if self.error.is_some() {
-            return -1;
-        }
-        let decoded = decode_record(data).map(|(r, _)| r);
-        if let Some(r) = &decoded {
-            match r.kind {
-                RecordKind::Fork => {
-                    self.pids.insert(r.a, r.b);
-                }
-                RecordKind::Exec => {
-                    self.pids.insert(r.tid, r.a);
-                    self.mapped.remove(&r.a);
-                }
-                RecordKind::Exit => self.exited.push_back((Instant::now(), r.tid)),
-                RecordKind::Switch | RecordKind::Waking => {
-                    self.pid_of(r.a);
-                }
-                RecordKind::Sample => {
-                    self.pids.entry(r.tid).or_insert(r.a);
-                }
-                _ => {}
-            }
-            let pid = self.pid_of(r.tid);
-            if r.ustack.is_some() && pid != 0 && self.mapped.insert(pid) {
-                if let Some(maps) = proc_exec_maps(pid) {
-                    if let Err(e) = self.writer.maps(pid, &maps) {
-                        self.error.get_or_insert(e);
-                    }
-                    if let Some(w) = self.window() {
-                        w.note_mappings(pid, &maps);
-                    }
-                }
-            }
-        }
-        if let Err(e) = self.writer.record(data) {
-            self.error.get_or_insert(e);
-            return -1;
-        }
-        let flushed = !self.writer.has_pending_events();
-        if let (Some(r), Some(w)) = (decoded, self.window()) {
-            w.note_record(&r);
-            // An EVENTS section just ended: what was written since the last cut is whole.
-            if flushed {
-                w.cut();
-            }
-        }
-        0
-    }
-}
-
-/// Sums a per-CPU counter (0 when the map cannot be read).
-fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
-    match counters.lookup_percpu(&which.to_ne_bytes(), MapFlags::ANY) {
-        Ok(Some(per_cpu)) => per_cpu
-            .iter()
-            .filter_map(|v| v.get(..8))
-            .map(|b| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                u64::from_ne_bytes(a)
-            })
-            .sum(),
-        _ => 0,
-    }
 }
 
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
@@ -852,34 +529,10 @@ fn run(
         // Each snapshot writes its own header.
         w.clear_written();
     }
-    let drain = std::cell::RefCell::new(Drain {
-        writer,
-        pids: HashMap::new(),
-        mapped: HashSet::new(),
-        exited: Default::default(),
-        error: None,
-    });
+    let mut drain = Drain::new(writer);
     // The threads alive now; later ones come with their fork.
-    if let Ok(procs) = fs::read_dir("/proc") {
-        let mut d = drain.borrow_mut();
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-                continue;
-            };
-            for t in tasks.flatten() {
-                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                    continue;
-                };
-                let comm =
-                    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
-                d.thread(pid, tid, comm.trim_end());
-                d.pids.insert(tid, pid);
-            }
-        }
-    }
+    drain.name_threads_alive();
+    let drain = std::cell::RefCell::new(drain);
 
     let mut builder = RingBufferBuilder::new();
     setup!(builder
@@ -1035,84 +688,4 @@ fn run(
     drop(out);
     let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     Ok(stats(records, stacks, bytes, lost))
-}
-
-/// Every stack in the kernel's stack map: its key, id, whether it is a kernel stack, and
-/// its addresses, innermost first.
-fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
-    let mut found = Vec::new();
-    for key in map.keys() {
-        let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
-            continue;
-        };
-        // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
-        if value.len() < 8 {
-            continue;
-        }
-        let id = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
-        let frames = u32::from_ne_bytes([value[4], value[5], value[6], value[7]]) as usize;
-        let addrs = value[8..]
-            .chunks_exact(8)
-            .take(frames.min(STACK_DEPTH))
-            .map(|c| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                u64::from_ne_bytes(a)
-            })
-            .take_while(|&a| a != 0)
-            .collect::<Vec<u64>>();
-        let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
-        found.push((key, id, kernel, addrs));
-    }
-    found
-}
-
-/// Ring mode: the stacks nothing in the window names leave the kernel's map, after the
-/// generation is bumped so that no thread reuses their ids from its last site.
-fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut Drain) {
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        let generation = std::ptr::addr_of_mut!(bss.stack_generation);
-        // SAFETY: the field lives in the map's memory mapping, which the programs read
-        // concurrently; a volatile read and write of an aligned u32 keeps the compiler
-        // from eliding or tearing them.
-        unsafe { generation.write_volatile(generation.read_volatile().wrapping_add(1)) };
-    }
-    let in_map = read_stack_map(&skel.maps.stacks);
-    let Some(window) = drain.window() else {
-        return;
-    };
-    for key in window.stacks_to_evict(in_map) {
-        let _ = skel.maps.stacks.delete(&key);
-    }
-}
-
-/// Ring mode: writes the window into `path` (what was gathered first), with the losses
-/// counted since the last snapshot (`lost` now, `before` at the last one).
-fn write_window(
-    skel: &crate::sched_skel::SchedSkel,
-    drain: &mut Drain,
-    path: &Path,
-    lost: (u64, u64),
-    before: (u64, u64),
-) -> Result<SnapshotInfo, BpfError> {
-    drain
-        .writer
-        .flush_events()
-        .map_err(|e| BpfError::io(path, e))?;
-    let in_map = read_stack_map(&skel.maps.stacks);
-    let Some(window) = drain.window() else {
-        return Err(BpfError::Options {
-            reason: "snapshots are taken only in ring mode".into(),
-        });
-    };
-    window.cut();
-    let end = SchedEnd {
-        stop_ns: sys::monotonic_ns(),
-        dropped: lost.0.saturating_sub(before.0),
-        stacks_lost: lost.1.saturating_sub(before.1),
-        records: 0,
-    };
-    window
-        .write(path, in_map, end)
-        .map_err(|e| BpfError::io(path, e))
 }

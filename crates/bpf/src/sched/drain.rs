@@ -1,0 +1,294 @@
+//! The recording thread's side of a scheduler recording: [`Drain`] takes each record the
+//! ring buffer gives, names the threads and maps the processes the records need (from
+//! `/proc`), and hands them to the writer (a file, or in ring mode the window); the
+//! kernel's stack map read whole ([`read_stack_map`]), emptied of what the window no
+//! longer names ([`evict_stacks`]), and a window written as a snapshot ([`write_window`]).
+//! It loads and attaches nothing (`recorder`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
+use super::recorder::STACK_DEPTH;
+use super::ring::{MapStack, Sink, SnapshotInfo, Window};
+use crate::error::BpfError;
+use crate::sys;
+
+/// Reads `/proc/TID/status`'s `Tgid` and `Name`.
+pub(crate) fn proc_thread(tid: u32) -> Option<(u32, String)> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
+}
+
+/// The executable file mappings of a process, as `/proc/PID/maps` lines.
+pub(crate) fn proc_exec_maps(pid: u32) -> Option<String> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(
+        maps.lines()
+            .filter(|l| {
+                let mut f = l.split_whitespace();
+                let perms = f.nth(1).unwrap_or("");
+                perms.contains('x') && f.nth(3).is_some_and(|p| p.starts_with('/'))
+            })
+            .fold(String::new(), |mut s, l| {
+                s.push_str(l);
+                s.push('\n');
+                s
+            }),
+    )
+}
+
+/// How long a thread that exited stays known (its last switch comes after its exit).
+const EXITED_KEPT: Duration = Duration::from_secs(1);
+
+/// What the drain thread keeps besides the file (or the ring's window).
+pub(crate) struct Drain {
+    pub(crate) writer: SchedWriter<Sink>,
+    /// Thread → process of every thread named in the file, but those that exited more
+    /// than [`EXITED_KEPT`] ago.
+    pids: HashMap<u32, u32>,
+    /// Processes whose mappings are in the file (since their last exec).
+    mapped: HashSet<u32>,
+    /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
+    exited: VecDeque<(Instant, u32)>,
+    pub(crate) error: Option<std::io::Error>,
+}
+
+impl Drain {
+    pub(crate) fn new(writer: SchedWriter<Sink>) -> Drain {
+        Drain {
+            writer,
+            pids: HashMap::new(),
+            mapped: HashSet::new(),
+            exited: VecDeque::new(),
+            error: None,
+        }
+    }
+
+    /// Names every thread alive now (from `/proc`); later ones come with their fork.
+    pub(crate) fn name_threads_alive(&mut self) {
+        let Ok(procs) = fs::read_dir("/proc") else {
+            return;
+        };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let comm =
+                    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+                self.thread(pid, tid, comm.trim_end());
+                self.pids.insert(tid, pid);
+            }
+        }
+    }
+
+    /// The ring's window, in ring mode.
+    pub(crate) fn window(&mut self) -> Option<&mut Window> {
+        match self.writer.out_mut() {
+            Sink::Window(w) => Some(w),
+            Sink::File(_) => None,
+        }
+    }
+
+    /// A THREAD section.
+    fn thread(&mut self, pid: u32, tid: u32, comm: &str) {
+        if let Err(e) = self.writer.thread(pid, tid, comm) {
+            self.error.get_or_insert(e);
+        }
+        if let Some(w) = self.window() {
+            w.note_thread(pid, tid, comm);
+        }
+    }
+
+    /// The process of `tid`, naming the thread in the file the first time it is seen.
+    fn pid_of(&mut self, tid: u32) -> u32 {
+        if tid == 0 {
+            return 0;
+        }
+        if let Some(&pid) = self.pids.get(&tid) {
+            return pid;
+        }
+        let (pid, comm) = proc_thread(tid).unwrap_or((tid, String::new()));
+        if !comm.is_empty() {
+            self.thread(pid, tid, &comm);
+        }
+        self.pids.insert(tid, pid);
+        pid
+    }
+
+    /// Forgets the threads (and processes) that exited long enough ago.
+    pub(crate) fn forget_exited(&mut self, now: Instant) {
+        while let Some(&(at, tid)) = self.exited.front() {
+            if now.duration_since(at) < EXITED_KEPT {
+                break;
+            }
+            self.exited.pop_front();
+            if self.pids.remove(&tid) == Some(tid) {
+                self.mapped.remove(&tid);
+            }
+        }
+    }
+
+    pub(crate) fn on_record(&mut self, data: &[u8]) -> i32 {
+        if self.error.is_some() {
+            return -1;
+        }
+        let decoded = decode_record(data).map(|(r, _)| r);
+        if let Some(r) = &decoded {
+            match r.kind {
+                RecordKind::Fork => {
+                    self.pids.insert(r.a, r.b);
+                }
+                RecordKind::Exec => {
+                    self.pids.insert(r.tid, r.a);
+                    self.mapped.remove(&r.a);
+                }
+                RecordKind::Exit => self.exited.push_back((Instant::now(), r.tid)),
+                RecordKind::Switch | RecordKind::Waking => {
+                    self.pid_of(r.a);
+                }
+                RecordKind::Sample => {
+                    self.pids.entry(r.tid).or_insert(r.a);
+                }
+                _ => {}
+            }
+            let pid = self.pid_of(r.tid);
+            if r.ustack.is_some() && pid != 0 && self.mapped.insert(pid) {
+                if let Some(maps) = proc_exec_maps(pid) {
+                    if let Err(e) = self.writer.maps(pid, &maps) {
+                        self.error.get_or_insert(e);
+                    }
+                    if let Some(w) = self.window() {
+                        w.note_mappings(pid, &maps);
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.writer.record(data) {
+            self.error.get_or_insert(e);
+            return -1;
+        }
+        let flushed = !self.writer.has_pending_events();
+        if let (Some(r), Some(w)) = (decoded, self.window()) {
+            w.note_record(&r);
+            // An EVENTS section just ended: what was written since the last cut is whole.
+            if flushed {
+                w.cut();
+            }
+        }
+        0
+    }
+}
+
+/// Sums a per-CPU counter (0 when the map cannot be read).
+pub(crate) fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
+    match counters.lookup_percpu(&which.to_ne_bytes(), MapFlags::ANY) {
+        Ok(Some(per_cpu)) => per_cpu
+            .iter()
+            .filter_map(|v| v.get(..8))
+            .map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_ne_bytes(a)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// Every stack in the kernel's stack map: its key, id, whether it is a kernel stack, and
+/// its addresses, innermost first.
+pub(crate) fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
+    let mut found = Vec::new();
+    for key in map.keys() {
+        let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
+            continue;
+        };
+        // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
+        if value.len() < 8 {
+            continue;
+        }
+        let id = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
+        let frames = u32::from_ne_bytes([value[4], value[5], value[6], value[7]]) as usize;
+        let addrs = value[8..]
+            .chunks_exact(8)
+            .take(frames.min(STACK_DEPTH))
+            .map(|c| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                u64::from_ne_bytes(a)
+            })
+            .take_while(|&a| a != 0)
+            .collect::<Vec<u64>>();
+        let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
+        found.push((key, id, kernel, addrs));
+    }
+    found
+}
+
+/// Ring mode: the stacks nothing in the window names leave the kernel's map, after the
+/// generation is bumped so that no thread reuses their ids from its last site.
+pub(crate) fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut Drain) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let generation = std::ptr::addr_of_mut!(bss.stack_generation);
+        // SAFETY: the field lives in the map's memory mapping, which the programs read
+        // concurrently; a volatile read and write of an aligned u32 keeps the compiler
+        // from eliding or tearing them.
+        unsafe { generation.write_volatile(generation.read_volatile().wrapping_add(1)) };
+    }
+    let in_map = read_stack_map(&skel.maps.stacks);
+    let Some(window) = drain.window() else {
+        return;
+    };
+    for key in window.stacks_to_evict(in_map) {
+        let _ = skel.maps.stacks.delete(&key);
+    }
+}
+
+/// Ring mode: writes the window into `path` (what was gathered first), with the losses
+/// counted since the last snapshot (`lost` now, `before` at the last one).
+pub(crate) fn write_window(
+    skel: &crate::sched_skel::SchedSkel,
+    drain: &mut Drain,
+    path: &Path,
+    lost: (u64, u64),
+    before: (u64, u64),
+) -> Result<SnapshotInfo, BpfError> {
+    drain
+        .writer
+        .flush_events()
+        .map_err(|e| BpfError::io(path, e))?;
+    let in_map = read_stack_map(&skel.maps.stacks);
+    let Some(window) = drain.window() else {
+        return Err(BpfError::Options {
+            reason: "snapshots are taken only in ring mode".into(),
+        });
+    };
+    window.cut();
+    let end = SchedEnd {
+        stop_ns: sys::monotonic_ns(),
+        dropped: lost.0.saturating_sub(before.0),
+        stacks_lost: lost.1.saturating_sub(before.1),
+        records: 0,
+    };
+    window
+        .write(path, in_map, end)
+        .map_err(|e| BpfError::io(path, e))
+}

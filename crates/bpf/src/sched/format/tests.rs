@@ -1,0 +1,162 @@
+//! The scheduler recording's format: records and sections written and read back.
+
+use super::*;
+
+fn raw(kind: u8, time: u64, tid: u32, a: u32, kstack: i32, comm: Option<&str>) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&time.to_le_bytes());
+    r.extend_from_slice(&tid.to_le_bytes());
+    r.extend_from_slice(&a.to_le_bytes());
+    r.extend_from_slice(&7u32.to_le_bytes());
+    r.extend_from_slice(&1u16.to_le_bytes());
+    r.push(kind);
+    r.push(2);
+    r.extend_from_slice(&kstack.to_le_bytes());
+    r.extend_from_slice(&(-14i32).to_le_bytes());
+    if let Some(c) = comm {
+        let mut b = [0u8; COMM_LEN];
+        b[..c.len()].copy_from_slice(c.as_bytes());
+        r.extend_from_slice(&b);
+    }
+    r
+}
+
+#[test]
+fn a_written_recording_reads_back() {
+    let mut w = SchedWriter::new(Vec::new(), 100, 200, 2, 1000).unwrap();
+    w.thread(10, 11, "worker").unwrap();
+    w.record(&raw(1, 150, 11, 12, 3, None)).unwrap();
+    w.maps(10, "00400000-00401000 r-xp 00000000 08:01 5 /bin/x\n")
+        .unwrap();
+    w.record(&raw(5, 160, 12, 12, -1, Some("newname"))).unwrap();
+    w.stack(3, true, &[0xffff_0001, 0xffff_0002]).unwrap();
+    let end = SchedEnd {
+        stop_ns: 300,
+        dropped: 4,
+        stacks_lost: 1,
+        records: 2,
+    };
+    let bytes = w.finish(end).unwrap();
+    let log = parse_sched(&bytes).unwrap();
+    assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+    assert_eq!(
+        (log.start_mono_ns, log.nr_cpus, log.sample_freq),
+        (100, 2, 1000)
+    );
+    assert_eq!(log.records.len(), 2);
+    let s = &log.records[0];
+    assert_eq!(
+        (s.kind, s.tid, s.a, s.b, s.c),
+        (RecordKind::Switch, 11, 12, 7, 2)
+    );
+    assert_eq!((s.kstack, s.ustack), (Some(3), None));
+    assert_eq!(log.records[1].comm.as_deref(), Some("newname"));
+    assert_eq!(log.maps[0].from_record, 1);
+    assert_eq!(log.threads[0].comm, "worker");
+    assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
+    assert_eq!(log.end, Some(end));
+}
+
+#[test]
+fn a_syscall_record_has_a_value_and_no_stacks() {
+    let mut enter = raw(8, 150, 11, 0x80, 0, None);
+    enter[23] = 1; // futex
+    enter[24..32].copy_from_slice(&0x7f00_1234_5678u64.to_le_bytes());
+    let (r, n) = decode_record(&enter).unwrap();
+    assert_eq!(n, RECORD_LEN);
+    assert_eq!(
+        (r.kind, r.value, r.a, r.b),
+        (RecordKind::SysEnter, 0x7f00_1234_5678, 0x80, 7)
+    );
+    assert_eq!((r.kstack, r.ustack), (None, None));
+    assert_eq!(RecordedSyscall::from_u8(r.c), Some(RecordedSyscall::Futex));
+    let mut exit = raw(9, 160, 11, 0, 0, None);
+    exit[23] = 4;
+    exit[24..32].copy_from_slice(&(-11i64).to_le_bytes());
+    let (r, _) = decode_record(&exit).unwrap();
+    assert_eq!((r.kind, r.value as i64), (RecordKind::SysExit, -11));
+    assert_eq!(
+        RecordedSyscall::from_u8(r.c).map(|s| s.name()),
+        Some("flock")
+    );
+    assert_eq!(RecordedSyscall::from_u8(0), None);
+    let mut block = raw(10, 170, 11, 0x80_0001, 0, None);
+    block[23] = block_flags::COMPLETE | block_flags::WRITE;
+    block[24..32].copy_from_slice(&123_456u64.to_le_bytes());
+    let (r, _) = decode_record(&block).unwrap();
+    assert_eq!(
+        (r.kind, r.a, r.b, r.value),
+        (RecordKind::Block, 0x80_0001, 7, 123_456)
+    );
+    assert_eq!(r.kstack, None);
+    let mut fault = raw(11, 180, 11, 10, 5, None);
+    fault.extend_from_slice(&0x7f00_0000_1000u64.to_le_bytes());
+    let (r, n) = decode_record(&fault).unwrap();
+    assert_eq!(
+        (r.kind, n, r.value),
+        (RecordKind::MajorFault, 40, 0x7f00_0000_1000)
+    );
+    assert_eq!(r.kstack, Some(5));
+    assert!(decode_record(&fault[..36]).is_none());
+    let mut fault = raw(12, 190, 11, 10, 5, None);
+    fault[23] = 1;
+    fault.extend_from_slice(&0x7f00_0000_2000u64.to_le_bytes());
+    fault.extend_from_slice(&0x5555_0000_1234u64.to_le_bytes());
+    let (r, n) = decode_record(&fault).unwrap();
+    assert_eq!((r.kind, n, r.c), (RecordKind::PageFault, 48, 1));
+    assert_eq!(
+        (r.value, r.ip, r.b),
+        (0x7f00_0000_2000, 0x5555_0000_1234, 7)
+    );
+    assert_eq!(RecordedSyscall::from_u8(5), Some(RecordedSyscall::Openat));
+    assert_eq!(
+        RecordedSyscall::from_u8(23).map(|s| s.name()),
+        Some("tkill")
+    );
+    assert_eq!(RecordedSyscall::from_u8(24), None);
+    let mut call = raw(13, 200, 11, 10, -1, None);
+    call[23] = 14; // mmap
+    call[28..32].copy_from_slice(&3i32.to_le_bytes());
+    for a in 1..=6u64 {
+        call.extend_from_slice(&(a * 0x100).to_le_bytes());
+    }
+    let (r, n) = decode_record(&call).unwrap();
+    assert_eq!((r.kind, n, r.ustack), (RecordKind::SysCall, 80, Some(3)));
+    assert_eq!(r.args, [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
+}
+
+#[test]
+fn a_path_record_is_as_long_as_its_path_rounded_to_8_bytes() {
+    let path = b"/etc/ld.so.cache"; // 16 bytes: no padding
+    let long = b"/nonexistent/slowlab-17"; // 23 bytes: one byte of padding
+    for (p, len) in [(&path[..], 48), (&long[..], 56)] {
+        let mut rec = raw(14, 210, 11, 10, 0, None);
+        rec[16..20].copy_from_slice(&(p.len() as u32).to_le_bytes());
+        rec[23] = 9; // newfstatat
+        rec[24..28].copy_from_slice(&(path_flags::TRUNCATED as u32).to_le_bytes());
+        rec.extend_from_slice(p);
+        rec.resize(len, 0);
+        // A record after it must be found where it starts.
+        rec.extend_from_slice(&raw(2, 220, 11, 12, 3, None));
+        let (r, n) = decode_record(&rec).unwrap();
+        assert_eq!((r.kind, n), (RecordKind::Path, len));
+        assert_eq!(r.path.as_deref().map(str::as_bytes), Some(p));
+        assert_eq!((r.c, r.value, r.kstack), (9, path_flags::TRUNCATED, None));
+        assert_eq!(decode_record(&rec[n..]).unwrap().0.kind, RecordKind::Waking);
+        assert!(decode_record(&rec[..len - 1]).is_none(), "a cut path");
+    }
+}
+
+#[test]
+fn a_recording_cut_short_reads_what_is_there_and_says_so() {
+    let mut w = SchedWriter::new(Vec::new(), 1, 2, 1, 99).unwrap();
+    w.record(&raw(2, 150, 11, 12, 3, None)).unwrap();
+    w.flush_events().unwrap();
+    let mut bytes = w.out.clone();
+    bytes.extend_from_slice(&[1, 0, 0, 0, 200, 0]);
+    let log = parse_sched(&bytes).unwrap();
+    assert_eq!(log.records.len(), 1);
+    assert!(log.end.is_none());
+    assert_eq!(log.warnings.len(), 2, "{:?}", log.warnings);
+    assert!(parse_sched(b"PERFILE2").is_err());
+}

@@ -1,0 +1,171 @@
+//! What a scheduler recording is asked to record ([`SchedOptions`], [`StackMode`]) and
+//! what it says it did ([`SchedStats`], [`ProgramCost`], read from the kernel by
+//! [`program_cost`]). It starts nothing.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use super::recorder::{DEFAULT_SCHED_RING_BYTES, DEFAULT_STACK_ENTRIES, STACK_DEPTH};
+
+/// Which stacks the programs take (the walks are most of what a record costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StackMode {
+    /// No stacks.
+    None,
+    /// Kernel stacks only, on every switch, wake-up and sample.
+    Kernel,
+    /// Kernel and user stacks only where the critical path reads them: switches whose
+    /// previous task blocks (not runnable, not preempted), wake-ups by a task (not the
+    /// idle task), and samples. The default: what the critical path reads, at about two
+    /// thirds of `All`'s cost on a pipe ping-pong (bench/record/README.md).
+    #[default]
+    Blocking,
+    /// Kernel and user stacks on every switch, wake-up and sample.
+    All,
+}
+
+impl StackMode {
+    /// The value of `stack_mode` in sched.bpf.c.
+    pub(crate) fn bpf_value(self) -> u32 {
+        match self {
+            StackMode::None => 0,
+            StackMode::Kernel => 1,
+            StackMode::Blocking => 2,
+            StackMode::All => 3,
+        }
+    }
+}
+
+/// Recording options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedOptions {
+    /// Size of the kernel ring buffer in bytes: a power of two, at least one page.
+    pub ring_bytes: u32,
+    /// Entries of the stack map.
+    pub stack_entries: u32,
+    /// CPU samples per second per CPU (0: none).
+    pub sample_freq: u32,
+    /// Which stacks are taken.
+    pub stacks: StackMode,
+    /// Frames a kernel stack keeps at most (1 to 127): the walk stops there. (It saves
+    /// little: a kernel walk costs ~1.8 us at 4 frames and ~2.2 us at 127 on the pipe
+    /// ping-pong, bench/record/README.md; kept to measure that.)
+    pub kernel_frames: u32,
+    /// With [`StackMode::Blocking`]: a thread that blocks, or wakes another, where it did
+    /// the last time reuses that time's stacks instead of walking them again (see
+    /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
+    /// loop that blocks at one site.
+    pub reuse_sites: bool,
+    /// Record the waiting syscalls (futex, wait4, waitid, flock: entry and exit), which
+    /// name what a wait waits for (a mutex and its holder). On by default; off, to
+    /// measure what they cost.
+    pub syscalls: bool,
+    /// Record the detectors' syscalls (openat, the stat family, mmap/munmap, unlink,
+    /// unshare, clone, kill, …: what `slowlab record` asks perf for with stacks): entry
+    /// with all arguments and the user stack, exit with the return value. On by default.
+    pub detector_syscalls: bool,
+    /// With `detector_syscalls`: record the path argument of those that take one (openat,
+    /// the stat family, access, unlink) as a PATH record beside the call's, what perf's
+    /// backend captures into `OUTPUT.paths`. On by default.
+    pub paths: bool,
+    /// With `syscalls`: take them from `raw_syscalls:sys_enter`/`sys_exit` (a program run
+    /// for every syscall, picking the four by number; x86-64 only) instead of the four
+    /// syscalls' own tracepoints. Off by default; to measure which costs less.
+    pub raw_syscalls: bool,
+    /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
+    /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
+    /// `_kernel`; both with their stacks), as perf's event set does. On by default.
+    pub faults_and_block: bool,
+}
+
+impl Default for SchedOptions {
+    fn default() -> Self {
+        SchedOptions {
+            ring_bytes: DEFAULT_SCHED_RING_BYTES,
+            stack_entries: DEFAULT_STACK_ENTRIES,
+            sample_freq: 1000,
+            stacks: StackMode::default(),
+            kernel_frames: STACK_DEPTH as u32,
+            reuse_sites: true,
+            syscalls: true,
+            detector_syscalls: true,
+            paths: true,
+            raw_syscalls: false,
+            faults_and_block: true,
+        }
+    }
+}
+
+/// What a recording did, returned by [`SchedRecorder::stop`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SchedStats {
+    /// Records written.
+    pub records: u64,
+    /// Records lost in the kernel because the ring buffer was full.
+    pub dropped: u64,
+    /// Stacks lost because the stack map was full.
+    pub stacks_lost: u64,
+    /// Distinct stacks written.
+    pub stacks: u64,
+    /// Events whose stacks were reused from the thread's last event at the same site
+    /// instead of walked (see [`SchedOptions::reuse_sites`]).
+    pub stacks_reused: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// The recording file.
+    pub output: PathBuf,
+    /// What each program cost in the kernel, when the kernel counted it
+    /// (`sysctl kernel.bpf_stats_enabled=1` during the recording), and the runs it missed;
+    /// a program with neither is left out.
+    pub programs: Vec<ProgramCost>,
+    /// Tracepoints that could not be attached, so their events are missing (a syscall
+    /// tracepoint the kernel does not have), each with why.
+    pub unattached: Vec<String>,
+}
+
+/// The kernel's count of one program's runs and the time they took
+/// (`bpf_prog_info.run_cnt` and `run_time_ns`, counted while `kernel.bpf_stats_enabled` is 1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProgramCost {
+    /// The program's name in sched.bpf.c (`on_switch`, …).
+    pub name: String,
+    /// Times it ran.
+    pub runs: u64,
+    /// Nanoseconds it ran in all.
+    pub run_ns: u64,
+    /// Times the kernel did not run it because it was already running on that CPU (a
+    /// wake-up from an interrupt that came while the program ran for another): events
+    /// lost without a record (`bpf_prog_info.recursion_misses`, counted whatever
+    /// `kernel.bpf_stats_enabled` says).
+    pub recursion_misses: u64,
+}
+
+impl ProgramCost {
+    /// Nanoseconds a run took on average (0 without runs).
+    pub fn mean_ns(&self) -> u64 {
+        self.run_ns.checked_div(self.runs).unwrap_or(0)
+    }
+}
+
+/// The kernel's run count and run time of a loaded program; `None` when they cannot be read
+/// or were not counted.
+pub(crate) fn program_cost(name: &str, prog: &libbpf_rs::Program) -> Option<ProgramCost> {
+    use std::os::fd::AsFd;
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `info` is a bpf_prog_info of `len` bytes, written by the kernel; the
+    // descriptor is the loaded program's, alive for this call.
+    let ret = unsafe {
+        libbpf_rs::libbpf_sys::bpf_obj_get_info_by_fd(
+            prog.as_fd().as_raw_fd(),
+            (&mut info as *mut libbpf_rs::libbpf_sys::bpf_prog_info).cast(),
+            &mut len,
+        )
+    };
+    (ret == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
+        name: name.to_string(),
+        runs: info.run_cnt,
+        run_ns: info.run_time_ns,
+        recursion_misses: info.recursion_misses,
+    })
+}
