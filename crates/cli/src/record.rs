@@ -17,6 +17,9 @@ pub enum BackendArg {
     /// requests, in one file, at a fraction of perf's cost; with `--ring`, the last
     /// seconds are kept in memory and written on a snapshot.
     Bpf,
+    /// bpf where it can run here (root or CAP_BPF and CAP_PERFMON, kernel BTF; not with
+    /// `--call-graph dwarf`), else perf, saying why.
+    Auto,
 }
 
 /// `--bpf-stacks`: which stacks the eBPF recorder takes (to measure what they cost).

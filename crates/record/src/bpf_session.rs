@@ -42,6 +42,25 @@ pub struct BpfRecorded {
 }
 
 impl BpfRecorded {
+    /// The line that says what was written (and beside it) and how to analyze it.
+    pub fn wrote_line(&self) -> String {
+        let s = &self.stats;
+        let beside: String = self
+            .companions
+            .iter()
+            .map(|c| format!(" and {}", c.display()))
+            .collect();
+        format!(
+            "wrote {} ({:.1} MB, {} events, {} lost, {} stacks){beside}; analyze it with: slowlab analyze {}",
+            s.output.display(),
+            s.bytes as f64 / 1e6,
+            s.records,
+            s.dropped,
+            s.stacks,
+            s.output.display()
+        )
+    }
+
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
     /// full ring buffer, events without a stack because the stack map was full, and
     /// tracepoints that could not be attached. (What

@@ -67,6 +67,47 @@ pub struct AlwaysOn {
     pub control: bool,
 }
 
+/// Which recorder writes a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `perf record` ([`run`], [`run_with`]).
+    Perf,
+    /// The eBPF recorder ([`run_bpf`], [`run_bpf_ring`]).
+    Bpf,
+}
+
+/// `--backend auto`: the eBPF recorder where it can run here and records what is asked
+/// (user stacks by frame pointers), else perf, with the line that says why.
+pub fn auto_backend(call_graph: CallGraph) -> (Backend, Option<String>) {
+    if call_graph == CallGraph::Dwarf {
+        return (
+            Backend::Perf,
+            Some("recording with perf: only perf copies user stacks for DWARF unwinding".into()),
+        );
+    }
+    match slowlab_bpf::sched::SchedRecorder::available() {
+        Ok(()) => (Backend::Bpf, None),
+        Err(why) => (
+            Backend::Perf,
+            Some(format!(
+                "recording with perf: the eBPF recorder cannot run here ({why})"
+            )),
+        ),
+    }
+}
+
+/// The line naming a ring recording's snapshots kept, if there are any.
+pub fn snapshots_line(snapshots: &[PathBuf]) -> Option<String> {
+    let names: Vec<String> = snapshots.iter().map(|f| f.display().to_string()).collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "{} snapshot(s) saved and kept: {}",
+            names.len(),
+            names.join(", ")
+        )
+    })
+}
+
 /// Snapshots kept when [`AlwaysOn::keep_snapshots`] is 0.
 pub const DEFAULT_KEEP_SNAPSHOTS: usize = 10;
 
@@ -152,6 +193,18 @@ pub enum RecordError {
     AlwaysOn(String),
 }
 
+impl RecordError {
+    /// The signal that stopped the recording before a trace was written, if one did
+    /// (the command line then exits with 128 + it, as a shell expects).
+    pub fn stop_signal(&self) -> Option<i32> {
+        match self {
+            RecordError::Interrupted { signal } => Some(*signal),
+            RecordError::PerfKilled { stopped_by, .. } => *stopped_by,
+            _ => None,
+        }
+    }
+}
+
 /// What a recording produced.
 #[derive(Debug)]
 pub struct Outcome {
@@ -172,6 +225,29 @@ pub struct Outcome {
     /// Ring mode: about how many seconds the ring buffers hold at the event
     /// rate measured before recording.
     pub ring_seconds: Option<f64>,
+}
+
+impl Outcome {
+    /// The line that says what was written (and beside it) and how to analyze it.
+    pub fn wrote_line(&self) -> String {
+        let size = std::fs::metadata(&self.output).map_or(0, |m| m.len());
+        let beside: Vec<String> = self
+            .companions
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
+        format!(
+            "wrote {} ({:.1} MB){}; analyze it with: slowlab analyze {}",
+            self.output.display(),
+            size as f64 / 1e6,
+            if beside.is_empty() {
+                String::new()
+            } else {
+                format!(" and {}", beside.join(", "))
+            },
+            self.output.display()
+        )
+    }
 }
 
 /// Records (see [`Config`]) until CMD exits or SIGINT, SIGTERM or SIGHUP

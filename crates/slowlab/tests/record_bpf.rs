@@ -13,6 +13,7 @@
 //!   with perf, rooted at the command it ran;
 //! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
 //!   the same device, from the disk requests each recorded;
+//! - `--backend auto` records with bpf here, and with perf for DWARF stacks;
 //! - a shell testing 50 missing paths makes the same failed stat calls under both backends,
 //!   and both name the 50 paths (perf's path capture beside the trace, bpf's records in it)
 //!   (the detectors' syscalls, with their return values).
@@ -450,4 +451,31 @@ fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
         seen.push(stats);
     }
     assert_eq!(seen[0], seen[1], "perf and bpf saw different stat calls");
+}
+
+#[test]
+fn auto_records_with_bpf_here_and_with_perf_for_dwarf_stacks() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let magic = |p: &Path| std::fs::read(p).unwrap()[..8].to_vec();
+    let trace = dir.path().join("auto.data");
+    let out = record("auto", &trace, &[], &["true"]);
+    assert_eq!(
+        magic(&trace),
+        b"SLSCHED\x01",
+        "root with kernel BTF: the eBPF recorder"
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("recording with perf"));
+    let trace = dir.path().join("dwarf.data");
+    let out = record("auto", &trace, &["--call-graph", "dwarf"], &["true"]);
+    assert_eq!(magic(&trace), b"PERFILE2", "DWARF stacks: perf");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("recording with perf: only perf copies user stacks"),
+        "{err}"
+    );
 }

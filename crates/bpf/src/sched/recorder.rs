@@ -131,15 +131,7 @@ impl SchedRecorder {
                 reason: "the stack map needs at least one entry".into(),
             });
         }
-        sys::check_privileges()?;
-        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-            return Err(BpfError::Unsupported {
-                reason: "no kernel BTF (/sys/kernel/btf/vmlinux): the scheduler recorder's \
-                         tp_btf programs need a kernel built with CONFIG_DEBUG_INFO_BTF=y; \
-                         use `--backend perf`"
-                    .into(),
-            });
-        }
+        SchedRecorder::available()?;
         let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
         let (sink, requests, asks) = match window {
             // Nothing is written until a snapshot: the file only showed it can be.
@@ -162,6 +154,21 @@ impl SchedRecorder {
             output: output.to_path_buf(),
             snapshots: asks,
         })
+    }
+
+    /// Whether a recording can start here: root (or CAP_BPF and CAP_PERFMON), and kernel
+    /// BTF for the `tp_btf` programs; the error says what is missing.
+    pub fn available() -> Result<(), BpfError> {
+        sys::check_privileges()?;
+        if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(BpfError::Unsupported {
+                reason: "no kernel BTF (/sys/kernel/btf/vmlinux): the scheduler recorder's \
+                         tp_btf programs need a kernel built with CONFIG_DEBUG_INFO_BTF=y; \
+                         use `--backend perf`"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// Ring mode: writes the seconds kept into `path` (through `PATH.partial`, which a

@@ -45,7 +45,8 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
             args.seconds
         );
     }
-    let bpf = args.backend == slowlab_cli::record::BackendArg::Bpf;
+    let bpf = super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
+        == slowlab_record::Backend::Bpf;
     let recorded = slowlab_diagnose::record_with(&cfg, bpf)?;
     let outcome = &recorded.outcome;
     let mut warnings = outcome.warnings.clone();

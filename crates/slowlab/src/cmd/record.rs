@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use slowlab_bpf::sched::StackMode;
 use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs};
+use slowlab_record::Backend;
 
 /// How long `--save` waits for the snapshot (a busy machine's dump takes
 /// seconds; a dump already under way is waited for first).
@@ -58,21 +59,7 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     for w in out.warnings() {
         eprintln!("slowlab: warning: {w}");
     }
-    let s = &out.stats;
-    let beside: String = out
-        .companions
-        .iter()
-        .map(|c| format!(" and {}", c.display()))
-        .collect();
-    eprintln!(
-        "slowlab: wrote {} ({:.1} MB, {} events, {} lost, {} stacks){beside}; analyze it with: slowlab analyze {}",
-        s.output.display(),
-        s.bytes as f64 / 1e6,
-        s.records,
-        s.dropped,
-        s.stacks,
-        s.output.display()
-    );
+    eprintln!("slowlab: {}", out.wrote_line());
     print_snapshots(&out.snapshots);
     Ok(out.exit_code)
 }
@@ -89,18 +76,24 @@ fn always_on(args: &RecordArgs) -> slowlab_record::AlwaysOn {
 
 /// The snapshots a ring recording saved and kept, if any.
 fn print_snapshots(snapshots: &[PathBuf]) {
-    if snapshots.is_empty() {
-        return;
+    if let Some(line) = slowlab_record::snapshots_line(snapshots) {
+        eprintln!("slowlab: {line}");
     }
-    eprintln!(
-        "slowlab: {} snapshot(s) saved and kept: {}",
-        snapshots.len(),
-        snapshots
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+}
+
+/// The recorder `--backend` asks for (`auto` decided here, saying why it is not bpf).
+pub fn backend(arg: BackendArg, call_graph: slowlab_record::CallGraph) -> Backend {
+    match arg {
+        BackendArg::Perf => Backend::Perf,
+        BackendArg::Bpf => Backend::Bpf,
+        BackendArg::Auto => {
+            let (chosen, why) = slowlab_record::auto_backend(call_graph);
+            if let Some(why) = why {
+                eprintln!("slowlab: {why}");
+            }
+            chosen
+        }
+    }
 }
 
 fn default_output() -> PathBuf {
@@ -111,7 +104,11 @@ pub fn run(args: RecordArgs) -> Result<i32> {
     if args.save {
         return save(args.output);
     }
-    if args.backend == BackendArg::Bpf {
+    let call_graph = match args.call_graph {
+        CallGraphArg::Fp => slowlab_record::CallGraph::Fp,
+        CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
+    };
+    if backend(args.backend, call_graph) == Backend::Bpf {
         return run_bpf(args);
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
@@ -120,10 +117,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         output: args.output.unwrap_or_else(default_output),
         freq: args.freq,
         ring_seconds: args.ring,
-        call_graph: match args.call_graph {
-            CallGraphArg::Fp => slowlab_record::CallGraph::Fp,
-            CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
-        },
+        call_graph,
         command: args.command,
         cpus,
         capture_paths: !args.no_paths,
@@ -138,41 +132,18 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         Ok(out) => out,
         // Stopped by a signal without a trace: say so, and exit as the
         // signal says (128 + its number), as a shell expects.
-        Err(e @ slowlab_record::RecordError::Interrupted { signal }) => {
-            eprintln!("slowlab: {e}");
-            return Ok(128 + signal);
-        }
-        Err(
-            e @ slowlab_record::RecordError::PerfKilled {
-                stopped_by: Some(signal),
-                ..
-            },
-        ) => {
-            eprintln!("slowlab: error: {e}");
-            return Ok(128 + signal);
-        }
-        Err(e) => return Err(e.into()),
+        Err(e) => match e.stop_signal() {
+            Some(signal) => {
+                eprintln!("slowlab: {e}");
+                return Ok(128 + signal);
+            }
+            None => return Err(e.into()),
+        },
     };
     for w in &out.warnings {
         eprintln!("slowlab: warning: {w}");
     }
-    let size = std::fs::metadata(&out.output).map(|m| m.len()).unwrap_or(0);
-    let beside: Vec<String> = out
-        .companions
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect();
-    eprintln!(
-        "slowlab: wrote {} ({:.1} MB){}; analyze it with: slowlab analyze {}",
-        out.output.display(),
-        size as f64 / 1e6,
-        if beside.is_empty() {
-            String::new()
-        } else {
-            format!(" and {}", beside.join(", "))
-        },
-        out.output.display()
-    );
+    eprintln!("slowlab: {}", out.wrote_line());
     print_snapshots(&out.snapshots);
     Ok(out.exit_code)
 }
