@@ -132,6 +132,9 @@ pub struct RecordArgs {
         default_value = "blocking"
     )]
     pub bpf_stacks: BpfStacksArg,
+    /// `--backend bpf`: entries of the kernel's stack map.
+    #[arg(long, value_name = "N", hide = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pub bpf_stack_entries: Option<u32>,
     /// `--backend bpf`: walk every stack, never reusing a thread's stacks from its last
     /// event at the same site (to measure what the reuse saves).
     #[arg(long, hide = true)]

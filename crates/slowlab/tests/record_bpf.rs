@@ -14,6 +14,7 @@
 //! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
 //!   the same device, from the disk requests each recorded;
 //! - `--backend auto` records with bpf here, and with perf for DWARF stacks;
+//! - a stack map too small for the recording loses nothing: it is emptied into the file;
 //! - a shell testing 50 missing paths makes the same failed stat calls under both backends,
 //!   and both name the 50 paths (perf's path capture beside the trace, bpf's records in it)
 //!   (the detectors' syscalls, with their return values).
@@ -163,7 +164,7 @@ fn waits_in(trace: &Path, function: &str) -> (u64, u64) {
     let out = slowlab()
         .arg("analyze")
         .arg(trace)
-        .args(["--waits", "--json", "--top", "100"])
+        .args(["--waits", "--json", "--top", "2000"])
         .output()
         .unwrap();
     let view = common::json(&out);
@@ -478,4 +479,29 @@ fn auto_records_with_bpf_here_and_with_perf_for_dwarf_stacks() {
         err.contains("recording with perf: only perf copies user stacks"),
         "{err}"
     );
+}
+
+#[test]
+fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let churn = common::why_program("stack_churn");
+    let trace = dir.path().join("churn.data");
+    // 1,000 waits from 1,000 distinct user stacks over ~6 s, into a map of 512: unless the
+    // map is emptied into the file as it fills, at least ~500 of them find it full and
+    // the wait has no stack. (The site reuse is off: it cannot tell apart recursions
+    // deeper than the links it compares.)
+    record(
+        "bpf",
+        &trace,
+        &["--bpf-stack-entries", "512", "--bpf-no-reuse"],
+        &[churn.to_str().unwrap(), "1000"],
+    );
+    let (waits, _) = waits_in(&trace, "down");
+    eprintln!("{waits} of the 1,000 waits have their stack");
+    assert!(waits >= 950, "{waits} of 1,000 waits have their stack");
 }

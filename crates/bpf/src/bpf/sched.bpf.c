@@ -1197,6 +1197,42 @@ int on_major_fault(struct bpf_perf_event_data *ctx)
 // A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
 // perf records them): the address, the instruction, the error code and the stacks of the
 // thread that faulted (both walked: a fault is not where the thread last was).
+// Per CPU, the kernel stack of a fault taken in user mode: always the same (the fault's
+// entry and exc_page_fault), so it is walked once per CPU and generation (stack_generation:
+// ring mode may remove it from the map) and its id reused.
+struct kstack_cache {
+	__u32 valid;
+	__u32 generation;
+	__s32 id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kstack_cache);
+} user_fault_kstack SEC(".maps");
+
+// The kernel stack id of this fault: walked, or for a user-mode fault the one cached.
+static __always_inline __s32 fault_kstack(__u64 *ctx, __u8 user)
+{
+	__u32 zero = 0;
+	struct kstack_cache *c = user ? bpf_map_lookup_elem(&user_fault_kstack, &zero) : 0;
+	if (c && c->valid && c->generation == stack_generation) {
+		count(COUNTER_REUSED);
+		return c->id;
+	}
+	// The kernel stack from exc_page_fault out, as perf's: the program and
+	// bpf_trace_run3 skipped.
+	__s32 id = stack_id(ctx, FAULT_SKIP_FRAMES, 0);
+	if (c && id >= 0) {
+		c->id = id;
+		c->generation = stack_generation;
+		c->valid = 1;
+	}
+	return id;
+}
+
 static __always_inline int page_fault(__u64 *ctx, __u8 user)
 {
 	__u64 address = ctx[0];
@@ -1214,10 +1250,8 @@ static __always_inline int page_fault(__u64 *ctx, __u8 user)
 	r->head.c = user;
 	r->address = address;
 	r->ip = regs ? regs->ip : 0;
-	// The kernel stack from exc_page_fault out, as perf's: the program and
-	// bpf_trace_run3 skipped.
 	if (stack_mode != STACKS_NONE)
-		r->head.kstack = stack_id(ctx, FAULT_SKIP_FRAMES, 0);
+		r->head.kstack = fault_kstack(ctx, user);
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
 		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
 	bpf_ringbuf_submit(r, wakeup_flag());

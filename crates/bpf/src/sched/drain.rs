@@ -1,8 +1,9 @@
 //! The recording thread's side of a scheduler recording: [`Drain`] takes each record the
 //! ring buffer gives, names the threads and maps the processes the records need (from
 //! `/proc`), and hands them to the writer (a file, or in ring mode the window); the
-//! kernel's stack map read whole ([`read_stack_map`]), emptied of what the window no
-//! longer names ([`evict_stacks`]), and a window written as a snapshot ([`write_window`]).
+//! kernel's stack map read whole ([`read_stack_map`]), moved into the file as it goes
+//! ([`flush_stacks`]) or emptied of what the window no longer names ([`evict_stacks`]);
+//! and a window written as a snapshot ([`write_window`]).
 //! It loads and attaches nothing (`recorder`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -213,34 +214,60 @@ pub(crate) fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
     }
 }
 
-/// Every stack in the kernel's stack map: its key, id, whether it is a kernel stack, and
-/// its addresses, innermost first.
+/// Stacks read from the kernel's map per batch syscall.
+const STACK_BATCH: u32 = 1024;
+
+/// Decodes one `struct stack` of the map: its id, whether it is a kernel stack, and its
+/// addresses, innermost first.
+fn decode_stack(value: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
+    // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
+    let head = value.get(..8)?;
+    let id = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]);
+    let frames = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    let addrs = value[8..]
+        .chunks_exact(8)
+        .take(frames.min(STACK_DEPTH))
+        .map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            u64::from_ne_bytes(a)
+        })
+        .take_while(|&a| a != 0)
+        .collect::<Vec<u64>>();
+    let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
+    Some((id, kernel, addrs))
+}
+
+/// Every stack in the kernel's stack map, with its key (read in batches: the ring buffer
+/// the recorder needs came with Linux 5.8, batch lookups of hash maps with 5.6).
 pub(crate) fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
-    let mut found = Vec::new();
-    for key in map.keys() {
-        let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
-            continue;
-        };
-        // struct stack: id u32, frames u32, then STACK_DEPTH addresses.
-        if value.len() < 8 {
-            continue;
+    let Ok(batches) = map.lookup_batch(STACK_BATCH, MapFlags::ANY, MapFlags::ANY) else {
+        return Vec::new();
+    };
+    batches
+        .filter_map(|(key, value)| {
+            let (id, kernel, addrs) = decode_stack(&value)?;
+            Some((key, id, kernel, addrs))
+        })
+        .collect()
+}
+
+/// File mode: moves every stack now in the kernel's map into the file and out of the map,
+/// so that the map never fills however long the recording (a thread that reuses an id
+/// from its last site names a stack the file already has; a stack walked again is added
+/// again, under a new id). Returns how many were written.
+pub(crate) fn flush_stacks(map: &dyn MapCore, drain: &mut Drain) -> std::io::Result<u64> {
+    let batches = map
+        .lookup_and_delete_batch(STACK_BATCH, MapFlags::ANY, MapFlags::ANY)
+        .map_err(std::io::Error::other)?;
+    let mut written = 0;
+    for (_, value) in batches {
+        if let Some((id, kernel, addrs)) = decode_stack(&value) {
+            drain.writer.stack(id, kernel, &addrs)?;
+            written += 1;
         }
-        let id = u32::from_ne_bytes([value[0], value[1], value[2], value[3]]);
-        let frames = u32::from_ne_bytes([value[4], value[5], value[6], value[7]]) as usize;
-        let addrs = value[8..]
-            .chunks_exact(8)
-            .take(frames.min(STACK_DEPTH))
-            .map(|c| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                u64::from_ne_bytes(a)
-            })
-            .take_while(|&a| a != 0)
-            .collect::<Vec<u64>>();
-        let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
-        found.push((key, id, kernel, addrs));
     }
-    found
+    Ok(written)
 }
 
 /// Ring mode: the stacks nothing in the window names leave the kernel's map, after the

@@ -20,7 +20,10 @@
 //! drain keeps the last seconds in memory (`super::ring`), [`SchedRecorder::snapshot`]
 //! writes them into a file, and the stop writes the last into the output. Every
 //! [`EVICT_EVERY`] it also empties the kernel's stack map of the stacks nothing in the
-//! window names, so that a recording of days keeps finding room for new stacks.
+//! window names, so that a recording of days keeps finding room for new stacks. Without
+//! the ring, the stacks are moved from the map into the file every
+//! [`FLUSH_STACKS_EVERY`], for the same reason. Either is done sooner when the programs
+//! have added half the map's entries since the last time.
 //!
 //! It does not symbolize, build a trace, or filter processes: it records system-wide.
 //! The programs belong to this process (nothing is pinned), so the kernel detaches them
@@ -38,7 +41,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
-use super::drain::{evict_stacks, read_counter, read_stack_map, write_window, Drain};
+use super::drain::{evict_stacks, flush_stacks, read_counter, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
 use super::options::{program_cost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
@@ -67,6 +70,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Ring mode: how often the stacks nothing in the window names leave the kernel's map.
 const EVICT_EVERY: Duration = Duration::from_secs(5);
+
+/// Otherwise, how often the stacks in the kernel's map are moved into the file.
+const FLUSH_STACKS_EVERY: Duration = Duration::from_secs(1);
 
 /// A snapshot asked of the drain thread: where, and where to answer.
 type SnapshotRequest = (PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>);
@@ -194,6 +200,16 @@ impl SchedRecorder {
     /// the statistics.
     pub fn stop(mut self) -> Result<SchedStats, BpfError> {
         self.worker.finish()
+    }
+}
+
+/// How many stack ids the programs have handed out (`next_stack_id`).
+fn stacks_issued(skel: &mut crate::sched_skel::SchedSkel) -> u32 {
+    match skel.maps.bss_data.as_deref_mut() {
+        // SAFETY: the field lives in the map's memory mapping, which the programs write
+        // concurrently; a volatile read of an aligned u32 is not torn or elided.
+        Some(bss) => unsafe { std::ptr::addr_of!(bss.next_stack_id).read_volatile() },
+        None => 0,
     }
 }
 
@@ -558,6 +574,8 @@ fn run(
 
     let mut failure: Option<BpfError> = None;
     let mut evicted_at = Instant::now();
+    let mut issued_at_pass = 0u32;
+    let mut stacks_written = 0u64;
     // The losses counted when the last snapshot was written: each says what it lost since.
     let mut lost_before = (0, 0);
     while !stop.load(Ordering::SeqCst) {
@@ -577,9 +595,23 @@ fn run(
         }
         let now = Instant::now();
         d.forget_exited(now);
-        if d.window().is_some() && now.duration_since(evicted_at) >= EVICT_EVERY {
-            evicted_at = now;
+        // Stacks added since the last pass: half the map's entries call for one now.
+        let issued = stacks_issued(&mut skel);
+        let filling = issued.wrapping_sub(issued_at_pass) >= options.stack_entries / 2;
+        let since = now.duration_since(evicted_at);
+        if d.window().is_some()
+            && (since >= EVICT_EVERY || (filling && since >= FLUSH_STACKS_EVERY))
+        {
+            (evicted_at, issued_at_pass) = (now, issued);
             evict_stacks(&mut skel, &mut d);
+        } else if d.window().is_none() && (filling || since >= FLUSH_STACKS_EVERY) {
+            (evicted_at, issued_at_pass) = (now, issued);
+            match flush_stacks(&skel.maps.stacks, &mut d) {
+                Ok(n) => stacks_written += n,
+                Err(e) => {
+                    d.error.get_or_insert(e);
+                }
+            }
         }
         for (path, answer) in requests.iter().flat_map(|r| r.try_iter()) {
             let lost = (
@@ -671,15 +703,9 @@ fn run(
         return Ok(stats(info.records, info.stacks, info.bytes, since));
     }
 
-    // The stacks, each once.
-    let mut stacks = 0u64;
-    for (_, id, kernel, addrs) in read_stack_map(&skel.maps.stacks) {
-        drain
-            .writer
-            .stack(id, kernel, &addrs)
-            .map_err(|e| BpfError::io(&output, e))?;
-        stacks += 1;
-    }
+    // The stacks still in the map.
+    let stacks = stacks_written
+        + flush_stacks(&skel.maps.stacks, &mut drain).map_err(|e| BpfError::io(&output, e))?;
     let records = drain.writer.records();
     let end = SchedEnd {
         stop_ns,

@@ -37,9 +37,8 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
         paths: !args.no_paths,
         ..Default::default()
     };
-    if let Some(bytes) = args.bpf_ring_bytes {
-        options.ring_bytes = bytes;
-    }
+    options.ring_bytes = args.bpf_ring_bytes.unwrap_or(options.ring_bytes);
+    options.stack_entries = args.bpf_stack_entries.unwrap_or(options.stack_entries);
     let always = always_on(&args);
     let output = args.output.unwrap_or_else(default_output);
     if args.command.is_empty() {
