@@ -13,8 +13,9 @@
 #   after-no-paths  the same without the path capture (--no-paths)
 #   bpf             `slowlab record --backend bpf`: the eBPF recorder (switches,
 #                   wake-ups, samples, lifetimes, the waiting syscalls, disk
-#                   requests, major faults; not the detectors' other syscalls,
-#                   the path capture, or every page fault)
+#                   requests, every page fault, the detectors' syscalls and
+#                   their paths: what `after` records)
+#   bpf-no-paths    the same without the paths (what `after-no-paths` records)
 #
 # MODES picks the modes (default: plain, before when given, after,
 # after-no-paths), e.g. MODES="plain after after-no-paths bpf".
@@ -74,6 +75,7 @@ case \$mode in
   after) bin="$SLOWLAB"; extra="" ;;
   after-no-paths) bin="$SLOWLAB"; extra="--no-paths" ;;
   bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
+  bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
 esac
 out="$WORK/\$mode.data"
 if [ "\$1" = start ]; then

@@ -29,10 +29,11 @@ mod stacks;
 
 use std::path::{Path, PathBuf};
 
+use slowlab_bpf::sched::format::SchedRecord;
 use slowlab_bpf::sched::format::{block_flags, path_flags, RecordKind};
 use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
 use slowlab_model::bundle::CapturedPath;
-use slowlab_model::trace::{Event, EventKind, Trace, TraceMeta, WallClock};
+use slowlab_model::trace::{Event, EventKind, StackIdx, ThreadIdx, Trace, TraceMeta, WallClock};
 
 use lifetimes::Lifetimes;
 use stacks::Stacks;
@@ -115,6 +116,23 @@ struct Seen {
     page_faults: bool,
 }
 
+/// Adds the event of record `r` (its time and CPU) to the trace.
+fn push(
+    trace: &mut Trace,
+    r: &SchedRecord,
+    thread: ThreadIdx,
+    stack: Option<StackIdx>,
+    kind: EventKind,
+) {
+    trace.events.push(Event {
+        time_ns: r.time_ns,
+        cpu: u32::from(r.cpu),
+        thread,
+        stack,
+        kind,
+    });
+}
+
 /// Builds the trace of a parsed recording.
 pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     let mut trace = Trace::default();
@@ -146,35 +164,35 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                     0xff => 0x100,
                     c => 1u64 << (c.min(63) - 1),
                 };
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
                     stack,
-                    kind: EventKind::Switch {
+                    EventKind::Switch {
                         prev_tid: r.tid as i32,
                         prev_state,
                         next_tid: r.a as i32,
                         next_prio: r.b as i32,
                         windows: None,
                     },
-                });
+                );
             }
             RecordKind::Waking => {
                 let thread = life.thread(&mut trace, r.tid, t);
                 life.thread(&mut trace, r.a, t);
                 let pid = life.pid_of(r.tid);
                 let stack = stacks.stack(&mut trace, pid, r.kstack, r.ustack, t, false);
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
                     stack,
-                    kind: EventKind::Waking {
+                    EventKind::Waking {
                         tid: r.a as i32,
                         target_cpu: r.b as i32,
                     },
-                });
+                );
             }
             RecordKind::Sample => {
                 life.note_pid(r.tid, r.a);
@@ -194,19 +212,19 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             RecordKind::Block => {
                 seen.block = true;
                 let thread = life.thread(&mut trace, r.tid, t);
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
-                    stack: None,
-                    kind: EventKind::BlockRequest {
+                    None,
+                    EventKind::BlockRequest {
                         dev: r.a,
                         sector: r.value,
                         bytes: u64::from(r.b) * 512,
                         write: r.c & block_flags::WRITE != 0,
                         complete: r.c & block_flags::COMPLETE != 0,
                     },
-                });
+                );
             }
             RecordKind::PageFault => {
                 let user = r.c == 1;
@@ -214,19 +232,19 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                 life.note_pid(r.tid, r.a);
                 let thread = life.thread(&mut trace, r.tid, t);
                 let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
                     stack,
-                    kind: EventKind::PageFault {
+                    EventKind::PageFault {
                         address: r.value,
                         ip: r.ip,
                         error_code: u64::from(r.b),
                         user,
                         windows_kind: None,
                     },
-                });
+                );
             }
             RecordKind::SysCall => {
                 let Some(call) = RecordedSyscall::from_u8(r.c) else {
@@ -238,32 +256,32 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                 let thread = life.thread(&mut trace, r.tid, t);
                 let stack = stacks.stack(&mut trace, r.a, None, r.ustack, t, false);
                 let name = life.s(&mut trace, call.name());
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
                     stack,
-                    kind: EventKind::SyscallEnter {
+                    EventKind::SyscallEnter {
                         name,
                         args: r.args,
                         file_op: None,
                     },
-                });
+                );
             }
             RecordKind::MajorFault => {
                 seen.major_faults = true;
                 life.note_pid(r.tid, r.a);
                 let thread = life.thread(&mut trace, r.tid, t);
                 let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
+                push(
+                    &mut trace,
+                    r,
                     thread,
                     stack,
-                    kind: EventKind::MajorFault {
+                    EventKind::MajorFault {
                         address: Some(r.value),
                     },
-                });
+                );
             }
             // Paths are read apart (`captured_paths`).
             RecordKind::Path => {}
@@ -288,13 +306,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                         file_op: None,
                     }
                 };
-                trace.events.push(Event {
-                    time_ns: t,
-                    cpu: u32::from(r.cpu),
-                    thread,
-                    stack: None,
-                    kind,
-                });
+                push(&mut trace, r, thread, None, kind);
             }
         }
     }
