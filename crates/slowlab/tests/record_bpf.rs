@@ -75,6 +75,16 @@ fn record(backend: &str, out: &Path, extra: &[&str], cmd: &[&str]) -> std::proce
     o
 }
 
+/// The (process, function) on the CPU most of each backend's critical path: the
+/// producer's slow_digest, and the same under both.
+fn both_name_slow_digest(answers: &[(String, String)]) {
+    assert_eq!(
+        answers[0],
+        ("producer".to_string(), "slow_digest".to_string())
+    );
+    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+}
+
 #[test]
 fn both_backends_find_the_slow_producer_on_the_critical_path() {
     require_perf!();
@@ -102,11 +112,7 @@ fn both_backends_find_the_slow_producer_on_the_critical_path() {
         assert!(in_producer > 0.6, "{backend}: {}", path["summary"]);
         answers.push(top_cpu(&path));
     }
-    assert_eq!(
-        answers[0],
-        ("producer".to_string(), "slow_digest".to_string())
-    );
-    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+    both_name_slow_digest(&answers);
 }
 
 #[test]
@@ -314,11 +320,7 @@ fn diagnose_with_either_backend_names_the_slow_producer() {
         assert!(stdout.contains("slow_digest"), "{backend}: {stdout}");
         answers.push(top_cpu(&path));
     }
-    assert_eq!(
-        answers[0],
-        ("producer".to_string(), "slow_digest".to_string())
-    );
-    assert_eq!(answers[0], answers[1], "perf and bpf disagree");
+    both_name_slow_digest(&answers);
 }
 
 #[test]
