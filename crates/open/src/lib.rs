@@ -236,8 +236,7 @@ pub fn open(
     }
     if slowlab_schedrec::is_sched_file(&file) {
         let read = slowlab_schedrec::ReadOptions {
-            symbolize: opts.symbolize,
-            ..Default::default()
+            symbols: perf_options(opts),
         };
         let (trace, paths) =
             slowlab_schedrec::read_file(&file, &read).map_err(|source| OpenError::Sched {
@@ -257,14 +256,7 @@ pub fn open(
             warnings,
         });
     }
-    let read = slowlab_perf::ReadOptions {
-        symbolize: opts.symbolize,
-        threads: opts.threads,
-        memory_budget: opts.memory_budget,
-        symbol_cache: opts.symbol_cache.clone(),
-        debuginfod: opts.debuginfod.clone(),
-        ..slowlab_perf::ReadOptions::default()
-    };
+    let read = perf_options(opts);
     let trace =
         slowlab_perf::read_file(&file, &read, progress).map_err(|source| OpenError::Perf {
             path: file.clone(),
@@ -287,6 +279,18 @@ pub fn open(
         cgroups,
         warnings,
     })
+}
+
+/// How perf.data is read, and how any trace's frames are named.
+fn perf_options(opts: &OpenOptions) -> slowlab_perf::ReadOptions {
+    slowlab_perf::ReadOptions {
+        symbolize: opts.symbolize,
+        threads: opts.threads,
+        memory_budget: opts.memory_budget,
+        symbol_cache: opts.symbol_cache.clone(),
+        debuginfod: opts.debuginfod.clone(),
+        ..slowlab_perf::ReadOptions::default()
+    }
 }
 
 /// The path capture beside a perf.data trace, if there is one.

@@ -18,6 +18,16 @@ pub struct Strings {
 }
 
 impl Strings {
+    /// The strings of an existing table, each known by its first index (the table is not
+    /// changed: what points into it stays right, duplicates and all).
+    pub fn of_table(table: &[String]) -> Strings {
+        let mut map = FxMap::default();
+        for (i, s) in table.iter().enumerate() {
+            map.entry(s.clone()).or_insert(StrIdx(i as u32));
+        }
+        Strings { map }
+    }
+
     pub fn intern(&mut self, table: &mut Vec<String>, s: &str) -> StrIdx {
         if let Some(&i) = self.map.get(s) {
             return i;

@@ -139,14 +139,9 @@ impl Interner<'_> {
 }
 
 fn interner(trace: &mut Trace) -> Interner<'_> {
-    let mut strings = Strings::default();
-    let mut table = std::mem::take(&mut trace.strings);
-    // Re-intern the existing table so new names are deduplicated against it.
-    let existing = std::mem::take(&mut table);
-    for s in &existing {
-        strings.intern(&mut table, s);
-    }
-    trace.strings = table;
+    // New names are deduplicated against the existing table, which stays as it is (a
+    // trace built elsewhere, as from a scheduler recording, may hold a string twice).
+    let strings = Strings::of_table(&trace.strings);
     let module_by_name = trace
         .modules
         .iter()

@@ -16,10 +16,11 @@
 //!   the PATH records, apart, become the paths those calls took ([`captured_paths`]);
 //!   each (kernel stack id, user stack id) pair becomes one stack of the prefix tree, user
 //!   frames outermost (`stacks`).
-//! - Kernel frames are named from `/proc/kallsyms` read now (the recording is read on the
-//!   machine and boot that made it; another boot's KASLR offset would misname them), user
-//!   frames from the ELF symbol tables of the files in the process's mappings as the
-//!   recorder saw them, read from disk now (`stacks`).
+//! - Frames are named by `slowlab_perf`'s symbolizer, as a perf.data trace's are: kernel
+//!   frames from `/proc/kallsyms` read now (the recording is read on the machine and boot
+//!   that made it; another boot's KASLR offset would misname them), user frames from the
+//!   files in the process's mappings as the recorder saw them, read from disk now, or
+//!   their separate debug files (also from debuginfod when asked).
 //!
 //! It does not record (that is `slowlab_bpf::sched`) and does not analyze. Lost records and
 //! lost stacks become counts and warnings in the trace's `ReadStats`.
@@ -27,7 +28,7 @@
 mod lifetimes;
 mod stacks;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use slowlab_bpf::sched::format::SchedRecord;
 use slowlab_bpf::sched::format::{block_flags, path_flags, RecordKind};
@@ -45,23 +46,11 @@ pub enum SchedRecError {
     Read(#[from] slowlab_bpf::BpfError),
 }
 
-/// How to read a recording.
-#[derive(Clone, Debug)]
+/// How to read a recording: how its frames are named (whether, from which kallsyms, with
+/// which symbol cache and debuginfod servers, on how many threads), as for perf.data.
+#[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
-    /// Name frames with function names (otherwise every frame is `[unknown]` in its
-    /// module).
-    pub symbolize: bool,
-    /// Where to read kernel symbols; `/proc/kallsyms` by default.
-    pub kallsyms: PathBuf,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            symbolize: true,
-            kallsyms: PathBuf::from("/proc/kallsyms"),
-        }
-    }
+    pub symbols: slowlab_perf::ReadOptions,
 }
 
 /// Whether the file at `path` is a scheduler recording (by its magic).
@@ -144,7 +133,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     order.sort_by_key(|&i| log.records[i].time_ns);
 
     let mut life = Lifetimes::new(log);
-    let mut stacks = Stacks::new(log, opts, &mut trace, &mut warnings);
+    let mut stacks = Stacks::new(log);
     let mut seen = Seen::default();
     let mut unknown_syscalls = 0u64;
     let period = 1_000_000_000u64
@@ -310,7 +299,6 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             }
         }
     }
-    stacks.symbolize(&mut trace, &mut warnings);
     if unknown_syscalls > 0 {
         warnings.push(format!(
             "{unknown_syscalls} syscall records name a syscall this slowlab does not know \
@@ -371,6 +359,9 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         ));
     }
     trace.stats.warnings = warnings;
+    if opts.symbols.symbolize {
+        slowlab_perf::symbolize::symbolize(&mut trace, &opts.symbols, &|_, _, _| {});
+    }
     trace
 }
 
@@ -461,10 +452,8 @@ mod tests {
             ],
             ..SchedLog::default()
         };
-        let opts = ReadOptions {
-            symbolize: false,
-            ..ReadOptions::default()
-        };
+        let mut opts = ReadOptions::default();
+        opts.symbols.symbolize = false;
         let trace = build_trace(&log, &opts);
         let kinds: Vec<&EventKind> = trace.events.iter().map(|e| &e.kind).collect();
         assert_eq!(kinds.len(), 6, "{kinds:?}");

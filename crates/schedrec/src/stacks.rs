@@ -1,14 +1,14 @@
 //! Stacks of a scheduler recording into the model's frame and stack tables: a record's
 //! user stack (outermost first) then its kernel stack make one path of the prefix tree.
-//! Kernel frames are named from kallsyms as they are made; user frames are placed in the
-//! file their process had mapped at the address (the recording's MAPS sections) and named
-//! at the end, one ELF file at a time, with `slowlab_perf`'s symbol tables.
+//! Kernel frames keep their address in `[kernel.kallsyms]`; user frames are placed in the
+//! file their process had mapped at the address (the recording's MAPS sections), at its
+//! file offset, as perf's reader places them; all are named afterwards by `slowlab_perf`'s
+//! symbolizer (`crate::build_trace`), so a bpf recording's frames get the same names as a
+//! perf recording's (separate debug files, debuginfod, kernel modules, the hints).
 //!
 //! It does not read /proc/PID (the recorder did) or unwind: the kernel's stack map holds
 //! frame-pointer stacks. A user address outside every recorded mapping (its process exited
 //! before the recorder read its maps) stays an address in the `[unknown]` module.
-
-use std::path::Path;
 
 use rustc_hash::FxHashMap;
 use slowlab_bpf::sched::SchedLog;
@@ -16,9 +16,6 @@ use slowlab_model::trace::{
     Frame, FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StackIdx, StackNode, StrIdx,
     Trace,
 };
-use slowlab_perf::symbols::{demangle, Elf, Kallsyms};
-
-use crate::ReadOptions;
 
 /// One executable mapping of a process.
 struct Mapping {
@@ -58,28 +55,19 @@ type StackKey = (u32, Option<u32>, Option<u32>, bool);
 pub(crate) struct Stacks<'a> {
     stacks: FxHashMap<u32, &'a [u64]>,
     maps: FxHashMap<u32, Vec<MapsVersion>>,
-    kallsyms: Option<Kallsyms>,
-    symbolize: bool,
     cache: FxHashMap<StackKey, Option<StackIdx>>,
     frames: FxHashMap<(ModuleIdx, u64), FrameIdx>,
     nodes: FxHashMap<(u32, FrameIdx), StackIdx>,
     modules: FxHashMap<String, ModuleIdx>,
     functions: FxHashMap<(ModuleIdx, String), FuncIdx>,
     strings: FxHashMap<String, StrIdx>,
-    /// User frames to name: per module, (frame, file offset).
-    pending: FxHashMap<ModuleIdx, Vec<(FrameIdx, u64)>>,
 }
 
 const KERNEL: &str = "[kernel.kallsyms]";
 const UNKNOWN: &str = "[unknown]";
 
 impl<'a> Stacks<'a> {
-    pub(crate) fn new(
-        log: &'a SchedLog,
-        opts: &ReadOptions,
-        _trace: &mut Trace,
-        warnings: &mut Vec<String>,
-    ) -> Stacks<'a> {
+    pub(crate) fn new(log: &'a SchedLog) -> Stacks<'a> {
         let stacks = log
             .stacks
             .iter()
@@ -96,44 +84,15 @@ impl<'a> Stacks<'a> {
                 maps: parse_maps(&m.text),
             });
         }
-        let kallsyms = if opts.symbolize {
-            match std::fs::read(&opts.kallsyms) {
-                Ok(text) => {
-                    let k = Kallsyms::parse(&text);
-                    if k.is_empty() {
-                        warnings.push(format!(
-                            "{} shows no addresses (kernel pointers are hidden); run as root \
-                             to name kernel functions",
-                            opts.kallsyms.display()
-                        ));
-                        None
-                    } else {
-                        Some(k)
-                    }
-                }
-                Err(e) => {
-                    warnings.push(format!(
-                        "cannot read {} ({e}); kernel frames show as [unknown]",
-                        opts.kallsyms.display()
-                    ));
-                    None
-                }
-            }
-        } else {
-            None
-        };
         Stacks {
             stacks,
             maps,
-            kallsyms,
-            symbolize: opts.symbolize,
             cache: FxHashMap::default(),
             frames: FxHashMap::default(),
             nodes: FxHashMap::default(),
             modules: FxHashMap::default(),
             functions: FxHashMap::default(),
             strings: FxHashMap::default(),
-            pending: FxHashMap::default(),
         }
     }
 
@@ -188,22 +147,11 @@ impl<'a> Stacks<'a> {
     }
 
     fn kernel_frame(&mut self, trace: &mut Trace, addr: u64) -> FrameIdx {
-        let (module_name, kind, func) = match self.kallsyms.as_ref().and_then(|k| k.lookup(addr)) {
-            Some(sym) => match sym.module {
-                Some(m) => (
-                    format!("[{m}]"),
-                    ModuleKind::KernelModule,
-                    sym.name.to_string(),
-                ),
-                None => (KERNEL.to_string(), ModuleKind::Kernel, sym.name.to_string()),
-            },
-            None => (KERNEL.to_string(), ModuleKind::Kernel, UNKNOWN.to_string()),
-        };
-        let module = self.module(trace, &module_name, kind);
+        let module = self.module(trace, KERNEL, ModuleKind::Kernel);
         if let Some(&f) = self.frames.get(&(module, addr)) {
             return f;
         }
-        let function = self.function(trace, module, &func);
+        let function = self.function(trace, module, UNKNOWN);
         let f = FrameIdx(trace.frames.len() as u32);
         trace.frames.push(Frame {
             module,
@@ -228,9 +176,9 @@ impl<'a> Stacks<'a> {
                 .find(|m| addr >= m.start && addr < m.end)
                 .map(|m| (m.path.clone(), addr - m.start + m.offset))
         });
-        let (module, address, named_later) = match found {
-            Some((path, offset)) => (self.module(trace, &path, ModuleKind::User), offset, true),
-            None => (self.module(trace, UNKNOWN, ModuleKind::Other), addr, false),
+        let (module, address) = match found {
+            Some((path, offset)) => (self.module(trace, &path, ModuleKind::User), offset),
+            None => (self.module(trace, UNKNOWN, ModuleKind::Other), addr),
         };
         if let Some(&f) = self.frames.get(&(module, address)) {
             return f;
@@ -244,9 +192,6 @@ impl<'a> Stacks<'a> {
             kernel: false,
         });
         self.frames.insert((module, address), f);
-        if named_later && self.symbolize {
-            self.pending.entry(module).or_default().push((f, address));
-        }
         f
     }
 
@@ -308,49 +253,5 @@ impl<'a> Stacks<'a> {
         }
         self.cache.insert(key, parent);
         parent
-    }
-
-    /// Names the user frames, one file at a time.
-    pub(crate) fn symbolize(&mut self, trace: &mut Trace, warnings: &mut Vec<String>) {
-        let mut pending: Vec<(ModuleIdx, Vec<(FrameIdx, u64)>)> = self.pending.drain().collect();
-        pending.sort_by_key(|(m, _)| *m);
-        let mut unreadable = 0usize;
-        for (module, frames) in pending {
-            let path = trace.str(trace.modules[module.ix()].path).to_string();
-            let bytes = match std::fs::read(Path::new(&path)) {
-                Ok(b) => b,
-                Err(e) => {
-                    trace.modules[module.ix()].symbol_error = Some(format!("cannot open ({e})"));
-                    unreadable += 1;
-                    continue;
-                }
-            };
-            let elf = match Elf::parse(&bytes) {
-                Ok(elf) => elf,
-                Err(e) => {
-                    trace.modules[module.ix()].symbol_error = Some(e.to_string());
-                    unreadable += 1;
-                    continue;
-                }
-            };
-            let mut queries: Vec<(u64, FrameIdx)> = frames
-                .iter()
-                .filter_map(|&(f, off)| elf.offset_to_address(off).map(|a| (a, f)))
-                .collect();
-            queries.sort_unstable();
-            let addrs: Vec<u64> = queries.iter().map(|q| q.0).collect();
-            let names = elf.resolve(&addrs, &mut |_| {});
-            for ((_, frame), name) in queries.iter().zip(names) {
-                let Some(off) = name else { continue };
-                let raw = String::from_utf8_lossy(elf.name(off)).into_owned();
-                let func = self.function(trace, module, &demangle(&raw));
-                trace.frames[frame.ix()].function = func;
-            }
-        }
-        if unreadable > 0 {
-            warnings.push(format!(
-                "{unreadable} binaries could not be read for symbols; their frames show as [unknown]"
-            ));
-        }
     }
 }
