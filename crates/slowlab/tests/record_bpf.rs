@@ -15,6 +15,7 @@
 //!   the same device, from the disk requests each recorded;
 //! - `--backend auto` records with bpf here, and with perf for DWARF stacks;
 //! - a stack map too small for the recording loses nothing: it is emptied into the file;
+//! - the faults of a memset in libc name the same function under both backends;
 //! - a shell testing 50 missing paths makes the same failed stat calls under both backends,
 //!   and both name the 50 paths (perf's path capture beside the trace, bpf's records in it)
 //!   (the detectors' syscalls, with their return values).
@@ -506,4 +507,67 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let (waits, _) = waits_in(&trace, "down");
     eprintln!("{waits} of the 1,000 waits have their stack");
     assert!(waits >= 950, "{waits} of 1,000 waits have their stack");
+}
+
+/// The stack of the most faults of the processes named `comm`, innermost first, from
+/// `analyze --faults --json`.
+fn top_fault_stack(trace: &Path, comm: &str) -> Vec<String> {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--faults", "--json", "--filter"])
+        .arg(format!("process={comm}"))
+        .output()
+        .unwrap();
+    let view = common::json(&out);
+    let stacks = view["processes"][0]["stacks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let top = stacks
+        .iter()
+        .max_by_key(|s| s["count"].as_u64().unwrap_or(0))
+        .unwrap_or_else(|| panic!("no fault stacks: {view}"));
+    top["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn faults_in_a_system_library_are_named_alike_under_both_backends() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        slowlab_testkit::skip(format_args!("python3 is not installed"));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // 200 buffers of 1 MiB, zeroed by libc's memset: most faults are there.
+    let script = "x = [bytearray(1 << 20) for i in range(200)]";
+    let mut tops = Vec::new();
+    for backend in ["perf", "bpf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        record(backend, &trace, &[], &["python3", "-c", script]);
+        let top = top_fault_stack(&trace, "python3");
+        eprintln!("{backend}: {top:?}");
+        // The kernel's fault entry, then the user function that faulted.
+        assert_eq!(
+            top[..2],
+            ["exc_page_fault", "asm_exc_page_fault"],
+            "{backend}"
+        );
+        tops.push(top[2].clone());
+    }
+    // Named by the same symbolizer: libc's own symbol, its debug file's, or the same
+    // "(no symbols)" line when the machine has neither.
+    assert_eq!(
+        tops[0], tops[1],
+        "perf and bpf name the faulting function differently"
+    );
 }
