@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLOWLAB=$(realpath "${SLOWLAB:-target/release-lto/slowlab}")
 WORK=${WORK:-$(mktemp -d /tmp/slowlab-backends.XXXXXX)}
+mkdir -p "$WORK"
 SRC=crates/slowlab/tests/fixtures/why
 
 run() { # NAME ARGS...

@@ -238,33 +238,44 @@ fn decode_stack(value: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
     Some((id, kernel, addrs))
 }
 
-/// Every stack in the kernel's stack map, with its key (read in batches: the ring buffer
-/// the recorder needs came with Linux 5.8, batch lookups of hash maps with 5.6).
+/// Every stack in the kernel's stack map, with its key.
 pub(crate) fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
-    let Ok(batches) = map.lookup_batch(STACK_BATCH, MapFlags::ANY, MapFlags::ANY) else {
-        return Vec::new();
-    };
-    batches
-        .filter_map(|(key, value)| {
+    map.keys()
+        .filter_map(|key| {
+            let value = map.lookup(&key, MapFlags::ANY).ok()??;
             let (id, kernel, addrs) = decode_stack(&value)?;
             Some((key, id, kernel, addrs))
         })
         .collect()
 }
 
+/// Most batches one flush takes (the programs may add stacks while it runs).
+const MAX_FLUSH_BATCHES: usize = 1024;
+
 /// File mode: moves every stack now in the kernel's map into the file and out of the map,
 /// so that the map never fills however long the recording (a thread that reuses an id
 /// from its last site names a stack the file already has; a stack walked again is added
 /// again, under a new id). Returns how many were written.
+///
+/// Each round starts a batch lookup-and-delete anew, until one finds nothing: a batch of
+/// a hash map stops at a bucket that does not fit, so it can hold fewer stacks than asked
+/// while more are left, and libbpf-rs's iterator takes that for the end (a recording
+/// lost every stack past the first 1,023 of a flush that way).
 pub(crate) fn flush_stacks(map: &dyn MapCore, drain: &mut Drain) -> std::io::Result<u64> {
-    let batches = map
-        .lookup_and_delete_batch(STACK_BATCH, MapFlags::ANY, MapFlags::ANY)
-        .map_err(std::io::Error::other)?;
     let mut written = 0;
-    for (_, value) in batches {
-        if let Some((id, kernel, addrs)) = decode_stack(&value) {
-            drain.writer.stack(id, kernel, &addrs)?;
-            written += 1;
+    for _ in 0..MAX_FLUSH_BATCHES {
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = map
+            .lookup_and_delete_batch(STACK_BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(std::io::Error::other)?
+            .collect();
+        if batch.is_empty() {
+            break;
+        }
+        for (_, value) in batch {
+            if let Some((id, kernel, addrs)) = decode_stack(&value) {
+                drain.writer.stack(id, kernel, &addrs)?;
+                written += 1;
+            }
         }
     }
     Ok(written)
