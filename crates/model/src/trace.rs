@@ -127,6 +127,10 @@ pub struct TraceMeta {
     /// trace times into dates; `None` when the file has none.
     #[serde(default)]
     pub wall_clock: Option<WallClock>,
+    /// The process of the command the recording ran (`slowlab record -- CMD` with the
+    /// eBPF recorder, which knows it), by pid: the analysis's default root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_pid: Option<i32>,
 }
 
 /// The same instant on the trace's clock and on the wall clock.

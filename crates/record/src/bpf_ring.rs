@@ -91,7 +91,10 @@ pub fn run_bpf_ring(
     };
     let mut child = match command.split_first() {
         Some((program, args)) => match Command::new(program).args(args).spawn() {
-            Ok(child) => Some(child),
+            Ok(child) => {
+                recorder.note_command(child.id(), command);
+                Some(child)
+            }
             Err(e) => {
                 companions.discard();
                 return Err(RecordError::Command {

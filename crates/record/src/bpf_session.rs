@@ -117,7 +117,9 @@ pub fn run_bpf(
     let mut companion_warnings = Vec::new();
     // The paths are in the recording itself; the cgroup notes are beside it.
     let companions = Companions::start(&output, false, &mut companion_warnings);
-    let ran = run_until_stopped(command, &mut signals);
+    let ran = run_until_stopped(command, &mut signals, &|pid| {
+        recorder.note_command(pid, command)
+    });
     let stopped = recorder.stop().map_err(RecordError::Bpf);
     let ((exit_code, command_pid, stopped_by), stats) = match (ran, stopped) {
         (Ok(ran), Ok(stats)) => (ran, stats),
@@ -139,11 +141,13 @@ pub fn run_bpf(
     })
 }
 
-/// Runs `command` until it exits (or, without one, waits for a stop signal): its exit
-/// code (0 without one), its pid and the stop signal that came meanwhile.
+/// Runs `command` until it exits (or, without one, waits for a stop signal), telling
+/// `started` its pid: its exit code (0 without one), its pid and the stop signal that
+/// came meanwhile.
 fn run_until_stopped(
     command: &[String],
     signals: &mut StopSignals,
+    started: &dyn Fn(u32),
 ) -> Result<(i32, Option<u32>, Option<i32>), RecordError> {
     let mut stopped_by = None;
     let Some((program, args)) = command.split_first() else {
@@ -160,6 +164,7 @@ fn run_until_stopped(
         source,
     };
     let mut child = Command::new(program).args(args).spawn().map_err(failed)?;
+    started(child.id());
     loop {
         if let Some(status) = child.try_wait().map_err(failed)? {
             return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));

@@ -339,6 +339,15 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             clock_ns: log.start_mono_ns,
             unix_ns: log.start_real_ns,
         }),
+        command_pid: log
+            .command
+            .as_ref()
+            .and_then(|(pid, _)| i32::try_from(*pid).ok()),
+        cmdline: log
+            .command
+            .as_ref()
+            .map(|(_, args)| args.clone())
+            .unwrap_or_default(),
         ..TraceMeta::default()
     };
     trace.stats.records = log.records.len() as u64;
@@ -455,6 +464,14 @@ mod tests {
         let mut opts = ReadOptions::default();
         opts.symbols.symbolize = false;
         let trace = build_trace(&log, &opts);
+        assert_eq!(trace.meta.command_pid, None, "no COMMAND section");
+        let with_command = SchedLog {
+            command: Some((11, vec!["waiter".into(), "-n".into()])),
+            ..log.clone()
+        };
+        let t = build_trace(&with_command, &opts);
+        assert_eq!(t.meta.command_pid, Some(11));
+        assert_eq!(t.meta.cmdline, ["waiter", "-n"]);
         let kinds: Vec<&EventKind> = trace.events.iter().map(|e| &e.kind).collect();
         assert_eq!(kinds.len(), 6, "{kinds:?}");
         assert!(matches!(

@@ -43,9 +43,17 @@ pub fn window(trace: &Trace, proc: ProcIdx) -> (u64, u64) {
     (start, end)
 }
 
-/// The default root: the longest-running process that started (was forked
-/// or exec'd) during the trace.
+/// The default root: the recorded command's process when the trace names it
+/// ([`slowlab_model::trace::TraceMeta::command_pid`]), else the longest-running
+/// process that started (was forked or exec'd) during the trace.
 pub fn default_root(trace: &Trace) -> Option<ProcIdx> {
+    if let Some(p) = trace
+        .meta
+        .command_pid
+        .and_then(|pid| process_by_pid(trace, pid).ok())
+    {
+        return Some(p);
+    }
     trace
         .processes
         .iter()

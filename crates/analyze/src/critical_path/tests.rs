@@ -332,7 +332,7 @@ fn a_sleep_ended_by_a_timer_is_not_followed_into_the_interrupted_thread() {
 }
 
 #[test]
-fn roots_default_to_the_longest_process_started_in_the_trace() {
+fn roots_default_to_the_recorded_command_else_the_longest_process_started() {
     let mut b = TraceBuilder::default();
     let short = b.process(10, "short");
     let long = b.process(11, "long");
@@ -341,9 +341,15 @@ fn roots_default_to_the_longest_process_started_in_the_trace() {
     b.lifetime(long, None, ms(5), Some(ms(80)));
     b.switch(ms(0), 0, 0, 0, 1, None);
     b.end(ms(100));
-    let t = b.build();
+    let mut t = b.build();
     assert_eq!(default_root(&t), Some(ProcIdx(1)));
     assert_eq!(process_by_pid(&t, 99), Err(PathError::NoSuchPid(99)));
+    // A trace that names the command it ran is rooted there, however short.
+    t.meta.command_pid = Some(10);
+    assert_eq!(default_root(&t), Some(ProcIdx(0)));
+    // A pid the trace does not have: the longest again.
+    t.meta.command_pid = Some(99);
+    assert_eq!(default_root(&t), Some(ProcIdx(1)));
 }
 
 #[test]

@@ -118,6 +118,16 @@ impl Drain {
         }
     }
 
+    /// A COMMAND section; in ring mode, kept for every snapshot.
+    pub(crate) fn command(&mut self, pid: u32, args: &[String]) {
+        if let Err(e) = self.writer.command(pid, args) {
+            self.error.get_or_insert(e);
+        }
+        if let Some(w) = self.window() {
+            w.note_command(pid, args);
+        }
+    }
+
     /// The process of `tid`, naming the thread in the file the first time it is seen.
     fn pid_of(&mut self, tid: u32) -> u32 {
         if tid == 0 {

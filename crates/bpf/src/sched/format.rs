@@ -24,6 +24,8 @@
 //!             first: one stack of the kernel's stack map, written at the end.
 //!   5 END     stop_ns u64, dropped u64 (records the ring could not take),
 //!             stacks_lost u64 (stacks the stack map could not take), records u64.
+//!   6 COMMAND pid u32, then the command's arguments, each ended by a NUL: the command
+//!             the recording ran (`slowlab record -- CMD`), if it ran one.
 //! ```
 //!
 //! A file without an END section was not finished (the recorder died): what is there is
@@ -52,6 +54,7 @@ const TAG_THREAD: u32 = 2;
 const TAG_MAPS: u32 = 3;
 const TAG_STACK: u32 = 4;
 const TAG_END: u32 = 5;
+const TAG_COMMAND: u32 = 6;
 
 /// What a record is (the `kind` byte).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -385,6 +388,8 @@ pub struct SchedLog {
     pub stacks: Vec<SchedStack>,
     /// `None`: the file was not finished.
     pub end: Option<SchedEnd>,
+    /// The command the recording ran: its pid and arguments.
+    pub command: Option<(u32, Vec<String>)>,
     /// What could not be read, each with what it means.
     pub warnings: Vec<String>,
 }
@@ -462,6 +467,14 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
                 kernel: body[4] == 1,
                 addrs: body[5..].chunks_exact(8).map(|c| u64_at(c, 0)).collect(),
             }),
+            TAG_COMMAND if body.len() >= 4 => {
+                let args = body[4..]
+                    .split(|&b| b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                log.command = Some((u32_at(body, 0), args));
+            }
             TAG_END if body.len() >= 32 => {
                 log.end = Some(SchedEnd {
                     stop_ns: u64_at(body, 0),
@@ -592,6 +605,17 @@ impl<W: Write> SchedWriter<W> {
     pub fn maps(&mut self, pid: u32, text: &str) -> io::Result<()> {
         self.flush_events()?;
         self.section(TAG_MAPS, &[&pid.to_le_bytes(), text.as_bytes()])
+    }
+
+    /// A COMMAND section: the command the recording runs, as process `pid`.
+    pub fn command(&mut self, pid: u32, args: &[String]) -> io::Result<()> {
+        self.flush_events()?;
+        let mut text = Vec::new();
+        for a in args {
+            text.extend_from_slice(a.as_bytes());
+            text.push(0);
+        }
+        self.section(TAG_COMMAND, &[&pid.to_le_bytes(), &text])
     }
 
     /// A STACK section.

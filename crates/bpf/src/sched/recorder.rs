@@ -74,8 +74,13 @@ const EVICT_EVERY: Duration = Duration::from_secs(5);
 /// Otherwise, how often the stacks in the kernel's map are moved into the file.
 const FLUSH_STACKS_EVERY: Duration = Duration::from_secs(1);
 
-/// A snapshot asked of the drain thread: where, and where to answer.
-type SnapshotRequest = (PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>);
+/// What the drain thread is asked while it records.
+enum Ask {
+    /// Ring mode: a snapshot into the path, answered on the sender.
+    Snapshot(PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>),
+    /// The command the recording runs: its pid and arguments.
+    Command(u32, Vec<String>),
+}
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
 const WAKEUP_FRACTION: u32 = 4;
@@ -96,8 +101,9 @@ pub(crate) const STACK_DEPTH: usize = 127;
 pub struct SchedRecorder {
     worker: Worker<SchedStats>,
     output: PathBuf,
-    /// Ring mode: where snapshots are asked for.
-    snapshots: Option<mpsc::Sender<SnapshotRequest>>,
+    /// Where the drain thread is asked for snapshots and told of the command.
+    asks: mpsc::Sender<Ask>,
+    ring: bool,
 }
 
 impl SchedRecorder {
@@ -139,16 +145,16 @@ impl SchedRecorder {
         }
         SchedRecorder::available()?;
         let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
-        let (sink, requests, asks) = match window {
+        let sink = match window {
             // Nothing is written until a snapshot: the file only showed it can be.
             Some(ring) => {
                 drop(file);
                 let _ = fs::remove_file(output);
-                let (asks, requests) = mpsc::channel();
-                (Err(ring), Some(requests), Some(asks))
+                Err(ring)
             }
-            None => (Ok(file), None, None),
+            None => Ok(file),
         };
+        let (asks, requests) = mpsc::channel();
         let output_path = output.to_path_buf();
         let options = options.clone();
         let (worker, ()) =
@@ -158,8 +164,15 @@ impl SchedRecorder {
         Ok(SchedRecorder {
             worker,
             output: output.to_path_buf(),
-            snapshots: asks,
+            asks,
+            ring: window.is_some(),
         })
+    }
+
+    /// Notes the command the recording runs (its process, by pid, is the analysis's
+    /// default root), in the file or, in ring mode, in every snapshot.
+    pub fn note_command(&self, pid: u32, args: &[String]) {
+        let _ = self.asks.send(Ask::Command(pid, args.to_vec()));
     }
 
     /// Whether a recording can start here: root (or CAP_BPF and CAP_PERFMON), and kernel
@@ -180,13 +193,14 @@ impl SchedRecorder {
     /// Ring mode: writes the seconds kept into `path` (through `PATH.partial`, which a
     /// failure removes) and says what it holds; the recording goes on either way.
     pub fn snapshot(&self, path: &Path) -> Result<SnapshotInfo, BpfError> {
-        let Some(asks) = &self.snapshots else {
+        if !self.ring {
             return Err(BpfError::Options {
                 reason: "snapshots are taken only in ring mode".into(),
             });
-        };
+        }
         let (answer, answered) = mpsc::channel();
-        asks.send((path.to_path_buf(), answer))
+        self.asks
+            .send(Ask::Snapshot(path.to_path_buf(), answer))
             .map_err(|_| BpfError::ThreadPanicked)?;
         answered.recv().map_err(|_| BpfError::ThreadPanicked)?
     }
@@ -296,7 +310,7 @@ fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
 fn run(
     sink: Result<File, RingOptions>,
-    requests: Option<mpsc::Receiver<SnapshotRequest>>,
+    requests: mpsc::Receiver<Ask>,
     output: PathBuf,
     options: SchedOptions,
     stop: Arc<AtomicBool>,
@@ -613,7 +627,14 @@ fn run(
                 }
             }
         }
-        for (path, answer) in requests.iter().flat_map(|r| r.try_iter()) {
+        for ask in requests.try_iter() {
+            let (path, answer) = match ask {
+                Ask::Snapshot(path, answer) => (path, answer),
+                Ask::Command(pid, args) => {
+                    d.command(pid, &args);
+                    continue;
+                }
+            };
             let lost = (
                 read_counter(&skel.maps.counters, COUNTER_DROPS),
                 read_counter(&skel.maps.counters, COUNTER_STACK_LOST),

@@ -126,6 +126,8 @@ pub(crate) struct Window {
     threads: HashMap<u32, Thread>,
     mappings: HashMap<u32, Mapping>,
     stacks: HashMap<u32, Stack>,
+    /// The command the recording runs: its pid and arguments.
+    command: Option<(u32, Vec<String>)>,
 }
 
 impl Window {
@@ -143,7 +145,13 @@ impl Window {
             threads: HashMap::new(),
             mappings: HashMap::new(),
             stacks: HashMap::new(),
+            command: None,
         }
+    }
+
+    /// The command the recording runs, for every snapshot.
+    pub(crate) fn note_command(&mut self, pid: u32, args: &[String]) {
+        self.command = Some((pid, args.to_vec()));
     }
 
     /// Forgets what was written so far (the writer's header: each snapshot has its own).
@@ -339,6 +347,9 @@ impl Window {
             h.nr_cpus,
             h.sample_freq,
         )?;
+        if let Some((pid, args)) = &self.command {
+            w.command(*pid, args)?;
+        }
         let mut threads: Vec<_> = self.threads.iter().collect();
         threads.sort_by_key(|(tid, _)| **tid);
         for (tid, t) in threads {

@@ -30,6 +30,8 @@ fn a_written_recording_reads_back() {
         .unwrap();
     w.record(&raw(5, 160, 12, 12, -1, Some("newname"))).unwrap();
     w.stack(3, true, &[0xffff_0001, 0xffff_0002]).unwrap();
+    w.command(12, &["sh".into(), "-c".into(), "true".into()])
+        .unwrap();
     let end = SchedEnd {
         stop_ns: 300,
         dropped: 4,
@@ -53,6 +55,10 @@ fn a_written_recording_reads_back() {
     assert_eq!(log.records[1].comm.as_deref(), Some("newname"));
     assert_eq!(log.maps[0].from_record, 1);
     assert_eq!(log.threads[0].comm, "worker");
+    assert_eq!(
+        log.command,
+        Some((12, vec!["sh".into(), "-c".into(), "true".into()]))
+    );
     assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
     assert_eq!(log.end, Some(end));
 }
