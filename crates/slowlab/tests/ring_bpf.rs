@@ -1,5 +1,5 @@
-//! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for a
-//! minute under process churn, with saves every few seconds, keeps its memory, its files
+//! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for
+//! 45 s under process churn, with saves every few seconds, keeps its memory, its files
 //! and its snapshots bounded, each snapshot at most about the ring's seconds; a full
 //! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
@@ -37,7 +37,7 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         &["--backend", "bpf", "--ring", "2", "--keep-snapshots", "3"],
         &[("SLOWLAB_BPF_RING_MAX_BYTES", &CAP.to_string())],
     );
-    const RUN: Duration = Duration::from_secs(60);
+    const RUN: Duration = Duration::from_secs(45);
     let started = Instant::now();
     // (seconds, slowlab's anonymous memory in KiB, bytes and files beside the trace)
     let mut samples: Vec<(f64, u64, u64, usize)> = Vec::new();
