@@ -85,16 +85,18 @@ work, modes = sys.argv[1], sys.argv[2:]
 times = {m: [t for f in sorted(glob.glob(f"{work}/{m}.[0-9]*.json"))
              for t in json.load(open(f))["results"][0]["times"]] for m in modes}
 base = statistics.median(times["plain"])
-print("| mode | runs | median [ms] | mean ± sd [ms] | median / plain | added [ms] | MB/s written |")
-print("|---|---|---|---|---|---|---|")
+# Bytes for the same work: each round's file holds the same RUNS + 1 runs.
+print("| mode | runs | median [ms] | mean ± sd [ms] | median / plain | added [ms] | MB/s written | MB a round |")
+print("|---|---|---|---|---|---|---|---|")
 for m in modes:
     t = times[m]
     med = statistics.median(t)
-    rate = ""
+    rate = per_round = ""
     sizes = f"{work}/{m}.sizes"
     if os.path.exists(sizes):
         rows = [l.split() for l in open(sizes)]
         rate = "%.1f" % (sum(float(r[0]) for r in rows) / sum(float(r[2]) - float(r[1]) for r in rows) / 1e6)
-    print(f"| {m} | {len(t)} | {med * 1e3:.0f} | {statistics.mean(t) * 1e3:.0f} ± {statistics.stdev(t) * 1e3:.0f} | {med / base:.3f} | {(med - base) * 1e3:.0f} | {rate} |")
+        per_round = "%.1f" % (statistics.median(float(r[0]) for r in rows) / 1e6)
+    print(f"| {m} | {len(t)} | {med * 1e3:.0f} | {statistics.mean(t) * 1e3:.0f} ± {statistics.stdev(t) * 1e3:.0f} | {med / base:.3f} | {(med - base) * 1e3:.0f} | {rate} | {per_round} |")
 PY
 echo "results in $WORK" >&2
