@@ -19,7 +19,9 @@ use std::thread;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, PrintLevel, RingBufferBuilder};
+
+use crate::counters::read_counter;
+use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
 use crate::error::BpfError;
 use crate::format::{PathLogWriter, RECORD_HEAD_LEN};
@@ -458,7 +460,7 @@ fn run(
             let now = sys::monotonic_ns();
             window.expire(now);
             while let Ok(request) = requests.try_recv() {
-                let drops = read_drops(&skel.maps.counters);
+                let drops = read_counter(&skel.maps.counters, COUNTER_DROPS);
                 let written = write_ring_file(
                     window,
                     &request.path,
@@ -484,7 +486,7 @@ fn run(
     }
     drop(ring);
 
-    let drops = read_drops(&skel.maps.counters);
+    let drops = read_counter(&skel.maps.counters, COUNTER_DROPS);
     let sink = sink.into_inner();
     if let Some(e) = sink.error {
         return Err(BpfError::io(&output, e));
@@ -515,23 +517,6 @@ fn run(
         missing,
         output,
     })
-}
-
-/// Sums the per-CPU drop counters (0 when the map cannot be read).
-fn read_drops(counters: &dyn MapCore) -> u64 {
-    let key = COUNTER_DROPS.to_ne_bytes();
-    match counters.lookup_percpu(&key, MapFlags::ANY) {
-        Ok(Some(per_cpu)) => per_cpu
-            .iter()
-            .filter_map(|v| v.get(..8))
-            .map(|b| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                u64::from_ne_bytes(a)
-            })
-            .sum(),
-        _ => 0,
-    }
 }
 
 // The file format's record head and the ring's are the same size by design.

@@ -54,6 +54,7 @@
 
 mod capture;
 pub mod correlate;
+mod counters;
 mod error;
 pub mod format;
 mod libbpf_log;

@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::ring::{analyze, named_sleep, perf_of, save_for, Recorder, Tmpfs};
+use common::ring::{
+    a_save_is_refused_on_a_full_disk, analyze, named_sleep, on_a_small_disk, perf_of, save_for,
+    Recorder,
+};
 use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
 #[test]
@@ -369,39 +372,21 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
 fn a_full_disk_stops_a_snapshot_not_the_recording() {
     require_perf!();
     let _one = one_recording_at_a_time();
-    let fs = match Tmpfs::mount(96) {
-        Ok(fs) => fs,
-        Err(why) => {
-            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
-            return;
-        }
-    };
-    let trace = fs.path().join("f.data");
     let errs = tempfile::tempdir().expect("temp dir");
     // A snapshot is said to need 64 KiB, less than a dump of a full ring
     // (at least 64 KiB per CPU and the headers), so that the second save
     // gets past the check and the disk fills while perf writes it.
     let need: u64 = 64 << 10;
-    let rec = Recorder::start(
-        &trace,
-        &errs.path().join("f.err"),
-        &["--ring", "2", "--no-paths"],
-        &[("SLOWLAB_SNAPSHOT_NEED_BYTES", &need.to_string())],
-    );
+    let Some((fs, rec, trace)) =
+        on_a_small_disk(96, need, &["--ring", "2", "--no-paths"], errs.path())
+    else {
+        return;
+    };
     let perf = perf_of(rec.pid()).expect("perf runs");
     // The ring fills.
     std::thread::sleep(Duration::from_secs(4));
     // 1. Less free than a snapshot needs: perf is not asked, the ring kept.
-    let fill = fs.fill(need / 2);
-    let out = rec.save();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("the disk is full"), "{err}");
-    assert!(err.contains("the ring is kept"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(rec
-        .err()
-        .contains("no snapshot for slowlab record --save: the disk is full"));
+    let fill = a_save_is_refused_on_a_full_disk(&fs, &rec, need);
     assert_eq!(perf_of(rec.pid()), Some(perf), "the same perf records on");
     assert!(snapshots_of(&trace).is_empty());
     // 2. Room by the check, not for the dump: perf fails, its partial

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::ring::{analyze, Recorder, Tmpfs};
+use common::ring::{a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, Recorder};
 use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
 #[test]
@@ -114,33 +114,17 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
 fn a_full_disk_stops_a_snapshot_of_the_bpf_recorder_not_the_recording() {
     require_perf!();
     let _one = one_recording_at_a_time();
-    let fs = match Tmpfs::mount(64) {
-        Ok(fs) => fs,
-        Err(why) => {
-            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
-            return;
-        }
-    };
-    let trace = fs.path().join("f.data");
     let errs = tempfile::tempdir().expect("temp dir");
     // A snapshot is said to need 16 KiB, less than two seconds of this machine's records,
     // so that the second save gets past the check and the disk fills while it is written.
     let need: u64 = 16 << 10;
-    let rec = Recorder::start(
-        &trace,
-        &errs.path().join("f.err"),
-        &["--backend", "bpf", "--ring", "2"],
-        &[("SLOWLAB_SNAPSHOT_NEED_BYTES", &need.to_string())],
-    );
+    let args = ["--backend", "bpf", "--ring", "2"];
+    let Some((fs, rec, trace)) = on_a_small_disk(64, need, &args, errs.path()) else {
+        return;
+    };
     std::thread::sleep(Duration::from_secs(3));
     // 1. Less free than a snapshot needs: nothing is written, the ring is kept.
-    let fill = fs.fill(need / 2);
-    let out = rec.save();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("the disk is full"), "{err}");
-    assert!(err.contains("the ring is kept"), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let fill = a_save_is_refused_on_a_full_disk(&fs, &rec, need);
     assert!(snapshots_of(&trace).is_empty());
     // 2. Room by the check, not for the snapshot: the write fails and leaves nothing.
     std::fs::remove_file(&fill).expect("unfill");

@@ -208,22 +208,6 @@ impl Drain {
     }
 }
 
-/// Sums a per-CPU counter (0 when the map cannot be read).
-pub(crate) fn read_counter(counters: &dyn MapCore, which: u32) -> u64 {
-    match counters.lookup_percpu(&which.to_ne_bytes(), MapFlags::ANY) {
-        Ok(Some(per_cpu)) => per_cpu
-            .iter()
-            .filter_map(|v| v.get(..8))
-            .map(|b| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                u64::from_ne_bytes(a)
-            })
-            .sum(),
-        _ => 0,
-    }
-}
-
 /// Stacks read from the kernel's map per batch syscall.
 const STACK_BATCH: u32 = 1024;
 

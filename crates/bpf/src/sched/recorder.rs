@@ -41,10 +41,11 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
-use super::drain::{evict_stacks, flush_stacks, read_counter, write_window, Drain};
+use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
 use super::options::{program_cost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
+use crate::counters::read_counter;
 use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
 use crate::sched_skel::SchedSkelBuilder;

@@ -1,7 +1,7 @@
 //! A ring recording in the background for the tests of ring mode: [`Recorder`] (started,
 //! asked for snapshots from another process, stopped with SIGINT), `analyze` of a
 //! snapshot, the perf child of a recorder, a copy of `sleep` with a name of its own, and a
-//! small [`Tmpfs`] to fill.
+//! small [`Tmpfs`] to fill, with a recorder on it and a save the full disk refuses.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -213,4 +213,47 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.dir.path()).status();
     }
+}
+
+/// A ring recorder (`args`) writing into a small tmpfs of `mib` MiB, told that a snapshot
+/// needs `need` bytes: the tmpfs, the recorder, its trace; `None` (with the printed
+/// reason) where no tmpfs can be mounted.
+pub fn on_a_small_disk(
+    mib: u64,
+    need: u64,
+    args: &[&str],
+    errs: &Path,
+) -> Option<(Tmpfs, Recorder, PathBuf)> {
+    let fs = match Tmpfs::mount(mib) {
+        Ok(fs) => fs,
+        Err(why) => {
+            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
+            return None;
+        }
+    };
+    let trace = fs.path().join("f.data");
+    let rec = Recorder::start(
+        &trace,
+        &errs.join("f.err"),
+        args,
+        &[("SLOWLAB_SNAPSHOT_NEED_BYTES", &need.to_string())],
+    );
+    Some((fs, rec, trace))
+}
+
+/// Fills `fs` until less than `need` is free and asks `rec` for a snapshot: refused in one
+/// line that says the disk is full and the ring is kept, and said on the recorder's
+/// stderr. Returns the file that fills the disk.
+pub fn a_save_is_refused_on_a_full_disk(fs: &Tmpfs, rec: &Recorder, need: u64) -> PathBuf {
+    let fill = fs.fill(need / 2);
+    let out = rec.save();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the disk is full"), "{err}");
+    assert!(err.contains("the ring is kept"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(rec
+        .err()
+        .contains("no snapshot for slowlab record --save: the disk is full"));
+    fill
 }
