@@ -1194,9 +1194,6 @@ int on_major_fault(struct bpf_perf_event_data *ctx)
 // and bpf_trace_run3 (x86-64, 6.x).
 #define FAULT_SKIP_FRAMES 2
 
-// A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
-// perf records them): the address, the instruction, the error code and the stacks of the
-// thread that faulted (both walked: a fault is not where the thread last was).
 // Per CPU, the kernel stack of a fault taken in user mode: always the same (the fault's
 // entry and exc_page_fault), so it is walked once per CPU and generation (stack_generation:
 // ring mode may remove it from the map) and its id reused.
@@ -1233,6 +1230,10 @@ static __always_inline __s32 fault_kstack(__u64 *ctx, __u8 user)
 	return id;
 }
 
+// A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
+// perf records them): the address, the instruction, the error code and the stacks of the
+// thread that faulted (walked: a fault is not where the thread last was; but a user-mode
+// fault's kernel stack is the one cached, fault_kstack).
 static __always_inline int page_fault(__u64 *ctx, __u8 user)
 {
 	__u64 address = ctx[0];
