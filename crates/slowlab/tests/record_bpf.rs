@@ -13,6 +13,8 @@
 //!   with perf, rooted at the command it ran;
 //! - an fsync loop waits for storage under both backends, and the `io-wait` finding names
 //!   the same device, from the disk requests each recorded;
+//! - a detector's syscall called from two sites through frames of the same sizes keeps
+//!   each site's stack when the thread's last one is reused;
 //! - `--backend auto` records with bpf here, and with perf for DWARF stacks;
 //! - a stack map too small for the recording loses nothing: it is emptied into the file;
 //! - the faults of a memset in libc name the same function under both backends;
@@ -224,6 +226,58 @@ fn reused_stacks_keep_two_sites_apart() {
             "{what} at site_a {a}, at site_b {b} in {rounds} rounds\n{stderr}"
         );
     }
+}
+
+/// The calls of `syscall` by the processes named `comm` whose stack has `function`, from
+/// `analyze --syscalls --json`'s call sites.
+fn calls_from(trace: &Path, comm: &str, syscall: &str, function: &str) -> u64 {
+    let view = syscalls_view(trace);
+    let mut calls = 0;
+    for p in view["processes"].as_array().unwrap() {
+        if p["comm"] != comm {
+            continue;
+        }
+        for s in p["syscalls"].as_array().unwrap() {
+            if s["name"] != syscall {
+                continue;
+            }
+            for site in s["sites"].as_array().unwrap() {
+                let has = site["stack"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|n| n.as_str() == Some(function)));
+                if has {
+                    calls += site["count"].as_u64().unwrap();
+                }
+            }
+        }
+    }
+    calls
+}
+
+#[test]
+fn reused_call_stacks_keep_two_sites_apart() {
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let program = common::compile_workload("bpf/two_call_sites.c", dir.path(), "two_call_sites");
+    let trace = dir.path().join("calls.data");
+    let rounds = 1000u64;
+    record(
+        "bpf",
+        &trace,
+        &[],
+        &[program.to_str().unwrap(), &rounds.to_string()],
+    );
+    // Every round calls access() from each site once, through the same frames: a stack
+    // reused across the sites would put nearly all the calls on one of them.
+    let a = calls_from(&trace, "two_call_sites", "access", "site_a");
+    let b = calls_from(&trace, "two_call_sites", "access", "site_b");
+    assert!(
+        a.min(b) * 10 >= rounds * 9 && a.max(b) <= rounds,
+        "access from site_a {a}, from site_b {b} in {rounds} rounds"
+    );
 }
 
 /// The mutex the critical path followed longest to its holder: (the mutex's address, the

@@ -431,9 +431,20 @@ struct site {
 	__u16 pos[SITE_FRAMES];  // where the kernel stack's return addresses were (site_key)
 };
 
+// Where a thread last called a detector's syscall (one slot per syscall id modulo
+// CALL_SLOTS), and the user stack it had there.
+struct call_site {
+	__u64 key;  // user_site without the arguments: 0 when nothing is kept
+	__s32 ustack;
+	__u32 generation;
+};
+
+#define CALL_SLOTS 8
+
 struct sites {
 	struct site block;
 	struct site wake;
+	struct call_site call[CALL_SLOTS];
 };
 
 struct {
@@ -449,7 +460,7 @@ struct {
 // as the user stack walk reads them, as far as they are in the USER_WINDOW bytes above the
 // stack pointer, read at once (each read of user memory costs ~350 ns here, so one, not one
 // a link); 0 for a kernel thread or when that memory cannot be read.
-static __always_inline __u64 user_site(struct task_struct *task, __u64 salt)
+static __always_inline __u64 user_site(struct task_struct *task, __u64 salt, bool args)
 {
 	if (task->flags & PF_KTHREAD)
 		return 0;
@@ -462,8 +473,10 @@ static __always_inline __u64 user_site(struct task_struct *task, __u64 salt)
 		return 0;
 	__u64 sp = regs->sp;
 	__u64 h = mix(salt, regs->orig_ax);
-	h = mix(h, regs->di);
-	h = mix(h, regs->si);
+	if (args) {
+		h = mix(h, regs->di);
+		h = mix(h, regs->si);
+	}
 	h = mix(h, regs->ip);
 	h = mix(h, sp);
 	__u64 fp = regs->bp;
@@ -598,7 +611,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 {
 	__u32 zero = 0;
 	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
-	__u64 user = user_site(task, salt);
+	__u64 user = user_site(task, salt, true);
 	__u32 len = w && user && text_end > text_start ? read_window(ctx, task, w) : 0;
 	if (len && site->key && site->generation == stack_generation &&
 	    site_key(user, len, site, w) == site->key) {
@@ -933,6 +946,31 @@ SYSCALL_PROBES(wait4, SYS_WAIT4, 4)
 SYSCALL_PROBES(waitid, SYS_WAITID, 5)
 SYSCALL_PROBES(flock, SYS_FLOCK, 2)
 
+// The user stack of a detector's syscall: walked, or, with `reuse_sites`, the one this
+// thread had at its last call of it from the same place: the same registers at the
+// kernel entry and the same frame-pointer links above them, as user_site compares them,
+// but not the arguments (a loop's calls differ in them, not in their stack).
+static __always_inline __s32 call_ustack(void *ctx, __u8 which)
+{
+	struct task_struct *task = reuse_sites ? bpf_get_current_task_btf() : 0;
+	struct sites *sites =
+		task ? bpf_task_storage_get(&last_sites, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)
+		     : 0;
+	__u64 key = sites ? user_site(task, 3, false) : 0;
+	struct call_site *last = sites ? &sites->call[which & (CALL_SLOTS - 1)] : 0;
+	if (last && key && last->key == key && last->generation == stack_generation) {
+		count(COUNTER_REUSED);
+		return last->ustack;
+	}
+	__s32 id = stack_id(ctx, BPF_F_USER_STACK, 0);
+	if (last && key && id >= 0) {
+		last->key = key;
+		last->ustack = id;
+		last->generation = stack_generation;
+	}
+	return id;
+}
+
 // A detector's syscall (what `slowlab record` asks perf for with stacks: openat, the stat
 // family, mmap, unlink, clone, kill, …): its entry with all its arguments (`nargs` of
 // them; reading past them the kernel refuses) and the user stack (the call site; the
@@ -951,7 +989,7 @@ static __always_inline __u64 sys_call(struct sys_enter_ctx *ctx, __u8 which, __u
 	for (int i = 0; i < 6; i++)
 		r->args[i] = i < nargs ? ctx->args[i] : 0;
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
-		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+		r->head.ustack = call_ustack(ctx, which);
 	__u64 time_ns = r->head.time_ns;
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return time_ns;

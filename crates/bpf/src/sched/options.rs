@@ -53,8 +53,10 @@ pub struct SchedOptions {
     pub kernel_frames: u32,
     /// With [`StackMode::Blocking`]: a thread that blocks, or wakes another, where it did
     /// the last time reuses that time's stacks instead of walking them again (see
-    /// `take_stacks` in sched.bpf.c). The default: a fifth of the cost of the walks on a
-    /// loop that blocks at one site.
+    /// `take_stacks` in sched.bpf.c), and one that calls a detector's syscall from where it
+    /// called it the last time reuses that call's user stack (`call_ustack`). The default:
+    /// a fifth of the cost of the walks on a loop that blocks at one site; 1.3 against
+    /// 2.2 µs a call of `openat` in a `tar xf`.
     pub reuse_sites: bool,
     /// Record the waiting syscalls (futex, wait4, waitid, flock: entry and exit), which
     /// name what a wait waits for (a mutex and its holder). On by default; off, to
