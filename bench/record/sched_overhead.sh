@@ -66,6 +66,10 @@ recorder() {
 }
 
 read -ra modes <<<"${MODES:-plain perf bpf}"
+# CPU=N runs both processes on CPU N: on an idle VM the bounces between CPUs wait for
+# an idle CPU to wake (the plain run took 4.7 s for 100,000 bounces there, ~0.5 s on a
+# busy machine), which no recorder's cost can be read against.
+PIN=${CPU:+taskset -c $CPU }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $BOUNCES bounces; $ROUNDS rounds of $RUNS runs" >&2
 for ((round = 0; round < ROUNDS; round++)); do
   for ((k = 0; k < ${#modes[@]}; k++)); do
@@ -73,7 +77,7 @@ for ((round = 0; round < ROUNDS; round++)); do
     recorder start "$mode"
     hyperfine --warmup 1 --runs "$RUNS" --style none \
       --export-json "$WORK/$mode.$round.json" -n "$mode" \
-      "$WORK/pipe_pingpong $BOUNCES" >/dev/null
+      "$PIN$WORK/pipe_pingpong $BOUNCES" >/dev/null
     recorder stop "$mode"
   done
 done
