@@ -1,5 +1,6 @@
 //! The index pass and the time order as the file comes in: a thread walks
-//! the records in file order and hands them over a few rounds at a time;
+//! the records in file order and hands them over a few rounds at a time
+//! (each such segment sorted there);
 //! the caller gets them in time order, each batch as soon as no record
 //! still to come can sort before it. So with a cold page cache the records
 //! are read while the disk still brings the rest, instead of after the
@@ -45,9 +46,9 @@ pub(crate) struct Streamed {
 #[derive(Debug)]
 pub(crate) struct Unstreamed;
 
-/// Records walked in file order, ending at the end of a round (or of the
-/// records).
+/// Records walked, ending at the end of a round (or of the records).
 struct Segment {
+    /// Sorted (by time, then file order).
     entries: Vec<Timed>,
     /// Where the next segment starts.
     end: usize,
@@ -155,6 +156,9 @@ fn walk_segments(
         // record), so those past the cut are a tail.
         let keep = entries.partition_point(|t| t.entry.pos() < cut);
         carried = entries.split_off(keep);
+        // Sorted here, beside the reading (the caller's thread is the
+        // busier: it decodes every record).
+        sort_timed(&mut entries);
         let segment = Segment {
             entries,
             end: cut,
@@ -185,7 +189,7 @@ struct InOrder {
 }
 
 impl InOrder {
-    /// Adds a segment; fills `batch` with the entries that come next in
+    /// Adds a segment (sorted); fills `batch` with the entries that come next in
     /// time order: those at or before the latest time of the segments
     /// before this one (a record is at most one round late: the rule
     /// `perf report`'s ordering relies on), all of them after the `last`
@@ -200,7 +204,7 @@ impl InOrder {
         free: impl Fn(Entry) -> bool,
     ) -> Result<(), Unstreamed> {
         batch.clear();
-        sort_timed(&mut segment);
+        debug_assert!(segment.is_sorted());
         if let Some(handed) = self.handed {
             // Records of one time sort by file position: a later record of
             // the time last handed over still comes after it.
