@@ -90,6 +90,16 @@ impl Endian {
     }
 }
 
+/// Whether the reader's use of a record of type `ty` does not depend on
+/// where the record comes in time order: it only adds it to a count (a
+/// saturating sum, the same in any order; see `reader::decode`). perf
+/// writes its PERF_RECORD_LOST_SAMPLES after every other record, with a
+/// sample id of all zeros: time 0, so the index puts them first, and a
+/// stream hands them over where they come (see `stream`).
+pub(crate) fn order_free(ty: u32) -> bool {
+    ty == rtype::LOST_SAMPLES
+}
+
 /// Bytes a record takes, about (a sample with a short callchain): `n`
 /// bytes of records hold about `n / RECORD_BYTES` of them.
 pub(crate) const RECORD_BYTES: usize = 96;

@@ -52,6 +52,8 @@ impl Builder {
         // their frame keys were taken when they were queued.
         match rec.ty {
             rtype::SAMPLE => self.on_sample(ctx, attr, rec),
+            // A count, whatever the order: `records::order_free`, so a
+            // stream may hand these over out of time order.
             rtype::LOST_SAMPLES => {
                 self.t.stats.lost_events = self
                     .t

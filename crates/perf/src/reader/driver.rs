@@ -328,8 +328,12 @@ fn read_streamed<'a>(
 /// reading starts after two such steps, and each batch is sorted and merged
 /// on its own).
 fn stream_step(bytes: usize) -> usize {
-    (bytes / 32).clamp(4 << 10, STREAM_STEP)
+    (bytes / 32).clamp(MIN_STREAM_STEP, STREAM_STEP)
 }
+
+/// The least of [`stream_step`]: 4 KiB; in tests, less, so that fixtures
+/// of kilobytes are handed over in several batches, as big files are.
+const MIN_STREAM_STEP: usize = if cfg!(test) { 64 } else { 4 << 10 };
 
 /// Reads the records of the time-ordered index `recs`; returns why the
 /// walk stopped early, if it did, and the index when it is kept for a
@@ -484,6 +488,7 @@ fn finish(mut b: Builder) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::rtype;
 
     #[test]
     fn release_marks_never_pass_a_record_still_to_read() {
@@ -578,6 +583,81 @@ mod tests {
             release,
         );
         assert_eq!(read.expect("indexed").0.samples.len(), 37);
+    }
+
+    /// `data` (a perf.data file) with a PERF_RECORD_FINISHED_ROUND after
+    /// every `round` of its records, and `n` PERF_RECORD_LOST_SAMPLES
+    /// records of `lost` each after the last, their sample ids all zeros
+    /// (time 0), as `perf record` writes them when it stops.
+    fn with_rounds_and_lost_samples(data: &[u8], round: usize, n: usize, lost: u64) -> Vec<u8> {
+        let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        let header = |ty: u32, size: u16| {
+            let mut h = ty.to_le_bytes().to_vec();
+            h.extend_from_slice(&0u16.to_le_bytes());
+            h.extend_from_slice(&size.to_le_bytes());
+            h
+        };
+        let (offset, size) = (u64_at(data, 40) as usize, u64_at(data, 48) as usize);
+        let end = offset + size;
+        let mut records = Vec::new();
+        let (mut pos, mut count) = (offset, 0);
+        while pos < end {
+            let len = u16::from_le_bytes([data[pos + 6], data[pos + 7]]) as usize;
+            records.extend_from_slice(&data[pos..pos + len]);
+            pos += len;
+            count += 1;
+            if count % round == 0 {
+                records.extend(header(rtype::FINISHED_ROUND, 8));
+            }
+        }
+        for _ in 0..n {
+            // The count, then a 40-byte sample id.
+            records.extend(header(rtype::LOST_SAMPLES, 56));
+            records.extend_from_slice(&lost.to_le_bytes());
+            records.extend_from_slice(&[0; 40]);
+        }
+        let added = records.len() - size;
+        let mut out = data[..offset].to_vec();
+        out.extend_from_slice(&records);
+        out.extend_from_slice(&data[end..]);
+        out[48..56].copy_from_slice(&(records.len() as u64).to_le_bytes());
+        // The feature sections' headers follow the records: each section
+        // moves by what was added.
+        let features: u32 = (0..4).map(|i| u64_at(data, 72 + 8 * i).count_ones()).sum();
+        for i in 0..features as usize {
+            let at = end + added + 16 * i;
+            let moved = u64_at(&out, at) + added as u64;
+            out[at..at + 8].copy_from_slice(&moved.to_le_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn lost_samples_written_at_the_end_with_time_zero_are_streamed() {
+        // perf writes its count of lost samples after every other record,
+        // with time 0: that must not make the stream give way (the whole
+        // read was then done twice, once streamed and once indexed).
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let data = std::fs::read(dir.join("sched.perfdata")).unwrap();
+        let (progress, release) = (&|_: &str, _, _| {}, &|_, _| {});
+        // Rounds of 4 records: the stream hands records over before the
+        // last ones; without lost samples it streams as it is.
+        for lost_records in [0, 4] {
+            let data = with_rounds_and_lost_samples(&data, 4, lost_records, 7);
+            let pass = |stream| {
+                let on_binary = &mut |_: &str, _: Option<&str>| {};
+                let addresses = FramePass::Addresses;
+                read_pass(
+                    &data, progress, 2, addresses, on_binary, None, release, stream,
+                )
+                .map(|(trace, _)| trace)
+            };
+            let indexed = pass(false).expect("indexed");
+            assert_eq!(indexed.stats.lost_events, 7 * lost_records as u64);
+            assert_eq!(indexed.samples.len() + indexed.events.len(), 31);
+            let streamed = pass(true).unwrap_or_else(|e| panic!("{lost_records} lost: {e:?}"));
+            assert_eq!(format!("{streamed:?}"), format!("{indexed:?}"));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! of a path and classified by it.
 //!
 //! It does not decode records (`decode` does) nor turn addresses into
-//! frames (`stacks` does, with [`find_map`]).
+//! frames (`stacks` does, with [`find_map_near`]).
 
 use slowlab_model::trace::{Module, ModuleIdx, ModuleKind, ProcIdx, StrIdx, ThreadIdx};
 
@@ -56,10 +56,29 @@ fn insert_map(maps: &mut Vec<Map>, new: Map) {
     maps.splice(i..j, repl);
 }
 
-pub(super) fn find_map(maps: &[Map], addr: u64) -> Option<&Map> {
-    let i = maps.partition_point(|m| m.start <= addr);
-    let m = maps.get(i.checked_sub(1)?)?;
-    (addr < m.end).then_some(m)
+/// The index of the map of `maps` (sorted by start and apart, as
+/// [`insert_map`] keeps them) that holds `addr`.
+fn map_index(maps: &[Map], addr: u64) -> Option<usize> {
+    let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
+    (addr < maps.get(i)?.end).then_some(i)
+}
+
+/// The map of `maps` that holds `addr`, looking first at the map at
+/// `*near` (where the frame before was found: a callchain's frames lie in
+/// few maps, most of a kernel stack in one), and leaving there the index
+/// of the map found. The same map as [`map_index`]'s: the map at `*near`
+/// is it when it holds `addr` and the next starts past `addr`.
+#[inline]
+pub(super) fn find_map_near<'m>(maps: &'m [Map], addr: u64, near: &mut usize) -> Option<&'m Map> {
+    if let Some(m) = maps.get(*near) {
+        let next_past = maps.get(*near + 1).is_none_or(|n| n.start > addr);
+        if m.start <= addr && addr < m.end && next_past {
+            return Some(m);
+        }
+    }
+    let i = map_index(maps, addr)?;
+    *near = i;
+    maps.get(i)
 }
 
 impl Builder {
@@ -288,10 +307,40 @@ mod tests {
                 (0x3000, 0x5000, 0x2000, 1)
             ]
         );
-        assert_eq!(find_map(&maps, 0x2fff).unwrap().module.0, 2);
-        assert_eq!(find_map(&maps, 0x4000).unwrap().module.0, 1);
-        assert!(find_map(&maps, 0x5000).is_none());
-        assert!(find_map(&maps, 0x10).is_none());
+        let find_map = |addr| map_index(&maps, addr).map(|i| &maps[i]);
+        assert_eq!(find_map(0x2fff).unwrap().module.0, 2);
+        assert_eq!(find_map(0x4000).unwrap().module.0, 1);
+        assert!(find_map(0x5000).is_none());
+        assert!(find_map(0x10).is_none());
+    }
+
+    #[test]
+    fn the_map_found_near_the_last_is_the_map_found() {
+        // Maps inserted over each other (cut, adjacent, with gaps), and
+        // addresses looked up in a random walk from wherever the last was
+        // found: the same map as a search from scratch, every time.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut maps = Vec::new();
+        for i in 0..60 {
+            let start = next(1 << 16) * 16;
+            let len = 1 + next(1 << 12) * 16;
+            insert_map(&mut maps, m(start, start + len, 0, i));
+        }
+        assert!(maps.windows(2).all(|w| w[0].end <= w[1].start));
+        let mut near = 0;
+        for _ in 0..20_000 {
+            let addr = next((1 << 20) + (1 << 12));
+            let want = map_index(&maps, addr).map(|i| (maps[i].start, maps[i].module));
+            let got = find_map_near(&maps, addr, &mut near).map(|m| (m.start, m.module));
+            assert_eq!(got, want, "{addr:#x}");
+        }
+        assert!(find_map_near(&[], 5, &mut near).is_none());
     }
 
     #[test]

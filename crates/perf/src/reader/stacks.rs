@@ -14,7 +14,7 @@ use slowlab_model::trace::{ModuleIdx, ModuleKind, ThreadIdx};
 
 use super::frames::{FrameIds, FrameKey, FrameMap};
 use super::interner::{Callers, Interner, Item, Sink, GROUP, WORK_ITEMS};
-use super::procs::{find_map, Map};
+use super::procs::{find_map_near, Map};
 use super::Builder;
 use crate::intern::{by_square_root, huge_pages, IdTable};
 use crate::records::Endian;
@@ -26,6 +26,14 @@ const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 /// Frame keys sent to the interner at a time in a first pass of two
 /// (which sends no stacks: see `flush_frames_only`).
 const WORK_KEYS: usize = WORK_ITEMS * 16;
+
+/// Where the last frame of a callchain was found, in the kernel's maps and
+/// in the process's (see `procs::find_map_near`).
+#[derive(Default)]
+struct Near {
+    kernel: usize,
+    user: usize,
+}
 
 /// A caller chain seen before: a second, independent hash of its frame
 /// keys and its length (to tell it from another chain with the same cache
@@ -158,17 +166,19 @@ impl FrameTable {
 }
 
 impl Builder {
-    /// The frame key of a raw address in a process with `maps`.
+    /// The frame key of a raw address in a process with `maps`; `near`:
+    /// where in the kernel's maps and in `maps` the frame before was found
+    /// (see [`find_map_near`]).
     #[inline]
-    fn frame_key(&self, maps: &[Map], addr: u64, kernel: bool) -> FrameKey {
+    fn frame_key(&self, maps: &[Map], addr: u64, kernel: bool, near: &mut Near) -> FrameKey {
         if kernel {
             // Kernel frames are named from kallsyms by absolute address.
-            let module = find_map(&self.kernel_maps, addr)
+            let module = find_map_near(&self.kernel_maps, addr, &mut near.kernel)
                 .filter(|m| m.kind == ModuleKind::KernelModule)
                 .map_or(self.kernel_module, |m| m.module);
             return FrameKey::kernel(module, addr);
         }
-        match find_map(maps, addr) {
+        match find_map_near(maps, addr, &mut near.user) {
             Some(m) => {
                 let user = m.kind == ModuleKind::User;
                 // Wrapping: a damaged file's page offset may overflow (a
@@ -420,6 +430,7 @@ impl Builder {
         let no_maps = Vec::new();
         let maps = self.maps.get(&pid).unwrap_or(&no_maps);
         let mut kernel = kernel_mode;
+        let mut near = Near::default();
         match chain {
             Some(chain) if !chain.is_empty() => {
                 let mut first = true;
@@ -442,12 +453,12 @@ impl Builder {
                     // call instruction instead.
                     let lookup = if first { a } else { a.saturating_sub(1) };
                     first = false;
-                    keys.push(self.frame_key(maps, lookup, kernel));
+                    keys.push(self.frame_key(maps, lookup, kernel, &mut near));
                 }
             }
             _ => {
                 if let Some(ip) = ip {
-                    keys.push(self.frame_key(maps, ip, kernel));
+                    keys.push(self.frame_key(maps, ip, kernel, &mut near));
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! The index pass and the time order as the file comes in: a thread walks
-//! the records in file order and hands them over a few rounds at a time;
+//! the records in file order and hands them over a few rounds at a time
+//! (each such segment sorted there);
 //! the caller gets them in time order, each batch as soon as no record
 //! still to come can sort before it. So with a cold page cache the records
 //! are read while the disk still brings the rest, instead of after the
@@ -10,14 +11,17 @@
 //! is at most one round late, the rule `perf report` sorts by), and a
 //! record that breaks it — or a compressed record, which is decompressed
 //! as one stream after the walk — ends the stream with [`Unstreamed`]
-//! (the caller then reads the file the other way, from the start).
+//! (the caller then reads the file the other way, from the start). Only a
+//! late record whose place in time does not matter to the reader
+//! ([`order_free`]: perf's count of lost samples, written last with time 0)
+//! is handed over at once instead.
 //!
 //! It decodes no record (the caller does, with [`Records::get`]).
 
 use super::order::{merge_sorted, sort_timed};
 use super::unzip::Unzip;
 use super::walk::Walk;
-use super::{AttrOf, Endian, Entry, Records, Timed};
+use super::{order_free, AttrOf, Endian, Entry, Records, Timed};
 
 /// The most bytes of records a stream's walk needs to go before it hands
 /// over what it walked, up to the last end of a round (less for a small
@@ -42,9 +46,9 @@ pub(crate) struct Streamed {
 #[derive(Debug)]
 pub(crate) struct Unstreamed;
 
-/// Records walked in file order, ending at the end of a round (or of the
-/// records).
+/// Records walked, ending at the end of a round (or of the records).
 struct Segment {
+    /// Sorted (by time, then file order).
     entries: Vec<Timed>,
     /// Where the next segment starts.
     end: usize,
@@ -89,7 +93,8 @@ impl<'a> Records<'a> {
                 if segment.compressed {
                     return Err(Unstreamed);
                 }
-                order.add(segment.entries, segment.last, &mut batch)?;
+                let free = |e: Entry| records.get(e).is_some_and(|r| order_free(r.ty));
+                order.add(segment.entries, segment.last, &mut batch, free)?;
                 let below = order.lowest_pos().unwrap_or(segment.end).min(segment.end);
                 if !consume(&records, &batch, below) {
                     return Err(Unstreamed);
@@ -151,6 +156,9 @@ fn walk_segments(
         // record), so those past the cut are a tail.
         let keep = entries.partition_point(|t| t.entry.pos() < cut);
         carried = entries.split_off(keep);
+        // Sorted here, beside the reading (the caller's thread is the
+        // busier: it decodes every record).
+        sort_timed(&mut entries);
         let segment = Segment {
             entries,
             end: cut,
@@ -181,26 +189,30 @@ struct InOrder {
 }
 
 impl InOrder {
-    /// Adds a segment; fills `batch` with the entries that come next in
+    /// Adds a segment (sorted); fills `batch` with the entries that come next in
     /// time order: those at or before the latest time of the segments
     /// before this one (a record is at most one round late: the rule
     /// `perf report`'s ordering relies on), all of them after the `last`
-    /// segment. [`Unstreamed`] when the segment has an entry that sorts
-    /// before one handed over.
+    /// segment. An entry that sorts before one handed over is late: those
+    /// whose order does not matter (`free`, see [`order_free`]) go first in
+    /// the batch, and any other is [`Unstreamed`].
     fn add(
         &mut self,
         mut segment: Vec<Timed>,
         last: bool,
         batch: &mut Vec<Entry>,
+        free: impl Fn(Entry) -> bool,
     ) -> Result<(), Unstreamed> {
         batch.clear();
-        sort_timed(&mut segment);
-        if let (Some(first), Some(handed)) = (segment.first(), self.handed) {
+        debug_assert!(segment.is_sorted());
+        if let Some(handed) = self.handed {
             // Records of one time sort by file position: a later record of
             // the time last handed over still comes after it.
-            if first.time < handed {
+            let late = segment.partition_point(|t| t.time < handed);
+            if !segment[..late].iter().all(|t| free(t.entry)) {
                 return Err(Unstreamed);
             }
+            batch.extend(segment.drain(..late).map(|t| t.entry));
         }
         if let Some(seg_latest) = segment.last().map(|t| t.time) {
             self.before_last = self.latest;
@@ -242,7 +254,8 @@ mod tests {
 
     /// Records as perf writes them: `rounds` rounds, each the buffers of
     /// three CPUs in turn (each in time order), a FINISHED_ROUND after each
-    /// round, and a COMM without a time of its own now and then. Round `r`
+    /// round, and a COMM now and then (without a time of its own, unless
+    /// the attribute has sample ids on every record). Round `r`
     /// spans the times from `r * 1000`, but the buffers of odd CPUs start
     /// `late` earlier: up to 1000, no record is more than a round late.
     fn rounds_data(rounds: u64, late: u64) -> Vec<u8> {
@@ -254,7 +267,11 @@ mod tests {
                 for k in 0..(12 + (r * 7 + cpu) % 13) {
                     i += 1;
                     if i.is_multiple_of(29) {
-                        data.extend(rec(rtype::COMM, &[0; 8]));
+                        // pid and tid, then (as a sample id) the same
+                        // and a time.
+                        let ids = [7u8, 0, 0, 0, 8, 0, 0, 0];
+                        let time = (base + k * 40).to_le_bytes();
+                        data.extend(rec(rtype::COMM, &[ids, ids, time].concat()));
                     } else {
                         let chain = [i, i + 1];
                         data.extend(rec(
@@ -283,6 +300,15 @@ mod tests {
     /// The entries `data` streams, batch by batch, each with the `below`
     /// that came with it.
     fn streamed(data: &[u8], step: usize) -> Result<(Batches, Streamed), Unstreamed> {
+        streamed_with(data, step, &attrs())
+    }
+
+    /// [`streamed`], with the attributes `attrs`.
+    fn streamed_with(
+        data: &[u8],
+        step: usize,
+        attrs: &AttrOf,
+    ) -> Result<(Batches, Streamed), Unstreamed> {
         let mut batches = Vec::new();
         let e = Endian::default();
         let end = Records::stream(
@@ -290,7 +316,7 @@ mod tests {
             0,
             data.len(),
             e,
-            &attrs(),
+            attrs,
             step,
             &mut |_, batch, below| {
                 batches.push((batch.to_vec(), below));
@@ -347,6 +373,42 @@ mod tests {
         data.extend(rec(rtype::COMPRESSED, &[0; 16]));
         data.extend(rounds_data(20, 0));
         assert!(streamed(&data, 300).is_err());
+    }
+
+    #[test]
+    fn late_lost_samples_are_handed_over_at_once_and_no_other_late_record_is() {
+        // Sample ids on every record: each COMM has a time of its own.
+        let attrs = AttrOf::new(vec![(Layout::new(ST, 0, true), vec![])]);
+        let mut data = rounds_data(40, 500);
+        let lost_from = data.len();
+        // perf's count of lost samples, written last with a sample id of
+        // all zeros (time 0): the index puts them first.
+        let zero_id = [7u64.to_le_bytes(), [0; 8], [0; 8]].concat();
+        for _ in 0..4 {
+            data.extend(rec(rtype::LOST_SAMPLES, &zero_id));
+        }
+        let e = Endian::default();
+        let index = Records::index(&data, 0, data.len(), e, &attrs, false, &|_, _| {});
+        let is_lost = |x: &Entry| x.pos() >= lost_from;
+        assert!(index.entries[..4].iter().all(is_lost));
+        for step in [1, 300, 4096] {
+            let (batches, end) = streamed_with(&data, step, &attrs).expect("streamed");
+            assert!(batches.len() > 2, "handed over before the end");
+            // The stream hands them over where they come, and every other
+            // record in the index's order.
+            let all = batches.concat_entries();
+            let (lost, others): (Vec<Entry>, Vec<Entry>) = all.into_iter().partition(is_lost);
+            assert_eq!(lost, index.entries[..4], "step {step}");
+            assert_eq!(others, index.entries[4..], "step {step}");
+            assert_eq!(end.walked, index.walked);
+        }
+        // Any other record that late ends the stream (a COMM of time 0).
+        data.extend(rec(rtype::COMM, &[&[0; 8][..], &zero_id].concat()));
+        assert!(streamed_with(&data, 300, &attrs).is_err());
+        assert!(
+            streamed(&data, 300).is_ok(),
+            "without sample ids it has a time"
+        );
     }
 
     #[test]
