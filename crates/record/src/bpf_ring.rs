@@ -25,11 +25,11 @@ use crate::bpf_session::{forward_stop, BpfRecorded};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
-use crate::session::snapshots::{remove_snapshot, snapshots_on_disk};
+use crate::session::snapshots::{disk_full, snapshot_need, Kept};
 use crate::session::{megabytes, trigger_delay};
 use crate::signals::StopSignals;
-use crate::triggers::Watch;
-use crate::{AlwaysOn, RecordError, DEFAULT_KEEP_SNAPSHOTS};
+use crate::triggers::{Scheduled, Watch};
+use crate::{AlwaysOn, RecordError};
 
 /// How often the loop looks at the command, the signals, the socket and the triggers.
 const POLL: Duration = Duration::from_millis(50);
@@ -77,15 +77,9 @@ pub fn run_bpf_ring(
         &mut warnings,
     );
     let control = if always.control {
-        match ControlSocket::open(&output, ring_seconds) {
-            Ok(c) => Some(c),
-            Err(why) => {
-                warnings.push(format!(
-                    "`slowlab record --save` cannot reach this recording ({why}); SIGUSR2 still saves a snapshot"
-                ));
-                None
-            }
-        }
+        ControlSocket::open_for_save(&output, ring_seconds)
+            .map_err(|line| warnings.push(line))
+            .ok()
     } else {
         None
     };
@@ -105,30 +99,25 @@ pub fn run_bpf_ring(
         },
         None => None,
     };
-    let keep = match always.keep_snapshots {
-        0 => DEFAULT_KEEP_SNAPSHOTS,
-        n => n,
-    };
     let mut ring = Ring {
         output: &output,
         recorder: &recorder,
         companions: &companions,
-        snapshots: snapshots_on_disk(&output),
-        saved_here: 0,
-        keep,
-        need: std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(max_bytes + SNAPSHOT_OVERHEAD),
+        snapshots: Kept::on_disk(&output, always.keep_snapshots),
+        need: snapshot_need(|| max_bytes + SNAPSHOT_OVERHEAD),
         warnings,
     };
-    ring.prune();
     let triggers = Watch::new(&always.triggers);
-    let (exit_code, stopped_by) =
-        ring.run(&mut child, &mut signals, control.as_ref(), triggers, after);
+    let (exit_code, stopped_by) = ring.run(
+        &mut child,
+        &mut signals,
+        control.as_ref(),
+        triggers,
+        Scheduled::new(after),
+    );
     drop(control);
     let mut warnings = std::mem::take(&mut ring.warnings);
-    let snapshots = ring.this_run().to_vec();
+    let snapshots = ring.snapshots.this_run().to_vec();
     let stats = match recorder.stop() {
         Ok(stats) => stats,
         Err(e) => {
@@ -154,10 +143,7 @@ struct Ring<'a> {
     output: &'a Path,
     recorder: &'a SchedRecorder,
     companions: &'a Companions,
-    /// Snapshots kept, oldest first: an earlier run's, then this run's.
-    snapshots: Vec<PathBuf>,
-    saved_here: usize,
-    keep: usize,
+    snapshots: Kept,
     /// The free bytes a snapshot may need.
     need: u64,
     warnings: Vec<String>,
@@ -172,9 +158,8 @@ impl Ring<'_> {
         signals: &mut StopSignals,
         control: Option<&ControlSocket>,
         mut triggers: Watch,
-        after: Duration,
+        mut scheduled: Scheduled,
     ) -> (i32, Option<i32>) {
-        let mut scheduled: Vec<(Instant, String)> = Vec::new();
         let mut stopped_by = None;
         loop {
             let mut queued: Vec<Request> = Vec::new();
@@ -211,23 +196,8 @@ impl Ring<'_> {
                     });
                 }
             }
-            let now = Instant::now();
-            for fired in triggers.poll(now) {
-                eprintln!(
-                    "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
-                    fired.trigger,
-                    fired.seen,
-                    after.as_secs_f64()
-                );
-                scheduled.push((now + after, format!("trigger {}", fired.trigger)));
-            }
-            let (due, later): (Vec<_>, Vec<_>) =
-                scheduled.drain(..).partition(|(at, _)| *at <= now);
-            scheduled = later;
-            queued.extend(
-                due.into_iter()
-                    .map(|(_, why)| Request { why, client: None }),
-            );
+            let due = scheduled.due(&mut triggers, Instant::now());
+            queued.extend(due.into_iter().map(|why| Request { why, client: None }));
             if !queued.is_empty() && stopped_by.is_none() {
                 self.snapshot(queued);
             }
@@ -269,12 +239,7 @@ impl Ring<'_> {
     fn save(&mut self) -> Result<(PathBuf, Vec<PathBuf>), String> {
         let dir = output_dir(self.output);
         if let Some(free) = free_bytes(dir).filter(|&free| free < self.need) {
-            return Err(format!(
-                "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
-                megabytes(free),
-                dir.display(),
-                megabytes(self.need)
-            ));
+            return Err(disk_full(free, dir, self.need));
         }
         let trace = side_file(self.output, &timestamp());
         if let Err(e) = self.recorder.snapshot(&trace) {
@@ -285,24 +250,8 @@ impl Ring<'_> {
             ));
         }
         let files = self.companions.snapshot(&trace, &mut self.warnings);
-        self.snapshots.push(trace.clone());
-        self.saved_here += 1;
-        self.prune();
+        self.snapshots.add(trace.clone());
         Ok((trace, files))
-    }
-
-    /// Removes the oldest snapshots beyond the number kept.
-    fn prune(&mut self) {
-        while self.snapshots.len() > self.keep {
-            let old = self.snapshots.remove(0);
-            self.saved_here = self.saved_here.min(self.snapshots.len());
-            remove_snapshot(&old, self.keep);
-        }
-    }
-
-    /// This run's snapshots still kept, oldest first.
-    fn this_run(&self) -> &[PathBuf] {
-        &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
     }
 }
 

@@ -66,6 +66,16 @@ pub(crate) struct ControlSocket {
 }
 
 impl ControlSocket {
+    /// [`ControlSocket::open`]; the error is the warning to print: `--save` cannot reach
+    /// this recording, SIGUSR2 still can.
+    pub(crate) fn open_for_save(output: &Path, ring_seconds: u32) -> Result<ControlSocket, String> {
+        ControlSocket::open(output, ring_seconds).map_err(|why| {
+            format!(
+                "`slowlab record --save` cannot reach this recording ({why}); SIGUSR2 still saves a snapshot"
+            )
+        })
+    }
+
     /// Listens and writes the state file, in the first run directory that
     /// can be created; the error says why none could.
     pub(crate) fn open(output: &Path, ring_seconds: u32) -> Result<ControlSocket, String> {

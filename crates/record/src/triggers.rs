@@ -224,6 +224,41 @@ pub struct Watch {
     ticks_per_second: u64,
 }
 
+/// The snapshots the triggers asked for, each due `after` its trigger fired.
+pub(crate) struct Scheduled {
+    pending: Vec<(Instant, String)>,
+    after: Duration,
+}
+
+impl Scheduled {
+    pub(crate) fn new(after: Duration) -> Scheduled {
+        Scheduled {
+            pending: Vec::new(),
+            after,
+        }
+    }
+
+    /// Looks at `watch`'s conditions, says on stderr which fired, and returns why each
+    /// snapshot due by `now` was asked for (`trigger COND`).
+    pub(crate) fn due(&mut self, watch: &mut Watch, now: Instant) -> Vec<String> {
+        if !watch.is_empty() {
+            for fired in watch.poll(now) {
+                eprintln!(
+                    "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
+                    fired.trigger,
+                    fired.seen,
+                    self.after.as_secs_f64()
+                );
+                self.pending
+                    .push((now + self.after, format!("trigger {}", fired.trigger)));
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _)| *at <= now);
+        self.pending = later;
+        due.into_iter().map(|(_, why)| why).collect()
+    }
+}
+
 impl Watch {
     pub fn new(triggers: &[Trigger]) -> Watch {
         // SAFETY: sysconf has no preconditions.

@@ -58,9 +58,9 @@ use crate::control::{answer, ControlSocket};
 use crate::perf_process::{check_perf_exit, partial_name, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
-use crate::triggers::{check_available, Watch};
-use crate::{default_after, AlwaysOn, Config, Outcome, RecordError, DEFAULT_KEEP_SNAPSHOTS};
-use snapshots::snapshots_on_disk;
+use crate::triggers::{check_available, Scheduled, Watch};
+use crate::{default_after, AlwaysOn, Config, Outcome, RecordError};
+use snapshots::{snapshot_need, Kept};
 
 /// How often the loop looks at perf, the signals and the dumps.
 const POLL: Duration = Duration::from_millis(50);
@@ -125,17 +125,10 @@ struct Session<'a> {
     /// The size of OUTPUT.partial while a dump is awaited, and when it
     /// last changed.
     partial_seen: (Option<u64>, Instant),
-    /// Triggers that fired: when their snapshot is due, and what fired.
-    scheduled: Vec<(Instant, String)>,
     /// Dumps not asked for by a request (the last is the final one).
     final_dumps: Vec<PathBuf>,
-    /// Snapshots kept (`OUTPUT.<timestamp>`), oldest first: those an
-    /// earlier run left, then this run's.
-    snapshots: Vec<PathBuf>,
-    /// This run's snapshots among them.
-    saved_here: usize,
-    /// The most snapshots kept.
-    keep: usize,
+    /// Snapshots kept (`OUTPUT.<timestamp>`).
+    snapshots: Kept,
     /// The free bytes a snapshot may need.
     need: u64,
 }
@@ -172,23 +165,15 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
             return Err(e);
         }
     };
-    let need = std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            let ring = plan.as_ref().map_or(0, |p| p.pages) * 4096 * u64::from(cfg.cpus.max(1));
-            let paths = if companions.has_paths() {
-                slowlab_bpf::DEFAULT_RING_MAX_BYTES
-            } else {
-                0
-            };
-            ring + paths + SNAPSHOT_OVERHEAD
-        });
-    let keep = if always.keep_snapshots == 0 {
-        DEFAULT_KEEP_SNAPSHOTS
-    } else {
-        always.keep_snapshots
-    };
+    let need = snapshot_need(|| {
+        let ring = plan.as_ref().map_or(0, |p| p.pages) * 4096 * u64::from(cfg.cpus.max(1));
+        let paths = if companions.has_paths() {
+            slowlab_bpf::DEFAULT_RING_MAX_BYTES
+        } else {
+            0
+        };
+        ring + paths + SNAPSHOT_OVERHEAD
+    });
     let mut s = Session {
         cfg,
         ring: plan.as_ref().map(|p| p.seconds),
@@ -201,15 +186,12 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         in_dump: Vec::new(),
         snapshot_asked: None,
         partial_seen: (None, Instant::now()),
-        scheduled: Vec::new(),
         final_dumps: Vec::new(),
         snapshots: if plan.is_some() {
-            snapshots_on_disk(&cfg.output)
+            Kept::on_disk(&cfg.output, always.keep_snapshots)
         } else {
-            Vec::new()
+            Kept::none()
         },
-        saved_here: 0,
-        keep,
         need,
     };
     for w in warnings {
@@ -221,21 +203,17 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         &[]
     };
     let mut watch = Watch::new(triggers);
+    let mut scheduled = Scheduled::new(after);
     let control = match (cfg.ring_seconds, always.control) {
-        (Some(secs), true) => match ControlSocket::open(&cfg.output, secs) {
+        (Some(secs), true) => match ControlSocket::open_for_save(&cfg.output, secs) {
             Ok(c) => Some(c),
-            Err(why) => {
-                s.warn(format!(
-                    "`slowlab record --save` cannot reach this recording ({why}); SIGUSR2 still saves a snapshot"
-                ));
+            Err(line) => {
+                s.warn(line);
                 None
             }
         },
         _ => None,
     };
-    if plan.is_some() {
-        s.prune();
-    }
     let mut stop_watch: Option<StopWatch> = None;
     let mut perf_started = Instant::now();
     // Not with a command: a new perf would run it again.
@@ -324,23 +302,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
                     });
                 }
             }
-            let now = Instant::now();
-            if !watch.is_empty() {
-                for fired in watch.poll(now) {
-                    eprintln!(
-                        "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
-                        fired.trigger,
-                        fired.seen,
-                        after.as_secs_f64()
-                    );
-                    s.scheduled
-                        .push((now + after, format!("trigger {}", fired.trigger)));
-                }
-            }
-            let (due, later): (Vec<_>, Vec<_>) =
-                s.scheduled.drain(..).partition(|(at, _)| *at <= now);
-            s.scheduled = later;
-            for (_, why) in due {
+            for why in scheduled.due(&mut watch, Instant::now()) {
                 s.queued.push(Request { why, client: None });
             }
         }
@@ -475,10 +437,10 @@ impl Session<'_> {
                 self.snapshot(dump);
             }
             self.discard(partial);
-            let kept = if self.this_run().is_empty() {
+            let kept = if self.snapshots.this_run().is_empty() {
                 "nothing was kept".to_string()
             } else {
-                format!("kept the snapshots {}", join(self.this_run()))
+                format!("kept the snapshots {}", join(self.snapshots.this_run()))
             };
             return Err(RecordError::PerfKilled {
                 output: self.cfg.output.clone(),
@@ -519,7 +481,7 @@ impl Session<'_> {
                     });
                 }
             },
-            None => match self.this_run().last() {
+            None => match self.snapshots.this_run().last() {
                 Some(newest) => newest.clone(),
                 None => {
                     self.discard(partial);
@@ -550,7 +512,7 @@ impl Session<'_> {
                 answer(client, Ok(output.as_path()));
             }
         }
-        let snapshots = self.this_run().to_vec();
+        let snapshots = self.snapshots.this_run().to_vec();
         let exit_code = match (self.stop, exit) {
             (Some(sig), _) => 128 + sig,
             _ if self.cfg.command.is_empty() => 0,

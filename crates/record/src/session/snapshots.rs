@@ -12,10 +12,11 @@ use crate::args::{free_bytes, output_dir};
 use crate::companions::side_file;
 use crate::control::answer;
 use crate::perf_process::partial_name;
+use crate::DEFAULT_KEEP_SNAPSHOTS;
 
 /// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
 /// too), oldest first.
-pub(crate) fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
+fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
     let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Vec::new();
     };
@@ -48,12 +49,7 @@ impl Session<'_> {
         if free >= self.need {
             return true;
         }
-        let why = format!(
-            "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
-            megabytes(free),
-            dir.display(),
-            megabytes(self.need)
-        );
+        let why = disk_full(free, dir, self.need);
         let asked: Vec<String> = self.queued.iter().map(|r| r.why.clone()).collect();
         eprintln!("slowlab: no snapshot for {}: {why}", asked.join(", "));
         for r in std::mem::take(&mut self.queued) {
@@ -140,32 +136,90 @@ impl Session<'_> {
                 format!(" for {}", why.join(", "))
             }
         );
-        self.snapshots.push(trace.clone());
-        self.saved_here += 1;
-        self.prune();
+        self.snapshots.add(trace.clone());
         trace
     }
+}
 
-    /// Removes the oldest snapshots (and their side files) beyond
-    /// [`Session::keep`].
-    pub(super) fn prune(&mut self) {
+/// The snapshots kept beside OUTPUT, oldest first: those an earlier run left, then this
+/// run's; at most `keep` of them (the oldest go, with their side files).
+pub(crate) struct Kept {
+    snapshots: Vec<PathBuf>,
+    /// This run's among them.
+    saved_here: usize,
+    keep: usize,
+}
+
+impl Kept {
+    /// The snapshots on disk beside `output`, at most `keep_snapshots` kept
+    /// ([`DEFAULT_KEEP_SNAPSHOTS`] when 0); the oldest beyond it go now.
+    pub(crate) fn on_disk(output: &Path, keep_snapshots: usize) -> Kept {
+        let keep = match keep_snapshots {
+            0 => DEFAULT_KEEP_SNAPSHOTS,
+            n => n,
+        };
+        let mut kept = Kept {
+            snapshots: snapshots_on_disk(output),
+            saved_here: 0,
+            keep,
+        };
+        kept.prune();
+        kept
+    }
+
+    /// None (not ring mode).
+    pub(crate) fn none() -> Kept {
+        Kept {
+            snapshots: Vec::new(),
+            saved_here: 0,
+            keep: DEFAULT_KEEP_SNAPSHOTS,
+        }
+    }
+
+    /// A snapshot this run saved; the oldest beyond the number kept go.
+    pub(crate) fn add(&mut self, trace: PathBuf) {
+        self.snapshots.push(trace);
+        self.saved_here += 1;
+        self.prune();
+    }
+
+    /// Removes the oldest snapshots (and their side files) beyond the number kept.
+    fn prune(&mut self) {
         while self.snapshots.len() > self.keep {
             let old = self.snapshots.remove(0);
-            if self.snapshots.len() < self.saved_here {
-                self.saved_here = self.snapshots.len();
-            }
+            self.saved_here = self.saved_here.min(self.snapshots.len());
             remove_snapshot(&old, self.keep);
         }
     }
 
     /// This run's snapshots still kept, oldest first.
-    pub(super) fn this_run(&self) -> &[PathBuf] {
+    pub(crate) fn this_run(&self) -> &[PathBuf] {
         &self.snapshots[self.snapshots.len() - self.saved_here.min(self.snapshots.len())..]
     }
 }
 
+/// The line a snapshot request is answered with when OUTPUT's disk, with `free` bytes in
+/// `dir`, has less than the `need` a snapshot may take.
+pub(crate) fn disk_full(free: u64, dir: &Path, need: u64) -> String {
+    format!(
+        "the disk is full: {} free in {}, a snapshot needs up to {}; the ring is kept and recording goes on: free some space and save again",
+        megabytes(free),
+        dir.display(),
+        megabytes(need)
+    )
+}
+
+/// The free bytes a snapshot asks for: `SLOWLAB_SNAPSHOT_NEED_BYTES` (tests fill the disk
+/// with it), else `otherwise`.
+pub(crate) fn snapshot_need(otherwise: impl FnOnce() -> u64) -> u64 {
+    std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(otherwise)
+}
+
 /// Removes a snapshot and its side files, and says so.
-pub(crate) fn remove_snapshot(old: &Path, keep: usize) {
+fn remove_snapshot(old: &Path, keep: usize) {
     let _ = std::fs::remove_file(old);
     for side in ["paths", "cgroups.json"] {
         let _ = std::fs::remove_file(side_file(old, side));
