@@ -12,6 +12,7 @@
 //! Turning a recording into slowlab's trace model (names, stacks, lifetimes) is the
 //! `slowlab-schedrec` crate's job.
 
+mod attach;
 mod drain;
 pub mod format;
 mod options;

@@ -1,10 +1,9 @@
-//! [`SchedRecorder`]: loads `sched.bpf.c`, attaches its scheduler tracepoint programs, its
-//! programs on the waiting syscalls' tracepoints (futex, wait4, waitid, flock; one missing
-//! from the kernel is left out and named in [`SchedStats::unattached`]), its programs on
-//! `block:block_rq_issue` and `block_rq_complete` (the same), and two perf events per
-//! CPU: the CPU clock for the samples, and the `major-faults` software event, period 1, and drains the ring buffer on a thread
-//! of its own into a scheduler recording (see [`super::format`]) until stopped; then it
-//! writes the stack map's stacks and the counts of what was lost.
+//! [`SchedRecorder`]: on a thread of its own, loads `sched.bpf.c` and attaches its programs
+//! (`super::attach`: the scheduler tracepoints, the syscalls', the block tracepoints, the
+//! faults, and the perf events of the CPU samples and major faults; a tracepoint the kernel
+//! lacks is left out and named in [`SchedStats::unattached`]), and drains the ring buffer
+//! into a scheduler recording (see [`super::format`]) until stopped; then it writes the
+//! stack map's stacks and the counts of what was lost.
 //!
 //! Beside the records the drain (`super::drain`) writes what they need to be read: the threads alive at the
 //! start and any thread first seen later (from `/proc`), and each process's executable
@@ -32,23 +31,22 @@
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{ErrorKind, PrintLevel, RingBufferBuilder};
 
+use super::attach::{is_detector_syscall_program, load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
 use super::options::{program_cost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
-use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
-use crate::sched_skel::SchedSkelBuilder;
+use crate::libbpf_log::{libbpf_print, take_libbpf_log};
 use crate::sys;
 use crate::worker::{Ready, Worker};
 
@@ -84,7 +82,7 @@ enum Ask {
 }
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
-const WAKEUP_FRACTION: u32 = 4;
+pub(crate) const WAKEUP_FRACTION: u32 = 4;
 
 pub(crate) const COUNTER_DROPS: u32 = 0;
 pub(crate) const COUNTER_STACK_LOST: u32 = 1;
@@ -228,86 +226,6 @@ fn stacks_issued(skel: &mut crate::sched_skel::SchedSkel) -> u32 {
     }
 }
 
-/// Opens a `PERF_COUNT_SW_CPU_CLOCK` sampling event at `freq` Hz on `cpu`, for all tasks.
-fn open_cpu_clock(cpu: i32, freq: u32) -> std::io::Result<OwnedFd> {
-    open_software_event(cpu, 0, u64::from(freq), true)
-}
-
-/// Opens a software perf event (`config`: PERF_COUNT_SW_*) on `cpu` for all tasks,
-/// sampling at `freq` Hz, or every `period` events when `freq` is false.
-fn open_software_event(cpu: i32, config: u64, period: u64, freq: bool) -> std::io::Result<OwnedFd> {
-    // struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes): type, size, config,
-    // sample_freq or sample_period, sample_type, read_format, then the flag bits (bit 10:
-    // freq).
-    let mut attr = [0u64; 14];
-    attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
-    attr[1] = config;
-    attr[2] = period;
-    attr[5] = if freq { 1 << 10 } else { 0 };
-    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
-    // are plain integers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            -1i32,
-            cpu,
-            -1i32,
-            8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// The number of CPUs that may exist (`/sys/devices/system/cpu/possible`).
-fn possible_cpus() -> u32 {
-    libbpf_rs::num_possible_cpus()
-        .ok()
-        .and_then(|n| u32::try_from(n).ok())
-        .unwrap_or(1)
-}
-
-/// The kernel's text, `_stext` to `_etext`, from `/proc/kallsyms` (`None` when it cannot
-/// be read or hides the addresses).
-fn kernel_text() -> Option<(u64, u64)> {
-    let syms = fs::read_to_string("/proc/kallsyms").ok()?;
-    let find = |name: &str| {
-        syms.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let addr = f.next()?;
-            (f.nth(1)? == name)
-                .then(|| u64::from_str_radix(addr, 16).ok())
-                .flatten()
-        })
-    };
-    let (start, end) = (find("_stext")?, find("_etext")?);
-    (start != 0 && end > start).then_some((start, end))
-}
-
-/// Whether a program of sched.bpf.c is one of the detectors' syscalls' (`call_NAME` on
-/// `sys_enter_NAME`, `ret_NAME` on `sys_exit_NAME`).
-fn is_detector_syscall_program(name: &str) -> bool {
-    name.starts_with("call_") || name.starts_with("ret_")
-}
-
-/// Whether the kernel has the tracepoint `category:name`, as tracefs lists it; true when
-/// tracefs cannot be read (then the load says).
-fn kernel_has_tracepoint(category: &str, name: &str) -> bool {
-    let roots = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-    let Some(root) = roots.iter().find(|r| Path::new(r).join("events").is_dir()) else {
-        return true;
-    };
-    Path::new(root)
-        .join("events")
-        .join(category)
-        .join(name)
-        .is_dir()
-}
-
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
 fn run(
     sink: Result<File, RingOptions>,
@@ -335,213 +253,12 @@ fn run(
     take_libbpf_log();
 
     let mut object = MaybeUninit::uninit();
-    let mut open = setup!(SchedSkelBuilder::default()
-        .open(&mut object)
-        .map_err(|e| load_error(e, ring_bytes)));
-    setup!(open
-        .maps
-        .events
-        .set_max_entries(ring_bytes)
-        .map_err(|e| load_error(e, ring_bytes)));
-    setup!(open
-        .maps
-        .stacks
-        .set_max_entries(options.stack_entries)
-        .map_err(|e| load_error(e, ring_bytes)));
-    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-        rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
-        rodata.stack_mode = options.stacks.bpf_value();
-        rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
-        rodata.capture_paths = options.paths;
-        // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
-        let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
-        rodata.reuse_sites = reuse;
-        if reuse {
-            // Without the kernel's text range, no stack is reused.
-            if let Some((start, end)) = kernel_text() {
-                rodata.text_start = start;
-                rodata.text_end = end;
-            }
-        }
-    }
-    if options.sample_freq == 0 {
-        open.progs.on_sample.set_autoload(false);
-    }
-    if !options.detector_syscalls {
-        for mut prog in open.open_object_mut().progs_mut() {
-            if is_detector_syscall_program(&prog.name().to_string_lossy()) {
-                prog.set_autoload(false);
-            }
-        }
-    }
-    if !options.faults_and_block {
-        open.progs.on_block_issue.set_autoload(false);
-        open.progs.on_block_complete.set_autoload(false);
-        open.progs.on_major_fault.set_autoload(false);
-    }
-    // tp_btf programs name their tracepoint at load: one the kernel lacks (the page-fault
-    // tracepoints are x86's) would fail the whole load, so it is not loaded.
-    for (name, prog) in [
-        ("page_fault_user", &mut open.progs.on_page_fault_user),
-        ("page_fault_kernel", &mut open.progs.on_page_fault_kernel),
-    ] {
-        if !options.faults_and_block || !kernel_has_tracepoint("exceptions", name) {
-            prog.set_autoload(false);
-        }
-    }
-    let raw = options.syscalls && options.raw_syscalls && cfg!(target_arch = "x86_64");
-    if !raw {
-        open.progs.on_raw_sys_enter.set_autoload(false);
-        open.progs.on_raw_sys_exit.set_autoload(false);
-    }
-    if !options.syscalls || raw {
-        for prog in [
-            &mut open.progs.enter_futex,
-            &mut open.progs.exit_futex,
-            &mut open.progs.enter_wait4,
-            &mut open.progs.exit_wait4,
-            &mut open.progs.enter_waitid,
-            &mut open.progs.exit_waitid,
-            &mut open.progs.enter_flock,
-            &mut open.progs.exit_flock,
-        ] {
-            prog.set_autoload(false);
-        }
-    }
-    let mut skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
-
-    let mut links: Vec<Link> = Vec::new();
-    let attach_err = |what: &str, e: libbpf_rs::Error| match e.kind() {
-        ErrorKind::PermissionDenied => BpfError::NotPermitted {
-            detail: format!("attaching {what}: {e:#}"),
-        },
-        _ => BpfError::Attach {
-            tracepoint: what.to_string(),
-            message: format!("{e:#}"),
-        },
-    };
-    let tracepoints = [
-        ("sched_switch", &skel.progs.on_switch),
-        ("sched_waking", &skel.progs.on_waking),
-        ("sched_process_fork", &skel.progs.on_fork),
-        ("sched_process_exec", &skel.progs.on_exec),
-        ("sched_process_exit", &skel.progs.on_exit),
-        ("task_rename", &skel.progs.on_rename),
-    ];
-    for (name, prog) in tracepoints {
-        links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
-    }
-    // The syscalls: a kernel without one of their tracepoints (CONFIG_FTRACE_SYSCALLS
-    // off) records the rest, and says which are missing.
-    let mut unattached = Vec::new();
-    if raw {
-        for (name, prog) in [
-            ("raw_syscalls:sys_enter", &skel.progs.on_raw_sys_enter),
-            ("raw_syscalls:sys_exit", &skel.progs.on_raw_sys_exit),
-        ] {
-            links.push(setup!(prog.attach().map_err(|e| attach_err(name, e))));
-        }
-    } else if options.syscalls {
-        let syscalls = [
-            ("syscalls:sys_enter_futex", &skel.progs.enter_futex),
-            ("syscalls:sys_exit_futex", &skel.progs.exit_futex),
-            ("syscalls:sys_enter_wait4", &skel.progs.enter_wait4),
-            ("syscalls:sys_exit_wait4", &skel.progs.exit_wait4),
-            ("syscalls:sys_enter_waitid", &skel.progs.enter_waitid),
-            ("syscalls:sys_exit_waitid", &skel.progs.exit_waitid),
-            ("syscalls:sys_enter_flock", &skel.progs.enter_flock),
-            ("syscalls:sys_exit_flock", &skel.progs.exit_flock),
-        ];
-        for (name, prog) in syscalls {
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    setup!(Err(attach_err(name, e)))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
-        }
-    }
-    if options.detector_syscalls {
-        for prog in skel.object().progs_mut() {
-            let name = prog.name().to_string_lossy().into_owned();
-            if !is_detector_syscall_program(&name) {
-                continue;
-            }
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    setup!(Err(attach_err(&name, e)))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
-        }
-    }
-    if options.faults_and_block {
-        let block = [
-            ("block:block_rq_issue", &skel.progs.on_block_issue),
-            ("block:block_rq_complete", &skel.progs.on_block_complete),
-            ("exceptions:page_fault_user", &skel.progs.on_page_fault_user),
-            (
-                "exceptions:page_fault_kernel",
-                &skel.progs.on_page_fault_kernel,
-            ),
-        ];
-        for (name, prog) in block {
-            if !prog.autoload() {
-                unattached.push(format!("{name}: the kernel has no such tracepoint"));
-                continue;
-            }
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    setup!(Err(attach_err(name, e)))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
-        }
-    }
-    let mut perf_fds: Vec<OwnedFd> = Vec::new();
-    if options.sample_freq > 0 {
-        for cpu in 0..possible_cpus() {
-            // An offline CPU has no event: skip it.
-            let Ok(fd) = open_cpu_clock(cpu as i32, options.sample_freq) else {
-                continue;
-            };
-            links.push(setup!(skel
-                .progs
-                .on_sample
-                .attach_perf_event(fd.as_raw_fd())
-                .map_err(|e| attach_err("cpu-clock", e))));
-            perf_fds.push(fd);
-        }
-        if perf_fds.is_empty() {
-            setup!(Err(BpfError::Unsupported {
-                reason: "no CPU-clock perf event could be opened for the CPU samples \
-                         (perf_event_open failed on every CPU)"
-                    .into()
-            }));
-        }
-    }
-    if options.faults_and_block {
-        let mut opened = 0;
-        for cpu in 0..possible_cpus() {
-            // PERF_COUNT_SW_PAGE_FAULTS_MAJ, every one.
-            let Ok(fd) = open_software_event(cpu as i32, 6, 1, false) else {
-                continue;
-            };
-            links.push(setup!(skel
-                .progs
-                .on_major_fault
-                .attach_perf_event(fd.as_raw_fd())
-                .map_err(|e| attach_err("major-faults", e))));
-            perf_fds.push(fd);
-            opened += 1;
-        }
-        if opened == 0 {
-            unattached.push("major-faults: perf_event_open failed on every CPU".into());
-        }
-    }
+    let Attached {
+        mut skel,
+        links,
+        perf_fds,
+        unattached,
+    } = setup!(load_and_attach(&mut object, &options));
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
