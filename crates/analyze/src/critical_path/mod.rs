@@ -594,4 +594,6 @@ pub fn critical_path_with(
 }
 
 #[cfg(test)]
+mod signal_tests;
+#[cfg(test)]
 mod tests;
