@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::ring::{
     a_save_is_refused_on_a_full_disk, analyze, named_sleep, on_a_small_disk, perf_of, save_for,
-    Recorder,
+    settled_level, Recorder,
 };
 use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
@@ -305,19 +305,19 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
             s.bytes as f64 / 1e6
         );
     }
-    // Each half's floor, the level slowlab comes back to between
-    // snapshots (they make peaks of several MiB, which a sample may or may
-    // not catch): a leak raises it. And the highest peak.
+    // Each half's settled level (the median: snapshots make peaks of several
+    // MiB and the allocator's trims make dips, which a sample may or may not
+    // catch): a leak raises it. And the highest peak.
     let half = samples.len() / 2;
-    let floor = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).min().unwrap_or(0);
+    let level = |f: fn(&Sample) -> u64, r: &[Sample]| settled_level(r.iter().map(f));
     let max = |f: fn(&Sample) -> u64, r: &[Sample]| r.iter().map(f).max().unwrap_or(0);
     let (anon_1, anon_2) = (
-        floor(|s| s.anon, &samples[..half]),
-        floor(|s| s.anon, &samples[half..]),
+        level(|s| s.anon, &samples[..half]),
+        level(|s| s.anon, &samples[half..]),
     );
     let (rss_1, rss_2) = (
-        floor(|s| s.rss, &samples[..half]),
-        floor(|s| s.rss, &samples[half..]),
+        level(|s| s.rss, &samples[..half]),
+        level(|s| s.rss, &samples[half..]),
     );
     let rss_most = max(|s| s.rss, &samples);
     let perf_least = samples
@@ -331,10 +331,10 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let most_files = samples.iter().map(|s| s.files).max().unwrap_or(0);
     let restarts = err.matches("starting a new perf").count();
     eprintln!(
-        "slowlab RSS floor {rss_1} → {rss_2} KiB (anonymous {anon_1} → {anon_2}), at most {rss_most} KiB; perf anonymous {perf_least}–{perf_most} KiB ({restarts} perf restarts); at most {most_files} files and {:.1} MB",
+        "slowlab RSS level {rss_1} → {rss_2} KiB (anonymous {anon_1} → {anon_2}), at most {rss_most} KiB; perf anonymous {perf_least}–{perf_most} KiB ({restarts} perf restarts); at most {most_files} files and {:.1} MB",
         most_bytes as f64 / 1e6
     );
-    // slowlab: the second half's floor no higher than the first's, but
+    // slowlab: the second half's level no higher than the first's, but
     // for noise, and no peak near what a leak would reach.
     assert!(
         anon_2 <= anon_1 + 2048,

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::ring::{a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, Recorder};
+use common::ring::{
+    a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, settled_level, Recorder,
+};
 use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
 #[test]
@@ -74,14 +76,14 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         );
     }
     // The window is full, and the allocator has what it keeps, after ~10 s: from 15 s on,
-    // the second half's floor of slowlab's memory is no higher than the first's but for
-    // noise, and no sample is higher than the start's by much more than the cap.
+    // the second half's settled level (median) of slowlab's memory is no higher than the
+    // first's but for noise, and no sample is higher than the start's by much more than the cap.
     let settled = &samples[15..];
     let half = settled.len() / 2;
-    let floor = |r: &[(f64, u64, u64, usize)]| r.iter().map(|s| s.1).min().unwrap_or(0);
-    let (first, second) = (floor(&settled[..half]), floor(&settled[half..]));
+    let level = |r: &[(f64, u64, u64, usize)]| settled_level(r.iter().map(|s| s.1));
+    let (first, second) = (level(&settled[..half]), level(&settled[half..]));
     let (start, most) = (samples[0].1, samples.iter().map(|s| s.1).max().unwrap_or(0));
-    eprintln!("slowlab anonymous memory: {start} KiB at 1 s, floor {first} → {second} KiB, at most {most} KiB");
+    eprintln!("slowlab anonymous memory: {start} KiB at 1 s, level {first} → {second} KiB, at most {most} KiB");
     assert!(
         second <= first + 4096,
         "slowlab grew: {first} → {second} KiB"

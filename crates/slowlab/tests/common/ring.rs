@@ -1,7 +1,8 @@
 //! A ring recording in the background for the tests of ring mode: [`Recorder`] (started,
-//! asked for snapshots from another process, stopped with SIGINT), `analyze` of a
-//! snapshot, the perf child of a recorder, a copy of `sleep` with a name of its own, and a
-//! small [`Tmpfs`] to fill, with a recorder on it and a save the full disk refuses.
+//! asked for snapshots from another process, stopped with SIGINT), the level its memory
+//! settles at, `analyze` of a snapshot, the perf child of a recorder, a copy of `sleep`
+//! with a name of its own, and a small [`Tmpfs`] to fill, with a recorder on it and a
+//! save the full disk refuses.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -256,4 +257,13 @@ pub fn a_save_is_refused_on_a_full_disk(fs: &Tmpfs, rec: &Recorder, need: u64) -
         .err()
         .contains("no snapshot for slowlab record --save: the disk is full"));
     fill
+}
+
+/// The level memory settles at over `kib` (samples a second apart): the median. A
+/// leak raises it; a single sample taken while the allocator has just given memory
+/// back (a floor) or while a snapshot is being written (a peak) does not move it.
+pub fn settled_level(kib: impl Iterator<Item = u64>) -> u64 {
+    let mut sorted: Vec<u64> = kib.collect();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
 }
