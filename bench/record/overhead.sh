@@ -16,6 +16,8 @@
 #                   requests, every page fault, the detectors' syscalls and
 #                   their paths: what `after` records)
 #   bpf-no-paths    the same without the paths (what `after-no-paths` records)
+#   bpf-before      SLOWLAB_BEFORE's eBPF recorder (`--backend bpf`), if given:
+#                   to compare two builds' eBPF recorders side by side
 #
 # MODES picks the modes (default: plain, before when given, after,
 # after-no-paths), e.g. MODES="plain after after-no-paths bpf".
@@ -76,6 +78,7 @@ case \$mode in
   after-no-paths) bin="$SLOWLAB"; extra="--no-paths" ;;
   bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
   bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
+  bpf-before) bin="$BEFORE"; extra="--backend bpf" ;;
 esac
 out="$WORK/\$mode.data"
 if [ "\$1" = start ]; then

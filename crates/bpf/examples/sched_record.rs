@@ -4,8 +4,9 @@
 //! `SCHED_STACKS=none|kernel|blocking|all` those stacks are taken. With
 //! `sysctl kernel.bpf_stats_enabled=1` it prints what each program cost per run.
 //! `SCHED_KERNEL_FRAMES=N`, `SCHED_REUSE=0|1`, `SCHED_SYSCALLS=0|1` and
-//! `SCHED_RAW_SYSCALLS=0|1` (and `SCHED_DETECTOR_SYSCALLS=0|1`) set
-//! `SchedOptions::{kernel_frames, reuse_sites, syscalls, raw_syscalls, detector_syscalls}`.
+//! `SCHED_RAW_SYSCALLS=0|1` (and `SCHED_DETECTOR_SYSCALLS=0|1`, `SCHED_PATHS=0|1`) set
+//! `SchedOptions::{kernel_frames, reuse_sites, syscalls, raw_syscalls, detector_syscalls,
+//! paths}`.
 
 use std::path::Path;
 use std::process::Command;
@@ -44,6 +45,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Ok(v) = std::env::var("SCHED_RAW_SYSCALLS") {
         options.raw_syscalls = v == "1";
+    }
+    if let Ok(v) = std::env::var("SCHED_PATHS") {
+        options.paths = v == "1";
     }
     let rec = SchedRecorder::start(Path::new(out), &options)?;
     let status = Command::new(&cmd[0]).args(&cmd[1..]).status()?;

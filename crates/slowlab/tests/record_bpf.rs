@@ -512,6 +512,31 @@ fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
 }
 
 #[test]
+fn the_recorders_own_syscalls_are_left_out_of_its_trace() {
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("self.data");
+    // In 1.5 s the recorder reads /proc (each process's cgroup, the new processes' maps)
+    // hundreds of times, and waits for its command.
+    let script = "for i in $(seq 20); do [ -e /nonexistent/slowlab-$i ]; done; sleep 1.5";
+    record("bpf", &trace, &[], &["sh", "-c", script]);
+    let view = syscalls_view(&trace);
+    let (_, missing) = failed_calls(&view, "sh", "newfstatat");
+    assert!(missing >= 20, "the command's calls: {missing}");
+    let recorders: Vec<String> = view["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["comm"].as_str().unwrap_or("").to_string())
+        .filter(|c| ["slowlab", "slowlab-sched", "cgroup-notes"].contains(&c.as_str()))
+        .collect();
+    assert!(recorders.is_empty(), "the recorder's calls: {recorders:?}");
+}
+
+#[test]
 fn auto_records_with_bpf_here_and_with_perf_for_dwarf_stacks() {
     require_perf!();
     if !require_root() {

@@ -32,7 +32,8 @@
 // `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
-// It does not filter processes, read /proc, or name anything: user space does that. Keep
+// It filters no process but the recorder's own (recorder_tgid), reads no /proc and names
+// nothing: user space does that. Keep
 // the record layout in sync with src/schedrec/format.rs.
 //
 // No vmlinux.h: the few task_struct fields read are declared below with
@@ -237,6 +238,22 @@ const volatile bool reuse_sites = false;
 // a kernel stack in it are its return addresses (see site_key). 0 and 0: no reuse.
 const volatile __u64 text_start = 0;
 const volatile __u64 text_end = 0;
+
+// The recorder's own process (user space sets it before load; 0: none): its syscalls and
+// faults are not recorded, and its switches and wake-ups are recorded without stacks. Its
+// reading of /proc and of the ring would otherwise be recorded, each record making more
+// of them, and a wake-up of its reader would walk the stacks of whichever thread raised it.
+const volatile __u32 recorder_tgid = 0;
+
+static __always_inline bool is_recorder(__u32 tgid)
+{
+	return recorder_tgid != 0 && tgid == recorder_tgid;
+}
+
+static __always_inline bool current_is_recorder(void)
+{
+	return is_recorder(bpf_get_current_pid_tgid() >> 32);
+}
 
 // x86-64's kernel stacks (THREAD_SIZE without KASAN): an address within this much of a
 // task's `stack` is on its stack; anything else (an interrupt's stack) is not.
@@ -611,7 +628,10 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 {
 	__u32 zero = 0;
 	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
-	__u64 user = user_site(task, salt, true);
+	// A kernel thread (a kworker, jbd2, a loop device's) has no user side: its sites are
+	// told apart by their kernel stacks alone, and have no user stack.
+	bool kthread = task->flags & PF_KTHREAD;
+	__u64 user = kthread ? mix(salt, PF_KTHREAD) | 1 : user_site(task, salt, true);
 	__u32 len = w && user && text_end > text_start ? read_window(ctx, task, w) : 0;
 	if (len && site->key && site->generation == stack_generation &&
 	    site_key(user, len, site, w) == site->key) {
@@ -635,8 +655,8 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	bool whole = l.whole && l.found > 0 && l.next == l.frames && l.first < 4;
 	for (__u32 k = 0; k < SITE_FRAMES; k++)
 		site->pos[k] = l.pos[k];
-	r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
-	if (whole && r->ustack >= 0) {
+	r->ustack = kthread ? -1 : stack_id(ctx, BPF_F_USER_STACK, 0);
+	if (whole && (kthread || r->ustack >= 0)) {
 		site->npos = l.found;
 		site->generation = stack_generation;
 		site->kstack = r->kstack;
@@ -702,6 +722,10 @@ int on_switch(__u64 *ctx)
 	__u8 state = state_index(preempt, prev_state, prev->exit_state);
 	r->c = state;
 	bool blocks = state != 0 && state != 0xff;
+	if (is_recorder(prev->tgid)) {
+		bpf_ringbuf_submit(r, wakeup_flag());
+		return 0;
+	}
 	if (reuse_sites && blocks && stack_mode == STACKS_BLOCKING) {
 		struct sites *sites = bpf_task_storage_get(&last_sites, prev, 0,
 							   BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -732,6 +756,10 @@ int on_waking(__u64 *ctx)
 	r->a = p->pid;
 	r->b = p->thread_info.cpu;
 	bool task = (__u32)pid_tgid != 0;
+	if (is_recorder(pid_tgid >> 32) || is_recorder(p->tgid)) {
+		bpf_ringbuf_submit(r, wakeup_flag());
+		return 0;
+	}
 	if (reuse_sites && task && stack_mode == STACKS_BLOCKING) {
 		struct task_struct *waker = bpf_get_current_task_btf();
 		struct sites *sites = bpf_task_storage_get(&last_sites, waker, 0,
@@ -751,8 +779,61 @@ int on_waking(__u64 *ctx)
 	return 0;
 }
 
+// The perf_event program's context (include/uapi/linux/bpf_perf_event.h, x86-64): the
+// registers, then the sample period and the event's address.
+struct bpf_perf_event_data {
+	struct {
+		unsigned long regs[21];
+	} regs;
+	__u64 sample_period;
+	__u64 addr;
+};
+
+// Where a sample's registers (struct bpf_perf_event_data's) keep the instruction and
+// stack pointers (struct pt_regs of the uapi, x86-64).
+#define REGS_IP 16
+#define REGS_SP 19
+
+// Per CPU, the kernel stack of the last sample of the idle task: the next one interrupted
+// at the same instruction with the same stack pointer (the halt, nearly always) has the
+// same stack, which is reused instead of walked again (a sample's walk, through the
+// interrupt's frame, costs ~7 us here, and an idle CPU is sampled as often as a busy one).
+struct idle_kstack {
+	__u64 ip;
+	__u64 sp;
+	__u32 generation;
+	__s32 id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct idle_kstack);
+} idle_kstack SEC(".maps");
+
+// The kernel stack id of a sample: walked, or for the idle task the one cached.
+static __always_inline __s32 sample_kstack(struct bpf_perf_event_data *ctx, bool idle)
+{
+	__u32 zero = 0;
+	struct idle_kstack *c = idle ? bpf_map_lookup_elem(&idle_kstack, &zero) : 0;
+	__u64 ip = ctx->regs.regs[REGS_IP], sp = ctx->regs.regs[REGS_SP];
+	if (c && c->id >= 0 && c->ip == ip && c->sp == sp && c->generation == stack_generation) {
+		count(COUNTER_REUSED);
+		return c->id;
+	}
+	__s32 id = stack_id(ctx, 0, 1);
+	if (c && id >= 0) {
+		c->ip = ip;
+		c->sp = sp;
+		c->generation = stack_generation;
+		c->id = id;
+	}
+	return id;
+}
+
 SEC("perf_event")
-int on_sample(void *ctx)
+int on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct rec *r = reserve(sizeof(struct rec), KIND_SAMPLE, (__u32)pid_tgid);
@@ -760,7 +841,7 @@ int on_sample(void *ctx)
 		return 0;
 	r->a = pid_tgid >> 32;
 	if (stack_mode != STACKS_NONE)
-		r->kstack = stack_id(ctx, 0, 1);
+		r->kstack = sample_kstack(ctx, pid_tgid == 0);
 	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 1);
 	bpf_ringbuf_submit(r, wakeup_flag());
@@ -849,6 +930,8 @@ struct sys_exit_ctx {
 // program that reads past its tracepoint's record: EACCES).
 static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
 {
+	if (current_is_recorder())
+		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
@@ -864,6 +947,8 @@ static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u3
 
 static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
 {
+	if (current_is_recorder())
+		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
@@ -910,7 +995,7 @@ int on_raw_sys_enter(__u64 *ctx)
 {
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	__u8 which = recorded_syscall((long)ctx[1]);
-	if (!which)
+	if (!which || current_is_recorder())
 		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
 						      (__u32)bpf_get_current_pid_tgid());
@@ -929,7 +1014,7 @@ int on_raw_sys_exit(__u64 *ctx)
 {
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	__u8 which = recorded_syscall((long)regs->orig_ax);
-	if (!which)
+	if (!which || current_is_recorder())
 		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
 						      (__u32)bpf_get_current_pid_tgid());
@@ -1115,6 +1200,8 @@ static __always_inline void path_at_exit(__u8 which, int arg)
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int call_##name(struct sys_enter_ctx *ctx)                      \
 	{                                                               \
+		if (current_is_recorder())                              \
+			return 0;                                       \
 		__u64 time_ns = sys_call(ctx, which, nargs);            \
 		if (time_ns)                                            \
 			path_at_entry(ctx, which, path, time_ns);       \
@@ -1123,6 +1210,8 @@ static __always_inline void path_at_exit(__u8 which, int arg)
 	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
 	int ret_##name(struct sys_exit_ctx *ctx)                        \
 	{                                                               \
+		if (current_is_recorder())                              \
+			return 0;                                       \
 		path_at_exit(which, path);                              \
 		return sys_exit(ctx, which);                            \
 	}
@@ -1197,16 +1286,6 @@ int on_block_complete(struct block_rq_ctx *ctx)
 	return block_rq(ctx, BLOCK_COMPLETE);
 }
 
-// The perf_event program's context (include/uapi/linux/bpf_perf_event.h, x86-64): the
-// registers, then the sample period and the event's address.
-struct bpf_perf_event_data {
-	struct {
-		unsigned long regs[21];
-	} regs;
-	__u64 sample_period;
-	__u64 addr;
-};
-
 // A major fault (the `major-faults` software event, period 1, one per CPU, attached by
 // user space): the faulting address and the stacks of the thread that faulted, as perf
 // records them. Rare (each is a wait for a disk), so its stacks are always walked.
@@ -1214,6 +1293,8 @@ SEC("perf_event")
 int on_major_fault(struct bpf_perf_event_data *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (is_recorder(pid_tgid >> 32))
+		return 0;
 	struct rec_fault *r = (struct rec_fault *)reserve(sizeof(struct rec_fault),
 							  KIND_MAJOR_FAULT, (__u32)pid_tgid);
 	if (!r)
@@ -1280,6 +1361,8 @@ static __always_inline int page_fault(__u64 *ctx, __u8 user)
 	if (is_walking_user())
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (is_recorder(pid_tgid >> 32))
+		return 0;
 	struct rec_page_fault *r = (struct rec_page_fault *)reserve(
 		sizeof(struct rec_page_fault), KIND_PAGE_FAULT, (__u32)pid_tgid);
 	if (!r)
