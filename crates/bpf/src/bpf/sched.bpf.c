@@ -259,7 +259,7 @@ static __always_inline bool current_is_recorder(void)
 // task's `stack` is on its stack; anything else (an interrupt's stack) is not.
 #define THREAD_SIZE 16384
 // Bytes of a kernel stack site_key reads at most: a site deeper than that is walked.
-#define SITE_WINDOW 2048
+#define SITE_WINDOW 4096
 #define SITE_USER_LEVELS 8
 
 struct {
@@ -438,7 +438,7 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 // Return-address slots of a kernel stack a site remembers (a deeper stack is walked).
 #define SITE_FRAMES 32
 
-// Where a thread last blocked, or last woke another, and the stacks it had there.
+// A place where a thread blocked, or woke another, and the stacks it had there.
 struct site {
 	__u64 key;     // see reuse: 0 when nothing is kept
 	__s32 kstack;
@@ -458,9 +458,19 @@ struct call_site {
 
 #define CALL_SLOTS 8
 
+// The last two places where a thread blocked (or woke another): a worker that goes back
+// and forth between two (a kworker completing requests and waking their waiters) reuses
+// both. `recent`: the slot used last; the other is the one replaced.
+#define SITE_SLOTS 2
+
+struct site_pair {
+	struct site slot[SITE_SLOTS];
+	__u32 recent;
+};
+
 struct sites {
-	struct site block;
-	struct site wake;
+	struct site_pair block;
+	struct site_pair wake;
 	struct call_site call[CALL_SLOTS];
 };
 
@@ -515,12 +525,10 @@ static __always_inline __u64 user_site(struct task_struct *task, __u64 salt, boo
 	return h | 1;
 }
 
-// Reads the kernel stack from the program's context (the tracepoint's arguments, on the
-// stack of the code that hit the tracepoint) up to the top of `task`'s stack into the
-// per-CPU window; its length in bytes, or 0 when it is not on the task's stack (an
-// interrupt's) or deeper than SITE_WINDOW.
-static __always_inline __u32 read_window(void *ctx, struct task_struct *task,
-					 struct window *w)
+// How many bytes of `task`'s kernel stack lie above the program's context (the tracepoint's
+// arguments, on the stack of the code that hit the tracepoint); 0 when the context is not
+// on the task's stack: an interrupt's.
+static __always_inline __u64 task_stack_left(void *ctx, struct task_struct *task)
 {
 	// The context's address as a number (read back from where the pointer was put).
 	void *at = ctx;
@@ -529,9 +537,16 @@ static __always_inline __u32 read_window(void *ctx, struct task_struct *task,
 	    bpf_probe_read_kernel(&base, sizeof(base), &task->stack))
 		return 0;
 	__u64 top = base + THREAD_SIZE;
-	if (ctx_addr >= top || top - ctx_addr > SITE_WINDOW)
+	if (ctx_addr < base || ctx_addr >= top)
 		return 0;
-	__u32 len = top - ctx_addr;
+	return top - ctx_addr;
+}
+
+// Reads the `len` bytes of the kernel stack from the program's context up to the top of
+// the task's stack (task_stack_left) into the per-CPU window; `len`, or 0 when that is
+// less than a word or more than SITE_WINDOW.
+static __always_inline __u32 read_window(void *ctx, __u64 len, struct window *w)
+{
 	if (len < 8 || len > SITE_WINDOW)
 		return 0;
 	if (bpf_probe_read_kernel(w->words, len, ctx))
@@ -609,10 +624,11 @@ static long learn_slot(__u64 i, void *data)
 }
 
 // Takes the kernel and user stacks of `task`, the current task, into `r`, or reuses them
-// from `site`, where it last was. Costs a few hundred ns where a kernel walk costs ~2 us
-// whatever its depth on this kernel, and a user walk ~1 us (bench/record/README.md).
+// from one of `sites`, the last two places it was at. Costs a few hundred ns where a
+// kernel walk costs ~2 us whatever its depth on this kernel, and a user walk ~1 us
+// (bench/record/README.md).
 //
-// Reused when the user side (user_site) and the window's length are as last time and the
+// Reused when the user side (user_site) and the window's length are as that time and the
 // words at the slots where last time's kernel walk found its return addresses are too.
 // Kernel: the unwinder goes from frame to frame by reading each return address at a place
 // given by the one before; the same start (the same length from the context to the top)
@@ -624,22 +640,37 @@ static long learn_slot(__u64 i, void *data)
 // of what this is for, a loop that blocks at one call site each time round, and wrong only
 // for two paths through frames of exactly the same sizes that part further out than that.
 static __always_inline void take_stacks(void *ctx, struct task_struct *task, struct rec *r,
-					struct site *site, __u64 salt)
+					struct site_pair *sites, __u64 salt)
 {
+	// In an interrupt (a wake-up from a disk's completion, a timer), `task` is only the
+	// thread it interrupted: the kernel stack (the interrupt's, then that thread's) is
+	// walked, and that thread's user stack, which says nothing of the wake-up, not taken.
+	__u64 left = task_stack_left(ctx, task);
+	if (!left) {
+		r->kstack = stack_id(ctx, 0, 0);
+		return;
+	}
 	__u32 zero = 0;
 	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
 	// A kernel thread (a kworker, jbd2, a loop device's) has no user side: its sites are
 	// told apart by their kernel stacks alone, and have no user stack.
 	bool kthread = task->flags & PF_KTHREAD;
 	__u64 user = kthread ? mix(salt, PF_KTHREAD) | 1 : user_site(task, salt, true);
-	__u32 len = w && user && text_end > text_start ? read_window(ctx, task, w) : 0;
-	if (len && site->key && site->generation == stack_generation &&
-	    site_key(user, len, site, w) == site->key) {
-		r->kstack = site->kstack;
-		r->ustack = site->ustack;
-		count(COUNTER_REUSED);
-		return;
+	__u32 len = w && user && text_end > text_start ? read_window(ctx, left, w) : 0;
+	for (__u32 i = 0; i < SITE_SLOTS && len; i++) {
+		struct site *known = &sites->slot[i];
+		if (known->key && known->generation == stack_generation &&
+		    site_key(user, len, known, w) == known->key) {
+			r->kstack = known->kstack;
+			r->ustack = known->ustack;
+			sites->recent = i;
+			count(COUNTER_REUSED);
+			return;
+		}
 	}
+	__u32 replaced = (sites->recent + 1) & (SITE_SLOTS - 1);
+	sites->recent = replaced;
+	struct site *site = &sites->slot[replaced];
 	site->key = 0;
 	r->kstack = stack_id(ctx, 0, 0);
 	// Where the walk's return addresses are in the window: each frame's after the one
@@ -1119,6 +1150,11 @@ struct {
 	__type(value, struct parked_path);
 } parked_paths SEC(".maps");
 
+// Paths parked and not yet taken back: while none is, an exit does not look (a parked
+// path is rare, and a hash lookup at every exit is not free). One the LRU drops is never
+// taken back, and the exits look from then on.
+__u64 paths_parked = 0;
+
 // Sends the PATH record of `pid_tgid`'s call of `which` at `time_ns`, reading the path at
 // `user_ptr`; returns false, sending nothing, when it cannot be read and `park` says to
 // try again at the exit.
@@ -1179,19 +1215,22 @@ static __always_inline void path_at_entry(struct sys_enter_ctx *ctx, __u8 which,
 	struct parked_path parked = { .time_ns = time_ns, .user_ptr = user_ptr };
 	if (bpf_map_update_elem(&parked_paths, &pid_tgid, &parked, BPF_ANY) != 0)
 		send_path(time_ns, pid_tgid, which, 0, false);
+	else
+		__sync_fetch_and_add(&paths_parked, 1);
 }
 
 // At its exit: the path parked at its entry, if there is one.
 static __always_inline void path_at_exit(__u8 which, int arg)
 {
-	if (!capture_paths || arg < 0)
+	if (!capture_paths || arg < 0 || paths_parked == 0)
 		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct parked_path *found = bpf_map_lookup_elem(&parked_paths, &pid_tgid);
 	if (!found)
 		return;
 	struct parked_path parked = *found;
-	bpf_map_delete_elem(&parked_paths, &pid_tgid);
+	if (bpf_map_delete_elem(&parked_paths, &pid_tgid) == 0)
+		__sync_fetch_and_add(&paths_parked, -1);
 	send_path(parked.time_ns, pid_tgid, which, parked.user_ptr, false);
 }
 

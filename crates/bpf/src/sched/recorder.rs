@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{ErrorKind, PrintLevel, RingBufferBuilder};
 
-use super::attach::{is_detector_syscall_program, load_and_attach, possible_cpus, Attached};
+use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
-use super::options::{program_cost, SchedOptions, SchedStats};
+use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
@@ -367,40 +367,12 @@ fn run(
 
     drop(links);
     drop(perf_fds);
-    let programs = [
-        ("on_switch", &skel.progs.on_switch),
-        ("on_waking", &skel.progs.on_waking),
-        ("on_sample", &skel.progs.on_sample),
-        ("on_fork", &skel.progs.on_fork),
-        ("on_exec", &skel.progs.on_exec),
-        ("on_exit", &skel.progs.on_exit),
-        ("on_rename", &skel.progs.on_rename),
-        ("enter_futex", &skel.progs.enter_futex),
-        ("exit_futex", &skel.progs.exit_futex),
-        ("enter_wait4", &skel.progs.enter_wait4),
-        ("exit_wait4", &skel.progs.exit_wait4),
-        ("enter_waitid", &skel.progs.enter_waitid),
-        ("exit_waitid", &skel.progs.exit_waitid),
-        ("enter_flock", &skel.progs.enter_flock),
-        ("exit_flock", &skel.progs.exit_flock),
-        ("on_block_issue", &skel.progs.on_block_issue),
-        ("on_block_complete", &skel.progs.on_block_complete),
-        ("on_major_fault", &skel.progs.on_major_fault),
-        ("on_page_fault_user", &skel.progs.on_page_fault_user),
-        ("on_page_fault_kernel", &skel.progs.on_page_fault_kernel),
-        ("on_raw_sys_enter", &skel.progs.on_raw_sys_enter),
-        ("on_raw_sys_exit", &skel.progs.on_raw_sys_exit),
-    ]
-    .into_iter()
-    .filter_map(|(name, prog)| program_cost(name, prog))
-    .collect::<Vec<_>>();
-    let mut programs = programs;
-    for prog in skel.object().progs() {
-        let name = prog.name().to_string_lossy().into_owned();
-        if is_detector_syscall_program(&name) {
-            programs.extend(program_cost(&name, &prog));
-        }
-    }
+    // What each program cost (with `sysctl kernel.bpf_stats_enabled=1`), those that ran.
+    let programs: Vec<ProgramCost> = skel
+        .object()
+        .progs()
+        .filter_map(|prog| program_cost(&prog.name().to_string_lossy(), &prog))
+        .collect();
     let stop_ns = sys::monotonic_ns();
     if let Err(e) = ring.consume() {
         failure.get_or_insert(BpfError::RingBuffer {
