@@ -825,42 +825,54 @@ struct bpf_perf_event_data {
 #define REGS_IP 16
 #define REGS_SP 19
 
-// Per CPU, the kernel stack of the last sample of the idle task: the next one interrupted
-// at the same instruction with the same stack pointer (the halt, nearly always) has the
-// same stack, which is reused instead of walked again (a sample's walk, through the
-// interrupt's frame, costs ~7 us here, and an idle CPU is sampled as often as a busy one).
-struct idle_kstack {
+// Per CPU, a kernel stack walked once and reused while it applies: kept in a generation
+// (stack_generation: ring mode may remove it from the map), for an instruction and stack
+// pointer (0 and 0 where the stack is always the same).
+struct kstack_cache {
 	__u64 ip;
 	__u64 sp;
+	__u32 valid;
 	__u32 generation;
 	__s32 id;
 };
 
+// The id of the kernel stack of `ctx` (stack_id's `flags` and `slot`) at `ip` and `sp`:
+// the one in `c` if it applies, else walked and kept there. `c` 0: walked.
+static __always_inline __s32 cached_kstack(struct kstack_cache *c, void *ctx, __u64 flags,
+					   __u32 slot, __u64 ip, __u64 sp)
+{
+	if (c && c->valid && c->ip == ip && c->sp == sp && c->generation == stack_generation) {
+		count(COUNTER_REUSED);
+		return c->id;
+	}
+	__s32 id = stack_id(ctx, flags, slot);
+	if (c && id >= 0) {
+		c->ip = ip;
+		c->sp = sp;
+		c->generation = stack_generation;
+		c->id = id;
+		c->valid = 1;
+	}
+	return id;
+}
+
+// Per CPU, the kernel stack of the last sample of the idle task: the next one interrupted
+// at the same instruction with the same stack pointer (the halt, nearly always) has the
+// same stack, which is reused instead of walked again (a sample's walk, through the
+// interrupt's frame, costs ~7 us here, and an idle CPU is sampled as often as a busy one).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct idle_kstack);
+	__type(value, struct kstack_cache);
 } idle_kstack SEC(".maps");
 
 // The kernel stack id of a sample: walked, or for the idle task the one cached.
 static __always_inline __s32 sample_kstack(struct bpf_perf_event_data *ctx, bool idle)
 {
 	__u32 zero = 0;
-	struct idle_kstack *c = idle ? bpf_map_lookup_elem(&idle_kstack, &zero) : 0;
-	__u64 ip = ctx->regs.regs[REGS_IP], sp = ctx->regs.regs[REGS_SP];
-	if (c && c->id >= 0 && c->ip == ip && c->sp == sp && c->generation == stack_generation) {
-		count(COUNTER_REUSED);
-		return c->id;
-	}
-	__s32 id = stack_id(ctx, 0, 1);
-	if (c && id >= 0) {
-		c->ip = ip;
-		c->sp = sp;
-		c->generation = stack_generation;
-		c->id = id;
-	}
-	return id;
+	struct kstack_cache *c = idle ? bpf_map_lookup_elem(&idle_kstack, &zero) : 0;
+	return cached_kstack(c, ctx, 0, 1, ctx->regs.regs[REGS_IP], ctx->regs.regs[REGS_SP]);
 }
 
 SEC("perf_event")
@@ -1353,14 +1365,7 @@ int on_major_fault(struct bpf_perf_event_data *ctx)
 #define FAULT_SKIP_FRAMES 2
 
 // Per CPU, the kernel stack of a fault taken in user mode: always the same (the fault's
-// entry and exc_page_fault), so it is walked once per CPU and generation (stack_generation:
-// ring mode may remove it from the map) and its id reused.
-struct kstack_cache {
-	__u32 valid;
-	__u32 generation;
-	__s32 id;
-};
-
+// entry and exc_page_fault), so it is walked once per CPU and generation and its id reused.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -1373,19 +1378,9 @@ static __always_inline __s32 fault_kstack(__u64 *ctx, __u8 user)
 {
 	__u32 zero = 0;
 	struct kstack_cache *c = user ? bpf_map_lookup_elem(&user_fault_kstack, &zero) : 0;
-	if (c && c->valid && c->generation == stack_generation) {
-		count(COUNTER_REUSED);
-		return c->id;
-	}
 	// The kernel stack from exc_page_fault out, as perf's: the program and
 	// bpf_trace_run3 skipped.
-	__s32 id = stack_id(ctx, FAULT_SKIP_FRAMES, 0);
-	if (c && id >= 0) {
-		c->id = id;
-		c->generation = stack_generation;
-		c->valid = 1;
-	}
-	return id;
+	return cached_kstack(c, ctx, FAULT_SKIP_FRAMES, 0, 0, 0);
 }
 
 // A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
