@@ -226,6 +226,9 @@ fn reused_stacks_keep_two_sites_apart() {
             "{what} at site_a {a}, at site_b {b} in {rounds} rounds\n{stderr}"
         );
     }
+    // The kernel stacks begin where perf's do, at the tracepoint's caller: not in the
+    // recorder's program and the kernel's bpf_trace_run that called it.
+    assert_eq!(waits_in(&trace, "bpf_trace_run"), (0, 0), "{stderr}");
 }
 
 /// The calls of `syscall` by the processes named `comm` whose stack has `function`, from

@@ -375,6 +375,11 @@ static __always_inline bool is_walking_user(void)
 	return n && *n > 0;
 }
 
+// Innermost frames of a tp_btf program's kernel stack that are the recorder's: the program
+// and bpf_trace_runN (x86-64, 6.x). perf's stacks of the same tracepoints begin at their
+// caller (__schedule, try_to_wake_up, exc_page_fault), and so do these.
+#define TRACE_SKIP_FRAMES 2
+
 // The id of the stack of `ctx` (`flags`: 0 or BPF_F_USER_STACK, and a number of innermost
 // frames to skip) in `stacks`, adding it if
 // new; -1 when there is none (a kernel thread's user stack) or the map is full (counted).
@@ -647,7 +652,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	// walked, and that thread's user stack, which says nothing of the wake-up, not taken.
 	__u64 left = task_stack_left(ctx, task);
 	if (!left) {
-		r->kstack = stack_id(ctx, 0, 0);
+		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 		return;
 	}
 	__u32 zero = 0;
@@ -672,7 +677,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	sites->recent = replaced;
 	struct site *site = &sites->slot[replaced];
 	site->key = 0;
-	r->kstack = stack_id(ctx, 0, 0);
+	r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	// Where the walk's return addresses are in the window: each frame's after the one
 	// before (the innermost frames, in the program and below the context, are not). A
 	// loop of its own (bpf_loop) keeps the verifier's work small.
@@ -768,7 +773,7 @@ int on_switch(__u64 *ctx)
 	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && blocks))
-		r->kstack = stack_id(ctx, 0, 0);
+		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	if (prev->pid != 0 &&
 	    (stack_mode == STACKS_ALL || (stack_mode == STACKS_BLOCKING && blocks)))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
@@ -803,7 +808,7 @@ int on_waking(__u64 *ctx)
 	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && task))
-		r->kstack = stack_id(ctx, 0, 0);
+		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	if (task && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
 		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
 	bpf_ringbuf_submit(r, wakeup_flag());
@@ -1360,9 +1365,6 @@ int on_major_fault(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-// Innermost frames of a page fault's kernel stack that are the recorder's: the program
-// and bpf_trace_run3 (x86-64, 6.x).
-#define FAULT_SKIP_FRAMES 2
 
 // Per CPU, the kernel stack of a fault taken in user mode: always the same (the fault's
 // entry and exc_page_fault), so it is walked once per CPU and generation and its id reused.
@@ -1380,7 +1382,7 @@ static __always_inline __s32 fault_kstack(__u64 *ctx, __u8 user)
 	struct kstack_cache *c = user ? bpf_map_lookup_elem(&user_fault_kstack, &zero) : 0;
 	// The kernel stack from exc_page_fault out, as perf's: the program and
 	// bpf_trace_run3 skipped.
-	return cached_kstack(c, ctx, FAULT_SKIP_FRAMES, 0, 0, 0);
+	return cached_kstack(c, ctx, TRACE_SKIP_FRAMES, 0, 0, 0);
 }
 
 // A page fault (`exceptions:page_fault_user`, `_kernel`: every fault, at its start, as
