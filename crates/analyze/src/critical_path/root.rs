@@ -44,16 +44,28 @@ pub fn window(trace: &Trace, proc: ProcIdx) -> (u64, u64) {
 }
 
 /// The default root: the recorded command's process when the trace names it
-/// ([`slowlab_model::trace::TraceMeta::command_pid`]), else the longest-running
+/// ([`slowlab_model::trace::TraceMeta::command_pid`], as the eBPF recorder's
+/// traces do) or when perf's command line shows the command it ran
+/// (`perf record … -- COMMAND…`, as slowlab records), else the longest-running
 /// process that started (was forked or exec'd) during the trace.
 pub fn default_root(trace: &Trace) -> Option<ProcIdx> {
-    if let Some(p) = trace
+    trace
         .meta
         .command_pid
         .and_then(|pid| process_by_pid(trace, pid).ok())
-    {
-        return Some(p);
-    }
+        .or_else(|| recorded_command(trace).and_then(|c| perf_workload(trace, c)))
+        .or_else(|| longest_started(trace))
+}
+
+/// The command after `--` in the trace's perf command line, if any.
+fn recorded_command(trace: &Trace) -> Option<&[String]> {
+    let cmdline = &trace.meta.cmdline;
+    let at = cmdline.iter().position(|a| a == "--")?;
+    Some(&cmdline[at + 1..]).filter(|c| !c.is_empty())
+}
+
+/// The longest-running process that started during the trace.
+fn longest_started(trace: &Trace) -> Option<ProcIdx> {
     trace
         .processes
         .iter()
@@ -81,6 +93,12 @@ pub fn process_by_pid(trace: &Trace, pid: i32) -> Result<ProcIdx, PathError> {
 /// of a `perf` process that exec'd during the trace, preferring one named
 /// like the command; else the default root.
 pub fn command_root(trace: &Trace, command: &[String]) -> Option<ProcIdx> {
+    perf_workload(trace, command).or_else(|| default_root(trace))
+}
+
+/// A child of a `perf` process that exec'd during the trace, preferring one
+/// named like `command`'s program (as the kernel shortens it, 15 bytes).
+fn perf_workload(trace: &Trace, command: &[String]) -> Option<ProcIdx> {
     let perf_pids: Vec<i32> = trace
         .processes
         .iter()
@@ -103,7 +121,6 @@ pub fn command_root(trace: &Trace, command: &[String]) -> Option<ProcIdx> {
         .copied()
         .find(|&i| trace.str(trace.processes[i.ix()].comm) == want)
         .or_else(|| children.first().copied())
-        .or_else(|| default_root(trace))
 }
 
 /// The process and its descendants (by recorded parent), root first.

@@ -354,6 +354,32 @@ fn roots_default_to_the_recorded_command_else_the_longest_process_started() {
 }
 
 #[test]
+fn a_perf_trace_is_rooted_at_the_command_after_the_double_dash_of_its_command_line() {
+    let mut b = TraceBuilder::default();
+    let perf = b.process(5, "perf");
+    let long = b.process(11, "cc1");
+    let command = b.process(12, "make");
+    b.lifetime(perf, None, ms(1), Some(ms(90)));
+    b.lifetime(long, None, ms(5), Some(ms(80)));
+    b.lifetime(command, Some(5), ms(10), Some(ms(30)));
+    b.switch(ms(0), 0, 0, 0, 5, None);
+    b.end(ms(100));
+    let mut t = b.build();
+    t.processes[2].exec_ns = Some(ms(11));
+    // Without a command line, the longest process that started: perf itself.
+    assert_eq!(default_root(&t), Some(ProcIdx(0)));
+    // `perf record -a -- make -j2`: perf's child that exec'd, though shorter.
+    t.meta.cmdline = ["perf", "record", "-a", "--", "/usr/bin/make", "-j2"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(default_root(&t), Some(ProcIdx(2)));
+    assert_eq!(command_root(&t, &["make".into()]), Some(ProcIdx(2)));
+    // A command line with nothing after `--` names no command.
+    t.meta.cmdline.truncate(4);
+    assert_eq!(default_root(&t), Some(ProcIdx(0)));
+}
+
+#[test]
 fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
     // Like cargo: a 20 ms timed futex wait times out twice, then the worker
     // ends the third; the whole loop is the worker's CPU time.
