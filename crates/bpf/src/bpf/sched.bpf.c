@@ -679,8 +679,9 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	site->key = 0;
 	r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	// Where the walk's return addresses are in the window: each frame's after the one
-	// before (the innermost frames, in the program and below the context, are not). A
-	// loop of its own (bpf_loop) keeps the verifier's work small.
+	// before (the walk begins at the tracepoint's caller, the program's own frames
+	// skipped: TRACE_SKIP_FRAMES). A loop of its own (bpf_loop) keeps the verifier's work
+	// small.
 	__u32 slot = 0;
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
 	struct learn l = {.whole = len && r->kstack >= 0 && s && s->frames < STACK_DEPTH};
@@ -972,14 +973,13 @@ struct sys_exit_ctx {
 	__s64 ret;
 };
 
-// A SYS_ENTER record of the running thread's call of `which`: no stacks (the wait's
-// stack is its blocking switch's, as perf records these without a call graph).
+// A SYS_ENTER record of the running thread's call of `which` (its caller leaves the
+// recorder's own threads out, as `sys_exit`'s does): no stacks (the wait's stack is its
+// blocking switch's, as perf records these without a call graph).
 // `nargs`: the syscall's arguments; no more are read (the kernel refuses to attach a
 // program that reads past its tracepoint's record: EACCES).
 static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
 {
-	if (current_is_recorder())
-		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
@@ -993,10 +993,9 @@ static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u3
 	return 0;
 }
 
+// Its SYS_EXIT record, with the return value.
 static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
 {
-	if (current_is_recorder())
-		return 0;
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
@@ -1011,11 +1010,15 @@ static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int enter_##name(struct sys_enter_ctx *ctx)                     \
 	{                                                               \
+		if (current_is_recorder())                              \
+			return 0;                                       \
 		return sys_enter(ctx, which, nargs);                    \
 	}                                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
 	int exit_##name(struct sys_exit_ctx *ctx)                       \
 	{                                                               \
+		if (current_is_recorder())                              \
+			return 0;                                       \
 		return sys_exit(ctx, which);                            \
 	}
 

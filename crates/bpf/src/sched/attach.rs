@@ -110,15 +110,6 @@ pub(crate) fn load_and_attach<'obj>(
     let skel = open.load().map_err(|e| load_error(e, ring_bytes))?;
 
     let mut links: Vec<Link> = Vec::new();
-    let attach_err = |what: &str, e: libbpf_rs::Error| match e.kind() {
-        ErrorKind::PermissionDenied => BpfError::NotPermitted {
-            detail: format!("attaching {what}: {e:#}"),
-        },
-        _ => BpfError::Attach {
-            tracepoint: what.to_string(),
-            message: format!("{e:#}"),
-        },
-    };
     let tracepoints = [
         ("sched_switch", &skel.progs.on_switch),
         ("sched_waking", &skel.progs.on_waking),
@@ -152,13 +143,7 @@ pub(crate) fn load_and_attach<'obj>(
             ("syscalls:sys_exit_flock", &skel.progs.exit_flock),
         ];
         for (name, prog) in syscalls {
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    return Err(attach_err(name, e))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
+            attach_or_note(prog, name, &mut links, &mut unattached)?;
         }
     }
     if options.detector_syscalls {
@@ -167,13 +152,7 @@ pub(crate) fn load_and_attach<'obj>(
             if !is_detector_syscall_program(&name) {
                 continue;
             }
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    return Err(attach_err(&name, e))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
+            attach_or_note(&prog, &name, &mut links, &mut unattached)?;
         }
     }
     if options.faults_and_block {
@@ -191,13 +170,7 @@ pub(crate) fn load_and_attach<'obj>(
                 unattached.push(format!("{name}: the kernel has no such tracepoint"));
                 continue;
             }
-            match prog.attach() {
-                Ok(link) => links.push(link),
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-                    return Err(attach_err(name, e))
-                }
-                Err(e) => unattached.push(format!("{name}: {e:#}")),
-            }
+            attach_or_note(prog, name, &mut links, &mut unattached)?;
         }
     }
     let mut perf_fds: Vec<OwnedFd> = Vec::new();
@@ -250,6 +223,35 @@ pub(crate) fn load_and_attach<'obj>(
         perf_fds,
         unattached,
     })
+}
+
+/// An attach failure as the error the recording stops with.
+fn attach_err(what: &str, e: libbpf_rs::Error) -> BpfError {
+    match e.kind() {
+        ErrorKind::PermissionDenied => BpfError::NotPermitted {
+            detail: format!("attaching {what}: {e:#}"),
+        },
+        _ => BpfError::Attach {
+            tracepoint: what.to_string(),
+            message: format!("{e:#}"),
+        },
+    }
+}
+
+/// Attaches an optional program (`name`, its tracepoint): its link kept, or why not noted
+/// in `unattached` (the kernel lacks the tracepoint); a refusal stops the recording.
+fn attach_or_note(
+    prog: &libbpf_rs::ProgramMut<'_>,
+    name: &str,
+    links: &mut Vec<Link>,
+    unattached: &mut Vec<String>,
+) -> Result<(), BpfError> {
+    match prog.attach() {
+        Ok(link) => links.push(link),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(attach_err(name, e)),
+        Err(e) => unattached.push(format!("{name}: {e:#}")),
+    }
+    Ok(())
 }
 
 /// Opens a `PERF_COUNT_SW_CPU_CLOCK` sampling event at `freq` Hz on `cpu`, for all tasks.
