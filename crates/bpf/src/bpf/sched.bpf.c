@@ -321,6 +321,11 @@ struct {
 	__type(value, struct window);
 } site_window SEC(".maps");
 
+// Set by user space when the recording stops, before it detaches the programs (a detach
+// waits for an RCU grace period, ~80 ms each on a busy VM): from then on nothing is
+// recorded, so the trace ends at the stop.
+bool recording_stopped = false;
+
 // The next stack id; ids taken by a CPU that lost a race to insert the same stack are
 // skipped, so ids have holes.
 __u32 next_stack_id = 0;
@@ -705,6 +710,8 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 // Reserves a record and fills its common fields; 0 (counted) when the ring is full.
 static __always_inline struct rec *reserve(__u32 size, __u8 kind, __u32 tid)
 {
+	if (recording_stopped)
+		return 0;
 	struct rec *r = bpf_ringbuf_reserve(&events, size, 0);
 	if (!r) {
 		count(COUNTER_DROPS);
@@ -1217,7 +1224,7 @@ static __always_inline bool send_path(__u64 time_ns, __u64 pid_tgid, __u8 which,
 	__u32 size = sizeof(struct rec) + ((len + 7) & ~7u);
 	if (size > sizeof(struct path_rec))  // for the verifier: bounds the record size
 		size = sizeof(struct path_rec);
-	if (bpf_ringbuf_output(&events, p, size, wakeup_flag()) != 0)
+	if (!recording_stopped && bpf_ringbuf_output(&events, p, size, wakeup_flag()) != 0)
 		count(COUNTER_DROPS);
 	return true;
 }

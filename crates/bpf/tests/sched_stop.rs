@@ -1,0 +1,74 @@
+//! The scheduler recorder's stop on a real recording (root or CAP_BPF+CAP_PERFMON needed;
+//! otherwise `SKIP:`): the recording ends when it is stopped, not when its ~40 programs
+//! are detached (each detach waits for an RCU grace period, seconds in all on a busy
+//! machine), though records keep coming meanwhile.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
+use slowlab_bpf::BpfError;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[test]
+fn the_recording_ends_when_stopped_not_when_its_programs_are_detached() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("stop.slr");
+    let recorder = match SchedRecorder::start(&out, &SchedOptions::default()) {
+        Ok(r) => r,
+        Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
+            slowlab_testkit::skip(format_args!("recorder stop: {e}"));
+            return;
+        }
+        Err(e) => panic!("starting the recorder failed: {e}"),
+    };
+    // A thread that sleeps a millisecond at a time: switches, wake-ups and detector
+    // syscalls for as long as the programs are attached.
+    let busy = AtomicBool::new(true);
+    let (asked, stopped) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while busy.load(Ordering::Relaxed) {
+                let _ = std::fs::metadata(Path::new("/nonexistent/slowlab-stop-test"));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let asked = monotonic_ns();
+        let stats = recorder.stop().expect("the stop");
+        let stopped = monotonic_ns();
+        busy.store(false, Ordering::Relaxed);
+        assert!(stats.records > 0, "nothing recorded");
+        (asked, stopped)
+    });
+    let log = read_sched(&out).expect("the recording reads back");
+    let last = log
+        .records
+        .iter()
+        .map(|r| r.time_ns)
+        .max()
+        .expect("records");
+    let ms = |ns: u64| ns as f64 / 1e6;
+    eprintln!(
+        "stop asked at 0 ms, returned at {:.1} ms; last record at {:.1} ms",
+        ms(stopped - asked),
+        ms(last.saturating_sub(asked))
+    );
+    // The drain notices the stop within its poll (50 ms) or a pass of the ring; the
+    // detach after it took 0.5 to 3.6 s here, the busy thread's records all the while.
+    assert!(
+        last < asked + 250_000_000,
+        "records went on {:.1} ms after the stop was asked (it returned after {:.1} ms)",
+        ms(last - asked),
+        ms(stopped - asked)
+    );
+}
