@@ -9,8 +9,11 @@
 //! It does not read /proc/PID (the recorder did) or unwind: the kernel's stack map holds
 //! frame-pointer stacks. A user address outside every recorded mapping (its process exited
 //! before the recorder read its maps) stays an address in the `[unknown]` module.
+//! The recorder reads a process's mappings at its exec and at its first user stack: a
+//! read is completed by the next one of the same image.
 
 use rustc_hash::FxHashMap;
+use slowlab_bpf::sched::format::RecordKind;
 use slowlab_bpf::sched::SchedLog;
 use slowlab_model::trace::{
     Frame, FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StackIdx, StackNode, StrIdx,
@@ -18,6 +21,7 @@ use slowlab_model::trace::{
 };
 
 /// One executable mapping of a process.
+#[derive(Clone)]
 struct Mapping {
     start: u64,
     end: u64,
@@ -46,6 +50,46 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
             })
         })
         .collect()
+}
+
+/// Each process's exec times (its pid's EXEC records), in order.
+fn exec_times(log: &SchedLog) -> FxHashMap<u32, Vec<u64>> {
+    let mut execs: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+    for r in log.records.iter().filter(|r| r.kind == RecordKind::Exec) {
+        execs.entry(r.a).or_default().push(r.time_ns);
+    }
+    execs
+}
+
+/// Adds to each read of a process's mappings those of its next read of the same image (no
+/// exec between) that overlap none of its own: the recorder reads a process at its exec,
+/// before the loader has mapped the libraries, and again at its first user stack; a stack
+/// from between uses the first read, and finds the libraries in the second.
+fn complete_from_later_reads(
+    maps: &mut FxHashMap<u32, Vec<MapsVersion>>,
+    execs: &FxHashMap<u32, Vec<u64>>,
+) {
+    for (pid, versions) in maps.iter_mut() {
+        let execs = execs.get(pid).map_or(&[][..], Vec::as_slice);
+        for i in (0..versions.len().saturating_sub(1)).rev() {
+            let (from, to) = (versions[i].from_ns, versions[i + 1].from_ns);
+            if execs.iter().any(|&t| t > from && t <= to) {
+                continue;
+            }
+            let later: Vec<Mapping> = versions[i + 1]
+                .maps
+                .iter()
+                .filter(|m| {
+                    !versions[i]
+                        .maps
+                        .iter()
+                        .any(|own| m.start < own.end && own.start < m.end)
+                })
+                .cloned()
+                .collect();
+            versions[i].maps.extend(later);
+        }
+    }
 }
 
 /// A record's stack as the recording names it: (pid when there is a user stack, kernel
@@ -84,6 +128,7 @@ impl<'a> Stacks<'a> {
                 maps: parse_maps(&m.text),
             });
         }
+        complete_from_later_reads(&mut maps, &exec_times(log));
         Stacks {
             stacks,
             maps,
@@ -253,5 +298,40 @@ impl<'a> Stacks<'a> {
         }
         self.cache.insert(key, parent);
         parent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(from_ns: u64, text: &str) -> MapsVersion {
+        MapsVersion {
+            from_ns,
+            maps: parse_maps(text),
+        }
+    }
+
+    fn paths(v: &MapsVersion) -> Vec<&str> {
+        v.maps.iter().map(|m| m.path.as_str()).collect()
+    }
+
+    #[test]
+    fn a_read_at_exec_is_completed_by_the_next_read_of_the_same_image_only() {
+        let at_exec = "1000-2000 r-xp 00001000 08:01 7 /bin/spin\n";
+        let later = "1000-2000 r-xp 00001000 08:01 7 /bin/spin\n\
+                     1800-2800 r-xp 00000000 08:01 8 /lib/overlapping.so\n\
+                     9000-a000 r-xp 00028000 08:01 9 /lib/libc.so.6\n";
+        let mut maps = FxHashMap::default();
+        maps.insert(10, vec![version(100, at_exec), version(200, later)]);
+        // pid 11 exec'd again between its two reads: another image, nothing carried.
+        maps.insert(11, vec![version(100, at_exec), version(200, later)]);
+        let execs = [(10, vec![100]), (11, vec![100, 150])]
+            .into_iter()
+            .collect();
+        complete_from_later_reads(&mut maps, &execs);
+        assert_eq!(paths(&maps[&10][0]), ["/bin/spin", "/lib/libc.so.6"]);
+        assert_eq!(paths(&maps[&10][1]).len(), 3, "the later read is as it was");
+        assert_eq!(paths(&maps[&11][0]), ["/bin/spin"]);
     }
 }

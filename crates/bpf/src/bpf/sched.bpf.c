@@ -932,7 +932,8 @@ int on_exec(__u64 *ctx)
 	r->head.a = p->tgid;
 	r->head.b = old_pid;
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), p->comm);
-	bpf_ringbuf_submit(r, wakeup_flag());
+	// The drain reads the new image's mappings now, while the process is alive.
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

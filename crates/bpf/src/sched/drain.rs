@@ -118,6 +118,19 @@ impl Drain {
         }
     }
 
+    /// A MAPS section of `pid`'s executable mappings now, if it is still alive.
+    fn maps(&mut self, pid: u32) {
+        let Some(maps) = proc_exec_maps(pid) else {
+            return;
+        };
+        if let Err(e) = self.writer.maps(pid, &maps) {
+            self.error.get_or_insert(e);
+        }
+        if let Some(w) = self.window() {
+            w.note_mappings(pid, &maps);
+        }
+    }
+
     /// A COMMAND section; in ring mode, kept for every snapshot.
     pub(crate) fn command(&mut self, pid: u32, args: &[String]) {
         if let Err(e) = self.writer.command(pid, args) {
@@ -169,7 +182,12 @@ impl Drain {
                 }
                 RecordKind::Exec => {
                     self.pids.insert(r.tid, r.a);
+                    // The new image and its loader, read while the process is young (the
+                    // exec woke the drain): a process gone before its first user stack
+                    // comes has its own code named at least. Read again at that stack,
+                    // with the libraries the loader has mapped since.
                     self.mapped.remove(&r.a);
+                    self.maps(r.a);
                 }
                 RecordKind::Exit => self.exited.push_back((Instant::now(), r.tid)),
                 RecordKind::Switch | RecordKind::Waking => {
@@ -182,14 +200,7 @@ impl Drain {
             }
             let pid = self.pid_of(r.tid);
             if r.ustack.is_some() && pid != 0 && self.mapped.insert(pid) {
-                if let Some(maps) = proc_exec_maps(pid) {
-                    if let Err(e) = self.writer.maps(pid, &maps) {
-                        self.error.get_or_insert(e);
-                    }
-                    if let Some(w) = self.window() {
-                        w.note_mappings(pid, &maps);
-                    }
-                }
+                self.maps(pid);
             }
         }
         if let Err(e) = self.writer.record(data) {
