@@ -64,6 +64,23 @@ fn assert_adds_up(p: &serde_json::Value, expected_s: Option<f64>) {
 }
 
 /// The share of the path on a CPU in `comm`, and the largest CPU part.
+/// Waits until a process runs `program` (its command line's first word), at most `limit`.
+fn wait_for_program(program: &Path, limit: Duration) {
+    let want = program.as_os_str().as_encoded_bytes();
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        let running = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).next() == Some(want))
+        });
+        if running {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} did not start within {limit:?}", program.display());
+}
+
 fn cpu_in(p: &serde_json::Value, comm: &str) -> (f64, serde_json::Value) {
     let parts = p["parts"].as_array().unwrap();
     let share = parts
@@ -195,7 +212,9 @@ fn a_recording_stopped_by_sigint_while_the_command_computes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // Two seconds of spin's own, however long the recorder took to start.
+    wait_for_program(&spin, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
     // SAFETY: signalling the slowlab this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     // (slowlab stops perf and its command's group with SIGINT.)

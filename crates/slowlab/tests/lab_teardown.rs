@@ -123,7 +123,9 @@ fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
         path > control,
         "max stall with namespaces {path} s, without {control} s"
     );
-    assert!(control < 0.05, "the control stalled {control} s");
+    // A plain process's longest call: well under the pathological stalls, though the
+    // host may pause this virtual CPU for tens of ms at any time.
+    assert!(control < 0.25, "the control stalled {control} s");
     let variants = r["variants"].as_array().unwrap();
     let names: Vec<_> = variants
         .iter()

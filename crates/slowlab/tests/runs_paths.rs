@@ -92,9 +92,10 @@ fn repeat_3_writes_three_diagnoses_whose_paths_add_up_and_do_not_differ() {
             (breakdown - wall).abs() < 1e-6,
             "breakdown {breakdown} wall {wall}"
         );
-        // The path covers the program's run (plus its start and exit).
+        // The path covers the program's run (plus its start and exit: exec, loading and
+        // exit, traced, can take tens of ms on a starved machine).
         assert!(
-            wall >= measured[i] && wall - measured[i] <= 0.1 * wall + 0.03,
+            wall >= measured[i] && wall - measured[i] <= 0.1 * wall + 0.1,
             "run {}: path {wall:.3} s, the program measured {:.3} s",
             i + 1,
             measured[i]

@@ -7,6 +7,14 @@ use std::time::{Duration, Instant};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 
+/// The tests that measure CPU time run one at a time: two at once on this 2-core machine
+/// would measure each other.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_measurement_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn slowlab(args: &[&str]) -> Output {
     Command::new(SLOWLAB)
         .args(args)
@@ -104,6 +112,7 @@ fn a_failing_run_stops_the_sweep_with_its_size_and_stderr() {
 
 #[test]
 fn a_quadratic_command_is_superlinear_and_every_export_is_written() {
+    let _one = one_measurement_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     let o = slowlab(&[
@@ -132,7 +141,8 @@ fn a_quadratic_command_is_superlinear_and_every_export_is_written() {
         serde_json::from_slice(&std::fs::read(path("r.json")).unwrap()).unwrap();
     assert_eq!(json["verdict"], "superlinear", "{json:#}");
     let k = json["exponent"].as_f64().unwrap();
-    assert!((1.6..2.4).contains(&k), "exponent {k}");
+    // Within the ±0.5 the host's wandering speed can move an exponent.
+    assert!((1.5..=2.5).contains(&k), "exponent {k}");
     assert_eq!(json["points"][0]["n"], 2000);
     assert!(json["points"][0]["cpu_s"].as_array().unwrap().len() >= 3);
     assert_eq!(json["baseline"]["n"], 0);
@@ -153,6 +163,7 @@ fn a_quadratic_command_is_superlinear_and_every_export_is_written() {
 
 #[test]
 fn a_linear_command_is_linear() {
+    let _one = one_measurement_at_a_time();
     let o = slowlab(&[
         "sweep", "--sizes", "20M..80M", "--json", "-", "--", SLOWLAB, "__child", "burn", "n", "{n}",
     ]);
@@ -165,6 +176,7 @@ fn a_linear_command_is_linear() {
 
 #[test]
 fn ctrl_c_kills_the_running_command_and_prints_what_was_measured() {
+    let _one = one_measurement_at_a_time();
     // A marker argument to find stray processes afterwards.
     let marker = format!("{}", 900_000 + std::process::id() % 99_999);
     let child = Command::new(SLOWLAB)

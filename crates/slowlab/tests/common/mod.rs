@@ -253,7 +253,8 @@ pub fn assert_adds_up(d: &Diagnosis) {
     }
     if let Some(measured) = d.wall_s {
         assert!(
-            (wall - measured).abs() <= 0.1 * measured,
+            // The path also holds the start and exit the program does not measure.
+            (wall - measured).abs() <= 0.1 * measured + 0.05,
             "critical path {wall} s vs measured {measured} s"
         );
     }
