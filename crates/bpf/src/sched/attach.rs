@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -21,8 +21,8 @@ use crate::sched_skel::{SchedSkel, SchedSkelBuilder};
 /// The loaded programs, attached: what must live while they record.
 pub(crate) struct Attached<'obj> {
     pub(crate) skel: SchedSkel<'obj>,
+    /// The programs' links, the perf events' with them (each link owns its event).
     pub(crate) links: Vec<Link>,
-    pub(crate) perf_fds: Vec<OwnedFd>,
     /// Tracepoints not attached, each with why.
     pub(crate) unattached: Vec<String>,
 }
@@ -173,22 +173,17 @@ pub(crate) fn load_and_attach<'obj>(
             attach_or_note(prog, name, &mut links, &mut unattached)?;
         }
     }
-    let mut perf_fds: Vec<OwnedFd> = Vec::new();
     if options.sample_freq > 0 {
+        let mut opened = 0;
         for cpu in 0..possible_cpus() {
             // An offline CPU has no event: skip it.
             let Ok(fd) = open_cpu_clock(cpu as i32, options.sample_freq) else {
                 continue;
             };
-            links.push(
-                skel.progs
-                    .on_sample
-                    .attach_perf_event(fd.as_raw_fd())
-                    .map_err(|e| attach_err("cpu-clock", e))?,
-            );
-            perf_fds.push(fd);
+            links.push(attach_perf_event(&skel.progs.on_sample, fd, "cpu-clock")?);
+            opened += 1;
         }
-        if perf_fds.is_empty() {
+        if opened == 0 {
             return Err(BpfError::Unsupported {
                 reason: "no CPU-clock perf event could be opened for the CPU samples \
                          (perf_event_open failed on every CPU)"
@@ -203,13 +198,11 @@ pub(crate) fn load_and_attach<'obj>(
             let Ok(fd) = open_software_event(cpu as i32, 6, 1, false) else {
                 continue;
             };
-            links.push(
-                skel.progs
-                    .on_major_fault
-                    .attach_perf_event(fd.as_raw_fd())
-                    .map_err(|e| attach_err("major-faults", e))?,
-            );
-            perf_fds.push(fd);
+            links.push(attach_perf_event(
+                &skel.progs.on_major_fault,
+                fd,
+                "major-faults",
+            )?);
             opened += 1;
         }
         if opened == 0 {
@@ -220,9 +213,23 @@ pub(crate) fn load_and_attach<'obj>(
     Ok(Attached {
         skel,
         links,
-        perf_fds,
         unattached,
     })
+}
+
+/// Attaches `prog` to the perf event `fd`, which the link then owns: libbpf closes the
+/// event when the link is detached (kept here too, it was closed twice, and a number
+/// reused meanwhile by another thread's file could have been closed with it).
+fn attach_perf_event(
+    prog: &libbpf_rs::ProgramMut<'_>,
+    fd: OwnedFd,
+    what: &str,
+) -> Result<Link, BpfError> {
+    let link = prog
+        .attach_perf_event(fd.as_raw_fd())
+        .map_err(|e| attach_err(what, e))?;
+    let _owned_by_the_link = fd.into_raw_fd();
+    Ok(link)
 }
 
 /// An attach failure as the error the recording stops with.
