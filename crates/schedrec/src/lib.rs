@@ -299,6 +299,9 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             }
         }
     }
+    // Threads alive at the start that never ran (a hung process): rows too, as perf's
+    // trace has every process alive when it started.
+    life.quiet_threads(&mut trace, log);
     if unknown_syscalls > 0 {
         warnings.push(format!(
             "{unknown_syscalls} syscall records name a syscall this slowlab does not know \
@@ -434,6 +437,41 @@ mod tests {
                 (500, 12, "newfstatat".to_string(), "/long/cut".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn a_thread_alive_at_the_start_that_never_runs_is_in_the_trace() {
+        let thread = |pid, tid, comm: &str| SchedThread {
+            pid,
+            tid,
+            comm: comm.into(),
+        };
+        let log = SchedLog {
+            nr_cpus: 1,
+            threads: vec![
+                thread(10, 11, "busy"),
+                thread(50, 50, "hung"),
+                thread(50, 51, "hung-io"),
+            ],
+            records: vec![record(RecordKind::Sample, 100, 11, 0, 10, 0, 0)],
+            ..SchedLog::default()
+        };
+        let mut opts = ReadOptions::default();
+        opts.symbols.symbolize = false;
+        let trace = build_trace(&log, &opts);
+        let hung = trace
+            .processes
+            .iter()
+            .find(|p| p.pid == 50)
+            .expect("the hung process");
+        assert_eq!(trace.str(hung.comm), "hung");
+        let tids: Vec<i32> = hung
+            .threads
+            .iter()
+            .map(|t| trace.threads[t.ix()].tid)
+            .collect();
+        assert_eq!(tids, [50, 51]);
+        assert_eq!(trace.threads.iter().filter(|t| t.tid == 11).count(), 1);
     }
 
     #[test]

@@ -111,6 +111,18 @@ impl Lifetimes {
         self.new_thread(trace, tid, pid, comm)
     }
 
+    /// Rows for the threads /proc named that no record mentioned (alive all along, never
+    /// run: asleep, or hung), each in its process.
+    pub(crate) fn quiet_threads(&mut self, trace: &mut Trace, log: &SchedLog) {
+        let with_rows: rustc_hash::FxHashSet<i32> = trace.threads.iter().map(|t| t.tid).collect();
+        for t in &log.threads {
+            if !with_rows.contains(&(t.tid as i32)) {
+                let comm = self.s(trace, &t.comm);
+                self.new_thread(trace, t.tid, t.pid, comm);
+            }
+        }
+    }
+
     pub(crate) fn fork(&mut self, trace: &mut Trace, parent: u32, child: u32, pid: u32, t: u64) {
         let parent_row = self.thread(trace, parent, t);
         let comm = trace.threads[parent_row.ix()].comm;
