@@ -49,6 +49,13 @@ pub(crate) fn proc_exec_maps(pid: u32) -> Option<String> {
     )
 }
 
+/// A process exec'd lately has its mappings read again at a user stack this long (ns of
+/// the records' time) after the last read …
+const REREAD_AFTER_NS: u64 = 5_000_000;
+
+/// … until one comes this long after its exec, when the loader has mapped its libraries.
+const SETTLED_AFTER_NS: u64 = 20_000_000;
+
 /// How long a thread that exited stays known (its last switch comes after its exit).
 const EXITED_KEPT: Duration = Duration::from_secs(1);
 
@@ -58,8 +65,12 @@ pub(crate) struct Drain {
     /// Thread → process of every thread named in the file, but those that exited more
     /// than [`EXITED_KEPT`] ago.
     pids: HashMap<u32, u32>,
-    /// Processes whose mappings are in the file (since their last exec).
+    /// Processes whose mappings are in the file for good (since their last exec).
     mapped: HashSet<u32>,
+    /// Processes exec'd lately, with the exec's time and their last read's: the loader
+    /// maps the libraries after the exec, so a user stack [`REREAD_AFTER_NS`] after the
+    /// last read reads them again, until one comes [`SETTLED_AFTER_NS`] after the exec.
+    young: HashMap<u32, (u64, u64)>,
     /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
     exited: VecDeque<(Instant, u32)>,
     pub(crate) error: Option<std::io::Error>,
@@ -71,6 +82,7 @@ impl Drain {
             writer,
             pids: HashMap::new(),
             mapped: HashSet::new(),
+            young: HashMap::new(),
             exited: VecDeque::new(),
             error: None,
         }
@@ -115,6 +127,27 @@ impl Drain {
         }
         if let Some(w) = self.window() {
             w.note_thread(pid, tid, comm);
+        }
+    }
+
+    /// A user stack of `pid` at `time_ns`, whose mappings are not read for good: read them
+    /// (again, for a process exec'd lately: [`REREAD_AFTER_NS`], [`SETTLED_AFTER_NS`]).
+    fn user_stack_of(&mut self, pid: u32, time_ns: u64) {
+        match self.young.get(&pid).copied() {
+            None => {
+                self.maps(pid);
+                self.mapped.insert(pid);
+            }
+            Some((exec_ns, last_ns)) if time_ns >= last_ns + REREAD_AFTER_NS => {
+                self.maps(pid);
+                if time_ns >= exec_ns + SETTLED_AFTER_NS {
+                    self.young.remove(&pid);
+                    self.mapped.insert(pid);
+                } else {
+                    self.young.insert(pid, (exec_ns, time_ns));
+                }
+            }
+            Some(_) => {}
         }
     }
 
@@ -166,6 +199,7 @@ impl Drain {
             self.exited.pop_front();
             if self.pids.remove(&tid) == Some(tid) {
                 self.mapped.remove(&tid);
+                self.young.remove(&tid);
             }
         }
     }
@@ -183,11 +217,11 @@ impl Drain {
                 RecordKind::Exec => {
                     self.pids.insert(r.tid, r.a);
                     // The new image and its loader, read while the process is young (the
-                    // exec woke the drain): a process gone before its first user stack
-                    // comes has its own code named at least. Read again at that stack,
-                    // with the libraries the loader has mapped since.
+                    // exec woke the drain): a process gone before its later user stacks
+                    // come has its own code named at least.
                     self.mapped.remove(&r.a);
                     self.maps(r.a);
+                    self.young.insert(r.a, (r.time_ns, r.time_ns));
                 }
                 RecordKind::Exit => self.exited.push_back((Instant::now(), r.tid)),
                 RecordKind::Switch | RecordKind::Waking => {
@@ -199,8 +233,8 @@ impl Drain {
                 _ => {}
             }
             let pid = self.pid_of(r.tid);
-            if r.ustack.is_some() && pid != 0 && self.mapped.insert(pid) {
-                self.maps(pid);
+            if r.ustack.is_some() && pid != 0 && !self.mapped.contains(&pid) {
+                self.user_stack_of(pid, r.time_ns);
             }
         }
         if let Err(e) = self.writer.record(data) {
