@@ -801,6 +801,11 @@ int on_waking(__u64 *ctx)
 	r->b = p->thread_info.cpu;
 	bool task = (__u32)pid_tgid != 0;
 	if (is_recorder(pid_tgid >> 32) || is_recorder(p->tgid)) {
+		// The recorder waking a thread of another process (passing a stop signal on to
+		// the command's group): its kernel stack says it was a signal, not what the
+		// thread waited for.
+		if (!is_recorder(p->tgid) && stack_mode != STACKS_NONE)
+			r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 		bpf_ringbuf_submit(r, wakeup_flag());
 		return 0;
 	}
