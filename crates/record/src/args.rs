@@ -162,6 +162,15 @@ pub fn find_program(prog: &str) -> Option<PathBuf> {
 
 /// Checks everything that would make `perf record -a` fail at once.
 /// Returns warnings for what only degrades the trace.
+/// The command's program can be found (on PATH, or as a path), before any recording
+/// starts: a one-line error otherwise.
+pub(crate) fn command_found(command: &[String]) -> Result<(), RecordError> {
+    match command.first() {
+        Some(cmd) if find_program(cmd).is_none() => Err(RecordError::CommandNotFound(cmd.clone())),
+        _ => Ok(()),
+    }
+}
+
 pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
     let mut warnings = Vec::new();
     if find_program("perf").is_none() {
@@ -176,11 +185,7 @@ pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
     if !root && paranoid > -1 {
         return Err(RecordError::Permission { paranoid });
     }
-    if let Some(cmd) = cfg.command.first() {
-        if find_program(cmd).is_none() {
-            return Err(RecordError::CommandNotFound(cmd.clone()));
-        }
-    }
+    command_found(&cfg.command)?;
     let dir = output_dir(&cfg.output);
     if let Some(free) = free_bytes(dir) {
         let free_mb = free / (1 << 20);

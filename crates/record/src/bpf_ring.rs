@@ -15,13 +15,13 @@
 //! the perf backend's session (`session`); it does not run perf.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
 use crate::args::{free_bytes, output_dir};
-use crate::bpf_session::{forward_stop, BpfRecorded};
+use crate::bpf_session::{forward_stop, spawn_command, BpfRecorded};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
@@ -63,6 +63,7 @@ pub fn run_bpf_ring(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(RING_MAX_BYTES);
+    crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
     let ring = RingOptions {
         window: Duration::from_secs(u64::from(ring_seconds)),
@@ -84,7 +85,7 @@ pub fn run_bpf_ring(
         None
     };
     let mut child = match command.split_first() {
-        Some((program, args)) => match Command::new(program).args(args).spawn() {
+        Some((program, args)) => match spawn_command(program, args) {
             Ok(child) => {
                 recorder.note_command(child.id(), command);
                 Some(child)

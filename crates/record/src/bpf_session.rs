@@ -9,6 +9,7 @@
 //! and disk requests, all in the one file; beside it, the cgroup notes
 //! (`OUTPUT.cgroups.json`, as with perf). Ring mode is `bpf_ring`'s.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -92,8 +93,20 @@ fn first_stop(got: &[i32]) -> Option<i32> {
     got.iter().copied().find(|&s| s != libc::SIGUSR2)
 }
 
-/// Passes a stop signal on to the command (SIGINT as it is, the others as SIGTERM), as
-/// the perf backend does to perf's group: it may not have had it from a terminal.
+/// Starts the recorded command as the perf backend's perf starts it: in a process group
+/// of its own (a terminal's Ctrl-C reaches slowlab only, which stops the recording in
+/// order and passes it on to the whole group) and with no input.
+pub(crate) fn spawn_command(program: &str, args: &[String]) -> std::io::Result<Child> {
+    Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+}
+
+/// Passes a stop signal on to the command's process group (SIGINT as it is, the others
+/// as SIGTERM), as the perf backend does to perf's group: it may not have had it from a
+/// terminal, and a shell waiting for its child would not stop the child.
 pub(crate) fn forward_stop(child: &Child, sig: i32) {
     let forward = if sig == libc::SIGINT {
         libc::SIGINT
@@ -101,8 +114,9 @@ pub(crate) fn forward_stop(child: &Child, sig: i32) {
         libc::SIGTERM
     };
     if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill has no memory preconditions; the child is not reaped yet.
-        unsafe { libc::kill(pid, forward) };
+        // SAFETY: kill has no memory preconditions; the child leads the group and is not
+        // reaped yet.
+        unsafe { libc::kill(-pid, forward) };
     }
 }
 
@@ -112,6 +126,7 @@ pub fn run_bpf(
     options: &SchedOptions,
     command: &[String],
 ) -> Result<BpfRecorded, RecordError> {
+    crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
     let recorder = SchedRecorder::start(&output, options).map_err(RecordError::Bpf)?;
     let mut companion_warnings = Vec::new();
@@ -163,7 +178,7 @@ fn run_until_stopped(
         program: program.clone(),
         source,
     };
-    let mut child = Command::new(program).args(args).spawn().map_err(failed)?;
+    let mut child = spawn_command(program, args).map_err(failed)?;
     started(child.id());
     loop {
         if let Some(status) = child.try_wait().map_err(failed)? {
