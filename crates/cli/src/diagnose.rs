@@ -81,12 +81,11 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "N", conflicts_with_all = ["pid", "fxprof", "parquet"])]
     pub repeat: Option<String>,
 
-    /// Which recorder records: perf, or the eBPF scheduler recorder (CPU
-    /// samples, switches and wake-ups with stacks, lifetimes, syscalls, page
-    /// faults and disk requests, at a fraction of perf's cost; not the
-    /// syscalls' path strings yet, so the detectors that read those find
-    /// nothing)
-    #[arg(long, value_enum, default_value = "perf", conflicts_with = "repeat")]
+    /// Which recorder records: perf, the eBPF scheduler recorder (CPU
+    /// samples, switches and wake-ups with stacks, lifetimes, the detectors'
+    /// syscalls with their paths, page faults and disk requests, at a
+    /// fraction of perf's cost), or auto: bpf where it can run, else perf
+    #[arg(long, value_enum, default_value = "auto", conflicts_with = "repeat")]
     pub backend: crate::record::BackendArg,
 
     /// Attach to this running process instead of running CMD

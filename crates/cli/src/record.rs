@@ -118,7 +118,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_paths: bool,
     /// Which recorder writes the trace.
-    #[arg(long, value_enum, default_value = "perf")]
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
     /// `--backend bpf`: bytes of the kernel ring buffer (a power of two).
     #[arg(long, value_name = "BYTES", hide = true)]

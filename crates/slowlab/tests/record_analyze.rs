@@ -1,7 +1,8 @@
 //! End-to-end tests of `slowlab record` and `slowlab analyze` through the
 //! binary: views and exports on a committed fixture, bad input, and — when
 //! perf and root are available (the test prints why it skips otherwise) —
-//! a real recording analyzed end to end and compared with `perf report`,
+//! a real recording by perf (`--backend perf`) analyzed end to end and
+//! compared with `perf report`,
 //! and read on one thread (`SLOWLAB_THREADS=1`) with the same results.
 
 use std::path::{Path, PathBuf};
@@ -200,7 +201,7 @@ fn record_then_analyze_end_to_end() {
         exe.display()
     );
     let out = slowlab()
-        .args(["record", "--freq", "999", "-o"])
+        .args(["record", "--backend", "perf", "--freq", "999", "-o"])
         .arg(&trace)
         .args(["--", "sh", "-c", &script])
         .output()

@@ -35,11 +35,16 @@ struct Background {
 /// into `stderr`, with `path` as PATH when given.
 fn background(args: &[&str], stderr: &Path, path: Option<&str>) -> Background {
     let script = r#""$0" "$@" 2>"$SLOWLAB_ERR" & echo $!; wait $!; echo "status $?""#;
+    // These are perf's signals and perf's group: `record` records with perf.
+    let args: Vec<&str> = match args.split_first() {
+        Some((&"record", rest)) => [&["record", "--backend", "perf"][..], rest].concat(),
+        _ => args.to_vec(),
+    };
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_slowlab"))
-        .args(args)
+        .args(&args)
         .env("SLOWLAB_ERR", stderr)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -27,7 +27,7 @@ use common::{one_recording_at_a_time, snapshots_of, status_kib};
 #[test]
 fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
     require_perf!();
-    save_from_another_shell(&[]);
+    save_from_another_shell(&["--backend", "perf"]);
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_stale_recorder_file_is_detected_and_removed() {
 #[test]
 fn a_cmd_slower_trigger_fires_once_per_episode_with_the_seconds_around_it() {
     require_perf!();
-    trigger_fires_once_per_episode(&[]);
+    trigger_fires_once_per_episode(&["--backend", "perf"]);
 }
 
 #[test]
@@ -237,6 +237,8 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         &trace,
         &dir.path().join("tiny.err"),
         &[
+            "--backend",
+            "perf",
             "--ring",
             "2",
             "--trigger",
@@ -392,9 +394,12 @@ fn a_full_disk_stops_a_snapshot_not_the_recording() {
     // (at least 64 KiB per CPU and the headers), so that the second save
     // gets past the check and the disk fills while perf writes it.
     let need: u64 = 64 << 10;
-    let Some((fs, rec, trace)) =
-        on_a_small_disk(96, need, &["--ring", "2", "--no-paths"], errs.path())
-    else {
+    let Some((fs, rec, trace)) = on_a_small_disk(
+        96,
+        need,
+        &["--backend", "perf", "--ring", "2", "--no-paths"],
+        errs.path(),
+    ) else {
         return;
     };
     let perf = perf_of(rec.pid()).expect("perf runs");
