@@ -160,8 +160,6 @@ pub fn find_program(prog: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Checks everything that would make `perf record -a` fail at once.
-/// Returns warnings for what only degrades the trace.
 /// The command's program can be found (on PATH, or as a path), before any recording
 /// starts: a one-line error otherwise.
 pub(crate) fn command_found(command: &[String]) -> Result<(), RecordError> {
@@ -171,6 +169,8 @@ pub(crate) fn command_found(command: &[String]) -> Result<(), RecordError> {
     }
 }
 
+/// Checks everything that would make `perf record -a` fail at once.
+/// Returns warnings for what only degrades the trace.
 pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
     let mut warnings = Vec::new();
     if find_program("perf").is_none() {

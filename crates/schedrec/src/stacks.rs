@@ -9,8 +9,8 @@
 //! It does not read /proc/PID (the recorder did) or unwind: the kernel's stack map holds
 //! frame-pointer stacks. A user address outside every recorded mapping (its process exited
 //! before the recorder read its maps) stays an address in the `[unknown]` module.
-//! The recorder reads a process's mappings at its exec and at its first user stack: a
-//! read is completed by the next one of the same image.
+//! The recorder reads a process's mappings at its exec and again at its user stacks in
+//! the next 20 ms: a read is completed by the later ones of the same image.
 
 use rustc_hash::FxHashMap;
 use slowlab_bpf::sched::format::RecordKind;
@@ -62,9 +62,10 @@ fn exec_times(log: &SchedLog) -> FxHashMap<u32, Vec<u64>> {
 }
 
 /// Adds to each read of a process's mappings those of its next read of the same image (no
-/// exec between) that overlap none of its own: the recorder reads a process at its exec,
-/// before the loader has mapped the libraries, and again at its first user stack; a stack
-/// from between uses the first read, and finds the libraries in the second.
+/// exec between) that overlap none of its own, and so on to the last: the recorder reads
+/// a process at its exec, before the loader has mapped the libraries, and again at its
+/// user stacks after; a stack from between uses an early read, and finds the libraries in
+/// a later one.
 fn complete_from_later_reads(
     maps: &mut FxHashMap<u32, Vec<MapsVersion>>,
     execs: &FxHashMap<u32, Vec<u64>>,

@@ -7,9 +7,10 @@
 //!
 //! Beside the records the drain (`super::drain`) writes what they need to be read: the threads alive at the
 //! start and any thread first seen later (from `/proc`), and each process's executable
-//! mappings at its exec (an exec wakes the drain) and again the first time one of its user
-//! stacks comes, for naming user frames later. A process that has exited by then has no
-//! mappings: its user frames stay addresses.
+//! mappings at its exec (an exec wakes the drain) and again at its user stacks until one
+//! comes 20 ms after the exec (the loader maps the libraries meanwhile), for naming user
+//! frames later. What a process that has exited by then had mapped since its last read
+//! is missing: those user frames stay addresses.
 //!
 //! Stacks cost most of a record (a kernel walk ~2 us here), so by default a thread that
 //! blocks, or wakes another, where it did the last time reuses that time's stacks
