@@ -15,13 +15,12 @@
 //! the perf backend's session (`session`); it does not run perf.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
 use crate::args::{free_bytes, output_dir};
-use crate::bpf_session::{forward_stop, spawn_command, BpfRecorded};
+use crate::bpf_session::{BpfRecorded, RecordedCommand};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
@@ -85,7 +84,7 @@ pub fn run_bpf_ring(
         None
     };
     let mut child = match command.split_first() {
-        Some((program, args)) => match spawn_command(program, args) {
+        Some((program, args)) => match RecordedCommand::spawn(program, args) {
             Ok(child) => {
                 recorder.note_command(child.id(), command);
                 Some(child)
@@ -132,7 +131,7 @@ pub fn run_bpf_ring(
         companions: files,
         companion_warnings: warnings,
         exit_code,
-        command_pid: child.as_ref().map(Child::id),
+        command_pid: child.as_ref().map(RecordedCommand::id),
         stopped_by,
         snapshots,
         ring_seconds: Some(ring_seconds),
@@ -155,7 +154,7 @@ impl Ring<'_> {
     /// command's exit code (128 + the signal that stopped the recording) and that signal.
     fn run(
         &mut self,
-        child: &mut Option<Child>,
+        child: &mut Option<RecordedCommand>,
         signals: &mut StopSignals,
         control: Option<&ControlSocket>,
         mut triggers: Watch,
@@ -173,11 +172,11 @@ impl Ring<'_> {
                 } else if stopped_by.is_none() {
                     stopped_by = Some(sig);
                     if let Some(c) = child.as_ref() {
-                        forward_stop(c, sig);
+                        c.forward_stop(sig);
                     }
                 }
             }
-            let exited = match child.as_mut().map(Child::try_wait) {
+            let exited = match child.as_mut().map(RecordedCommand::try_wait) {
                 Some(Ok(Some(status))) => Some(status.code().unwrap_or(1)),
                 Some(Err(_)) => Some(1),
                 _ => None,

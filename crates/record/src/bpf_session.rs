@@ -17,6 +17,7 @@ use std::time::Duration;
 use slowlab_bpf::sched::{SchedOptions, SchedRecorder, SchedStats};
 
 use crate::companions::Companions;
+use crate::group_guard::{GroupGuard, Lifeline};
 use crate::signals::StopSignals;
 use crate::RecordError;
 
@@ -93,30 +94,57 @@ fn first_stop(got: &[i32]) -> Option<i32> {
     got.iter().copied().find(|&s| s != libc::SIGUSR2)
 }
 
-/// Starts the recorded command as the perf backend's perf starts it: in a process group
-/// of its own (a terminal's Ctrl-C reaches slowlab only, which stops the recording in
-/// order and passes it on to the whole group) and with no input.
-pub(crate) fn spawn_command(program: &str, args: &[String]) -> std::io::Result<Child> {
-    Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
+/// The command a bpf recording runs, started as the perf backend's perf starts it: in a
+/// process group of its own (a terminal's Ctrl-C reaches slowlab only, which stops the
+/// recording in order and passes it on to the whole group), with no input, and with a
+/// guard that kills the group if slowlab dies (`group_guard`).
+pub(crate) struct RecordedCommand {
+    child: Child,
+    guard: Option<GroupGuard>,
 }
 
-/// Passes a stop signal on to the command's process group (SIGINT as it is, the others
-/// as SIGTERM), as the perf backend does to perf's group: it may not have had it from a
-/// terminal, and a shell waiting for its child would not stop the child.
-pub(crate) fn forward_stop(child: &Child, sig: i32) {
-    let forward = if sig == libc::SIGINT {
-        libc::SIGINT
-    } else {
-        libc::SIGTERM
-    };
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill has no memory preconditions; the child leads the group and is not
-        // reaped yet.
-        unsafe { libc::kill(-pid, forward) };
+impl RecordedCommand {
+    pub(crate) fn spawn(program: &str, args: &[String]) -> std::io::Result<RecordedCommand> {
+        // Opened after the recorder's programs: a dying slowlab closes it first.
+        let lifeline = Lifeline::new()?;
+        let child = Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let guard = GroupGuard::start(child.id() as i32, lifeline);
+        Ok(RecordedCommand { child, guard })
+    }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its exit status once it has exited; then what it left running is left alone.
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let status = self.child.try_wait()?;
+        if status.is_some() {
+            if let Some(guard) = self.guard.take() {
+                guard.dismiss();
+            }
+        }
+        Ok(status)
+    }
+
+    /// Passes a stop signal on to the command's process group (SIGINT as it is, the
+    /// others as SIGTERM), as the perf backend does to perf's group: it may not have had
+    /// it from a terminal, and a shell waiting for its child would not stop the child.
+    pub(crate) fn forward_stop(&self, sig: i32) {
+        let forward = if sig == libc::SIGINT {
+            libc::SIGINT
+        } else {
+            libc::SIGTERM
+        };
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill has no memory preconditions; the child leads the group and is
+            // not reaped yet.
+            unsafe { libc::kill(-pid, forward) };
+        }
     }
 }
 
@@ -178,7 +206,7 @@ fn run_until_stopped(
         program: program.clone(),
         source,
     };
-    let mut child = spawn_command(program, args).map_err(failed)?;
+    let mut child = RecordedCommand::spawn(program, args).map_err(failed)?;
     started(child.id());
     loop {
         if let Some(status) = child.try_wait().map_err(failed)? {
@@ -188,7 +216,7 @@ fn run_until_stopped(
         if stopped_by.is_none() {
             stopped_by = first_stop(&signals.take());
             if let Some(sig) = stopped_by {
-                forward_stop(&child, sig);
+                child.forward_stop(sig);
             }
         }
         std::thread::sleep(Duration::from_millis(5));

@@ -28,6 +28,7 @@ mod bpf_ring;
 mod bpf_session;
 pub mod companions;
 mod control;
+mod group_guard;
 mod perf_process;
 mod recording;
 mod ring;

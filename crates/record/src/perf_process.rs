@@ -1,19 +1,11 @@
 //! Running `perf record` so that it cannot outlive slowlab: perf gets a
-//! process group of its own (with the command it launches), a [`Lifeline`]
-//! guard in that group that kills it the moment slowlab dies, a
-//! parent-death signal (SIGKILL when the thread that started it dies), and
-//! [`PerfProcess`]'s drop kills the group (a panic, an early return).
-//! [`kill_running`] kills every group still running, for an exit that does
-//! not unwind.
-//!
-//! Why the lifeline: when slowlab is killed, the kernel closes its files
-//! one by one before it signals the children, and closing each eBPF probe
-//! of the path capture waits for an RCU grace period: perf would record on
-//! for a second or two. The kernel finishes closing the files last opened
-//! first (its task-work list is last in, first out, since Linux 5.10), and
-//! the lifeline is a pipe opened as perf starts, after the probes; so it
-//! closes first and the guard (`sh`, reading it) kills perf's group at
-//! once, the command perf runs included.
+//! process group of its own (with the command it launches), a guard in that
+//! group that kills it the moment slowlab dies (`group_guard`: without it
+//! perf would record on for a second or two while the kernel closes the path
+//! capture's probes), a parent-death signal (SIGKILL when the thread that
+//! started it dies), and [`PerfProcess`]'s drop kills the group (a panic, an
+//! early return). [`kill_running`] kills every group still running, for an
+//! exit that does not unwind.
 //!
 //! It also passes perf's and the command's stderr through, minus perf's own
 //! status lines and its repeated failed-write lines, keeps the last lines to explain a failure, reports the
@@ -22,7 +14,6 @@
 //! nothing about signals; `session` does.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -31,6 +22,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::args::free_bytes;
+use crate::group_guard::{GroupGuard, Lifeline};
 use crate::{Config, RecordError};
 
 /// The process groups of the perf processes running now.
@@ -65,40 +57,11 @@ impl From<ExitStatus> for PerfExit {
     }
 }
 
-/// A pipe whose reading end a guard process holds while perf runs: when
-/// its writing end closes without "ok" (slowlab died), the guard kills
-/// perf's process group. Made as perf starts, after anything slow to close
-/// (the eBPF probes), so that a dying slowlab closes it first.
-struct Lifeline {
-    write: std::fs::File,
-    read: OwnedFd,
-}
-
-impl Lifeline {
-    fn new() -> Result<Lifeline, RecordError> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 writes two new descriptors into `fds` on success.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(RecordError::Spawn(std::io::Error::last_os_error()));
-        }
-        // SAFETY: both descriptors were just created and are owned here only.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok(Lifeline {
-            write: std::fs::File::from(write),
-            read,
-        })
-    }
-}
-
-/// The guard: ignores the signals sent to perf's group, and kills the
-/// group unless slowlab says "ok" before closing the pipe.
-const GUARD: &str = "trap '' INT TERM HUP USR2; read x; [ \"$x\" = ok ] || kill -KILL -\"$1\"";
-
 /// A running `perf record` with its stderr reader.
 pub(crate) struct PerfProcess {
     child: Child,
-    /// The guard process and the lifeline to it.
-    guard: Option<(Child, std::fs::File)>,
+    /// The guard of perf's group.
+    guard: Option<GroupGuard>,
     reaped: bool,
     reader: Option<JoinHandle<()>>,
     tail: Arc<Mutex<Vec<String>>>,
@@ -114,7 +77,7 @@ impl PerfProcess {
         echo: bool,
         stdout: Stdio,
     ) -> Result<PerfProcess, RecordError> {
-        let lifeline = Lifeline::new()?;
+        let lifeline = Lifeline::new().map_err(RecordError::Spawn)?;
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new("perf");
         command
@@ -150,15 +113,7 @@ impl PerfProcess {
         let pgid = child.id() as i32;
         RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
         // Without `sh` the parent-death signal alone still stops perf.
-        let guard = Command::new("/bin/sh")
-            .args(["-c", GUARD, "slowlab-perf-guard", &pgid.to_string()])
-            .stdin(Stdio::from(lifeline.read))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(pgid)
-            .spawn()
-            .ok()
-            .map(|g| (g, lifeline.write));
+        let guard = GroupGuard::start(pgid, lifeline);
         let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
         let (dump_tx, dumps) = mpsc::channel();
         let reader = child.stderr.take().map(|err| {
@@ -287,10 +242,8 @@ impl PerfProcess {
                 .retain(|&g| g != pid);
             // perf is gone: the guard leaves what the command left running
             // alone. (Killed with the group, it reads nothing.)
-            if let Some((mut guard, mut lifeline)) = self.guard.take() {
-                let _ = lifeline.write_all(b"ok\n");
-                drop(lifeline);
-                let _ = guard.wait();
+            if let Some(guard) = self.guard.take() {
+                guard.dismiss();
             }
         }
     }

@@ -35,9 +35,12 @@ struct Background {
 /// into `stderr`, with `path` as PATH when given.
 fn background(args: &[&str], stderr: &Path, path: Option<&str>) -> Background {
     let script = r#""$0" "$@" 2>"$SLOWLAB_ERR" & echo $!; wait $!; echo "status $?""#;
-    // These are perf's signals and perf's group: `record` records with perf.
+    // These are perf's signals and perf's group: `record` records with perf unless the
+    // test asks for a backend.
     let args: Vec<&str> = match args.split_first() {
-        Some((&"record", rest)) => [&["record", "--backend", "perf"][..], rest].concat(),
+        Some((&"record", rest)) if !rest.contains(&"--backend") => {
+            [&["record", "--backend", "perf"][..], rest].concat()
+        }
         _ => args.to_vec(),
     };
     let mut cmd = Command::new("sh");
@@ -291,6 +294,67 @@ fn sigkill_of_slowlab_leaves_no_perf_and_no_command_running() {
         "an unfinished trace must not look finished"
     );
     eprintln!("slowlab killed; perf and the command dead after {took:?}");
+}
+
+#[test]
+fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("k.slr");
+    // A shell and its child: the command's whole group must go, not only its leader.
+    let bg = background(
+        &[
+            "record",
+            "--backend",
+            "bpf",
+            "-o",
+            trace.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "sleep 120; true",
+        ],
+        &dir.path().join("k.err"),
+        None,
+    );
+    let sh = wait_for_child(bg.pid, "sleep 120; true", Duration::from_secs(30));
+    let sleep = wait_for_child(sh, "sleep", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    bg.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    // The guard in the command's group kills it as slowlab's files close; an orphan
+    // would run on for 120 s.
+    let mut took = None;
+    while killed.elapsed() < Duration::from_secs(10) {
+        if is_dead(sh) && is_dead(sleep) {
+            took = Some(killed.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (sh_dead, sleep_dead) = (is_dead(sh), is_dead(sleep));
+    for (pid, dead) in [(sh, sh_dead), (sleep, sleep_dead)] {
+        if !dead {
+            // SAFETY: the test's own strays, killed so that none is left.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let (status, _) = bg.finish(Duration::from_secs(30));
+    assert_eq!(status, 128 + libc::SIGKILL);
+    assert!(
+        sh_dead,
+        "the command still ran 10 s after slowlab was killed"
+    );
+    assert!(
+        sleep_dead,
+        "the command's child still ran 10 s after slowlab was killed"
+    );
+    eprintln!("slowlab killed; the command and its child dead after {took:?}");
 }
 
 /// A `perf` that ignores SIGINT and SIGTERM, in a directory to put first
