@@ -354,6 +354,10 @@ fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
         sleep_dead,
         "the command's child still ran 10 s after slowlab was killed"
     );
+    assert!(
+        !trace.exists(),
+        "an unfinished trace must not look finished"
+    );
     eprintln!("slowlab killed; the command and its child dead after {took:?}");
 }
 

@@ -44,7 +44,7 @@ use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
-use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
+use super::ring::{partial_path, Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, take_libbpf_log};
@@ -113,8 +113,9 @@ pub struct SchedRecorder {
 }
 
 impl SchedRecorder {
-    /// Starts recording into `output` (created or truncated). Returns once every program is
-    /// attached, so a workload started right after is seen from its start.
+    /// Starts recording into `output` (through `OUTPUT.partial`, renamed when the stop has
+    /// finished it). Returns once every program is attached, so a workload started right
+    /// after is seen from its start.
     pub fn start(output: &Path, options: &SchedOptions) -> Result<SchedRecorder, BpfError> {
         SchedRecorder::start_with(output, options, None)
     }
@@ -150,12 +151,15 @@ impl SchedRecorder {
             });
         }
         SchedRecorder::available()?;
-        let file = File::create(output).map_err(|e| BpfError::io(output, e))?;
+        // Written as `OUTPUT.partial` and renamed once finished: a recording cut short
+        // (slowlab killed, a full disk) is never named as a finished one.
+        let partial = partial_path(output);
+        let file = File::create(&partial).map_err(|e| BpfError::io(output, e))?;
         let sink = match window {
             // Nothing is written until a snapshot: the file only showed it can be.
             Some(ring) => {
                 drop(file);
-                let _ = fs::remove_file(output);
+                let _ = fs::remove_file(&partial);
                 Err(ring)
             }
             None => Ok(file),
@@ -473,6 +477,7 @@ fn run(
         .map_err(|e| BpfError::io(&output, e))?;
     out.flush().map_err(|e| BpfError::io(&output, e))?;
     drop(out);
+    fs::rename(partial_path(&output), &output).map_err(|e| BpfError::io(&output, e))?;
     let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     Ok(stats(records, stacks, bytes, lost))
 }

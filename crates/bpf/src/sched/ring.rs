@@ -391,7 +391,7 @@ impl Window {
 }
 
 /// `PATH.partial`.
-fn partial_path(path: &Path) -> std::path::PathBuf {
+pub(crate) fn partial_path(path: &Path) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".partial");
     name.into()
