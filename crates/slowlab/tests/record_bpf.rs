@@ -441,38 +441,43 @@ fn syscalls_view(trace: &Path) -> serde_json::Value {
     common::json(&out)
 }
 
-/// (calls, ENOENT failures) of `syscall` by the processes named `comm`, in a syscalls
-/// view.
-fn failed_calls(view: &serde_json::Value, comm: &str, syscall: &str) -> (u64, u64) {
+/// The process of a syscalls view that took paths of `pattern`: the test's shell, not
+/// another `sh` on the machine (each backend's recording is system-wide, and a CI run
+/// has other shells at work).
+fn process_taking<'a>(view: &'a serde_json::Value, pattern: &str) -> &'a serde_json::Value {
+    view["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["paths"]
+                .as_array()
+                .is_some_and(|paths| paths.iter().any(|path| path["pattern"] == pattern))
+        })
+        .unwrap_or_else(|| panic!("no process took {pattern}: {view:#}"))
+}
+
+/// (calls, ENOENT failures) of `syscall` by `process` (of a syscalls view).
+fn failed_calls(process: &serde_json::Value, syscall: &str) -> (u64, u64) {
     let (mut calls, mut enoent) = (0, 0);
-    for p in view["processes"].as_array().unwrap() {
-        if p["comm"] != comm {
-            continue;
-        }
-        for s in p["syscalls"].as_array().unwrap() {
-            if s["name"] == syscall {
-                calls += s["count"].as_u64().unwrap();
-                enoent += s["errors"]["ENOENT"].as_u64().unwrap_or(0);
-            }
+    for s in process["syscalls"].as_array().unwrap() {
+        if s["name"] == syscall {
+            calls += s["count"].as_u64().unwrap();
+            enoent += s["errors"]["ENOENT"].as_u64().unwrap_or(0);
         }
     }
     (calls, enoent)
 }
 
-/// The paths of `pattern` the processes named `comm` took: (calls, of which failed), and
-/// the first and last path, in a syscalls view.
-fn paths_taken(view: &serde_json::Value, comm: &str, pattern: &str) -> (u64, u64, String) {
+/// The paths of `pattern` `process` took: (calls, of which failed), and the first and
+/// last path.
+fn paths_taken(process: &serde_json::Value, pattern: &str) -> (u64, u64, String) {
     let (mut calls, mut failed, mut ends) = (0, 0, String::new());
-    for p in view["processes"].as_array().unwrap() {
-        if p["comm"] != comm {
-            continue;
-        }
-        for path in p["paths"].as_array().unwrap() {
-            if path["pattern"] == pattern {
-                calls += path["count"].as_u64().unwrap();
-                failed += path["failed"].as_u64().unwrap();
-                ends = format!("{} .. {}", path["first"], path["last"]);
-            }
+    for path in process["paths"].as_array().unwrap() {
+        if path["pattern"] == pattern {
+            calls += path["count"].as_u64().unwrap();
+            failed += path["failed"].as_u64().unwrap();
+            ends = format!("{} .. {}", path["first"], path["last"]);
         }
     }
     (calls, failed, ends)
@@ -493,13 +498,15 @@ fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
         let trace = dir.path().join(format!("{backend}.data"));
         record(backend, &trace, &[], &["sh", "-c", script]);
         let view = syscalls_view(&trace);
+        let shell = process_taking(&view, "/nonexistent/slowlab-N");
+        assert_eq!(shell["comm"], "sh", "{backend}");
         let stats = ["newfstatat", "statx", "newstat", "stat"]
             .iter()
-            .map(|s| failed_calls(&view, "sh", s))
+            .map(|s| failed_calls(shell, s))
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         assert!(stats.1 >= 50, "{backend}: {stats:?}");
         // perf's from the path capture beside the trace, bpf's from inside it.
-        let paths = paths_taken(&view, "sh", "/nonexistent/slowlab-N");
+        let paths = paths_taken(shell, "/nonexistent/slowlab-N");
         assert_eq!(
             paths,
             (
@@ -527,7 +534,10 @@ fn the_recorders_own_syscalls_are_left_out_of_its_trace() {
     let script = "for i in $(seq 20); do [ -e /nonexistent/slowlab-$i ]; done; sleep 1.5";
     record("bpf", &trace, &[], &["sh", "-c", script]);
     let view = syscalls_view(&trace);
-    let (_, missing) = failed_calls(&view, "sh", "newfstatat");
+    let (_, missing) = failed_calls(
+        process_taking(&view, "/nonexistent/slowlab-N"),
+        "newfstatat",
+    );
     assert!(missing >= 20, "the command's calls: {missing}");
     let recorders: Vec<String> = view["processes"]
         .as_array()
