@@ -127,6 +127,19 @@ fn is_dead(pid: i32) -> bool {
     }
 }
 
+/// How long until every one of `pids` is dead, looking every 10 ms; `None` if one still
+/// runs after `limit`.
+fn all_dead_within(pids: &[i32], limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if pids.iter().all(|&p| is_dead(p)) {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
@@ -263,17 +276,9 @@ fn sigkill_of_slowlab_leaves_no_perf_and_no_command_running() {
     let sleep = wait_for_child(perf, "sleep 120", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1000));
     bg.signal(libc::SIGKILL);
-    let killed = Instant::now();
     // perf's exit closes its events one by one, each waiting for the tracing's grace
     // period: seconds on a busy machine. An orphan would run on for 120 s.
-    let mut took = None;
-    while killed.elapsed() < Duration::from_secs(10) {
-        if is_dead(perf) && is_dead(sleep) {
-            took = Some(killed.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let took = all_dead_within(&[perf, sleep], Duration::from_secs(10));
     let (perf_dead, sleep_dead) = (is_dead(perf), is_dead(sleep));
     if !sleep_dead {
         // SAFETY: the test's own stray, killed so that none is left.
@@ -326,17 +331,9 @@ fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
     let sleep = wait_for_child(sh, "sleep", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(500));
     bg.signal(libc::SIGKILL);
-    let killed = Instant::now();
     // The guard in the command's group kills it as slowlab's files close; an orphan
     // would run on for 120 s.
-    let mut took = None;
-    while killed.elapsed() < Duration::from_secs(10) {
-        if is_dead(sh) && is_dead(sleep) {
-            took = Some(killed.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let took = all_dead_within(&[sh, sleep], Duration::from_secs(10));
     let (sh_dead, sleep_dead) = (is_dead(sh), is_dead(sleep));
     for (pid, dead) in [(sh, sh_dead), (sleep, sleep_dead)] {
         if !dead {
