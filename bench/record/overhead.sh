@@ -9,7 +9,8 @@
 #   plain           no recording
 #   before          SLOWLAB_BEFORE (a build without block:block_rq_issue and
 #                   block:block_rq_complete), if given
-#   after           this build's default event set, with the eBPF path capture
+#   after           this build's perf backend (`--backend perf`: `record`'s
+#                   default before it became `auto`), with the eBPF path capture
 #   after-no-paths  the same without the path capture (--no-paths)
 #   bpf             `slowlab record --backend bpf`: the eBPF recorder (switches,
 #                   wake-ups, samples, lifetimes, the waiting syscalls, disk
@@ -74,8 +75,8 @@ mode=\$2
 case \$mode in
   plain) exit 0 ;;
   before) bin="$BEFORE"; extra="" ;;
-  after) bin="$SLOWLAB"; extra="" ;;
-  after-no-paths) bin="$SLOWLAB"; extra="--no-paths" ;;
+  after) bin="$SLOWLAB"; extra="--backend perf" ;;
+  after-no-paths) bin="$SLOWLAB"; extra="--backend perf --no-paths" ;;
   bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
   bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
   bpf-before) bin="$BEFORE"; extra="--backend bpf" ;;
