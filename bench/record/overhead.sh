@@ -19,6 +19,10 @@
 #   bpf-no-paths    the same without the paths (what `after-no-paths` records)
 #   bpf-before      SLOWLAB_BEFORE's eBPF recorder (`--backend bpf`), if given:
 #                   to compare two builds' eBPF recorders side by side
+#   bpf-ring        the flight recorder: `--backend bpf --ring 60` (the last
+#                   minute kept in memory, nothing written until a snapshot)
+#   after-ring      the same with perf's backend (`--backend perf --ring 60`:
+#                   perf's ring buffers, written at a snapshot)
 #
 # MODES picks the modes (default: plain, before when given, after,
 # after-no-paths), e.g. MODES="plain after after-no-paths bpf".
@@ -80,15 +84,19 @@ case \$mode in
   bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
   bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
   bpf-before) bin="$BEFORE"; extra="--backend bpf" ;;
+  bpf-ring) bin="$SLOWLAB"; extra="--backend bpf --ring 60" ;;
+  after-ring) bin="$SLOWLAB"; extra="--backend perf --ring 60" ;;
 esac
 out="$WORK/\$mode.data"
 if [ "\$1" = start ]; then
   rm -f "\$out"*
   setsid "\$bin" record \$extra -o "\$out" >"$WORK/\$mode.log" 2>&1 </dev/null &
   echo \$! >"$WORK/\$mode.pid"
-  # Recording once perf has begun writing, plus a second.
+  # Recording once perf has begun writing (or, in ring mode, which writes
+  # nothing until a snapshot, once it says it records), plus a second.
   for _ in \$(seq 200); do
     ls "\$out"* >/dev/null 2>&1 && break
+    grep -qE "keeping the last|hold about" "$WORK/\$mode.log" 2>/dev/null && break
     sleep 0.1
   done
   sleep 1

@@ -84,8 +84,9 @@ pub struct DiagnoseArgs {
     /// Which recorder records: perf, the eBPF scheduler recorder (CPU
     /// samples, switches and wake-ups with stacks, lifetimes, the detectors'
     /// syscalls with their paths, page faults and disk requests, at a
-    /// fraction of perf's cost), or auto: bpf where it can run, else perf
-    #[arg(long, value_enum, default_value = "auto", conflicts_with = "repeat")]
+    /// fraction of perf's cost), or auto: bpf where it can run, else perf.
+    /// With --repeat, every run is recorded by the same one
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: crate::record::BackendArg,
 
     /// Attach to this running process instead of running CMD

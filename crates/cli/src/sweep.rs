@@ -142,6 +142,11 @@ pub struct SweepArgs {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: u32,
 
+    /// With --critical-path: which recorder records each run (as `slowlab
+    /// diagnose --backend`: auto is bpf where it can run, else perf)
+    #[arg(long, value_enum, default_value = "auto", requires = "critical_path")]
+    pub backend: crate::record::BackendArg,
+
     /// With --critical-path: keep each run's diagnose directory under DIR
     /// (DIR/run-K-nN) instead of removing it
     #[arg(long, requires = "critical_path", value_name = "DIR")]

@@ -191,28 +191,30 @@ pub fn analyze_into(
 }
 
 /// Records `command` system-wide into `dir/trace.data` as `diagnose` does
-/// and makes its analysis into `dir` ([`analyze_into`]): what `--repeat`
-/// and `sweep --critical-path` do for each run. Returns the recording's
+/// (with the eBPF recorder when `bpf`, else perf: [`record_with`]) and
+/// makes its analysis into `dir` ([`analyze_into`]): what `--repeat` and
+/// `sweep --critical-path` do for each run. Returns the recording's
 /// outcome, the diagnosis and the warnings of both.
 pub fn record_and_analyze(
     opener: &dyn TraceOpener,
     command: &[String],
     dir: &Path,
     freq: u32,
+    bpf: bool,
 ) -> Result<(Outcome, Diagnosis, Vec<String>), DiagnoseError> {
     let trace_path = dir.join("trace.data");
-    let outcome = slowlab_record::run(&recording(trace_path.clone(), freq, command.to_vec()))?;
-    let mut warnings = outcome.warnings.clone();
+    let recorded = record_with(&recording(trace_path.clone(), freq, command.to_vec()), bpf)?;
+    let mut warnings = recorded.outcome.warnings.clone();
     let diagnosis = analyze_into(
         opener,
         &trace_path,
         dir,
         command,
-        Target::Command,
+        recorded.target(),
         &[],
         &mut warnings,
     )?;
-    Ok((outcome, diagnosis, warnings))
+    Ok((recorded.outcome, diagnosis, warnings))
 }
 
 /// `sweep --critical-path`'s runs: each one recorded and analyzed as
@@ -220,6 +222,8 @@ pub fn record_and_analyze(
 pub struct CommandDiagnoser<'o> {
     pub opener: &'o dyn TraceOpener,
     pub freq: u32,
+    /// Recorded by the eBPF recorder, else by perf.
+    pub bpf: bool,
     /// The warnings of every run, once per kind.
     pub warnings: Vec<String>,
 }
@@ -231,7 +235,8 @@ impl slowlab_runs::Diagnoser for CommandDiagnoser<'_> {
         dir: &Path,
     ) -> Result<slowlab_runs::Diagnosed, String> {
         let (outcome, diagnosis, warnings) =
-            record_and_analyze(self.opener, command, dir, self.freq).map_err(|e| e.to_string())?;
+            record_and_analyze(self.opener, command, dir, self.freq, self.bpf)
+                .map_err(|e| e.to_string())?;
         for w in warnings {
             if !self.warnings.iter().any(|seen| same_kind(seen, &w)) {
                 self.warnings.push(w);

@@ -5,7 +5,8 @@
 //! sweep --critical-path` on a program written for it
 //! (`tests/fixtures/why/grow_sleep.c`: 1 ms sleeps N² times, CPU work ∝ N)
 //! finds the sleeping grow as N² and the CPU as N. Bad `--repeat` values
-//! are one-line errors.
+//! are one-line errors. `--repeat` records every run with the backend given
+//! (`--backend`, auto by default, as a single diagnose does).
 //!
 //! Each diagnose run takes about 4 s here (mostly the recording's start
 //! and stop): 3 for the repeat, 9 for the sweep (a warm-up, 2 baseline
@@ -203,6 +204,43 @@ fn sweep_critical_path_finds_the_sleeping_grow_as_n2_and_the_cpu_as_n() {
         .find(|l| l.contains("grows as N^"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.trim_start().starts_with("sleeping"), "{stdout}");
+}
+
+#[test]
+fn repeat_records_every_run_with_the_backend_given() {
+    require_perf!();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // What each run's trace begins with: perf.data's magic, or the eBPF recorder's.
+    let magic = |out: &Path, run: usize| -> Vec<u8> {
+        let trace = out.join(format!("run-{run}")).join("trace.data");
+        let bytes = std::fs::read(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
+        bytes[..8].to_vec()
+    };
+    for (backend, expected) in [("perf", &b"PERFILE2"[..]), ("bpf", &b"SLSCHED\x01"[..])] {
+        let out = dir.path().join(backend);
+        let run = {
+            let _one = one_recording_at_a_time();
+            slowlab()
+                .args(["diagnose", "--repeat", "2", "--backend", backend, "-o"])
+                .arg(&out)
+                .args(["--", "sleep", "0.1"])
+                .output()
+                .unwrap()
+        };
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{backend}: {stderr}");
+        for k in [1, 2] {
+            assert_eq!(magic(&out, k), expected, "{backend}, run {k}");
+        }
+        // Each run's path is the command's, whichever recorded it.
+        let cp = read_json(&out.join("run-1").join("critical_path.json"));
+        assert_eq!(cp["root"]["comm"], "sleep", "{backend}: {cp:#}");
+    }
 }
 
 #[test]

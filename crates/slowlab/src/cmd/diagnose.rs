@@ -135,6 +135,9 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
     let mut runs = Vec::new();
     let mut interrupted = false;
     let opener = Opener::new(true)?;
+    // One backend for every run, so that their times compare.
+    let bpf = super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
+        == slowlab_record::Backend::Bpf;
     for i in 1..=n {
         if cancel.is_cancelled() {
             interrupted = true;
@@ -145,7 +148,7 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let (outcome, diagnosis, warnings) =
-            record_and_analyze(&opener, &args.command, &dir, args.freq)?;
+            record_and_analyze(&opener, &args.command, &dir, args.freq, bpf)?;
         if outcome.stopped_by.is_some() {
             let _ = std::fs::remove_dir_all(&dir);
             eprintln!(

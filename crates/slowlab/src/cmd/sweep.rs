@@ -126,6 +126,8 @@ fn critical_path_sweep(
     let diagnoser = CommandDiagnoser {
         opener: &opener,
         freq: args.freq,
+        bpf: super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
+            == slowlab_record::Backend::Bpf,
         warnings: Vec::new(),
     };
     let mut exec = PathExecutor::new(
