@@ -4,13 +4,14 @@
 use std::io;
 use std::path::PathBuf;
 
-/// Everything that can go wrong while capturing or reading paths.
+/// Everything that can go wrong while loading, running or reading slowlab's eBPF programs
+/// (the path capture beside perf, and the eBPF recorder).
 #[derive(Debug, thiserror::Error)]
 pub enum BpfError {
     /// The process lacks the privileges to load BPF programs or open tracepoints.
     #[error(
-        "not permitted to capture syscall paths with eBPF ({detail}): run as root, or give \
-         the binary CAP_BPF and CAP_PERFMON (e.g. `sudo setcap cap_bpf,cap_perfmon+ep BINARY`)"
+        "not permitted to load eBPF programs ({detail}): run as root, or give the binary \
+         CAP_BPF and CAP_PERFMON (e.g. `sudo setcap cap_bpf,cap_perfmon+ep BINARY`)"
     )]
     NotPermitted {
         /// What was refused.
@@ -19,7 +20,7 @@ pub enum BpfError {
 
     /// The kernel lacks something the capture needs (BPF, the BPF ring buffer, syscall
     /// tracepoints, a mounted tracefs).
-    #[error("this kernel cannot capture syscall paths: {reason}")]
+    #[error("this kernel cannot run slowlab's eBPF programs: {reason}")]
     Unsupported {
         /// What is missing and, where possible, how to get it.
         reason: String,
