@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# What each part of the eBPF recorder costs overhead.sh's tar workload (untar
+# 4,000 files into an ext4 file system of its own on a loop device, then
+# `sync -f`), in wall time, the parts switched off one by one: the
+# `sched_record` example records in the background (system-wide, as `slowlab
+# record --backend bpf` does) with
+#
+#   full          everything (what `slowlab record --backend bpf` records)
+#   no-syscalls   without the detectors' syscalls and their paths
+#                 (SCHED_DETECTOR_SYSCALLS=0)
+#   no-stacks     without those and without any stack (SCHED_STACKS=none too):
+#                 the records of samples, switches, wake-ups, faults, disk
+#                 requests and lifetimes alone
+#
+# and plain (nothing recorded) as the base; rounds of RUNS runs in a rotated
+# order, as overhead.sh does. The difference between two modes is what the
+# part costs; no-stacks is the floor of a recorder that keeps one record per
+# event.
+#
+# Usage (root):
+#   cargo build --profile test-release -p slowlab-bpf --example sched_record
+#   ROUNDS=6 RUNS=5 bench/record/parts.sh [target/test-release/examples/sched_record]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+EXAMPLE=$(realpath "${1:-target/test-release/examples/sched_record}")
+ROUNDS=${ROUNDS:-4}
+RUNS=${RUNS:-5}
+FILES=${FILES:-4000}
+WORK=${WORK:-$(mktemp -d /tmp/slowlab-record-parts.XXXXXX)}
+[ -x "$EXAMPLE" ] || { echo "no $EXAMPLE: cargo build --profile test-release -p slowlab-bpf --example sched_record" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "hyperfine is missing: sudo apt-get install hyperfine" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
+mkdir -p "$WORK/mnt"
+
+# overhead.sh's workload (the same files for the same FILES).
+if [ ! -f "$WORK/files.tar" ]; then
+  src="$WORK/src"
+  for ((i = 0; i < FILES; i++)); do
+    d="$src/d$((i % 40))"
+    mkdir -p "$d"
+    head -c $((1024 + (i * 7919) % 7168)) /dev/urandom >"$d/f$i"
+  done
+  tar cf "$WORK/files.tar" -C "$src" .
+  rm -rf "$src"
+fi
+truncate -s 512M "$WORK/fs.img"
+mkfs.ext4 -q -F "$WORK/fs.img"
+mount -o loop "$WORK/fs.img" "$WORK/mnt"
+recorder=""
+trap '[ -n "$recorder" ] && kill "$recorder" 2>/dev/null; umount "$WORK/mnt"; rm -f "$WORK/fs.img" "$WORK"/*.data' EXIT
+
+settings() { # MODE: the example's environment
+  case $1 in
+    full) echo "SCHED_STACKS=blocking" ;;
+    no-syscalls) echo "SCHED_DETECTOR_SYSCALLS=0" ;;
+    no-stacks) echo "SCHED_DETECTOR_SYSCALLS=0 SCHED_STACKS=none" ;;
+  esac
+}
+
+modes=(plain full no-syscalls no-stacks)
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of $RUNS runs" >&2
+for ((round = 0; round < ROUNDS; round++)); do
+  for ((k = 0; k < ${#modes[@]}; k++)); do
+    mode=${modes[(k + round) % ${#modes[@]}]}
+    recorder=""
+    if [ "$mode" != plain ]; then
+      # shellcheck disable=SC2046 # the settings are words
+      env $(settings "$mode") "$EXAMPLE" "$WORK/$mode.data" sleep infinity >"$WORK/$mode.log" 2>&1 &
+      recorder=$!
+      sleep 1.5
+    fi
+    hyperfine --warmup 1 --runs "$RUNS" --style none \
+      --prepare "rm -rf $WORK/mnt/x && mkdir $WORK/mnt/x && sync -f $WORK/mnt" \
+      --export-json "$WORK/$mode.$round.json" -n "$mode" \
+      "tar xf $WORK/files.tar -C $WORK/mnt/x && sync -f $WORK/mnt/x" >/dev/null
+    if [ -n "$recorder" ]; then
+      pkill -P "$recorder" -x sleep
+      wait "$recorder" || true
+    fi
+  done
+done
+recorder=""
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+python3 - "$WORK" "${modes[@]}" <<'PY' | tee "$WORK/parts.md"
+import json, statistics, sys, glob
+work, modes = sys.argv[1], sys.argv[2:]
+times = {m: [t for f in sorted(glob.glob(f"{work}/{m}.[0-9]*.json"))
+             for t in json.load(open(f))["results"][0]["times"]] for m in modes}
+base = statistics.median(times["plain"])
+print("| mode | runs | median [ms] | mean ± sd [ms] | median / plain |")
+print("|---|---|---|---|---|")
+for m in modes:
+    t = times[m]
+    med = statistics.median(t)
+    print(f"| {m} | {len(t)} | {med * 1e3:.0f} | {statistics.mean(t) * 1e3:.0f} ± {statistics.stdev(t) * 1e3:.0f} | {med / base:.3f} |")
+PY
+echo "results in $WORK" >&2
