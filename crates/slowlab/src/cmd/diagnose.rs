@@ -45,8 +45,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
             args.seconds
         );
     }
-    let bpf = super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
-        == slowlab_record::Backend::Bpf;
+    let bpf = super::record::diagnose_with_bpf(args.backend);
     let recorded = slowlab_diagnose::record_with(&cfg, bpf)?;
     let outcome = &recorded.outcome;
     let mut warnings = outcome.warnings.clone();
@@ -136,8 +135,7 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
     let mut interrupted = false;
     let opener = Opener::new(true)?;
     // One backend for every run, so that their times compare.
-    let bpf = super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
-        == slowlab_record::Backend::Bpf;
+    let bpf = super::record::diagnose_with_bpf(args.backend);
     for i in 1..=n {
         if cancel.is_cancelled() {
             interrupted = true;

@@ -95,6 +95,12 @@ pub fn backend(arg: BackendArg, call_graph: slowlab_record::CallGraph) -> Backen
     }
 }
 
+/// Whether `diagnose`'s recordings (one, `--repeat`'s or `sweep --critical-path`'s) are the
+/// eBPF recorder's: `arg` as [`backend`] resolves it for frame-pointer stacks.
+pub fn diagnose_with_bpf(arg: BackendArg) -> bool {
+    backend(arg, slowlab_record::CallGraph::Fp) == Backend::Bpf
+}
+
 fn default_output() -> PathBuf {
     PathBuf::from("slowlab.data")
 }

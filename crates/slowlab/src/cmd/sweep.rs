@@ -126,8 +126,7 @@ fn critical_path_sweep(
     let diagnoser = CommandDiagnoser {
         opener: &opener,
         freq: args.freq,
-        bpf: super::record::backend(args.backend, slowlab_record::CallGraph::Fp)
-            == slowlab_record::Backend::Bpf,
+        bpf: super::record::diagnose_with_bpf(args.backend),
         warnings: Vec::new(),
     };
     let mut exec = PathExecutor::new(
