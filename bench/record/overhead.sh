@@ -155,12 +155,13 @@ for m in "${modes[@]}"; do
   [ "$m" = plain ] && continue
   echo "== $m (the last round's recording)"
   tail -2 "$WORK/$m.log"
-  # How much of the trace the disk-request events are.
+  # How much of the trace the disk-request events are (a perf trace's: perf
+  # cannot read the eBPF recorder's).
   perf report -i "$WORK/$m.data" --stats 2>/dev/null | awk '
     /TOTAL events:/ { total = $3 }
     / stats:$/ { name = $1 }
     /SAMPLE events:/ && name ~ /^block:/ { block += $3 }
-    END { if (total) printf "events: %d, block:* %d (%.2f%%)\n", total, block, 100 * block / total }'
+    END { if (total) printf "events: %d, block:* %d (%.2f%%)\n", total, block, 100 * block / total }' || true
   ls -l "$WORK/$m.data" | awk '{ printf "bytes: %d\n", $5 }'
 done
 echo "results in $WORK"
