@@ -138,19 +138,7 @@ for ((round = 0; round < ROUNDS; round++)); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$WORK" "${modes[@]}" <<'PY' | tee "$WORK/overhead.md"
-import json, statistics, sys, glob
-work, modes = sys.argv[1], sys.argv[2:]
-times = {m: [t for f in sorted(glob.glob(f"{work}/{m}.[0-9]*.json"))
-             for t in json.load(open(f))["results"][0]["times"]] for m in modes}
-base = statistics.median(times["plain"])
-print("| mode | runs | median [ms] | mean ± sd [ms] | median / plain |")
-print("|---|---|---|---|---|")
-for m in modes:
-    t = times[m]
-    med = statistics.median(t)
-    print(f"| {m} | {len(t)} | {med * 1e3:.0f} | {statistics.mean(t) * 1e3:.0f} ± {statistics.stdev(t) * 1e3:.0f} | {med / base:.3f} |")
-PY
+python3 bench/record/medians.py "$WORK" "${modes[@]}" | tee "$WORK/overhead.md"
 for m in "${modes[@]}"; do
   [ "$m" = plain ] && continue
   echo "== $m (the last round's recording)"
