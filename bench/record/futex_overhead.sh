@@ -125,17 +125,7 @@ echo "after adds $(( ${#new[@]} / 2 )) events: ${new[*]}" >&2
 # --- The workloads. -------------------------------------------------------------
 cc -O2 -Wall -pthread -o "$WORK/mutex_pingpong" bench/record/mutex_pingpong.c
 
-if [ ! -f "$WORK/files.tar" ]; then
-  src="$WORK/src"
-  mkdir -p "$src"
-  for ((i = 0; i < FILES; i++)); do
-    d="$src/d$((i % 40))"
-    mkdir -p "$d"
-    head -c $((1024 + (i * 7919) % 7168)) /dev/urandom >"$d/f$i"
-  done
-  tar cf "$WORK/files.tar" -C "$src" .
-  rm -rf "$src"
-fi
+bench/record/files_tar.sh "$WORK/files.tar" "$FILES"
 # A file system of the workload's own: `sync -f` flushes only its writes.
 mkdir -p "$WORK/mnt"
 if ! mountpoint -q "$WORK/mnt"; then

@@ -50,17 +50,7 @@ command -v hyperfine >/dev/null || { echo "hyperfine is missing: sudo apt-get in
 [ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
 
 # The workload: FILES files of 1-8 KiB in 40 directories, as one tar.
-if [ ! -f "$WORK/files.tar" ]; then
-  src="$WORK/src"
-  mkdir -p "$src"
-  for ((i = 0; i < FILES; i++)); do
-    d="$src/d$((i % 40))"
-    mkdir -p "$d"
-    head -c $((1024 + (i * 7919) % 7168)) /dev/urandom >"$d/f$i"
-  done
-  tar cf "$WORK/files.tar" -C "$src" .
-  rm -rf "$src"
-fi
+bench/record/files_tar.sh "$WORK/files.tar" "$FILES"
 
 # A file system of the workload's own: `sync -f` flushes only its writes.
 mkdir -p "$WORK/mnt"

@@ -33,16 +33,7 @@ command -v hyperfine >/dev/null || { echo "hyperfine is missing: sudo apt-get in
 mkdir -p "$WORK/mnt"
 
 # overhead.sh's workload (the same files for the same FILES).
-if [ ! -f "$WORK/files.tar" ]; then
-  src="$WORK/src"
-  for ((i = 0; i < FILES; i++)); do
-    d="$src/d$((i % 40))"
-    mkdir -p "$d"
-    head -c $((1024 + (i * 7919) % 7168)) /dev/urandom >"$d/f$i"
-  done
-  tar cf "$WORK/files.tar" -C "$src" .
-  rm -rf "$src"
-fi
+bench/record/files_tar.sh "$WORK/files.tar" "$FILES"
 truncate -s 512M "$WORK/fs.img"
 mkfs.ext4 -q -F "$WORK/fs.img"
 mount -o loop "$WORK/fs.img" "$WORK/mnt"
