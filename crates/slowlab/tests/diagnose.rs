@@ -181,10 +181,18 @@ fn thrash_in_a_small_cgroup(tag: &str, options: &[&str], program: &str, comm: &s
     std::fs::write(&data, vec![1u8; 64 << 20]).unwrap();
     let cgroup = v1.join(format!("slowlab-test-{tag}-{}", std::process::id()));
     std::fs::create_dir(&cgroup).unwrap();
+    // Removed even when the test fails; a cgroup whose last task is still
+    // exiting refuses removal (EBUSY) for a moment, which once left one behind.
     struct Remove<'a>(&'a Path);
     impl Drop for Remove<'_> {
         fn drop(&mut self) {
-            let _ = std::fs::remove_dir(self.0);
+            for _ in 0..100 {
+                if std::fs::remove_dir(self.0).is_ok() || !self.0.exists() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            eprintln!("could not remove {}", self.0.display());
         }
     }
     let _cleanup = Remove(&cgroup);
