@@ -62,21 +62,39 @@ pub fn is_kernel_thread(trace: &Trace, pid: i32) -> bool {
 }
 
 /// The device that completed the most block requests while the culprit
-/// waited for storage: (dev, requests, bytes); `None` when the trace has no
-/// block completions.
-fn device_during(trace: &Trace, intervals: &mut [(u64, u64)]) -> Option<(u32, u64, u64)> {
+/// waited for storage; `None` when the trace has no block completions.
+struct Device {
+    dev: u32,
+    requests: u64,
+    bytes: u64,
+    /// The share of the trace's disk requests whose completion it does not
+    /// hold, when that is more than half: perf on a VM loses the completions
+    /// raised in an interrupt on an idle CPU (342 of 1,239 recorded in one
+    /// run), and then `requests` counts only the few it kept. `None` for a
+    /// trace that kept most (a request issued before the recording and
+    /// completed in it makes up for one issued at its end).
+    completions_lost: Option<f64>,
+}
+
+fn device_during(trace: &Trace, intervals: &mut [(u64, u64)]) -> Option<Device> {
     intervals.sort_unstable();
     let mut by_dev: HashMap<u32, (u64, u64)> = HashMap::new();
+    let (mut issued, mut completed) = (0u64, 0u64);
     for e in &trace.events {
         let EventKind::BlockRequest {
             dev,
             bytes,
-            complete: true,
+            complete,
             ..
         } = e.kind
         else {
             continue;
         };
+        if !complete {
+            issued += 1;
+            continue;
+        }
+        completed += 1;
         let k = intervals.partition_point(|iv| iv.0 <= e.time_ns);
         if k > 0 && e.time_ns <= intervals[k - 1].1 {
             let d = by_dev.entry(dev).or_default();
@@ -84,30 +102,16 @@ fn device_during(trace: &Trace, intervals: &mut [(u64, u64)]) -> Option<(u32, u6
             d.1 += bytes;
         }
     }
+    let completions_lost = (completed * 2 < issued).then(|| 1.0 - completed as f64 / issued as f64);
     by_dev
         .into_iter()
         .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)))
-        .map(|(dev, (n, bytes))| (dev, n, bytes))
-}
-
-/// The share of the trace's disk requests whose completion it does not hold,
-/// when that is more than half: perf on a VM loses the completions raised in
-/// an interrupt on an idle CPU (342 of 1,239 recorded in one run), and then
-/// `device_requests` counts only the few it kept. `None` for a trace that
-/// kept most (a request issued before the recording and completed in it
-/// makes up for one issued at its end).
-fn completions_lost(trace: &Trace) -> Option<f64> {
-    let (mut issued, mut completed) = (0u64, 0u64);
-    for e in &trace.events {
-        if let EventKind::BlockRequest { complete, .. } = e.kind {
-            if complete {
-                completed += 1;
-            } else {
-                issued += 1;
-            }
-        }
-    }
-    (completed * 2 < issued).then(|| 1.0 - completed as f64 / issued as f64)
+        .map(|(dev, (requests, bytes))| Device {
+            dev,
+            requests,
+            bytes,
+            completions_lost,
+        })
 }
 
 pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
@@ -204,10 +208,10 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             "waits" => waits,
             "longest_s" => longest,
             "through" => through,
-            "device" => device.as_ref().map(|d| dev_name(d.0)),
-            "device_requests" => device.as_ref().map(|d| d.1),
-            "device_bytes" => device.as_ref().map(|d| d.2),
-            "device_completions_lost" => device.as_ref().and(completions_lost(trace)),
+            "device" => device.as_ref().map(|d| dev_name(d.dev)),
+            "device_requests" => device.as_ref().map(|d| d.requests),
+            "device_bytes" => device.as_ref().map(|d| d.bytes),
+            "device_completions_lost" => device.as_ref().and_then(|d| d.completions_lost),
         },
         stack,
         "wait for storage less often: batch writes instead of syncing each one (fsync/fdatasync per batch), keep hot files in memory, or move the I/O off the critical path; `slowlab analyze TRACE --waits --filter pid=N` shows each wait",
