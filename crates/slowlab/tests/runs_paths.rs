@@ -209,8 +209,7 @@ fn sweep_critical_path_finds_the_sleeping_grow_as_n2_and_the_cpu_as_n() {
 #[test]
 fn repeat_records_every_run_with_the_backend_given() {
     require_perf!();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !common::is_root() {
         slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
         return;
     }
