@@ -17,13 +17,15 @@
 //! process's samples inside file-operation syscalls (open, create, unlink,
 //! rename, mkdir, write), at least `MIN_OVERHEAD_SHARE` are under fsnotify
 //! functions, with at least `MIN_FILE_OP_SAMPLES` such samples. The watchers
-//! named are the processes seen reading inotify or fanotify events. Cost:
-//! the samples under fsnotify.
+//! named are the processes seen reading inotify or fanotify events, or woken
+//! by an event queued for them (`fsnotify_insert_event`: a watcher that
+//! polls, and uses too little CPU to be sampled reading). Cost: the samples
+//! under fsnotify.
 
 use std::collections::{BTreeSet, HashMap};
 
 use slowlab_model::findings::Finding;
-use slowlab_model::trace::ProcIdx;
+use slowlab_model::trace::{ProcIdx, StackIdx};
 
 use super::Context;
 use crate::evidence;
@@ -129,6 +131,15 @@ fn reads_notifications(name: &str) -> bool {
     matches!(name, "inotify_read" | "fanotify_read")
 }
 
+/// A wake-up raised where fsnotify queues an event for a watcher's group (which wakes
+/// whoever waits for it); not one raised by an interrupt that came meanwhile, whose
+/// stack has the interrupted code below it.
+fn queues_a_notification(waker: &[String]) -> bool {
+    let names: Vec<&str> = waker.iter().map(String::as_str).collect();
+    names.contains(&"fsnotify_insert_event")
+        && crate::classify::wake_context(&names).interrupt.is_none()
+}
+
 pub fn detect_overhead(cx: &Context) -> Vec<Finding> {
     let file_ops = cx.samples_by_process(&is_file_op);
     let both = cx.samples_where(&|stack| {
@@ -141,9 +152,16 @@ pub fn detect_overhead(cx: &Context) -> Vec<Finding> {
             watchers.insert(cx.culprit(proc).comm.unwrap_or_default());
         }
     }
+    // Or waits (in a read, a poll, an epoll) ended by a notification queued for them.
     let mut reading = cx.stack_test(&reads_notifications);
+    let mut queued: HashMap<Option<StackIdx>, bool, BuildFx> = HashMap::default();
+    let mut notified = |stack| {
+        *queued
+            .entry(stack)
+            .or_insert_with(|| queues_a_notification(&cx.names(stack)))
+    };
     for w in &cx.schedule.waits {
-        if reading(w.stack) {
+        if reading(w.stack) || notified(w.waker_stack) {
             watchers.insert(cx.culprit(cx.process_of(w.thread)).comm.unwrap_or_default());
         }
     }
@@ -449,6 +467,42 @@ mod tests {
         assert_eq!(
             f[0].evidence["watchers"],
             serde_json::json!(["inotifywait"])
+        );
+        // Sleeping in a poll instead, woken by the event queued for it.
+        let mut b = TraceBuilder::default();
+        let builder = b.process(10, "builder");
+        b.process(40, "fanotify-av");
+        let stack = b.mixed_stack(&["main", "write_files"], NOTIFIED);
+        for t in 1..=200 {
+            b.sample(t * 1_000_000, builder, 0, stack);
+        }
+        let poll = b.stack(&["do_sys_poll", "poll_schedule_timeout", "schedule"]);
+        let queue = b.stack(&["fsnotify", "fanotify_handle_event", "fsnotify_insert_event"]);
+        let pipe = b.stack(&["pipe_write", "__wake_up"]);
+        b.switch(1_000_000, 1, 40, 1, 0, poll);
+        b.waking(2_000_000, 0, builder, 40, queue);
+        // A poll ended by anything else names nobody, nor does a timer's wake-up that
+        // interrupted the queueing.
+        b.process(50, "shell");
+        b.switch(3_000_000, 1, 50, 1, 0, poll);
+        b.waking(4_000_000, 0, builder, 50, pipe);
+        let timer = b.stack(&[
+            "fsnotify",
+            "fanotify_handle_event",
+            "fsnotify_insert_event",
+            "asm_sysvec_apic_timer_interrupt",
+            "hrtimer_interrupt",
+            "__hrtimer_run_queues",
+            "hrtimer_wakeup",
+        ]);
+        b.process(60, "rcu_preempt");
+        b.switch(5_000_000, 1, 60, 1, 0, poll);
+        b.waking(6_000_000, 0, builder, 60, timer);
+        let trace = b.build();
+        let f = detect_overhead(&Context::new(&trace, None, None));
+        assert_eq!(
+            f[0].evidence["watchers"],
+            serde_json::json!(["fanotify-av"])
         );
         // Without the wait, no watcher is known.
         let f = overhead(&[create(150), notified(100)], 0);
