@@ -76,14 +76,21 @@ pub struct LabArgs {
 
     /// Instead of measuring: record one run of each variant system-wide into
     /// DIR/SCENARIO-VARIANT/ and check that the scenario's detector fires on
-    /// the pathological trace and stays silent on the control's (needs root
-    /// and perf). Exit code 1 when a check fails.
+    /// the pathological trace and stays silent on the control's (needs root;
+    /// perf too where the eBPF recorder cannot run, see --backend). Exit code
+    /// 1 when a check fails.
     #[arg(long, value_name = "DIR")]
     pub trace: Option<PathBuf>,
 
     /// Samples per second per CPU of --trace recordings
     #[arg(long, default_value_t = 1000, requires = "trace", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub trace_freq: u32,
+
+    /// Which recorder records --trace runs: perf, the eBPF scheduler
+    /// recorder (the same events the detectors read, at a fraction of
+    /// perf's cost), or auto: bpf where it can run, else perf
+    #[arg(long, value_enum, default_value = "auto", requires = "trace")]
+    pub backend: crate::record::BackendArg,
 
     /// Instead of the verdicts: sweep each growing scenario's pathological
     /// variant under perf and name the function where its cost grows (needs

@@ -9,7 +9,8 @@
 //! longest process started in a system-wide recording (the fallback) can be anyone's.
 //!
 //! The paths are in the recording; the cgroup notes beside it, as with perf. It has no
-//! ring mode and does not print.
+//! ring mode and does not print. `lab --trace` starts and stops its bpf recordings itself
+//! (`lab_tracer`), with the options and the outcome made here.
 
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_record::{Config, Outcome};
@@ -43,20 +44,25 @@ pub fn record_with(cfg: &Config, bpf: bool) -> Result<Recorded, DiagnoseError> {
             command_pid: None,
         });
     }
-    let options = SchedOptions {
-        sample_freq: cfg.freq,
-        paths: cfg.capture_paths,
-        ..SchedOptions::default()
-    };
-    let out = slowlab_record::run_bpf(cfg.output.clone(), &options, &cfg.command)?;
+    let out = slowlab_record::run_bpf(cfg.output.clone(), &bpf_options(cfg), &cfg.command)?;
     Ok(Recorded {
         outcome: outcome_of(&out),
         command_pid: out.command_pid,
     })
 }
 
+/// The eBPF recorder's options for `cfg`: its sampling frequency and whether it records
+/// paths.
+pub(crate) fn bpf_options(cfg: &Config) -> SchedOptions {
+    SchedOptions {
+        sample_freq: cfg.freq,
+        paths: cfg.capture_paths,
+        ..SchedOptions::default()
+    }
+}
+
 /// A bpf recording's result as perf's [`Outcome`].
-fn outcome_of(out: &slowlab_record::BpfRecorded) -> Outcome {
+pub(crate) fn outcome_of(out: &slowlab_record::BpfRecorded) -> Outcome {
     Outcome {
         exit_code: out.exit_code,
         output: out.stats.output.clone(),

@@ -1,32 +1,48 @@
 //! `slowlab lab --trace DIR`: the [`Tracer`] that records the whole system
-//! around one run of a scenario's variant (`slowlab-record`'s
-//! [`Recording`]) and runs the detectors on it ([`analyze_into`]). Each run
-//! gets `DIR/LABEL/` with its trace, `findings.json` and `report.html`.
+//! around one run of a scenario's variant, with perf (`slowlab-record`'s
+//! [`Recording`]) or the eBPF recorder ([`BpfRecording`]), and runs the
+//! detectors on it ([`analyze_into`]). Each run gets `DIR/LABEL/` with its
+//! trace, `findings.json` and `report.html`.
 //! It does not print (the lab's runner reports the runs).
 
 use std::path::{Path, PathBuf};
 
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
-use slowlab_record::Recording;
+use slowlab_record::{BpfRecording, Recording};
 
+use crate::bpf_recording::{bpf_options, outcome_of};
 use crate::{analyze_into, recording, Target, TraceOpener};
 
 pub struct LabTracer<'o> {
     opener: &'o dyn TraceOpener,
     dir: PathBuf,
     freq: u32,
-    running: Option<(Recording, PathBuf)>,
+    bpf: bool,
+    running: Option<(Running, PathBuf)>,
+}
+
+/// The recording of the run going on, by either backend.
+enum Running {
+    Perf(Recording),
+    Bpf(BpfRecording),
 }
 
 impl<'o> LabTracer<'o> {
-    /// Creates `dir`; each run goes into a directory of its own under it.
-    pub fn new(opener: &'o dyn TraceOpener, dir: &Path, freq: u32) -> std::io::Result<Self> {
+    /// Creates `dir`; each run goes into a directory of its own under it,
+    /// recorded by the eBPF recorder when `bpf`, else by perf.
+    pub fn new(
+        opener: &'o dyn TraceOpener,
+        dir: &Path,
+        freq: u32,
+        bpf: bool,
+    ) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(LabTracer {
             opener,
             dir: dir.to_owned(),
             freq,
+            bpf,
             running: None,
         })
     }
@@ -38,14 +54,21 @@ impl Tracer for LabTracer<'_> {
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
         let cfg = recording(run_dir.join("trace.data"), self.freq, Vec::new());
-        let recording = Recording::start(&cfg)?;
-        self.running = Some((recording, run_dir));
+        let running = if self.bpf {
+            Running::Bpf(BpfRecording::start(&cfg.output, &bpf_options(&cfg))?)
+        } else {
+            Running::Perf(Recording::start(&cfg)?)
+        };
+        self.running = Some((running, run_dir));
         Ok(())
     }
 
     fn stop(&mut self) -> Result<TracedRun, TracerError> {
-        let (recording, run_dir) = self.running.take().ok_or("no recording is running")?;
-        let outcome = recording.stop()?;
+        let (running, run_dir) = self.running.take().ok_or("no recording is running")?;
+        let outcome = match running {
+            Running::Perf(recording) => recording.stop()?,
+            Running::Bpf(recording) => outcome_of(&recording.stop()?),
+        };
         let mut warnings = outcome.warnings;
         let label = run_dir
             .file_name()

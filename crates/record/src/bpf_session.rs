@@ -1,7 +1,8 @@
 //! `slowlab record --backend bpf`: the scheduler flight recorder of `slowlab_bpf::sched`
 //! instead of perf. Starts the recorder, runs the command (or waits for SIGINT, SIGTERM or
 //! SIGHUP when there is none), stops the recorder and reports what it wrote, lost records
-//! included.
+//! included. [`BpfRecording`] is the same recording started and stopped around a caller's
+//! own work (`lab --trace`).
 //!
 //! It records what the critical path needs (CPU samples, switches and wake-ups with
 //! stacks, lifetimes), the waiting syscalls that name a wait's resource (futex, wait4,
@@ -10,7 +11,7 @@
 //! (`OUTPUT.cgroups.json`, as with perf). Ring mode is `bpf_ring`'s.
 
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -148,6 +149,68 @@ impl RecordedCommand {
     }
 }
 
+/// A bpf recording of the whole system, started and stopped by its caller (`lab --trace`
+/// records around work of its own, with no command): the recorder and the cgroup notes
+/// beside its file. [`run_bpf`] is one around a command.
+pub struct BpfRecording {
+    recorder: SchedRecorder,
+    companions: Companions,
+    companion_warnings: Vec<String>,
+}
+
+impl BpfRecording {
+    /// Starts recording into `output`.
+    pub fn start(output: &Path, options: &SchedOptions) -> Result<BpfRecording, RecordError> {
+        let recorder = SchedRecorder::start(output, options).map_err(RecordError::Bpf)?;
+        let mut companion_warnings = Vec::new();
+        // The paths are in the recording itself; the cgroup notes are beside it.
+        let companions = Companions::start(output, false, &mut companion_warnings);
+        Ok(BpfRecording {
+            recorder,
+            companions,
+            companion_warnings,
+        })
+    }
+
+    /// Stops it and writes the side files; nothing but the trace's own partial file is
+    /// left when the recorder fails.
+    pub fn stop(self) -> Result<BpfRecorded, RecordError> {
+        self.finish(Ok((0, None, None)))
+    }
+
+    /// Stops it after `ran` (a command's exit code, pid and the stop signal that came),
+    /// or discards the side files when `ran` failed.
+    fn finish(
+        self,
+        ran: Result<(i32, Option<u32>, Option<i32>), RecordError>,
+    ) -> Result<BpfRecorded, RecordError> {
+        let BpfRecording {
+            recorder,
+            companions,
+            mut companion_warnings,
+        } = self;
+        let stopped = recorder.stop().map_err(RecordError::Bpf);
+        let ((exit_code, command_pid, stopped_by), stats) = match (ran, stopped) {
+            (Ok(ran), Ok(stats)) => (ran, stats),
+            (Err(e), _) | (_, Err(e)) => {
+                companions.discard();
+                return Err(e);
+            }
+        };
+        let companions = companions.stop(&mut companion_warnings);
+        Ok(BpfRecorded {
+            stats,
+            companions,
+            companion_warnings,
+            exit_code,
+            command_pid,
+            stopped_by,
+            snapshots: Vec::new(),
+            ring_seconds: None,
+        })
+    }
+}
+
 /// Records into `output` while `command` runs (until a stop signal without one).
 pub fn run_bpf(
     output: PathBuf,
@@ -156,32 +219,11 @@ pub fn run_bpf(
 ) -> Result<BpfRecorded, RecordError> {
     crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
-    let recorder = SchedRecorder::start(&output, options).map_err(RecordError::Bpf)?;
-    let mut companion_warnings = Vec::new();
-    // The paths are in the recording itself; the cgroup notes are beside it.
-    let companions = Companions::start(&output, false, &mut companion_warnings);
+    let recording = BpfRecording::start(&output, options)?;
     let ran = run_until_stopped(command, &mut signals, &|pid| {
-        recorder.note_command(pid, command)
+        recording.recorder.note_command(pid, command)
     });
-    let stopped = recorder.stop().map_err(RecordError::Bpf);
-    let ((exit_code, command_pid, stopped_by), stats) = match (ran, stopped) {
-        (Ok(ran), Ok(stats)) => (ran, stats),
-        (Err(e), _) | (_, Err(e)) => {
-            companions.discard();
-            return Err(e);
-        }
-    };
-    let companions = companions.stop(&mut companion_warnings);
-    Ok(BpfRecorded {
-        stats,
-        companions,
-        companion_warnings,
-        exit_code,
-        command_pid,
-        stopped_by,
-        snapshots: Vec::new(),
-        ring_seconds: None,
-    })
+    recording.finish(ran)
 }
 
 /// Runs `command` until it exits (or, without one, waits for a stop signal), telling

@@ -44,7 +44,7 @@ pub use args::{
     TRACEPOINTS,
 };
 pub use bpf_ring::{run_bpf_ring, RING_MAX_BYTES};
-pub use bpf_session::{run_bpf, BpfRecorded};
+pub use bpf_session::{run_bpf, BpfRecorded, BpfRecording};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 pub use control::{absolute_output, recorders, save, RecorderInfo};
 pub use perf_process::kill_running;

@@ -72,15 +72,37 @@ fn ids(findings: &[serde_json::Value]) -> Vec<String> {
 
 #[test]
 fn lab_trace_detectors_fire_on_pathological_and_stay_silent_on_control() {
+    lab_trace_checks("perf", b"PERFILE2");
+}
+
+#[test]
+fn lab_trace_with_the_bpf_recorder_fires_and_stays_silent_as_with_perf() {
+    lab_trace_checks("bpf", b"SLSCHED\x01");
+}
+
+/// `lab --tiny --trace` recorded by `backend`: every scenario that can run here is
+/// checked, its traces are that backend's (they start with `magic`), and its
+/// detector fires on the pathological trace and stays silent on the control's.
+fn lab_trace_checks(backend: &str, magic: &[u8]) {
     require_perf!();
     if !is_root() {
-        slowlab_testkit::skip(format_args!("the scenarios and the eBPF capture need root"));
+        slowlab_testkit::skip(format_args!(
+            "the scenarios and the eBPF recorder need root"
+        ));
         return;
     }
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = slowlab()
-        .args(["lab", "--tiny", "--json", "-", "--trace"])
+        .args([
+            "lab",
+            "--tiny",
+            "--json",
+            "-",
+            "--backend",
+            backend,
+            "--trace",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -107,6 +129,17 @@ fn lab_trace_detectors_fire_on_pathological_and_stay_silent_on_control() {
             "{id}: detector fired on the control trace: {c}"
         );
         let run_dir = dir.path().join(format!("{id}-pathological"));
+        for variant in ["pathological", "control"] {
+            let trace = dir.path().join(format!("{id}-{variant}/trace.data"));
+            let mut head = Vec::new();
+            if let Ok(f) = std::fs::File::open(&trace) {
+                let _ = std::io::Read::read_to_end(&mut std::io::Read::take(f, 8), &mut head);
+            }
+            assert!(
+                head.starts_with(magic),
+                "{id}-{variant}: not the {backend} backend's trace"
+            );
+        }
         let findings: serde_json::Value =
             serde_json::from_slice(&std::fs::read(run_dir.join("findings.json")).unwrap()).unwrap();
         let f = findings

@@ -78,7 +78,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     }
     if let Some(dir) = &args.trace {
         let opener = Opener::new(true)?;
-        let mut tracer = LabTracer::new(&opener, dir, args.trace_freq)
+        let bpf = super::record::diagnose_with_bpf(args.backend);
+        let mut tracer = LabTracer::new(&opener, dir, args.trace_freq, bpf)
             .map_err(|e| anyhow::anyhow!("cannot create --trace {}: {e}", dir.display()))?;
         let checks = trace_lab(&scenarios, &mut ctx, &mut tracer);
         output.finish();
