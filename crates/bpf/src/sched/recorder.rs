@@ -74,11 +74,19 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// went on for seconds after the command had ended, the stack map filling meanwhile.)
 const RECORDS_PER_PASS: u32 = 4096;
 
-/// Ring mode: how often the stacks nothing in the window names leave the kernel's map.
+/// Ring mode: how often the stacks nothing in the window names leave the kernel's map …
 const EVICT_EVERY: Duration = Duration::from_secs(5);
 
-/// Otherwise, how often the stacks in the kernel's map are moved into the file.
-const FLUSH_STACKS_EVERY: Duration = Duration::from_secs(1);
+/// … or, when half the map's entries were added since, at most this often (each eviction
+/// reads the whole map).
+const EVICT_FILLING_EVERY: Duration = Duration::from_secs(1);
+
+/// Otherwise, how often the stacks in the kernel's map are moved into the file (sooner
+/// when half the map's entries were added). Not every second: each move deletes the
+/// entries, the kernel frees them in deferred work, and a stack walked again after it is
+/// added and written again; every second cost the drain a fifth more CPU on
+/// `bench/record/overhead.sh`'s tar workload (25 against 20 ms for five runs).
+const FLUSH_STACKS_EVERY: Duration = Duration::from_secs(10);
 
 /// What the drain thread is asked while it records.
 enum Ask {
@@ -377,7 +385,7 @@ fn run(
         let filling = issued.wrapping_sub(issued_at_pass) >= options.stack_entries / 2;
         let since = now.duration_since(evicted_at);
         if d.window().is_some()
-            && (since >= EVICT_EVERY || (filling && since >= FLUSH_STACKS_EVERY))
+            && (since >= EVICT_EVERY || (filling && since >= EVICT_FILLING_EVERY))
         {
             (evicted_at, issued_at_pass) = (now, issued);
             evict_stacks(&mut skel, &mut d);
