@@ -74,17 +74,30 @@ pub(crate) fn load_and_attach<'obj>(
         }
     }
     if !options.faults_and_block {
-        open.progs.on_block_issue.set_autoload(false);
-        open.progs.on_block_complete.set_autoload(false);
         open.progs.on_major_fault.set_autoload(false);
     }
     // tp_btf programs name their tracepoint at load: one the kernel lacks (the page-fault
-    // tracepoints are x86's) would fail the whole load, so it is not loaded.
-    for (name, prog) in [
-        ("page_fault_user", &mut open.progs.on_page_fault_user),
-        ("page_fault_kernel", &mut open.progs.on_page_fault_kernel),
+    // tracepoints are x86's, the block ones need CONFIG_BLOCK) would fail the whole load,
+    // so it is not loaded.
+    for (category, name, prog) in [
+        ("block", "block_rq_issue", &mut open.progs.on_block_issue),
+        (
+            "block",
+            "block_rq_complete",
+            &mut open.progs.on_block_complete,
+        ),
+        (
+            "exceptions",
+            "page_fault_user",
+            &mut open.progs.on_page_fault_user,
+        ),
+        (
+            "exceptions",
+            "page_fault_kernel",
+            &mut open.progs.on_page_fault_kernel,
+        ),
     ] {
-        if !options.faults_and_block || !kernel_has_tracepoint("exceptions", name) {
+        if !options.faults_and_block || !kernel_has_tracepoint(category, name) {
             prog.set_autoload(false);
         }
     }
