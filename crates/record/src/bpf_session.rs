@@ -83,11 +83,38 @@ impl BpfRecorded {
                 s.stacks_lost
             ));
         }
+        if let Some(line) = missed_line(&s.programs) {
+            w.push(line);
+        }
         for what in &s.unattached {
             w.push(format!("not recorded: {what}"));
         }
         w
     }
+}
+
+/// The events the kernel did not give to the recorder's programs (each came on a CPU
+/// where the program for its kind was already running: an interrupt's wake-up during
+/// another's), by kind, most first; `None` when none was.
+fn missed_line(programs: &[slowlab_bpf::sched::ProgramCost]) -> Option<String> {
+    let mut by_kind: Vec<(&str, u64)> = Vec::new();
+    for p in programs.iter().filter(|p| p.recursion_misses > 0) {
+        let Some(kind) = p.events() else { continue };
+        match by_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += p.recursion_misses,
+            None => by_kind.push((kind, p.recursion_misses)),
+        }
+    }
+    by_kind.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let total: u64 = by_kind.iter().map(|(_, n)| n).sum();
+    let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    (total > 0).then(|| {
+        format!(
+            "{total} events lost: each came while the recorder was recording another of its \
+             kind on the same CPU ({})",
+            kinds.join(", ")
+        )
+    })
 }
 
 /// The first of `got` that stops a recording (SIGUSR2 does not).
@@ -268,7 +295,7 @@ fn run_until_stopped(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_bpf::sched::SchedStats;
+    use slowlab_bpf::sched::{ProgramCost, SchedStats};
 
     #[test]
     fn losses_become_warnings() {
@@ -286,13 +313,30 @@ mod tests {
         r.stats.dropped = 3;
         r.stats.stacks_lost = 5;
         r.stats.unattached = vec!["syscalls:sys_enter_flock: no such tracepoint".into()];
+        let missed = |name: &str, recursion_misses| ProgramCost {
+            name: name.into(),
+            recursion_misses,
+            ..ProgramCost::default()
+        };
+        r.stats.programs = vec![
+            missed("on_block_complete", 2),
+            missed("on_waking", 3),
+            missed("on_switch", 0),
+            // The recorder's own faults, raised inside the program: not the work's.
+            missed("on_page_fault_kernel", 140),
+            missed("on_block_issue", 1),
+        ];
         assert_eq!(
             r.warnings(),
             [
                 "3 events lost: the BPF ring buffer was full",
                 "5 events have no stack: the stack map was full",
+                "6 events lost: each came while the recorder was recording another of its \
+                 kind on the same CPU (3 disk requests, 3 wake-ups)",
                 "not recorded: syscalls:sys_enter_flock: no such tracepoint"
             ]
         );
+        r.stats.programs = vec![missed("on_page_fault_kernel", 140)];
+        assert_eq!(r.warnings().len(), 3, "{:?}", r.warnings());
     }
 }

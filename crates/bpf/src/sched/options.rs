@@ -147,6 +147,30 @@ impl ProgramCost {
     pub fn mean_ns(&self) -> u64 {
         self.run_ns.checked_div(self.runs).unwrap_or(0)
     }
+
+    /// The events the program records, to say what its missed runs lost (`wake-ups`, …);
+    /// `None` for the page-fault programs, whose missed runs are faults raised inside them
+    /// by their own reads of user memory: the recorder's, not the work's (perf does not
+    /// record its own either).
+    pub fn events(&self) -> Option<&'static str> {
+        let name = self.name.as_str();
+        Some(match name {
+            "on_switch" => "context switches",
+            "on_waking" => "wake-ups",
+            "on_sample" => "CPU samples",
+            "on_fork" | "on_exec" | "on_exit" | "on_rename" => "process lifetimes",
+            "on_block_issue" | "on_block_complete" => "disk requests",
+            "on_major_fault" => "major faults",
+            "on_page_fault_user" | "on_page_fault_kernel" => return None,
+            _ if ["call_", "ret_", "enter_", "exit_", "on_raw_sys_"]
+                .iter()
+                .any(|p| name.starts_with(p)) =>
+            {
+                "syscalls"
+            }
+            _ => "events",
+        })
+    }
 }
 
 /// The kernel's run count and run time of a loaded program; `None` when they cannot be read
