@@ -199,8 +199,7 @@ impl BpfRecording {
         })
     }
 
-    /// Stops it and writes the side files; nothing but the trace's own partial file is
-    /// left when the recorder fails.
+    /// Stops it and writes the side files (discarded when the recorder fails).
     pub fn stop(self) -> Result<BpfRecorded, RecordError> {
         self.finish(Ok((0, None, None)))
     }
