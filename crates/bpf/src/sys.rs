@@ -172,3 +172,9 @@ mod tests {
         assert_eq!(effective_caps("Name:\tx\n"), None);
     }
 }
+
+/// The calling thread's id.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}

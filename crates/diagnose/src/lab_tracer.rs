@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use slowlab_bpf::sched::SchedOptions;
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
 use slowlab_record::{BpfRecording, Recording};
@@ -55,7 +56,13 @@ impl Tracer for LabTracer<'_> {
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
         let cfg = recording(run_dir.join("trace.data"), self.freq, Vec::new());
         let running = if self.bpf {
-            Running::Bpf(BpfRecording::start(&cfg.output, &bpf_options(&cfg))?)
+            // The scenarios' work is partly this process's own (a thread that times the
+            // teardown lock, the namespaces it makes): recorded as any other's.
+            let options = SchedOptions {
+                record_own_process: true,
+                ..bpf_options(&cfg)
+            };
+            Running::Bpf(BpfRecording::start(&cfg.output, &options)?)
         } else {
             Running::Perf(Recording::start(&cfg)?)
         };

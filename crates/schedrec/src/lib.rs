@@ -475,6 +475,32 @@ mod tests {
     }
 
     #[test]
+    fn a_process_first_seen_through_a_worker_thread_is_named_after_its_leader() {
+        let thread = |pid, tid, comm: &str| SchedThread {
+            pid,
+            tid,
+            comm: comm.into(),
+        };
+        let log = SchedLog {
+            nr_cpus: 1,
+            threads: vec![thread(10, 12, "slowlab-sched"), thread(10, 10, "slowlab")],
+            // The worker runs first; the leader later.
+            records: vec![
+                record(RecordKind::Sample, 100, 12, 0, 10, 0, 0),
+                record(RecordKind::Sample, 200, 10, 0, 10, 0, 0),
+            ],
+            ..SchedLog::default()
+        };
+        let mut opts = ReadOptions::default();
+        opts.symbols.symbolize = false;
+        let trace = build_trace(&log, &opts);
+        let p = trace.processes.iter().find(|p| p.pid == 10).unwrap();
+        assert_eq!(trace.str(p.comm), "slowlab");
+        let worker = trace.threads.iter().find(|t| t.tid == 12).unwrap();
+        assert_eq!(trace.str(worker.comm), "slowlab-sched");
+    }
+
+    #[test]
     fn syscalls_disk_requests_and_faults_become_the_events_perf_gives() {
         let log = SchedLog {
             nr_cpus: 2,

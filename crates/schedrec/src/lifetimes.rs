@@ -102,6 +102,14 @@ impl Lifetimes {
             return t;
         }
         let pid = self.pid_of(tid);
+        // A process first seen through another thread than its leader (a worker named
+        // otherwise, `slowlab-sched`) is still named after its leader.
+        if !self.procs.contains_key(&pid) {
+            if let Some(leader) = self.comm_of(pid).map(str::to_string) {
+                let leader = self.s(trace, &leader);
+                self.process(trace, pid, leader);
+            }
+        }
         let comm = self
             .comm_of(tid)
             .or_else(|| self.comm_of(pid))

@@ -32,7 +32,8 @@
 // `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
 // `counters[COUNTER_STACK_LOST]`.
 //
-// It filters no process but the recorder's own (recorder_tgid), reads no /proc and names
+// It filters no process but the recorder's own (recorder_tgid; or only its draining
+// thread, recorder_tid), reads no /proc and names
 // nothing: user space does that. Keep
 // the record layout in sync with src/schedrec/format.rs.
 //
@@ -245,14 +246,21 @@ const volatile __u64 text_end = 0;
 // of them, and a wake-up of its reader would walk the stacks of whichever thread raised it.
 const volatile __u32 recorder_tgid = 0;
 
-static __always_inline bool is_recorder(__u32 tgid)
+// Or only the recorder's draining thread (user space sets it before load, in place of
+// recorder_tgid, when the process's other threads do the work recorded: `lab --trace`).
+const volatile __u32 recorder_tid = 0;
+
+// Whether the thread `tid` of process `tgid` is the recorder's.
+static __always_inline bool is_recorder(__u32 tgid, __u32 tid)
 {
-	return recorder_tgid != 0 && tgid == recorder_tgid;
+	return (recorder_tgid != 0 && tgid == recorder_tgid) ||
+	       (recorder_tid != 0 && tid == recorder_tid);
 }
 
 static __always_inline bool current_is_recorder(void)
 {
-	return is_recorder(bpf_get_current_pid_tgid() >> 32);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	return is_recorder(pid_tgid >> 32, (__u32)pid_tgid);
 }
 
 // x86-64's kernel stacks (THREAD_SIZE without KASAN): an address within this much of a
@@ -766,7 +774,7 @@ int on_switch(__u64 *ctx)
 	__u8 state = state_index(preempt, prev_state, prev->exit_state);
 	r->c = state;
 	bool blocks = state != 0 && state != 0xff;
-	if (is_recorder(prev->tgid)) {
+	if (is_recorder(prev->tgid, prev->pid)) {
 		bpf_ringbuf_submit(r, wakeup_flag());
 		return 0;
 	}
@@ -800,11 +808,11 @@ int on_waking(__u64 *ctx)
 	r->a = p->pid;
 	r->b = p->thread_info.cpu;
 	bool task = (__u32)pid_tgid != 0;
-	if (is_recorder(pid_tgid >> 32) || is_recorder(p->tgid)) {
+	if (is_recorder(pid_tgid >> 32, (__u32)pid_tgid) || is_recorder(p->tgid, p->pid)) {
 		// The recorder waking a thread of another process (passing a stop signal on to
 		// the command's group): its kernel stack says it was a signal, not what the
 		// thread waited for.
-		if (!is_recorder(p->tgid) && stack_mode != STACKS_NONE)
+		if (!is_recorder(p->tgid, p->pid) && stack_mode != STACKS_NONE)
 			r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 		bpf_ringbuf_submit(r, wakeup_flag());
 		return 0;
@@ -1382,7 +1390,7 @@ SEC("perf_event")
 int on_major_fault(struct bpf_perf_event_data *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (is_recorder(pid_tgid >> 32))
+	if (is_recorder(pid_tgid >> 32, (__u32)pid_tgid))
 		return 0;
 	struct rec_fault *r = (struct rec_fault *)reserve(sizeof(struct rec_fault),
 							  KIND_MAJOR_FAULT, (__u32)pid_tgid);
@@ -1430,7 +1438,7 @@ static __always_inline int page_fault(__u64 *ctx, __u8 user)
 	if (is_walking_user())
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (is_recorder(pid_tgid >> 32))
+	if (is_recorder(pid_tgid >> 32, (__u32)pid_tgid))
 		return 0;
 	struct rec_page_fault *r = (struct rec_page_fault *)reserve(
 		sizeof(struct rec_page_fault), KIND_PAGE_FAULT, (__u32)pid_tgid);

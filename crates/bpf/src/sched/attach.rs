@@ -50,8 +50,13 @@ pub(crate) fn load_and_attach<'obj>(
         rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
         rodata.capture_paths = options.paths;
         // This process drains the ring and reads /proc: its own syscalls and faults are
-        // left out, its switches and wake-ups have no stacks (sched.bpf.c).
-        rodata.recorder_tgid = std::process::id();
+        // left out, its switches and wake-ups have no stacks (sched.bpf.c). Or only this
+        // thread's, the one that drains (the programs are loaded on it).
+        if options.record_own_process {
+            rodata.recorder_tid = crate::sys::gettid();
+        } else {
+            rodata.recorder_tgid = std::process::id();
+        }
         // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
         let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
         rodata.reuse_sites = reuse;

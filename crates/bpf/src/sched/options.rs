@@ -78,6 +78,11 @@ pub struct SchedOptions {
     /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
     /// `_kernel`; both with their stacks), as perf's event set does. On by default.
     pub faults_and_block: bool,
+    /// Whether this process's threads are recorded as any other's, but the recorder's own
+    /// draining thread: for a caller whose other threads do the work recorded (`lab
+    /// --trace`). Otherwise the whole process is the recorder's: its syscalls and faults
+    /// are left out and its switches and wake-ups have no stacks.
+    pub record_own_process: bool,
 }
 
 impl Default for SchedOptions {
@@ -94,6 +99,7 @@ impl Default for SchedOptions {
             paths: true,
             raw_syscalls: false,
             faults_and_block: true,
+            record_own_process: false,
         }
     }
 }
