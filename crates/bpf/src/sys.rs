@@ -161,6 +161,12 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// The calling thread's id.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,10 +177,4 @@ mod tests {
         assert_eq!(effective_caps(status), Some(0x1ff_ffff_ffff));
         assert_eq!(effective_caps("Name:\tx\n"), None);
     }
-}
-
-/// The calling thread's id.
-pub(crate) fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() as u32 }
 }
