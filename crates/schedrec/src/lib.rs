@@ -439,13 +439,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_thread_alive_at_the_start_that_never_runs_is_in_the_trace() {
-        let thread = |pid, tid, comm: &str| SchedThread {
+    /// A thread /proc named at the start.
+    fn thread(pid: u32, tid: u32, comm: &str) -> SchedThread {
+        SchedThread {
             pid,
             tid,
             comm: comm.into(),
-        };
+        }
+    }
+
+    /// The trace of `log`, its addresses left unsymbolized.
+    fn unsymbolized_trace(log: &SchedLog) -> Trace {
+        let mut opts = ReadOptions::default();
+        opts.symbols.symbolize = false;
+        build_trace(log, &opts)
+    }
+
+    #[test]
+    fn a_thread_alive_at_the_start_that_never_runs_is_in_the_trace() {
         let log = SchedLog {
             nr_cpus: 1,
             threads: vec![
@@ -456,9 +467,7 @@ mod tests {
             records: vec![record(RecordKind::Sample, 100, 11, 0, 10, 0, 0)],
             ..SchedLog::default()
         };
-        let mut opts = ReadOptions::default();
-        opts.symbols.symbolize = false;
-        let trace = build_trace(&log, &opts);
+        let trace = unsymbolized_trace(&log);
         let hung = trace
             .processes
             .iter()
@@ -476,11 +485,6 @@ mod tests {
 
     #[test]
     fn a_process_first_seen_through_a_worker_thread_is_named_after_its_leader() {
-        let thread = |pid, tid, comm: &str| SchedThread {
-            pid,
-            tid,
-            comm: comm.into(),
-        };
         let log = SchedLog {
             nr_cpus: 1,
             threads: vec![thread(10, 12, "slowlab-sched"), thread(10, 10, "slowlab")],
@@ -491,9 +495,7 @@ mod tests {
             ],
             ..SchedLog::default()
         };
-        let mut opts = ReadOptions::default();
-        opts.symbols.symbolize = false;
-        let trace = build_trace(&log, &opts);
+        let trace = unsymbolized_trace(&log);
         let p = trace.processes.iter().find(|p| p.pid == 10).unwrap();
         assert_eq!(trace.str(p.comm), "slowlab");
         let worker = trace.threads.iter().find(|t| t.tid == 12).unwrap();
