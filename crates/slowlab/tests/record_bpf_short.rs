@@ -40,11 +40,11 @@ fn short_processes_have_their_own_code_named() {
     );
     let v = analyze_spin(&trace);
     let functions = v["functions"].as_array().expect("functions");
-    let self_of = |name: &str| -> u64 {
+    let inclusive_of = |name: &str| -> u64 {
         functions
             .iter()
             .filter(|f| f["name"] == name)
-            .map(|f| f["self"].as_u64().unwrap())
+            .map(|f| f["inclusive"].as_u64().unwrap())
             .sum()
     };
     let unnamed: u64 = functions
@@ -53,15 +53,17 @@ fn short_processes_have_their_own_code_named() {
         .map(|f| f["self"].as_u64().unwrap())
         .sum();
     let total = v["samples"].as_u64().unwrap();
-    let crunch = self_of("crunch");
-    eprintln!("spin: {total} samples, {crunch} in crunch, {unnamed} in no module");
+    let crunch = inclusive_of("crunch");
+    eprintln!("spin: {total} samples, {crunch} under crunch, {unnamed} in no module");
     // 20 × 20 ms of CPU at 1000 Hz: ~400 samples.
     assert!(total >= 200, "too few samples of spin: {total}");
-    // `crunch` is spin's CPU but its start and exit in the kernel (92% with perf, 89 to
-    // 95% here); no user frame is left outside every mapping.
+    // `crunch` is under every sample of spin but its start and exit (91% in a CI run),
+    // interrupts included: on a busy machine softirqs took 14% of its samples in the
+    // kernel (its self share fell to 78%), so the share counted is the inclusive one. No
+    // user frame is left outside every mapping.
     assert!(
         crunch as f64 >= 0.8 * total as f64 && unnamed as f64 <= 0.05 * total as f64,
-        "crunch named in {crunch} of {total} samples, {unnamed} unnamed: {functions:#?}"
+        "crunch under {crunch} of {total} samples, {unnamed} unnamed: {functions:#?}"
     );
 }
 
