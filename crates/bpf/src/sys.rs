@@ -1,8 +1,8 @@
 //! The operating-system checks around a capture: privileges, where tracefs is, which
 //! syscall tracepoints the running kernel has, the locked-memory limit, and the clocks.
 //!
-//! It reads `/proc` and tracefs and calls `setrlimit`/`clock_gettime`; it does not load
-//! anything into the kernel.
+//! It reads `/proc` and tracefs, mounts tracefs where it is missing (as perf does), and
+//! calls `setrlimit`/`clock_gettime`; it does not load anything into the kernel.
 
 use std::fs;
 use std::io;
@@ -51,9 +51,42 @@ fn effective_caps(status: &str) -> Option<u64> {
     u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
 }
 
+/// Mounts tracefs at `/sys/kernel/tracing` when neither tracefs root has `events/` and
+/// this process may mount (root), as perf does on its first use of a tracepoint: libbpf
+/// finds a `tracepoint/` program's event id there, so without it every syscall program
+/// fails to attach. A machine booted without systemd (a container, a minimal VM) has no
+/// tracefs mounted. The mount is left in place, as perf leaves it; a failure is left to the
+/// attach that follows to report.
+pub(crate) fn mount_tracefs_if_absent() {
+    if [DEBUGFS_TRACING, TRACEFS]
+        .iter()
+        .any(|root| Path::new(root).join("events").is_dir())
+    {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let cstr = |s: &str| std::ffi::CString::new(s).expect("no NUL in a constant");
+    let (source, target, fstype) = (cstr("nodev"), cstr(TRACEFS), cstr("tracefs"));
+    // SAFETY: the three strings are valid NUL-terminated C strings that outlive the call;
+    // a null `data` is allowed.
+    unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        );
+    }
+}
+
 /// The `events/syscalls` directory of the tracefs libbpf will use, or a clear error when
 /// tracefs is not mounted, not readable, or has no syscall tracepoints.
 pub(crate) fn syscall_events_dir() -> Result<PathBuf, BpfError> {
+    mount_tracefs_if_absent();
     let root = if Path::new(DEBUGFS_TRACING).exists() {
         DEBUGFS_TRACING
     } else {

@@ -86,11 +86,38 @@ impl BpfRecorded {
         if let Some(line) = missed_line(&s.programs) {
             w.push(line);
         }
-        for what in &s.unattached {
-            w.push(format!("not recorded: {what}"));
-        }
+        w.extend(unattached_lines(&s.unattached));
         w
     }
+}
+
+/// One warning line per reason the tracepoints of `unattached` (each `NAME: REASON`) were
+/// not attached: a kernel or a tracefs that lacks them fails dozens alike, and one line
+/// naming the first few says so without burying the rest of the warnings.
+fn unattached_lines(unattached: &[String]) -> Vec<String> {
+    const NAMED: usize = 3;
+    let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+    for what in unattached {
+        let (name, reason) = what.split_once(": ").unwrap_or((what, "not attached"));
+        match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, names)) => names.push(name),
+            None => by_reason.push((reason, vec![name])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, names)| match names.as_slice() {
+            [one] => format!("not recorded: {one}: {reason}"),
+            _ => {
+                let more = if names.len() > NAMED { ", …" } else { "" };
+                format!(
+                    "not recorded: {} tracepoints ({}{more}): {reason}",
+                    names.len(),
+                    names[..names.len().min(NAMED)].join(", ")
+                )
+            }
+        })
+        .collect()
 }
 
 /// The events the kernel did not give to the recorder's programs (each came on a CPU
@@ -337,5 +364,24 @@ mod tests {
         );
         r.stats.programs = vec![missed("on_page_fault_kernel", 140)];
         assert_eq!(r.warnings().len(), 3, "{:?}", r.warnings());
+    }
+
+    #[test]
+    fn tracepoints_unattached_for_one_reason_are_one_line() {
+        let enoent = "failed to attach BPF program: No such file or directory (os error 2)";
+        let mut unattached: Vec<String> = ["call_openat", "ret_openat", "call_stat", "ret_stat"]
+            .iter()
+            .map(|name| format!("{name}: {enoent}"))
+            .collect();
+        unattached.push("syscalls:sys_enter_flock: no such tracepoint".into());
+        assert_eq!(
+            unattached_lines(&unattached),
+            [
+                format!(
+                    "not recorded: 4 tracepoints (call_openat, ret_openat, call_stat, …): {enoent}"
+                ),
+                "not recorded: syscalls:sys_enter_flock: no such tracepoint".into(),
+            ]
+        );
     }
 }

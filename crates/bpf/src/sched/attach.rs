@@ -33,6 +33,7 @@ pub(crate) fn load_and_attach<'obj>(
     options: &SchedOptions,
 ) -> Result<Attached<'obj>, BpfError> {
     let ring_bytes = options.ring_bytes;
+    crate::sys::mount_tracefs_if_absent();
     let mut open = SchedSkelBuilder::default()
         .open(object)
         .map_err(|e| load_error(e, ring_bytes))?;
