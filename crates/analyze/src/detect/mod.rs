@@ -142,12 +142,17 @@ impl<'a> Context<'a> {
         &'p self,
         pred: &'p dyn Fn(&str) -> bool,
     ) -> impl FnMut(Option<StackIdx>) -> bool + 'p {
-        let mut verdict: HashMap<Option<StackIdx>, bool, BuildFx> = HashMap::default();
-        move |stack| {
-            *verdict
-                .entry(stack)
-                .or_insert_with(|| self.stack_has(stack, pred))
-        }
+        judged_once(move |stack| self.stack_has(stack, pred))
+    }
+
+    /// A test of a whole stack's names (as [`Context::names`] gives them,
+    /// innermost first), judging each distinct stack once, as
+    /// [`Context::stack_test`] does.
+    pub fn stack_names_test<'p>(
+        &'p self,
+        pred: &'p dyn Fn(&[String]) -> bool,
+    ) -> impl FnMut(Option<StackIdx>) -> bool + 'p {
+        judged_once(move |stack| pred(&self.names(stack)))
     }
 
     /// Function names of a stack, innermost first; code without symbols is
@@ -606,6 +611,15 @@ pub fn trend(values: &[f64]) -> f64 {
 /// The median of the sweep statistics (NaN when empty): one median in the
 /// workspace.
 pub use slowlab_sweep::stats::median;
+
+/// `verdict` of each distinct stack, computed the first time the stack is
+/// asked about and remembered.
+fn judged_once<'p>(
+    verdict: impl Fn(Option<StackIdx>) -> bool + 'p,
+) -> impl FnMut(Option<StackIdx>) -> bool + 'p {
+    let mut judged: HashMap<Option<StackIdx>, bool, BuildFx> = HashMap::default();
+    move |stack| *judged.entry(stack).or_insert_with(|| verdict(stack))
+}
 
 #[cfg(test)]
 mod tests {

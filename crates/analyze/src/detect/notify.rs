@@ -47,7 +47,7 @@ fn in_permission_wait(name: &str) -> bool {
 }
 
 /// (total ns, count, a blocking stack) of one process's permission waits.
-type PermissionWaits = (u64, u64, Option<slowlab_model::trace::StackIdx>);
+type PermissionWaits = (u64, u64, Option<StackIdx>);
 
 pub fn detect_permission(cx: &Context) -> Vec<Finding> {
     // (waiting process, watcher process) → (total ns, count, a blocking stack)
@@ -154,12 +154,7 @@ pub fn detect_overhead(cx: &Context) -> Vec<Finding> {
     }
     // Or waits (in a read, a poll, an epoll) ended by a notification queued for them.
     let mut reading = cx.stack_test(&reads_notifications);
-    let mut queued: HashMap<Option<StackIdx>, bool, BuildFx> = HashMap::default();
-    let mut notified = |stack| {
-        *queued
-            .entry(stack)
-            .or_insert_with(|| queues_a_notification(&cx.names(stack)))
-    };
+    let mut notified = cx.stack_names_test(&queues_a_notification);
     for w in &cx.schedule.waits {
         if reading(w.stack) || notified(w.waker_stack) {
             watchers.insert(cx.culprit(cx.process_of(w.thread)).comm.unwrap_or_default());

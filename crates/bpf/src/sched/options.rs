@@ -168,9 +168,10 @@ impl ProgramCost {
             "on_block_issue" | "on_block_complete" => "disk requests",
             "on_major_fault" => "major faults",
             "on_page_fault_user" | "on_page_fault_kernel" => return None,
-            _ if ["call_", "ret_", "enter_", "exit_", "on_raw_sys_"]
-                .iter()
-                .any(|p| name.starts_with(p)) =>
+            _ if super::attach::is_detector_syscall_program(name)
+                || ["enter_", "exit_", "on_raw_sys_"]
+                    .iter()
+                    .any(|p| name.starts_with(p)) =>
             {
                 "syscalls"
             }
