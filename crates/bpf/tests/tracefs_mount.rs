@@ -20,27 +20,16 @@ fn tracefs_mounted() -> bool {
     Path::new(TRACEFS).join("events").is_dir()
 }
 
-fn c(s: &str) -> CString {
-    CString::new(s).expect("no NUL")
-}
-
-/// Mounts tracefs back when it is missing at the end of the test, whatever happened.
+/// Mounts tracefs back when it is missing at the end of the test, whatever happened (with
+/// mount(8), not the code under test).
 struct Remount;
 
 impl Drop for Remount {
     fn drop(&mut self) {
         if !tracefs_mounted() {
-            let (source, target, fstype) = (c("nodev"), c(TRACEFS), c("tracefs"));
-            // SAFETY: valid NUL-terminated strings that outlive the call; null data.
-            unsafe {
-                libc::mount(
-                    source.as_ptr(),
-                    target.as_ptr(),
-                    fstype.as_ptr(),
-                    0,
-                    std::ptr::null(),
-                )
-            };
+            let _ = std::process::Command::new("mount")
+                .args(["-t", "tracefs", "nodev", TRACEFS])
+                .status();
         }
     }
 }
@@ -60,7 +49,7 @@ fn the_recorder_mounts_a_missing_tracefs_and_records_syscalls() {
     }
     let _remount = Remount;
     if tracefs_mounted() {
-        let target = c(TRACEFS);
+        let target = CString::new(TRACEFS).expect("no NUL");
         // SAFETY: a valid NUL-terminated path.
         if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
             let e = std::io::Error::last_os_error();
