@@ -57,7 +57,7 @@ fn effective_caps(status: &str) -> Option<u64> {
 /// fails to attach. A machine booted without systemd (a container, a minimal VM) has no
 /// tracefs mounted. The mount is left in place, as perf leaves it; a failure is left to the
 /// attach that follows to report.
-pub(crate) fn mount_tracefs_if_absent() {
+pub fn mount_tracefs_if_absent() {
     if [DEBUGFS_TRACING, TRACEFS]
         .iter()
         .any(|root| Path::new(root).join("events").is_dir())

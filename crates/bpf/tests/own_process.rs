@@ -10,6 +10,9 @@ use slowlab_bpf::sched::format::RecordKind;
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
 use slowlab_bpf::BpfError;
 
+#[path = "support/sched_log.rs"]
+mod sched_log;
+
 /// Records while a thread of this process looks up `missing` 20 times; returns how many
 /// of those lookups' paths the recording has, and how many syscalls of the recorder's
 /// draining thread (`slowlab-sched`) it has; `None` when the recorder cannot run here.
@@ -40,12 +43,7 @@ fn record_own_lookups(record_own_process: bool, missing: &Path) -> Option<(usize
     std::thread::sleep(Duration::from_millis(200));
     recorder.stop().expect("the stop");
     let log = read_sched(&out).expect("the recording reads back");
-    let missing = missing.to_string_lossy();
-    let lookups = log
-        .records
-        .iter()
-        .filter(|r| r.kind == RecordKind::Path && r.path.as_deref() == Some(&*missing))
-        .count();
+    let lookups = sched_log::path_records(&log, &missing.to_string_lossy());
     let pid = std::process::id();
     let drain: Vec<u32> = log
         .threads

@@ -11,8 +11,10 @@
 use std::ffi::CString;
 use std::path::Path;
 
-use slowlab_bpf::sched::format::RecordKind;
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
+
+#[path = "support/sched_log.rs"]
+mod sched_log;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -81,11 +83,6 @@ fn the_recorder_mounts_a_missing_tracefs_and_records_syscalls() {
         stats.unattached
     );
     let log = read_sched(&out).expect("the recording reads back");
-    let missing = missing.to_string_lossy();
-    let lookups = log
-        .records
-        .iter()
-        .filter(|r| r.kind == RecordKind::Path && r.path.as_deref() == Some(&*missing))
-        .count();
+    let lookups = sched_log::path_records(&log, &missing.to_string_lossy());
     assert_eq!(lookups, 5, "the five lookups' paths are not all recorded");
 }

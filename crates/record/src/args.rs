@@ -6,7 +6,6 @@
 //! It runs no perf; `perf_process` and `session` do.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::{CallGraph, Config, RecordError};
 
@@ -197,13 +196,8 @@ pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
         }
     }
     if !tracepoint_exists("sched:sched_switch") {
-        if root {
-            // perf mounts tracefs itself on first use; make sure it is there.
-            let _ = Command::new("mount")
-                .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-                .stderr(Stdio::null())
-                .status();
-        }
+        // perf mounts tracefs itself on first use; make sure it is there.
+        slowlab_bpf::mount_tracefs_if_absent();
         if !tracepoint_exists("sched:sched_switch") {
             warnings.push("tracefs is not available: recording CPU samples only (no context switches, faults or syscalls); mount it with `sudo mount -t tracefs nodev /sys/kernel/tracing`".into());
         }
