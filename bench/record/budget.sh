@@ -53,7 +53,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 untar warm >/dev/null
 plain_ms=$(untar plain)
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
-SCHED_STACKS=blocking "$EXAMPLE" "$WORK/budget.data" sleep infinity >"$WORK/budget.log" 2>&1 &
+SCHED_STACKS=${SCHED_STACKS:-blocking} "$EXAMPLE" "$WORK/budget.data" sleep infinity >"$WORK/budget.log" 2>&1 &
 recorder=$!
 sleep 1
 cpu_before=$(cpu_ns "$recorder")

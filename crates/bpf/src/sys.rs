@@ -175,6 +175,15 @@ pub(crate) fn page_size() -> u64 {
     u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
 }
 
+/// The lowest address a process can map (`vm.mmap_min_addr`; one page when it cannot be
+/// read): the eBPF user stack walk stops at a frame pointer below it, where a read fails.
+pub(crate) fn mmap_min_addr() -> u64 {
+    std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(page_size)
+}
+
 /// Reads a clock in nanoseconds; `CLOCK_MONOTONIC` is the clock of `bpf_ktime_get_ns`.
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {

@@ -283,7 +283,7 @@ struct stack {
 	__u64 ips[STACK_DEPTH];
 };
 
-// The distinct stacks, keyed by their hash (see stack_id). Not preallocated: an entry takes
+// The distinct stacks, keyed by their hash (see intern_stack). Not preallocated: an entry takes
 // ~1 KiB whatever its depth, and most recordings use a fraction of the entries.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -304,15 +304,22 @@ struct {
 	__type(value, struct stack);
 } scratch SEC(".maps");
 
-// Per CPU, the user stack user_site reads.
+// Per CPU, the user stack user_site reads, and user_stack_id's walk reads: slot 0 for the
+// tracepoint programs, slot 1 for the perf_event programs (as `scratch`).
 #define USER_WINDOW 1024
 struct user_window {
 	__u64 words[USER_WINDOW / 8];
+	// Where user_stack_id's walk is. In the map, not in bpf_loop's context on the BPF
+	// stack: the verifier knows nothing of a map's contents, so it checks the walk's
+	// callback once, not once for each state the walk could be in.
+	__u64 fp;    // the frame record to read next
+	__u64 base;  // the user address of the window's first word
+	__u32 have;  // bytes of the window read (0: none)
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct user_window);
 } user_window SEC(".maps");
@@ -393,32 +400,11 @@ static __always_inline bool is_walking_user(void)
 // caller (__schedule, try_to_wake_up, exc_page_fault), and so do these.
 #define TRACE_SKIP_FRAMES 2
 
-// The id of the stack of `ctx` (`flags`: 0 or BPF_F_USER_STACK, and a number of innermost
-// frames to skip) in `stacks`, adding it if
-// new; -1 when there is none (a kernel thread's user stack) or the map is full (counted).
-// `slot`: the scratch slot of the calling program.
-static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
+// The id of the stack `frames` deep walked into `s` (a scratch slot) in `stacks`, adding it
+// if new; -1 when the map is full (counted). `user`: a user stack (hashed apart from a
+// kernel one with the same addresses).
+static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool user)
 {
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
-	if (!s)
-		return -1;
-	__u32 size = sizeof(s->ips);
-	bool user = flags & BPF_F_USER_STACK;
-	if (!user) {
-		size = kernel_frames * sizeof(__u64);
-		if (size > sizeof(s->ips))
-			size = sizeof(s->ips);
-		if (size < sizeof(__u64))
-			size = sizeof(__u64);
-	}
-	if (user)
-		walking_user(1);
-	long bytes = bpf_get_stack(ctx, s->ips, size, flags);
-	if (user)
-		walking_user(-1);
-	if (bytes <= 0)
-		return -1;
-	__u32 frames = (__u32)bytes / sizeof(__u64);
 	s->frames = frames;  // take_stacks reads the walk back
 	// 64 bits: two distinct stacks of a recording share a hash with a chance of about
 	// n^2 / 2^65, never in practice.
@@ -445,6 +431,112 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 slot)
 		return -1;
 	}
 	return (__s32)s->id;
+}
+
+// The id of the kernel stack of `ctx` (`skip`: the number of innermost frames left out) in
+// `stacks` (intern_stack); -1 when there is none or the map is full. `slot`: the scratch
+// slot of the calling program.
+static __always_inline __s32 kernel_stack_id(void *ctx, __u64 skip, __u32 slot)
+{
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	if (!s)
+		return -1;
+	__u32 size = kernel_frames * sizeof(__u64);
+	if (size > sizeof(s->ips))
+		size = sizeof(s->ips);
+	if (size < sizeof(__u64))
+		size = sizeof(__u64);
+	long bytes = bpf_get_stack(ctx, s->ips, size, skip);
+	if (bytes <= 0)
+		return -1;
+	return intern_stack(s, (__u32)bytes / sizeof(__u64), false);
+}
+
+// Bytes of user stack the walk reads at once: the frame record it needs and, most often, the
+// next few frames' (a read costs about the same for 16 bytes or a kilobyte).
+#define WALK_WINDOW 512
+// The end of user addresses on x86-64 (TASK_SIZE_MAX with 4-level page tables): the
+// kernel's walk stops at a frame record not below it.
+#define USER_ADDR_END 0x00007ffffffff000ULL
+
+// The lowest address a process can map (user space sets it before load, from
+// /proc/sys/vm/mmap_min_addr): a read below it always fails.
+const volatile __u64 user_min_addr = 4096;
+
+// One frame of the walk (bpf_loop's callback), as the kernel's perf_callchain_user takes
+// it: the return address from the frame record at `fp` (the saved frame pointer, then the
+// return address), read with the window around it if the window does not hold it; the
+// walk goes on at the saved frame pointer, whatever it is, and ends where a read fails.
+static long user_walk_step(__u64 i, void *data)
+{
+	__u32 slot = *(__u32 *)data;
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct user_window *u = bpf_map_lookup_elem(&user_window, &slot);
+	if (!s || !u)
+		return 1;
+	__u64 fp = u->fp;
+	// Where the kernel's walk would read and fail (at 0 past the outermost frame, or at
+	// a small number in %rbp in code built without frame pointers), taking a page fault
+	// first: stop without reading.
+	if (fp < user_min_addr || fp >= USER_ADDR_END - 16)
+		return 1;
+	__u64 record[2];
+	if (fp & 7) {  // no frame record, but the kernel's walk reads it all the same
+		if (bpf_probe_read_user(record, sizeof(record), (void *)fp))
+			return 1;
+	} else {
+		if (fp < u->base || fp + 16 > u->base + u->have) {
+			u->have = 0;
+			if (bpf_probe_read_user(u->words, WALK_WINDOW, (void *)fp) == 0)
+				u->have = WALK_WINDOW;
+			else if (bpf_probe_read_user(u->words, 16, (void *)fp) == 0)
+				u->have = 16;  // readable memory ends nearer than a window
+			else
+				return 1;
+			u->base = fp;
+		}
+		__u32 at = (fp - u->base) / 8;
+		record[0] = u->words[at & (WALK_WINDOW / 8 - 1)];
+		record[1] = u->words[(at + 1) & (WALK_WINDOW / 8 - 1)];
+	}
+	__u32 f = s->frames;
+	if (f >= STACK_DEPTH)
+		return 1;
+	s->ips[f] = record[1];
+	s->frames = f + 1;
+	u->fp = record[0];
+	return 0;
+}
+
+// The id of the current thread's user stack in `stacks` (intern_stack), walked here along
+// its frame pointers from the registers at its kernel entry; -1 for a kernel thread or
+// when the map is full. `slot`: the scratch slot of the calling program.
+//
+// The frames are those of the kernel's walk (bpf_get_stack's BPF_F_USER_STACK,
+// perf_callchain_user, as perf records them), which follows whatever %rbp holds until a read
+// fails; the last read nearly always fails, at 0 past the outermost frame or at some small
+// number in code built without frame pointers, and that page fault, which the kernel
+// handles and gives up, cost ~1.2 us of a ~1.4 us walk on this VM (and ran the page-fault
+// tracepoint's program each time). This walk stops before a read that must fail.
+static __always_inline __s32 user_stack_id(__u32 slot)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & PF_KTHREAD)
+		return -1;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct user_window *u = bpf_map_lookup_elem(&user_window, &slot);
+	if (!regs || !s || !u)
+		return -1;
+	s->ips[0] = regs->ip;
+	s->frames = 1;
+	u->fp = regs->bp;
+	u->base = 0;
+	u->have = 0;
+	walking_user(1);
+	bpf_loop(STACK_DEPTH - 1, user_walk_step, &slot, 0);
+	walking_user(-1);
+	return intern_stack(s, s->frames, true);
 }
 
 static __always_inline __u64 mix(__u64 h, __u64 v)
@@ -665,7 +757,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	// walked, and that thread's user stack, which says nothing of the wake-up, not taken.
 	__u64 left = task_stack_left(ctx, task);
 	if (!left) {
-		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
+		r->kstack = kernel_stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 		return;
 	}
 	__u32 zero = 0;
@@ -690,7 +782,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	sites->recent = replaced;
 	struct site *site = &sites->slot[replaced];
 	site->key = 0;
-	r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
+	r->kstack = kernel_stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	// Where the walk's return addresses are in the window: each frame's after the one
 	// before (the walk begins at the tracepoint's caller, the program's own frames
 	// skipped: TRACE_SKIP_FRAMES). A loop of its own (bpf_loop) keeps the verifier's work
@@ -705,7 +797,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	bool whole = l.whole && l.found > 0 && l.next == l.frames && l.first < 4;
 	for (__u32 k = 0; k < SITE_FRAMES; k++)
 		site->pos[k] = l.pos[k];
-	r->ustack = kthread ? -1 : stack_id(ctx, BPF_F_USER_STACK, 0);
+	r->ustack = kthread ? -1 : user_stack_id(0);
 	if (whole && (kthread || r->ustack >= 0)) {
 		site->npos = l.found;
 		site->generation = stack_generation;
@@ -789,10 +881,10 @@ int on_switch(__u64 *ctx)
 	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && blocks))
-		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
+		r->kstack = kernel_stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	if (prev->pid != 0 &&
 	    (stack_mode == STACKS_ALL || (stack_mode == STACKS_BLOCKING && blocks)))
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+		r->ustack = user_stack_id(0);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -813,7 +905,7 @@ int on_waking(__u64 *ctx)
 		// the command's group): its kernel stack says it was a signal, not what the
 		// thread waited for.
 		if (!is_recorder(p->tgid, p->pid) && stack_mode != STACKS_NONE)
-			r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
+			r->kstack = kernel_stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 		bpf_ringbuf_submit(r, wakeup_flag());
 		return 0;
 	}
@@ -829,9 +921,9 @@ int on_waking(__u64 *ctx)
 	}
 	if (stack_mode == STACKS_ALL || stack_mode == STACKS_KERNEL ||
 	    (stack_mode == STACKS_BLOCKING && task))
-		r->kstack = stack_id(ctx, TRACE_SKIP_FRAMES, 0);
+		r->kstack = kernel_stack_id(ctx, TRACE_SKIP_FRAMES, 0);
 	if (task && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+		r->ustack = user_stack_id(0);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -862,16 +954,16 @@ struct kstack_cache {
 	__s32 id;
 };
 
-// The id of the kernel stack of `ctx` (stack_id's `flags` and `slot`) at `ip` and `sp`:
+// The id of the kernel stack of `ctx` (kernel_stack_id's `skip` and `slot`) at `ip` and `sp`:
 // the one in `c` if it applies, else walked and kept there. `c` 0: walked.
-static __always_inline __s32 cached_kstack(struct kstack_cache *c, void *ctx, __u64 flags,
+static __always_inline __s32 cached_kstack(struct kstack_cache *c, void *ctx, __u64 skip,
 					   __u32 slot, __u64 ip, __u64 sp)
 {
 	if (c && c->valid && c->ip == ip && c->sp == sp && c->generation == stack_generation) {
 		count(COUNTER_REUSED);
 		return c->id;
 	}
-	__s32 id = stack_id(ctx, flags, slot);
+	__s32 id = kernel_stack_id(ctx, skip, slot);
 	if (c && id >= 0) {
 		c->ip = ip;
 		c->sp = sp;
@@ -912,7 +1004,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (stack_mode != STACKS_NONE)
 		r->kstack = sample_kstack(ctx, pid_tgid == 0);
 	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
-		r->ustack = stack_id(ctx, BPF_F_USER_STACK, 1);
+		r->ustack = user_stack_id(1);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -1119,7 +1211,7 @@ static __always_inline __s32 call_ustack(void *ctx, __u8 which)
 		count(COUNTER_REUSED);
 		return last->ustack;
 	}
-	__s32 id = stack_id(ctx, BPF_F_USER_STACK, 0);
+	__s32 id = user_stack_id(0);
 	if (last && key && id >= 0) {
 		last->key = key;
 		last->ustack = id;
@@ -1399,9 +1491,9 @@ int on_major_fault(struct bpf_perf_event_data *ctx)
 	r->head.a = pid_tgid >> 32;
 	r->address = ctx->addr;
 	if (stack_mode != STACKS_NONE)
-		r->head.kstack = stack_id(ctx, 0, 1);
+		r->head.kstack = kernel_stack_id(ctx, 0, 1);
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
-		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 1);
+		r->head.ustack = user_stack_id(1);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
@@ -1452,7 +1544,7 @@ static __always_inline int page_fault(__u64 *ctx, __u8 user)
 	if (stack_mode != STACKS_NONE)
 		r->head.kstack = fault_kstack(ctx, user);
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
-		r->head.ustack = stack_id(ctx, BPF_F_USER_STACK, 0);
+		r->head.ustack = user_stack_id(0);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }

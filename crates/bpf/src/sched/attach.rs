@@ -50,6 +50,7 @@ pub(crate) fn load_and_attach<'obj>(
         rodata.stack_mode = options.stacks.bpf_value();
         rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
         rodata.capture_paths = options.paths;
+        rodata.user_min_addr = crate::sys::mmap_min_addr();
         // This process drains the ring and reads /proc: its own syscalls and faults are
         // left out, its switches and wake-ups have no stacks (sched.bpf.c). Or only this
         // thread's, the one that drains (the programs are loaded on it).
