@@ -126,20 +126,17 @@ fn waits_show_the_blocked_pipe_reader_and_the_thread_that_woke_it() {
     assert!(text.contains("<svg") && text.contains("pipe_read"));
 }
 
-// It stays alive 300 ms after its faults: the eBPF recorder (the default backend) names a
-// process's code from its /proc maps, read when its exec wakes the drain, and on a busy CI
-// machine a process of a few milliseconds was gone before that (all 1,007 faults' user
-// frames unnamed). That race is record_bpf_short.rs's subject; this test's is the faults.
+// It lives a few milliseconds: gone, on a busy machine, before the eBPF recorder (the
+// default backend) could read its /proc maps, its code is named from the mappings the
+// kernel reported (CI once had all 1,007 faults' user frames unnamed before it did).
 const TOUCH_PAGES: &str = r#"
 #include <sys/mman.h>
-#include <unistd.h>
 __attribute__((noinline)) void touch_pages(char *p, int n) {
     for (int i = 0; i < n; i++) p[i * 4096] = 1;
 }
 int main(void) {
     char *p = mmap(0, 1000 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     touch_pages(p, 1000);
-    usleep(300000);
     return 0;
 }
 "#;

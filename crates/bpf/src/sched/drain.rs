@@ -17,6 +17,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
+use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
 use super::ring::{MapStack, Sink, SnapshotInfo, Window};
 use crate::error::BpfError;
@@ -74,6 +75,9 @@ pub(crate) struct Drain {
     /// maps the libraries after the exec, so a user stack [`REREAD_AFTER_NS`] after the
     /// last read reads them again, until one comes [`SETTLED_AFTER_NS`] after the exec.
     young: HashMap<u32, (u64, u64)>,
+    /// Each process's executable mappings as the file has them last: its last
+    /// `/proc/PID/maps` read, and the mappings the kernel reported since (`mmaps`).
+    exec_maps: HashMap<u32, Vec<(u64, u64, String)>>,
     /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
     exited: VecDeque<(Instant, u32)>,
     pub(crate) error: Option<std::io::Error>,
@@ -86,6 +90,7 @@ impl Drain {
             pids: HashMap::default(),
             mapped: HashSet::default(),
             young: HashMap::default(),
+            exec_maps: HashMap::default(),
             exited: VecDeque::new(),
             error: None,
         }
@@ -159,11 +164,39 @@ impl Drain {
         let Some(maps) = proc_exec_maps(pid) else {
             return;
         };
-        if let Err(e) = self.writer.maps(pid, &maps) {
+        let lines = maps
+            .lines()
+            .filter_map(|l| {
+                let (start, end) = l.split_whitespace().next()?.split_once('-')?;
+                let hex = |v| u64::from_str_radix(v, 16).ok();
+                Some((hex(start)?, hex(end)?, l.to_string()))
+            })
+            .collect();
+        self.exec_maps.insert(pid, lines);
+        self.write_maps(pid, &maps);
+    }
+
+    /// An executable mapping the kernel reported (`mmaps`): a MAPS section of the process's
+    /// mappings with it in place of those it overlaps, so that a process gone before its
+    /// maps could be read has its code named all the same.
+    pub(crate) fn mapping(&mut self, m: ExecMapping) {
+        let known = self.exec_maps.entry(m.pid).or_default();
+        known.retain(|(start, end, _)| *end <= m.start || m.end <= *start);
+        known.push((m.start, m.end, m.line));
+        let text = known.iter().fold(String::new(), |mut s, (_, _, l)| {
+            s.push_str(l);
+            s.push('\n');
+            s
+        });
+        self.write_maps(m.pid, &text);
+    }
+
+    fn write_maps(&mut self, pid: u32, text: &str) {
+        if let Err(e) = self.writer.maps(pid, text) {
             self.error.get_or_insert(e);
         }
         if let Some(w) = self.window() {
-            w.note_mappings(pid, &maps);
+            w.note_mappings(pid, text);
         }
     }
 
@@ -203,6 +236,7 @@ impl Drain {
             if self.pids.remove(&tid) == Some(tid) {
                 self.mapped.remove(&tid);
                 self.young.remove(&tid);
+                self.exec_maps.remove(&tid);
             }
         }
     }

@@ -43,6 +43,7 @@ use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::{SchedEnd, SchedWriter};
+use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
 use super::ring::{partial_path, Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
@@ -297,8 +298,26 @@ fn run(
     let Attached {
         mut skel,
         links,
-        unattached,
+        mut unattached,
     } = setup!(load_and_attach(&mut object, &options));
+    // The executable mappings processes make from now on, as the kernel reports them.
+    let mut mmap_rings = match MmapRings::open(0..possible_cpus() as i32) {
+        Ok(rings) => Some(rings),
+        Err(e) => {
+            unattached.push(format!(
+                "executable mappings (a perf event with mmap tracking): {e}; a process gone \
+                 before the recorder read its /proc/PID/maps keeps its code unnamed"
+            ));
+            None
+        }
+    };
+    // The recorder's own mappings are left out, as its records are (but with `lab
+    // --trace`'s own process recorded).
+    let own_pid = if options.record_own_process {
+        0
+    } else {
+        std::process::id()
+    };
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
@@ -375,6 +394,9 @@ fn run(
             break;
         }
         let mut d = drain.borrow_mut();
+        if let Some(rings) = mmap_rings.as_mut() {
+            rings.read(own_pid, |m| d.mapping(m));
+        }
         if d.error.is_some() {
             break;
         }
@@ -436,6 +458,16 @@ fn run(
     }
     drop(ring);
     let mut drain = drain.into_inner();
+    if let Some(mut rings) = mmap_rings.take() {
+        rings.read(own_pid, |m| drain.mapping(m));
+        if rings.lost > 0 {
+            unattached.push(format!(
+                "executable mappings: {} reports lost (the drain fell behind); processes that \
+                 mapped code then may have frames unnamed",
+                rings.lost
+            ));
+        }
+    }
     if let Some(e) = drain.error.take() {
         return Err(BpfError::io(&output, e));
     }
