@@ -6,7 +6,8 @@
 //! `SCHED_KERNEL_FRAMES=N`, `SCHED_REUSE=0|1`, `SCHED_SYSCALLS=0|1` and
 //! `SCHED_RAW_SYSCALLS=0|1` (and `SCHED_DETECTOR_SYSCALLS=0|1`, `SCHED_PATHS=0|1`) set
 //! `SchedOptions::{kernel_frames, reuse_sites, syscalls, raw_syscalls, detector_syscalls,
-//! paths}`.
+//! paths}`; `SCHED_FREQ=HZ` the CPU samples' rate (0: none) and `SCHED_FAULTS=0|1`
+//! `SchedOptions::faults_and_block`.
 
 use std::path::Path;
 use std::process::Command;
@@ -48,6 +49,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Ok(v) = std::env::var("SCHED_PATHS") {
         options.paths = v == "1";
+    }
+    if let Ok(hz) = std::env::var("SCHED_FREQ") {
+        options.sample_freq = hz.parse()?;
+    }
+    if let Ok(v) = std::env::var("SCHED_FAULTS") {
+        options.faults_and_block = v == "1";
     }
     let rec = SchedRecorder::start(Path::new(out), &options)?;
     let status = Command::new(&cmd[0]).args(&cmd[1..]).status()?;
