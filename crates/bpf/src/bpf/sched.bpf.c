@@ -113,6 +113,9 @@ typedef _Bool bool;
 
 // PF_KTHREAD of task_struct.flags: a kernel thread has no user stack or user registers.
 #define PF_KTHREAD 0x00200000
+// PF_USER_WORKER: a kernel-made thread of a process (io_uring's, vhost's), no user stack
+// of its own either.
+#define PF_USER_WORKER 0x00004000
 
 // The task_struct fields read, relocated by libbpf (CO-RE). The CPU is in thread_info
 // (CONFIG_THREAD_INFO_IN_TASK, as on x86-64 and arm64).
@@ -123,6 +126,7 @@ struct thread_info {
 struct task_struct {
 	struct thread_info thread_info;
 	void *stack;
+	void *mm;
 	unsigned int flags;
 	int pid;
 	int tgid;
@@ -509,8 +513,9 @@ static long user_walk_step(__u64 i, void *data)
 }
 
 // The id of the current thread's user stack in `stacks` (intern_stack), walked here along
-// its frame pointers from the registers at its kernel entry; -1 for a kernel thread or
-// when the map is full. `slot`: the scratch slot of the calling program.
+// its frame pointers from the registers at its kernel entry; -1 for a kernel thread, a
+// thread whose process has let its memory go (exiting), or when the map is full, as the
+// kernel's walk. `slot`: the scratch slot of the calling program.
 //
 // The frames are those of the kernel's walk (bpf_get_stack's BPF_F_USER_STACK,
 // perf_callchain_user, as perf records them), which follows whatever %rbp holds until a read
@@ -521,7 +526,7 @@ static long user_walk_step(__u64 i, void *data)
 static __always_inline __s32 user_stack_id(__u32 slot)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (task->flags & PF_KTHREAD)
+	if (task->flags & (PF_KTHREAD | PF_USER_WORKER) || !task->mm)
 		return -1;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
