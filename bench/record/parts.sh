@@ -11,6 +11,14 @@
 #   no-stacks     without those and without any stack (SCHED_STACKS=none too):
 #                 the records of samples, switches, wake-ups, faults, disk
 #                 requests and lifetimes alone
+#   no-paths      everything but the detectors' syscalls' paths
+#   stackless     everything without any stack
+#   no-sys        everything without any syscall (the waiting ones either)
+#   no-samples    everything without the CPU samples
+#   no-faults     everything without page faults and disk requests
+#   bare          switches, wake-ups and lifetimes only, without stacks
+#   bare-samples  the same and the CPU samples (1000 Hz), without stacks
+#   samples-250   everything, the CPU samples at 250 Hz
 #
 # and plain (nothing recorded) as the base; rounds of RUNS runs in a rotated
 # order, as overhead.sh does. The difference between two modes is what the
@@ -41,14 +49,26 @@ recorder=""
 trap '[ -n "$recorder" ] && kill "$recorder" 2>/dev/null; umount "$WORK/mnt"; rm -f "$WORK/fs.img" "$WORK"/*.data' EXIT
 
 settings() { # MODE: the example's environment
+  local nothing="SCHED_STACKS=none SCHED_SYSCALLS=0 SCHED_DETECTOR_SYSCALLS=0 SCHED_FAULTS=0"
   case $1 in
     full) echo "SCHED_STACKS=blocking" ;;
     no-syscalls) echo "SCHED_DETECTOR_SYSCALLS=0" ;;
     no-stacks) echo "SCHED_DETECTOR_SYSCALLS=0 SCHED_STACKS=none" ;;
+    no-paths) echo "SCHED_PATHS=0" ;;
+    stackless) echo "SCHED_STACKS=none" ;;
+    no-sys) echo "SCHED_SYSCALLS=0 SCHED_DETECTOR_SYSCALLS=0" ;;
+    no-samples) echo "SCHED_FREQ=0" ;;
+    no-faults) echo "SCHED_FAULTS=0" ;;
+    bare) echo "$nothing SCHED_FREQ=0" ;;
+    bare-samples) echo "$nothing" ;;
+    samples-250) echo "SCHED_FREQ=250" ;;
+    *) echo "unknown mode $1" >&2; exit 1 ;;
   esac
 }
 
-modes=(plain full no-syscalls no-stacks)
+# MODES picks the modes (default: plain full no-syscalls no-stacks).
+read -ra modes <<<"${MODES:-plain full no-syscalls no-stacks}"
+for m in "${modes[@]}"; do [ "$m" = plain ] || settings "$m" >/dev/null; done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of $RUNS runs" >&2
 for ((round = 0; round < ROUNDS; round++)); do
   for ((k = 0; k < ${#modes[@]}; k++)); do
@@ -58,7 +78,7 @@ for ((round = 0; round < ROUNDS; round++)); do
       # shellcheck disable=SC2046 # the settings are words
       env $(settings "$mode") "$EXAMPLE" "$WORK/$mode.data" sleep infinity >"$WORK/$mode.log" 2>&1 &
       recorder=$!
-      sleep 1.5
+      sleep 2.5 # loaded and attached: ~2.3 s here
     fi
     hyperfine --warmup 1 --runs "$RUNS" --style none \
       --prepare "rm -rf $WORK/mnt/x && mkdir $WORK/mnt/x && sync -f $WORK/mnt" \

@@ -1,11 +1,13 @@
 //! The operating-system checks around a capture: privileges, where tracefs is, which
 //! syscall tracepoints the running kernel has, the locked-memory limit, and the clocks.
 //!
-//! It reads `/proc` and tracefs, mounts tracefs where it is missing (as perf does), and
-//! calls `setrlimit`/`clock_gettime`; it does not load anything into the kernel.
+//! It reads `/proc` and tracefs, mounts tracefs where it is missing (as perf does), opens
+//! perf events (`perf_event_open_cpu`) and calls `setrlimit`/`clock_gettime`; it does not
+//! load anything into the kernel.
 
 use std::fs;
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::BpfError;
@@ -173,6 +175,28 @@ pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+/// Opens the perf event `attr` (a `struct perf_event_attr` of PERF_ATTR_SIZE_VER5, 112
+/// bytes, as u64 words; its size in the first word) on `cpu`, for all processes.
+pub(crate) fn perf_event_open_cpu(attr: &[u64; 14], cpu: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
+    // are plain integers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            -1i32,
+            cpu,
+            -1i32,
+            8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// The lowest address a process can map (`vm.mmap_min_addr`; one page when it cannot be

@@ -42,8 +42,7 @@ fn heaviest_stack(trace: &Path, dir: &Path, name: &str) -> Vec<String> {
 #[test]
 fn deep_user_stacks_are_walked_whole_and_as_perf_walks_them() {
     require_perf!();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !common::is_root() {
         slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
         return;
     }

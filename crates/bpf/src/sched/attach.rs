@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -297,23 +297,7 @@ fn open_software_event(cpu: i32, config: u64, period: u64, freq: bool) -> std::i
     attr[1] = config;
     attr[2] = period;
     attr[5] = if freq { 1 << 10 } else { 0 };
-    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
-    // are plain integers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            -1i32,
-            cpu,
-            -1i32,
-            8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::sys::perf_event_open_cpu(&attr, cpu)
 }
 
 /// The number of CPUs that may exist (`/sys/devices/system/cpu/possible`).

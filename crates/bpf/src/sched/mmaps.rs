@@ -12,7 +12,7 @@
 //! made here.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
 /// Pages of each CPU's ring (after its header page): room for ~400 mappings between two of
@@ -198,23 +198,7 @@ fn open_mmap_event(cpu: i32) -> io::Result<OwnedFd> {
                                    // mmap (8), sample_id_all (18), mmap2 (23), use_clockid (25).
     attr[5] = (1 << 8) | (1 << 18) | (1 << 23) | (1 << 25);
     attr[11] = (libc::CLOCK_MONOTONIC as u64) << 32;
-    // SAFETY: `attr` is a valid perf_event_attr of the size it names; the other arguments
-    // are plain integers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            -1i32,
-            cpu,
-            -1i32,
-            8 as libc::c_ulong, // PERF_FLAG_FD_CLOEXEC
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::sys::perf_event_open_cpu(&attr, cpu)
 }
 
 #[cfg(test)]
