@@ -124,9 +124,15 @@ impl<'a> Stacks<'a> {
                 .records
                 .get(m.from_record)
                 .map_or(u64::MAX, |r| r.time_ns);
+            let mappings = parse_maps(&m.text);
+            // A read of a process that had exited, not yet reaped (recorders before
+            // 2026-11-29 wrote it): it says nothing of what the process ran.
+            if mappings.is_empty() {
+                continue;
+            }
             maps.entry(m.pid).or_default().push(MapsVersion {
                 from_ns,
-                maps: parse_maps(&m.text),
+                maps: mappings,
             });
         }
         complete_from_later_reads(&mut maps, &exec_times(log));

@@ -159,9 +159,11 @@ impl Drain {
         }
     }
 
-    /// A MAPS section of `pid`'s executable mappings now, if it is still alive.
+    /// A MAPS section of `pid`'s executable mappings now, if it is still alive. Not when it
+    /// has none: a process that exited and is not yet reaped (a zombie) has an empty
+    /// `/proc/PID/maps`, and a section of it would leave its last stacks unnamed.
     fn maps(&mut self, pid: u32) {
-        let Some(maps) = proc_exec_maps(pid) else {
+        let Some(maps) = proc_exec_maps(pid).filter(|m| !m.is_empty()) else {
             return;
         };
         let lines = maps

@@ -59,7 +59,11 @@ impl MmapRings {
     /// offline CPU, which has none, is skipped.
     pub(crate) fn open(cpus: impl IntoIterator<Item = i32>) -> io::Result<MmapRings> {
         let page = crate::sys::page_size();
-        let mut rings = Vec::new();
+        // Built as it goes, so that a failure half-way unmaps what was mapped (Drop).
+        let mut opened = MmapRings {
+            rings: Vec::new(),
+            lost: 0,
+        };
         let mut failed = None;
         for cpu in cpus {
             let event = match open_mmap_event(cpu) {
@@ -85,7 +89,7 @@ impl MmapRings {
             if base == libc::MAP_FAILED {
                 return Err(io::Error::last_os_error());
             }
-            rings.push(Ring {
+            opened.rings.push(Ring {
                 _event: event,
                 base: base.cast(),
                 mapped,
@@ -94,8 +98,8 @@ impl MmapRings {
             });
         }
         match failed {
-            Some(e) if rings.is_empty() => Err(e),
-            _ => Ok(MmapRings { rings, lost: 0 }),
+            Some(e) if opened.rings.is_empty() => Err(e),
+            _ => Ok(opened),
         }
     }
 
@@ -194,8 +198,10 @@ fn open_mmap_event(cpu: i32) -> io::Result<OwnedFd> {
     let mut attr = [0u64; 14];
     attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
     attr[1] = 9; // PERF_COUNT_SW_DUMMY
-    attr[3] = (1 << 1) | (1 << 2); // PERF_SAMPLE_TID | PERF_SAMPLE_TIME
-                                   // mmap (8), sample_id_all (18), mmap2 (23), use_clockid (25).
+
+    // The sample id on every record (PERF_SAMPLE_TID | PERF_SAMPLE_TIME); the flags mmap
+    // (bit 8), sample_id_all (18), mmap2 (23) and use_clockid (25).
+    attr[3] = (1 << 1) | (1 << 2);
     attr[5] = (1 << 8) | (1 << 18) | (1 << 23) | (1 << 25);
     attr[11] = (libc::CLOCK_MONOTONIC as u64) << 32;
     crate::sys::perf_event_open_cpu(&attr, cpu)
