@@ -19,8 +19,13 @@
 #   bpf-no-paths    the same without the paths (what `after-no-paths` records)
 #   bpf-before      SLOWLAB_BEFORE's eBPF recorder (`--backend bpf`), if given:
 #                   to compare two builds' eBPF recorders side by side
+#   bpf-tick        `--backend bpf --samples-on tick`: the CPU samples on the
+#                   scheduler's tick, with no interrupts of their own
 #   bpf-ring        the flight recorder: `--backend bpf --ring 60` (the last
-#                   minute kept in memory, nothing written until a snapshot)
+#                   minute kept in memory, nothing written until a snapshot;
+#                   the samples on the tick, --ring's default)
+#   bpf-ring-timer  the same with the samples on a timer at 1000 Hz
+#                   (`--samples-on timer`)
 #   after-ring      the same with perf's backend (`--backend perf --ring 60`:
 #                   perf's ring buffers, written at a snapshot)
 #
@@ -74,7 +79,9 @@ case \$mode in
   bpf) bin="$SLOWLAB"; extra="--backend bpf" ;;
   bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
   bpf-before) bin="$BEFORE"; extra="--backend bpf" ;;
+  bpf-tick) bin="$SLOWLAB"; extra="--backend bpf --samples-on tick" ;;
   bpf-ring) bin="$SLOWLAB"; extra="--backend bpf --ring 60" ;;
+  bpf-ring-timer) bin="$SLOWLAB"; extra="--backend bpf --ring 60 --samples-on timer" ;;
   after-ring) bin="$SLOWLAB"; extra="--backend perf --ring 60" ;;
 esac
 out="$WORK/\$mode.data"

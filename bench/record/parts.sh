@@ -19,6 +19,9 @@
 #   bare          switches, wake-ups and lifetimes only, without stacks
 #   bare-samples  the same and the CPU samples (1000 Hz), without stacks
 #   samples-250   everything, the CPU samples at 250 Hz
+#   tick          everything, the CPU samples on the scheduler's tick
+#                 (SCHED_TICK=1: CONFIG_HZ, no interrupts of their own)
+#   bare-tick     bare and the CPU samples on the tick, without stacks
 #
 # and plain (nothing recorded) as the base; rounds of RUNS runs in a rotated
 # order, as overhead.sh does. The difference between two modes is what the
@@ -62,6 +65,8 @@ settings() { # MODE: the example's environment
     bare) echo "$nothing SCHED_FREQ=0" ;;
     bare-samples) echo "$nothing" ;;
     samples-250) echo "SCHED_FREQ=250" ;;
+    tick) echo "SCHED_TICK=1" ;;
+    bare-tick) echo "$nothing SCHED_TICK=1" ;;
     *) echo "unknown mode $1" >&2; exit 1 ;;
   esac
 }

@@ -474,6 +474,7 @@ pub fn summary(trace: &Trace, sel: &Selection, top: Option<usize>) -> Summary {
         lost: trace.stats.lost_events,
         duration_s: trace.meta.duration_s(),
         sample_event: trace.meta.sample_event.clone(),
+        sample_freq: trace.meta.sample_freq,
         processes,
         functions,
         warnings: trace.stats.warnings.clone(),

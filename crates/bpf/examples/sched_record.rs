@@ -7,7 +7,8 @@
 //! `SCHED_RAW_SYSCALLS=0|1` (and `SCHED_DETECTOR_SYSCALLS=0|1`, `SCHED_PATHS=0|1`) set
 //! `SchedOptions::{kernel_frames, reuse_sites, syscalls, raw_syscalls, detector_syscalls,
 //! paths}`; `SCHED_FREQ=HZ` the CPU samples' rate (0: none) and `SCHED_FAULTS=0|1`
-//! `SchedOptions::faults_and_block`.
+//! `SchedOptions::faults_and_block`; `SCHED_TICK=1` takes the samples on the scheduler's
+//! tick (`SampleClock::Tick`).
 
 use std::path::Path;
 use std::process::Command;
@@ -52,6 +53,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Ok(hz) = std::env::var("SCHED_FREQ") {
         options.sample_freq = hz.parse()?;
+    }
+    if std::env::var("SCHED_TICK").is_ok_and(|v| v == "1") {
+        options.sample_clock = slowlab_bpf::sched::SampleClock::Tick;
     }
     if let Ok(v) = std::env::var("SCHED_FAULTS") {
         options.faults_and_block = v == "1";

@@ -56,10 +56,11 @@ Examples:
   slowlab analyze trace.etl --symbols ~/pdbs              a Windows trace, named from local PDBs
 
 JSON of the default view:
-  {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"warnings\",
+  {\"samples\",\"lost\",\"duration_s\",\"sample_event\",\"sample_freq\",\"warnings\",
    \"processes\":[{\"pid\",\"comm\",\"samples\",\"threads\":[{\"tid\",\"comm\",\"samples\"}]}],
    \"functions\":[{\"name\",\"module\",\"self\",\"inclusive\"}]}
-Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU).
+Counts are samples of the sampling event (cpu-clock: one per 1/FREQ s of CPU;
+sched-tick, the eBPF recorder's on the scheduler's tick: one per tick of a busy CPU).
 
 Environment: SLOWLAB_THREADS=N caps the threads reading and symbolizing a
 perf.data trace (1: everything on one thread; the results are the same).

@@ -35,6 +35,18 @@ pub enum BpfStacksArg {
     All,
 }
 
+/// `--samples-on`: what the eBPF recorder's CPU samples are taken on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SamplesOnArg {
+    /// A timer of their own at --freq on every CPU, idle or not, as perf samples: an
+    /// interrupt each time, which costs more than the sample on a VM.
+    Timer,
+    /// The scheduler's tick, which a busy CPU takes anyway (CONFIG_HZ times a second,
+    /// usually 250; an idle CPU stops it, so idle time is not sampled): no interrupts
+    /// of their own.
+    Tick,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum CallGraphArg {
     /// Frame pointers: cheap, needs code built with frame pointers.
@@ -59,8 +71,12 @@ Examples:
   slowlab record -- make -j2            record while make runs, into slowlab.data
   slowlab record -o idle.data           record until Ctrl-C (or kill -INT/-TERM)
   slowlab record --freq 4000 -- ./app   sample 4,000 times a second per CPU
+  slowlab record --backend bpf --samples-on tick -- ./app
+                                        sample on the scheduler's tick: no
+                                        interrupts of the recorder's own
   slowlab record --ring 30              keep only the last ~30 s (buffers sized
-                                        from the event rate measured first);
+                                        from the event rate measured first;
+                                        with eBPF, samples on the tick);
                                         `kill -USR2 <slowlab pid>` saves a
                                         snapshot slowlab.data.<time>, Ctrl-C
                                         stops and saves slowlab.data
@@ -82,9 +98,15 @@ pub struct RecordArgs {
     /// with --save, which recorder to ask (needed only when several run).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Samples per second per CPU.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub freq: u32,
+    /// Samples per second per CPU, on a timer of their own [default: 1000].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub freq: Option<u32>,
+    /// What the CPU samples are taken on, with --backend bpf [default: tick with
+    /// --ring and without --freq, which is what lets the recorder run all day
+    /// (bench/record/README.md); timer otherwise]. A tick's sample stands for 1/HZ
+    /// of CPU time, as a timer's for 1/--freq.
+    #[arg(long, value_enum, value_name = "CLOCK")]
+    pub samples_on: Option<SamplesOnArg>,
     /// Ring-buffer mode: keep only about the last SECONDS seconds (the
     /// paths and cgroup notes beside the trace too); `slowlab record
     /// --save` from another shell, or SIGUSR2, saves a snapshot.
@@ -107,7 +129,7 @@ pub struct RecordArgs {
     pub keep_snapshots: u32,
     /// Ask the ring recorder running (from another shell) for a snapshot,
     /// wait until it is written and print its path.
-    #[arg(long, conflicts_with_all = ["ring", "command", "trigger", "freq", "backend"])]
+    #[arg(long, conflicts_with_all = ["ring", "command", "trigger", "freq", "samples_on", "backend"])]
     pub save: bool,
     /// How user-space stacks are collected.
     #[arg(long, value_enum, default_value = "fp")]
@@ -144,6 +166,25 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// Timer samples a second per CPU when `--freq` does not say.
+pub const DEFAULT_FREQ: u32 = 1000;
+
+impl RecordArgs {
+    /// Timer samples a second per CPU: `--freq`, or [`DEFAULT_FREQ`].
+    pub fn sample_freq(&self) -> u32 {
+        self.freq.unwrap_or(DEFAULT_FREQ)
+    }
+
+    /// Whether the eBPF recorder takes its samples on the scheduler's tick: as
+    /// `--samples-on` says, else with `--ring` unless `--freq` asks for a rate.
+    pub fn samples_on_tick(&self) -> bool {
+        match self.samples_on {
+            Some(clock) => clock == SamplesOnArg::Tick,
+            None => self.ring.is_some() && self.freq.is_none(),
+        }
+    }
+}
+
 pub fn parse_trigger(text: &str) -> Result<slowlab_record::Trigger, String> {
     text.parse()
 }
@@ -156,4 +197,34 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| {
             format!("`{text}` is not a number of seconds from 0 to 86400 (e.g. 3 or 0.5)")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        record: RecordArgs,
+    }
+
+    fn args(argv: &[&str]) -> RecordArgs {
+        Cli::try_parse_from([&["record"], argv].concat())
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+            .record
+    }
+
+    #[test]
+    fn the_flight_recorder_samples_on_the_tick_unless_a_rate_or_the_timer_is_asked_for() {
+        assert!(args(&["--ring", "60"]).samples_on_tick());
+        assert!(!args(&["--ring", "60", "--freq", "500"]).samples_on_tick());
+        assert!(!args(&["--ring", "60", "--samples-on", "timer"]).samples_on_tick());
+        assert!(!args(&[]).samples_on_tick());
+        assert!(args(&["--samples-on", "tick"]).samples_on_tick());
+        assert_eq!(args(&[]).sample_freq(), DEFAULT_FREQ);
+        assert_eq!(args(&["--freq", "500"]).sample_freq(), 500);
+    }
 }

@@ -335,7 +335,13 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         nr_cpus: Some(log.nr_cpus),
         start_ns: first.unwrap_or(log.start_mono_ns),
         end_ns: last.unwrap_or(end.stop_ns).max(first.unwrap_or(0)),
-        sample_event: (log.sample_freq > 0).then(|| "cpu-clock".to_string()),
+        sample_event: (log.sample_freq > 0).then(|| {
+            if log.samples_on_tick {
+                "sched-tick".to_string()
+            } else {
+                "cpu-clock".to_string()
+            }
+        }),
         sample_freq: (log.sample_freq > 0).then_some(u64::from(log.sample_freq)),
         events,
         wall_clock: Some(WallClock {

@@ -48,7 +48,13 @@ fn save_from_another_shell(backend: &[&str]) {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no ring recorder"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    let args = [&["--ring", "3", "--no-paths"], backend].concat();
+    // Samples on a timer: the check below that the snapshot holds samples would depend on
+    // what else runs, since an idle CPU stops the tick.
+    let args = [
+        &["--ring", "3", "--no-paths", "--samples-on", "timer"],
+        backend,
+    ]
+    .concat();
     let rec = Recorder::start(&trace, &dir.path().join("s.err"), &args, &[]);
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();

@@ -120,7 +120,9 @@ fn a_full_disk_stops_a_snapshot_of_the_bpf_recorder_not_the_recording() {
     // A snapshot is said to need 16 KiB, less than two seconds of this machine's records,
     // so that the second save gets past the check and the disk fills while it is written.
     let need: u64 = 16 << 10;
-    let args = ["--backend", "bpf", "--ring", "2"];
+    // Samples on a timer: an idle CPU stops the tick, and the snapshots below must hold
+    // samples whatever else runs.
+    let args = ["--backend", "bpf", "--ring", "2", "--samples-on", "timer"];
     let Some((fs, rec, trace)) = on_a_small_disk(64, need, &args, errs.path()) else {
         return;
     };

@@ -21,7 +21,8 @@
 // Programs: `tp_btf/sched_switch`, `tp_btf/sched_waking`, `tp_btf/sched_process_fork`,
 // `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename`,
 // `on_sample` (a `perf_event` program user space attaches to one PERF_COUNT_SW_CPU_CLOCK
-// event per CPU), and `enter_NAME`/`exit_NAME` on the `syscalls:sys_enter_NAME` and
+// event per CPU) or, for samples on the scheduler's tick, `on_tick`
+// (`tp_btf/hrtimer_expire_entry`), and `enter_NAME`/`exit_NAME` on the `syscalls:sys_enter_NAME` and
 // `sys_exit_NAME` tracepoints of the four waiting syscalls (the kernel runs them only for
 // those syscalls: the filter is its per-syscall bitmap, not a test here),
 // `on_block_issue`/`on_block_complete` (`block:block_rq_*`), `on_page_fault_user`/`_kernel`
@@ -133,6 +134,11 @@ struct task_struct {
 	int prio;
 	int exit_state;
 	char comm[16];
+} __attribute__((preserve_access_index));
+
+// A high-resolution timer: only the function it runs is read (on_tick).
+struct hrtimer {
+	void *function;
 } __attribute__((preserve_access_index));
 
 // The user registers saved at the kernel's entry (x86-64 names), from bpf_task_pt_regs.
@@ -1008,6 +1014,104 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	r->a = pid_tgid >> 32;
 	if (stack_mode != STACKS_NONE)
 		r->kstack = sample_kstack(ctx, pid_tgid == 0);
+	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
+		r->ustack = user_stack_id(1);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
+// The scheduler tick's timer function (tick_nohz_handler, or tick_sched_timer before 6.9),
+// from /proc/kallsyms; 0 unless the samples are taken on the tick (on_tick).
+const volatile __u64 tick_function = 0;
+// The timer interrupt's entry code (asm_sysvec_apic_timer_interrupt, from /proc/kallsyms):
+// a tick sample's kernel stack begins after its frame, where the interrupt came.
+const volatile __u64 irq_entry_start = 0;
+const volatile __u64 irq_entry_end = 0;
+
+// Frames of the tick's own code looked through for the interrupt's entry (on_tick): the
+// program, bpf_trace_run2, __hrtimer_run_queues, hrtimer_interrupt,
+// __sysvec_apic_timer_interrupt, sysvec_apic_timer_interrupt and the entry, with room.
+#define TICK_FRAMES 16
+
+// Where the interrupt's entry is in a tick's stack (scratch slot 1), and what is kept of it.
+struct tick_frames {
+	__u32 frames;  // walked
+	__u32 entry;   // the entry's index (frames: not found)
+	__u32 kept;    // frames moved down
+};
+
+// One of the innermost frames (bpf_loop's callback): stops at the interrupt's entry.
+static long find_irq_entry(__u64 i, void *data)
+{
+	struct tick_frames *t = data;
+	__u32 slot = 1;
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	if (!s || i >= t->frames || i >= STACK_DEPTH)
+		return 1;
+	if (s->ips[i] - irq_entry_start < irq_entry_end - irq_entry_start) {
+		t->entry = i;
+		return 1;
+	}
+	return 0;
+}
+
+// Moves one frame after the entry down to the start (bpf_loop's callback): what is left is
+// the stack of the code the interrupt came in.
+static long keep_interrupted_frame(__u64 i, void *data)
+{
+	struct tick_frames *t = data;
+	__u32 slot = 1;
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	__u64 from = t->entry + 1 + i;
+	if (!s || from >= t->frames || from >= STACK_DEPTH || i >= STACK_DEPTH)
+		return 1;
+	s->ips[i] = s->ips[from];
+	t->kept = i + 1;
+	return 0;
+}
+
+// The id of the kernel stack of the code the tick's interrupt came in, -1 when it came in
+// user mode (no kernel frames) or its entry is not among the innermost TICK_FRAMES frames.
+// (Loops of bpf_loop: the verifier checks each once.)
+static __always_inline __s32 tick_kstack(void *ctx)
+{
+	__u32 slot = 1;  // an interrupt, as on_sample
+	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	if (!s)
+		return -1;
+	long bytes = bpf_get_stack(ctx, s->ips, sizeof(s->ips), 0);
+	if (bytes <= 0)
+		return -1;
+	struct tick_frames t = {.frames = (__u32)bytes / sizeof(__u64)};
+	t.entry = t.frames;
+	bpf_loop(TICK_FRAMES, find_irq_entry, &t, 0);
+	if (t.entry >= t.frames)
+		return -1;
+	bpf_loop(STACK_DEPTH, keep_interrupted_frame, &t, 0);
+	__u32 kept = t.kept < kernel_frames ? t.kept : kernel_frames;
+	if (kept == 0)
+		return -1;
+	return intern_stack(s, kept, false);
+}
+
+// A CPU sample taken on the scheduler's tick (`tp_btf/hrtimer_expire_entry`, the tick's
+// timer only), instead of on a perf event's timer of its own: the tick comes anyway to a busy
+// CPU (CONFIG_HZ times a second; an idle one stops it), so the samples add no interrupts,
+// which cost more than the program on a VM (bench/record/README.md). The same record as
+// on_sample's: the thread the interrupt came in, its stacks.
+SEC("tp_btf/hrtimer_expire_entry")
+int on_tick(__u64 *ctx)
+{
+	struct hrtimer *timer = (struct hrtimer *)ctx[0];
+	if ((__u64)timer->function != tick_function || !tick_function)
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec *r = reserve(sizeof(struct rec), KIND_SAMPLE, (__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->a = pid_tgid >> 32;
+	if (stack_mode != STACKS_NONE)
+		r->kstack = tick_kstack(ctx);
 	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
 		r->ustack = user_stack_id(1);
 	bpf_ringbuf_submit(r, wakeup_flag());

@@ -4,7 +4,6 @@
 //! the perf events of the CPU samples and major faults opened per CPU. It drains nothing
 //! (`recorder`, `drain`).
 
-use std::fs;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
@@ -12,8 +11,9 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{ErrorKind, Link, OpenObject};
 
-use super::options::SchedOptions;
+use super::options::{SampleClock, SchedOptions};
 use super::recorder::{STACK_DEPTH, WAKEUP_FRACTION};
+use super::tick::{KernelSymbols, TickSource};
 use crate::error::BpfError;
 use crate::libbpf_log::load_error;
 use crate::sched_skel::{SchedSkel, SchedSkelBuilder};
@@ -25,6 +25,10 @@ pub(crate) struct Attached<'obj> {
     pub(crate) links: Vec<Link>,
     /// Tracepoints not attached, each with why.
     pub(crate) unattached: Vec<String>,
+    /// CPU samples a second per busy CPU (0: none): `sample_freq`, or the tick's rate.
+    pub(crate) sample_freq: u32,
+    /// Whether the samples are taken on the scheduler's tick.
+    pub(crate) samples_on_tick: bool,
 }
 
 /// Loads the programs into `object` and attaches them as `options` asks.
@@ -34,6 +38,20 @@ pub(crate) fn load_and_attach<'obj>(
 ) -> Result<Attached<'obj>, BpfError> {
     let ring_bytes = options.ring_bytes;
     crate::sys::mount_tracefs_if_absent();
+    let mut unattached = Vec::new();
+    let symbols = KernelSymbols::read();
+    // The samples on the tick where it can be found, else on a timer of their own.
+    let tick = match options.sample_clock {
+        SampleClock::Tick if options.sample_freq > 0 => TickSource::find(symbols.as_ref())
+            .map_err(|why| {
+                unattached.push(format!(
+                    "the CPU samples on the scheduler's tick: {why}; taken on a timer at {} Hz",
+                    options.sample_freq
+                ))
+            })
+            .ok(),
+        _ => None,
+    };
     let mut open = SchedSkelBuilder::default()
         .open(object)
         .map_err(|e| load_error(e, ring_bytes))?;
@@ -64,14 +82,21 @@ pub(crate) fn load_and_attach<'obj>(
         rodata.reuse_sites = reuse;
         if reuse {
             // Without the kernel's text range, no stack is reused.
-            if let Some((start, end)) = kernel_text() {
+            if let Some((start, end)) = symbols.as_ref().and_then(kernel_text) {
                 rodata.text_start = start;
                 rodata.text_end = end;
             }
         }
+        if let Some(tick) = tick {
+            rodata.tick_function = tick.function;
+            (rodata.irq_entry_start, rodata.irq_entry_end) = tick.entry;
+        }
     }
-    if options.sample_freq == 0 {
+    if options.sample_freq == 0 || tick.is_some() {
         open.progs.on_sample.set_autoload(false);
+    }
+    if tick.is_none() {
+        open.progs.on_tick.set_autoload(false);
     }
     if !options.detector_syscalls {
         for mut prog in open.open_object_mut().progs_mut() {
@@ -143,7 +168,6 @@ pub(crate) fn load_and_attach<'obj>(
     }
     // The syscalls: a kernel without one of their tracepoints (CONFIG_FTRACE_SYSCALLS
     // off) records the rest, and says which are missing.
-    let mut unattached = Vec::new();
     if raw {
         for (name, prog) in [
             ("raw_syscalls:sys_enter", &skel.progs.on_raw_sys_enter),
@@ -193,7 +217,14 @@ pub(crate) fn load_and_attach<'obj>(
             attach_or_note(prog, name, &mut links, &mut unattached)?;
         }
     }
-    if options.sample_freq > 0 {
+    if tick.is_some() {
+        links.push(
+            skel.progs
+                .on_tick
+                .attach()
+                .map_err(|e| attach_err("timer:hrtimer_expire_entry", e))?,
+        );
+    } else if options.sample_freq > 0 {
         let mut opened = 0;
         for cpu in 0..possible_cpus() {
             // An offline CPU has no event: skip it.
@@ -234,6 +265,8 @@ pub(crate) fn load_and_attach<'obj>(
         skel,
         links,
         unattached,
+        sample_freq: tick.map_or(options.sample_freq, |t| t.hz),
+        samples_on_tick: tick.is_some(),
     })
 }
 
@@ -308,21 +341,10 @@ pub(crate) fn possible_cpus() -> u32 {
         .unwrap_or(1)
 }
 
-/// The kernel's text, `_stext` to `_etext`, from `/proc/kallsyms` (`None` when it cannot
-/// be read or hides the addresses).
-fn kernel_text() -> Option<(u64, u64)> {
-    let syms = fs::read_to_string("/proc/kallsyms").ok()?;
-    let find = |name: &str| {
-        syms.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let addr = f.next()?;
-            (f.nth(1)? == name)
-                .then(|| u64::from_str_radix(addr, 16).ok())
-                .flatten()
-        })
-    };
-    let (start, end) = (find("_stext")?, find("_etext")?);
-    (start != 0 && end > start).then_some((start, end))
+/// The kernel's text, `_stext` to `_etext`.
+fn kernel_text(symbols: &KernelSymbols) -> Option<(u64, u64)> {
+    let (start, end) = (symbols.address("_stext")?, symbols.address("_etext")?);
+    (end > start).then_some((start, end))
 }
 
 /// Whether a program of sched.bpf.c is one of the detectors' syscalls' (`call_NAME` on

@@ -26,6 +26,8 @@
 //!             stacks_lost u64 (stacks the stack map could not take), records u64.
 //!   6 COMMAND pid u32, then the command's arguments, each ended by a NUL: the command
 //!             the recording ran (`slowlab record -- CMD`), if it ran one.
+//!   7 SAMPLES clock u32: 1, the CPU samples were taken on the scheduler's tick
+//!             (`sample_freq` is its rate). Without it, on a timer (`cpu-clock`).
 //! ```
 //!
 //! A file without an END section was not finished (the recorder died): what is there is
@@ -55,6 +57,9 @@ const TAG_MAPS: u32 = 3;
 const TAG_STACK: u32 = 4;
 const TAG_END: u32 = 5;
 const TAG_COMMAND: u32 = 6;
+const TAG_SAMPLES: u32 = 7;
+/// A SAMPLES section's clock: the scheduler's tick.
+const SAMPLES_ON_TICK: u32 = 1;
 
 /// What a record is (the `kind` byte).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -382,6 +387,8 @@ pub struct SchedLog {
     pub start_real_ns: u64,
     pub nr_cpus: u32,
     pub sample_freq: u32,
+    /// The CPU samples were taken on the scheduler's tick, not on a timer of their own.
+    pub samples_on_tick: bool,
     pub records: Vec<SchedRecord>,
     pub threads: Vec<SchedThread>,
     pub maps: Vec<SchedMaps>,
@@ -474,6 +481,9 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect();
                 log.command = Some((u32_at(body, 0), args));
+            }
+            TAG_SAMPLES if body.len() >= 4 => {
+                log.samples_on_tick = u32_at(body, 0) == SAMPLES_ON_TICK;
             }
             TAG_END if body.len() >= 32 => {
                 log.end = Some(SchedEnd {
@@ -623,6 +633,11 @@ impl<W: Write> SchedWriter<W> {
         self.flush_events()?;
         let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_le_bytes()).collect();
         self.section(TAG_STACK, &[&id.to_le_bytes(), &[u8::from(kernel)], &bytes])
+    }
+
+    /// The SAMPLES section: the CPU samples are taken on the scheduler's tick.
+    pub fn samples_on_tick(&mut self) -> io::Result<()> {
+        self.section(TAG_SAMPLES, &[&SAMPLES_ON_TICK.to_le_bytes()])
     }
 
     /// The END section; flushes and returns the output.

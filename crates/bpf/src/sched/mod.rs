@@ -19,10 +19,11 @@ mod mmaps;
 mod options;
 mod recorder;
 mod ring;
+mod tick;
 
 pub use format::{
     is_sched_recording, parse_sched, read_sched, RecordedSyscall, SchedLog, SCHED_MAGIC,
 };
-pub use options::{ProgramCost, SchedOptions, SchedStats, StackMode};
+pub use options::{ProgramCost, SampleClock, SchedOptions, SchedStats, StackMode};
 pub use recorder::{SchedRecorder, DEFAULT_SCHED_RING_BYTES, DEFAULT_STACK_ENTRIES};
 pub use ring::{RingOptions, SnapshotInfo};

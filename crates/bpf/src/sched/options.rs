@@ -36,6 +36,21 @@ impl StackMode {
     }
 }
 
+/// What the CPU samples are taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SampleClock {
+    /// A perf event's timer of its own (`cpu-clock`) at [`SchedOptions::sample_freq`] on
+    /// every CPU, idle or not, as perf samples: an interrupt each time, which on a VM costs
+    /// more than the sample's program (bench/record/README.md).
+    #[default]
+    Timer,
+    /// The scheduler's tick, which comes anyway to a busy CPU (`CONFIG_HZ` times a second;
+    /// an idle CPU stops it, so idle time is not sampled): no interrupts of its own.
+    /// `sample_freq` is then the tick's rate. Where the tick cannot be found, the timer is
+    /// used, and the recording says so.
+    Tick,
+}
+
 /// Recording options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedOptions {
@@ -43,8 +58,10 @@ pub struct SchedOptions {
     pub ring_bytes: u32,
     /// Entries of the stack map.
     pub stack_entries: u32,
-    /// CPU samples per second per CPU (0: none).
+    /// CPU samples per second per CPU (0: none) with [`SampleClock::Timer`].
     pub sample_freq: u32,
+    /// What the samples are taken on (with `sample_freq` above 0).
+    pub sample_clock: SampleClock,
     /// Which stacks are taken.
     pub stacks: StackMode,
     /// Frames a kernel stack keeps at most (1 to 127): the walk stops there. (It saves
@@ -91,6 +108,7 @@ impl Default for SchedOptions {
             ring_bytes: DEFAULT_SCHED_RING_BYTES,
             stack_entries: DEFAULT_STACK_ENTRIES,
             sample_freq: 1000,
+            sample_clock: SampleClock::default(),
             stacks: StackMode::default(),
             kernel_frames: STACK_DEPTH as u32,
             reuse_sites: true,
@@ -163,7 +181,7 @@ impl ProgramCost {
         Some(match name {
             "on_switch" => "context switches",
             "on_waking" => "wake-ups",
-            "on_sample" => "CPU samples",
+            "on_sample" | "on_tick" => "CPU samples",
             "on_fork" | "on_exec" | "on_exit" | "on_rename" => "process lifetimes",
             "on_block_issue" | "on_block_complete" => "disk requests",
             "on_major_fault" => "major faults",

@@ -42,7 +42,7 @@ use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
 use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
-use super::format::{SchedEnd, SchedWriter};
+use super::format::SchedEnd;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
 use super::ring::{partial_path, Header, RingOptions, Sink, SnapshotInfo, Window};
@@ -299,6 +299,8 @@ fn run(
         mut skel,
         links,
         mut unattached,
+        sample_freq,
+        samples_on_tick,
     } = setup!(load_and_attach(&mut object, &options));
     // The executable mappings processes make from now on, as the kernel reports them.
     let mut mmap_rings = match MmapRings::open(0..possible_cpus() as i32) {
@@ -325,20 +327,14 @@ fn run(
         start_mono_ns: start_mono,
         start_real_ns: start_real,
         nr_cpus: possible_cpus(),
-        sample_freq: options.sample_freq,
+        sample_freq,
+        samples_on_tick,
     };
     let sink = match sink {
         Ok(file) => Sink::File(BufWriter::with_capacity(1 << 20, file)),
         Err(ring) => Sink::Window(Box::new(Window::new(header, ring))),
     };
-    let mut writer = setup!(SchedWriter::new(
-        sink,
-        header.start_mono_ns,
-        header.start_real_ns,
-        header.nr_cpus,
-        header.sample_freq,
-    )
-    .map_err(|e| BpfError::io(&output, e)));
+    let mut writer = setup!(header.writer(sink).map_err(|e| BpfError::io(&output, e)));
     if let Sink::Window(w) = writer.out_mut() {
         // Each snapshot writes its own header.
         w.clear_written();

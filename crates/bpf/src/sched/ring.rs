@@ -77,6 +77,25 @@ pub(crate) struct Header {
     pub start_real_ns: u64,
     pub nr_cpus: u32,
     pub sample_freq: u32,
+    /// The samples are taken on the scheduler's tick (a SAMPLES section says so).
+    pub samples_on_tick: bool,
+}
+
+impl Header {
+    /// A writer of a recording with this header, its SAMPLES section written.
+    pub(crate) fn writer<W: Write>(&self, out: W) -> io::Result<SchedWriter<W>> {
+        let mut w = SchedWriter::new(
+            out,
+            self.start_mono_ns,
+            self.start_real_ns,
+            self.nr_cpus,
+            self.sample_freq,
+        )?;
+        if self.samples_on_tick {
+            w.samples_on_tick()?;
+        }
+        Ok(w)
+    }
 }
 
 /// Whole sections, from one cut to the next.
@@ -338,15 +357,8 @@ impl Window {
     }
 
     fn write_to(&self, file: &Path, end: SchedEnd) -> io::Result<SnapshotInfo> {
-        let h = self.header;
         let out = BufWriter::with_capacity(1 << 20, File::create(file)?);
-        let mut w = SchedWriter::new(
-            out,
-            h.start_mono_ns,
-            h.start_real_ns,
-            h.nr_cpus,
-            h.sample_freq,
-        )?;
+        let mut w = self.header.writer(out)?;
         if let Some((pid, args)) = &self.command {
             w.command(*pid, args)?;
         }
@@ -444,6 +456,7 @@ mod tests {
             start_real_ns: 2,
             nr_cpus: 2,
             sample_freq: 99,
+            samples_on_tick: false,
         };
         let options = RingOptions {
             window: Duration::from_millis(window_ms),

@@ -97,13 +97,15 @@ pub struct ProcessRow {
 }
 
 /// The default view and `analyze --json`:
-/// `{"samples","lost","duration_s","processes":[…],"functions":[…]}`.
+/// `{"samples","lost","duration_s","sample_event","sample_freq","processes":[…],"functions":[…]}`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub samples: u64,
     pub lost: u64,
     pub duration_s: f64,
     pub sample_event: Option<String>,
+    /// Samples a second per busy CPU, when the trace says.
+    pub sample_freq: Option<u64>,
     pub processes: Vec<ProcessRow>,
     pub functions: Vec<FunctionRow>,
     pub warnings: Vec<String>,

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use slowlab_bpf::sched::StackMode;
-use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs};
+use slowlab_bpf::sched::{SampleClock, StackMode};
+use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs, SamplesOnArg};
 use slowlab_record::Backend;
 
 /// How long `--save` waits for the snapshot (a busy machine's dump takes
@@ -26,7 +26,12 @@ fn save(output: Option<PathBuf>) -> Result<i32> {
 /// `--backend bpf`.
 fn run_bpf(args: RecordArgs) -> Result<i32> {
     let mut options = slowlab_bpf::sched::SchedOptions {
-        sample_freq: args.freq,
+        sample_freq: args.sample_freq(),
+        sample_clock: if args.samples_on_tick() {
+            SampleClock::Tick
+        } else {
+            SampleClock::Timer
+        },
         stacks: match args.bpf_stacks {
             BpfStacksArg::None => StackMode::None,
             BpfStacksArg::Kernel => StackMode::Kernel,
@@ -113,14 +118,27 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         CallGraphArg::Fp => slowlab_record::CallGraph::Fp,
         CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
     };
+    if args.samples_on == Some(SamplesOnArg::Tick) && args.freq.is_some() {
+        anyhow::bail!(
+            "--samples-on tick samples at the kernel's tick rate (CONFIG_HZ): drop --freq, \
+             or use --samples-on timer for --freq's rate"
+        );
+    }
     if backend(args.backend, call_graph) == Backend::Bpf {
         return run_bpf(args);
     }
+    if args.samples_on == Some(SamplesOnArg::Tick) {
+        anyhow::bail!(
+            "--samples-on tick needs the eBPF recorder (--backend bpf); perf samples on a \
+             timer of its own"
+        );
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let always = always_on(&args);
+    let freq = args.sample_freq();
     let cfg = slowlab_record::Config {
         output: args.output.unwrap_or_else(default_output),
-        freq: args.freq,
+        freq,
         ring_seconds: args.ring,
         call_graph,
         command: args.command,

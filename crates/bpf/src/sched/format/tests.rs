@@ -22,6 +22,25 @@ fn raw(kind: u8, time: u64, tid: u32, a: u32, kstack: i32, comm: Option<&str>) -
 }
 
 #[test]
+fn samples_on_the_tick_are_said_and_read_back() {
+    let end = SchedEnd {
+        stop_ns: 300,
+        dropped: 0,
+        stacks_lost: 0,
+        records: 0,
+    };
+    let mut w = SchedWriter::new(Vec::new(), 100, 200, 2, 250).unwrap();
+    w.samples_on_tick().unwrap();
+    let log = parse_sched(&w.finish(end).unwrap()).unwrap();
+    assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+    assert!(log.samples_on_tick);
+    assert_eq!(log.sample_freq, 250);
+    let w = SchedWriter::new(Vec::new(), 100, 200, 2, 1000).unwrap();
+    let log = parse_sched(&w.finish(end).unwrap()).unwrap();
+    assert!(!log.samples_on_tick, "no SAMPLES section: a timer's");
+}
+
+#[test]
 fn a_written_recording_reads_back() {
     let mut w = SchedWriter::new(Vec::new(), 100, 200, 2, 1000).unwrap();
     w.thread(10, 11, "worker").unwrap();

@@ -1,0 +1,165 @@
+//! CPU samples taken on the scheduler's tick (`slowlab record --backend bpf --samples-on
+//! tick`, the default of `--ring`) see what samples on a timer of their own see: a program
+//! that spends the same CPU time in user code and in the kernel is recorded both ways, and
+//! the two must agree on its CPU time (samples over the rate each trace gives, so a wrong
+//! rate fails), on the share of each half, and name the kernel code the tick came in, with
+//! none of the tick's own interrupt frames left in a stack.
+//!
+//! Skips, with the reason, where perf cannot record or the process is not root.
+
+use std::path::Path;
+
+mod common;
+use common::{one_recording_at_a_time, slowlab};
+
+/// `analyze --json` of process `tick` in `trace`.
+fn summary(trace: &Path) -> serde_json::Value {
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--filter", "process=tick", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The folded stacks of process `tick` in `trace` (outermost frame first) with their
+/// sample counts.
+fn folded(trace: &Path, dir: &Path, name: &str) -> Vec<(Vec<String>, u64)> {
+    let file = dir.join(format!("{name}.folded"));
+    let out = slowlab()
+        .arg("analyze")
+        .arg(trace)
+        .args(["--filter", "process=tick", "--collapsed"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The share of `stacks`' samples with a frame that `is` says.
+fn share_with(stacks: &[(Vec<String>, u64)], is: impl Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let inside: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().any(|f| is(f)))
+        .map(|(_, n)| n)
+        .sum();
+    inside as f64 / total.max(1) as f64
+}
+
+/// The frames of the tick's interrupt between the interrupted code and the program.
+const INTERRUPT_FRAMES: [&str; 6] = [
+    "asm_sysvec_apic_timer_interrupt",
+    "sysvec_apic_timer_interrupt",
+    "__sysvec_apic_timer_interrupt",
+    "hrtimer_interrupt",
+    "__hrtimer_run_queues",
+    "bpf_trace_run2",
+];
+
+#[test]
+fn tick_samples_see_what_timer_samples_see() {
+    require_perf!();
+    if !common::is_root() {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tick = common::compile_workload("bpf/tick.c", dir.path(), "tick");
+    const HALF_SECONDS: f64 = 0.5;
+    let mut seen = Vec::new();
+    for clock in ["tick", "timer"] {
+        let trace = dir.path().join(format!("{clock}.trace"));
+        let out = {
+            let _one = one_recording_at_a_time();
+            slowlab()
+                .args(["record", "--backend", "bpf", "--samples-on", clock, "-o"])
+                .arg(&trace)
+                .arg("--")
+                .arg(&tick)
+                .arg(HALF_SECONDS.to_string())
+                .output()
+                .unwrap()
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{clock}: {err}");
+        assert!(
+            !err.contains("scheduler's tick:"),
+            "{clock}: the tick was not found: {err}"
+        );
+        let v = summary(&trace);
+        let event = v["sample_event"].as_str().unwrap_or("").to_string();
+        let freq = v["sample_freq"].as_f64().unwrap_or(0.0);
+        let samples = v["processes"][0]["samples"].as_f64().unwrap_or(0.0);
+        let stacks = folded(&trace, dir.path(), clock);
+        seen.push((event, freq, samples / freq.max(1.0), stacks));
+    }
+    let (tick_event, _, tick_cpu, tick_stacks) = &seen[0];
+    let (timer_event, _, timer_cpu, timer_stacks) = &seen[1];
+    assert_eq!(tick_event, "sched-tick");
+    assert_eq!(timer_event, "cpu-clock");
+    // Both see the one second of CPU time the program spent, each at its own rate.
+    let ratio = tick_cpu / timer_cpu;
+    assert!(
+        (0.6..=1.6).contains(&ratio),
+        "CPU seconds from tick samples {tick_cpu:.2}, from timer samples {timer_cpu:.2}"
+    );
+    for (name, stacks) in [("tick", tick_stacks), ("timer", timer_stacks)] {
+        for (stack, _) in stacks.iter() {
+            assert!(
+                !stack.iter().any(|f| INTERRUPT_FRAMES
+                    .iter()
+                    .any(|i| f.strip_suffix("_[k]") == Some(i))),
+                "{name}: an interrupt's frame in {stack:?}"
+            );
+        }
+    }
+    // The halves, alike (the kernel's: samples with kernel frames, `_[k]`; getppid's libc
+    // wrapper keeps no frame pointer, so call_the_kernel is not in its stacks); the kernel
+    // half named down to the syscall's code.
+    let user = |f: &str| f == "spin_in_user";
+    let kernel = |f: &str| f.ends_with("_[k]");
+    for (half, t, p) in [
+        (
+            "user",
+            share_with(tick_stacks, user),
+            share_with(timer_stacks, user),
+        ),
+        (
+            "kernel",
+            share_with(tick_stacks, kernel),
+            share_with(timer_stacks, kernel),
+        ),
+    ] {
+        assert!(
+            (t - p).abs() < 0.2 && t > 0.25,
+            "{half}: {t:.2} of the tick's samples, {p:.2} of the timer's"
+        );
+    }
+    let in_the_syscall = share_with(tick_stacks, |f| f == "__x64_sys_getppid_[k]");
+    assert!(
+        in_the_syscall > 0.02,
+        "{in_the_syscall:.3} of the tick's samples in getppid's kernel code: {tick_stacks:?}"
+    );
+}
