@@ -13,7 +13,7 @@
 //! the next 20 ms: a read is completed by the later ones of the same image.
 
 use rustc_hash::FxHashMap;
-use slowlab_bpf::sched::format::RecordKind;
+use slowlab_bpf::sched::format::{parse_maps_line, RecordKind};
 use slowlab_bpf::sched::SchedLog;
 use slowlab_model::trace::{
     Frame, FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StackIdx, StackNode, StrIdx,
@@ -38,15 +38,12 @@ struct MapsVersion {
 fn parse_maps(text: &str) -> Vec<Mapping> {
     text.lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
-            let path = f.nth(2)?;
-            let (start, end) = range.split_once('-')?;
+            let m = parse_maps_line(l)?;
             Some(Mapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                path: path.to_string(),
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                path: m.path?.to_string(),
             })
         })
         .collect()

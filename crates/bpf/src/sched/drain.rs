@@ -16,7 +16,7 @@ use libbpf_rs::{MapCore, MapFlags};
 // in the drain's profile (a fifth of its CPU on a file workload).
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::format::{decode_record, RecordKind, SchedEnd, SchedWriter};
+use super::format::{decode_record, parse_maps_line, RecordKind, SchedEnd, SchedWriter};
 use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
 use super::ring::{MapStack, Sink, SnapshotInfo, Window};
@@ -169,9 +169,8 @@ impl Drain {
         let lines = maps
             .lines()
             .filter_map(|l| {
-                let (start, end) = l.split_whitespace().next()?.split_once('-')?;
-                let hex = |v| u64::from_str_radix(v, 16).ok();
-                Some((hex(start)?, hex(end)?, l.to_string()))
+                let m = parse_maps_line(l)?;
+                Some((m.start, m.end, l.to_string()))
             })
             .collect();
         self.exec_maps.insert(pid, lines);

@@ -401,6 +401,30 @@ pub struct SchedLog {
     pub warnings: Vec<String>,
 }
 
+/// One line of a MAPS section, as `/proc/PID/maps` writes it: the mapping's addresses
+/// (`start`-`end`), its offset in the file and the file's path (`None`: anonymous).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub path: Option<&'a str>,
+}
+
+/// Reads one line of a MAPS section; `None` when it is not such a line.
+pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
+    let mut f = line.split_whitespace();
+    let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
+    let (start, end) = range.split_once('-')?;
+    let hex = |v| u64::from_str_radix(v, 16).ok();
+    Some(MapsLine {
+        start: hex(start)?,
+        end: hex(end)?,
+        offset: hex(offset)?,
+        path: f.nth(2),
+    })
+}
+
 /// Whether `bytes` start like a scheduler recording.
 pub fn is_sched_recording(bytes: &[u8]) -> bool {
     bytes.starts_with(SCHED_MAGIC)

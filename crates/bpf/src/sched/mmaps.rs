@@ -121,7 +121,7 @@ impl MmapRings {
                 // SAFETY: `at` stays within the data pages; a record is copied out byte by
                 // byte, since it may wrap around the ring's end.
                 let byte = |offset: u64| unsafe { *ring.base.add(at(offset)) };
-                let header: Vec<u8> = (0..8).map(|i| byte(tail + i)).collect();
+                let header: [u8; 8] = std::array::from_fn(|i| byte(tail + i as u64));
                 let kind = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
                 let size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
                 if size < 8 || tail + size > head {

@@ -185,3 +185,21 @@ fn a_recording_cut_short_reads_what_is_there_and_says_so() {
     assert_eq!(log.warnings.len(), 2, "{:?}", log.warnings);
     assert!(parse_sched(b"PERFILE2").is_err());
 }
+
+#[test]
+fn a_maps_line_gives_its_range_offset_and_path() {
+    let line = "7f00a000-7f00c000 r-xp 00002000 08:01 1234   /usr/lib/libc.so.6";
+    assert_eq!(
+        parse_maps_line(line),
+        Some(MapsLine {
+            start: 0x7f00_a000,
+            end: 0x7f00_c000,
+            offset: 0x2000,
+            path: Some("/usr/lib/libc.so.6"),
+        })
+    );
+    let anonymous = parse_maps_line("1000-2000 r-xp 00000000 00:00 0").unwrap();
+    assert_eq!((anonymous.start, anonymous.path), (0x1000, None));
+    assert_eq!(parse_maps_line("not a maps line"), None);
+    assert_eq!(parse_maps_line(""), None);
+}
