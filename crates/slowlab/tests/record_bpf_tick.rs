@@ -12,12 +12,13 @@ use std::path::Path;
 mod common;
 use common::{one_recording_at_a_time, slowlab};
 
-/// `analyze --json` of process `tick` in `trace`.
-fn summary(trace: &Path) -> serde_json::Value {
+/// `slowlab analyze TRACE --filter process=tick ARGS…`'s output, which must succeed.
+fn analyze_tick(trace: &Path, args: &[&std::ffi::OsStr]) -> Vec<u8> {
     let out = slowlab()
         .arg("analyze")
         .arg(trace)
-        .args(["--filter", "process=tick", "--json"])
+        .args(["--filter", "process=tick"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -25,25 +26,19 @@ fn summary(trace: &Path) -> serde_json::Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+/// `analyze --json` of process `tick` in `trace`.
+fn summary(trace: &Path) -> serde_json::Value {
+    serde_json::from_slice(&analyze_tick(trace, &["--json".as_ref()])).unwrap()
 }
 
 /// The folded stacks of process `tick` in `trace` (outermost frame first) with their
 /// sample counts.
 fn folded(trace: &Path, dir: &Path, name: &str) -> Vec<(Vec<String>, u64)> {
     let file = dir.join(format!("{name}.folded"));
-    let out = slowlab()
-        .arg("analyze")
-        .arg(trace)
-        .args(["--filter", "process=tick", "--collapsed"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    analyze_tick(trace, &["--collapsed".as_ref(), file.as_os_str()]);
     std::fs::read_to_string(&file)
         .unwrap()
         .lines()

@@ -1004,22 +1004,6 @@ static __always_inline __s32 sample_kstack(struct bpf_perf_event_data *ctx, bool
 	return cached_kstack(c, ctx, 0, 1, ctx->regs.regs[REGS_IP], ctx->regs.regs[REGS_SP]);
 }
 
-SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct rec *r = reserve(sizeof(struct rec), KIND_SAMPLE, (__u32)pid_tgid);
-	if (!r)
-		return 0;
-	r->a = pid_tgid >> 32;
-	if (stack_mode != STACKS_NONE)
-		r->kstack = sample_kstack(ctx, pid_tgid == 0);
-	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
-		r->ustack = user_stack_id(1);
-	bpf_ringbuf_submit(r, wakeup_flag());
-	return 0;
-}
-
 // The scheduler tick's timer function (tick_nohz_handler, or tick_sched_timer before 6.9),
 // from /proc/kallsyms; 0 unless the samples are taken on the tick (on_tick).
 const volatile __u64 tick_function = 0;
@@ -1094,6 +1078,24 @@ static __always_inline __s32 tick_kstack(void *ctx)
 	return intern_stack(s, kept, false);
 }
 
+// A CPU sample of the current thread (on_tick's or on_sample's, `on_the_tick` says which
+// `ctx` is): its kernel stack where the interrupt came (tick_kstack, sample_kstack) and its
+// user stack.
+static __always_inline int record_sample(void *ctx, bool on_the_tick)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct rec *r = reserve(sizeof(struct rec), KIND_SAMPLE, (__u32)pid_tgid);
+	if (!r)
+		return 0;
+	r->a = pid_tgid >> 32;
+	if (stack_mode != STACKS_NONE)
+		r->kstack = on_the_tick ? tick_kstack(ctx) : sample_kstack(ctx, pid_tgid == 0);
+	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
+		r->ustack = user_stack_id(1);
+	bpf_ringbuf_submit(r, wakeup_flag());
+	return 0;
+}
+
 // A CPU sample taken on the scheduler's tick (`tp_btf/hrtimer_expire_entry`, the tick's
 // timer only), instead of on a perf event's timer of its own: the tick comes anyway to a busy
 // CPU (CONFIG_HZ times a second; an idle one stops it), so the samples add no interrupts,
@@ -1105,17 +1107,13 @@ int on_tick(__u64 *ctx)
 	struct hrtimer *timer = (struct hrtimer *)ctx[0];
 	if ((__u64)timer->function != tick_function || !tick_function)
 		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct rec *r = reserve(sizeof(struct rec), KIND_SAMPLE, (__u32)pid_tgid);
-	if (!r)
-		return 0;
-	r->a = pid_tgid >> 32;
-	if (stack_mode != STACKS_NONE)
-		r->kstack = tick_kstack(ctx);
-	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
-		r->ustack = user_stack_id(1);
-	bpf_ringbuf_submit(r, wakeup_flag());
-	return 0;
+	return record_sample(ctx, true);
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	return record_sample(ctx, false);
 }
 
 SEC("tp_btf/sched_process_fork")
