@@ -304,18 +304,20 @@ struct {
 } stacks SEC(".maps");
 
 // Per CPU, where a stack is walked before it is looked up: slot 0 for the tracepoint
-// programs, slot 1 for on_sample, which can interrupt them. (site_key reads a kernel stack
-// into slot 0 as well: 127 frames and the id make 1,024 bytes, so two slots' worth,
-// SITE_WINDOW, take slots 2 and 3.)
+// programs, slot 1 for the perf_event programs (on_sample, on_major_fault), which can
+// interrupt them, and TICK_SLOT for on_tick, which can interrupt either (a tp_btf program
+// in the timer interrupt: the kernel keeps perf_event programs from running inside any
+// other program, not a tp_btf one).
+#define TICK_SLOT 2
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct stack);
 } scratch SEC(".maps");
 
-// Per CPU, the user stack user_site reads, and user_stack_id's walk reads: slot 0 for the
-// tracepoint programs, slot 1 for the perf_event programs (as `scratch`).
+// Per CPU, the user stack user_site reads, and user_stack_id's walk reads: one slot for
+// each of `scratch`'s.
 #define USER_WINDOW 1024
 struct user_window {
 	__u64 words[USER_WINDOW / 8];
@@ -329,7 +331,7 @@ struct user_window {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct user_window);
 } user_window SEC(".maps");
@@ -1017,7 +1019,8 @@ const volatile __u64 irq_entry_end = 0;
 // __sysvec_apic_timer_interrupt, sysvec_apic_timer_interrupt and the entry, with room.
 #define TICK_FRAMES 16
 
-// Where the interrupt's entry is in a tick's stack (scratch slot 1), and what is kept of it.
+// Where the interrupt's entry is in a tick's stack (scratch's TICK_SLOT), and what is kept
+// of it.
 struct tick_frames {
 	__u32 frames;  // walked
 	__u32 entry;   // the entry's index (frames: not found)
@@ -1028,7 +1031,7 @@ struct tick_frames {
 static long find_irq_entry(__u64 i, void *data)
 {
 	struct tick_frames *t = data;
-	__u32 slot = 1;
+	__u32 slot = TICK_SLOT;
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
 	if (!s || i >= t->frames || i >= STACK_DEPTH)
 		return 1;
@@ -1044,7 +1047,7 @@ static long find_irq_entry(__u64 i, void *data)
 static long keep_interrupted_frame(__u64 i, void *data)
 {
 	struct tick_frames *t = data;
-	__u32 slot = 1;
+	__u32 slot = TICK_SLOT;
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
 	__u64 from = t->entry + 1 + i;
 	if (!s || from >= t->frames || from >= STACK_DEPTH || i >= STACK_DEPTH)
@@ -1059,7 +1062,7 @@ static long keep_interrupted_frame(__u64 i, void *data)
 // (Loops of bpf_loop: the verifier checks each once.)
 static __always_inline __s32 tick_kstack(void *ctx)
 {
-	__u32 slot = 1;  // an interrupt, as on_sample
+	__u32 slot = TICK_SLOT;
 	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
 	if (!s)
 		return -1;
@@ -1091,7 +1094,7 @@ static __always_inline int record_sample(void *ctx, bool on_the_tick)
 	if (stack_mode != STACKS_NONE)
 		r->kstack = on_the_tick ? tick_kstack(ctx) : sample_kstack(ctx, pid_tgid == 0);
 	if ((__u32)pid_tgid != 0 && (stack_mode == STACKS_ALL || stack_mode == STACKS_BLOCKING))
-		r->ustack = user_stack_id(1);
+		r->ustack = user_stack_id(on_the_tick ? TICK_SLOT : 1);
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
