@@ -76,6 +76,13 @@ impl TickSource {
             .iter()
             .find_map(|name| symbols.address(name))
             .ok_or("the kernel has no high-resolution tick (tick_nohz_handler)")?;
+        if !high_resolution_timers().ok_or("/proc/timer_list cannot be read")? {
+            return Err(
+                "the kernel's timers run in low-resolution mode, where the tick is \
+                        not a timer of its own"
+                    .into(),
+            );
+        }
         let entry = symbols
             .range("asm_sysvec_apic_timer_interrupt")
             .ok_or("the kernel has no asm_sysvec_apic_timer_interrupt")?;
@@ -86,6 +93,22 @@ impl TickSource {
             hz,
         })
     }
+}
+
+/// Whether the kernel's timers run in high-resolution mode (`/proc/timer_list` gives the
+/// clocks a resolution of 1 ns), where the tick is a timer (`hrtimer`) of its own and
+/// on_tick sees it expire; in low-resolution mode the tick's function is called directly.
+fn high_resolution_timers() -> Option<bool> {
+    let text = fs::read_to_string("/proc/timer_list").ok()?;
+    Some(resolution_is_high(&text))
+}
+
+/// Whether a `/proc/timer_list`'s clocks have a resolution of 1 ns.
+fn resolution_is_high(timer_list: &str) -> bool {
+    timer_list
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".resolution:"))
+        .any(|r| r.trim() == "1 nsecs")
 }
 
 /// The kernel's `CONFIG_HZ`: from its configuration (`/boot/config-RELEASE`,
@@ -168,6 +191,15 @@ mod tests {
         assert_eq!(hz_from_jiffies(200_000_000, 199), Some(1000));
         assert_eq!(hz_from_jiffies(200_000_000, 21), Some(100));
         assert_eq!(hz_from_jiffies(0, 21), None);
+    }
+
+    #[test]
+    fn high_resolution_is_a_resolution_of_one_nanosecond() {
+        let clock =
+            |ns: u64| format!("cpu: 0\n clock 0:\n  .index:      0\n  .resolution: {ns} nsecs\n");
+        assert!(resolution_is_high(&clock(1)));
+        assert!(!resolution_is_high(&clock(4_000_000)));
+        assert!(!resolution_is_high(""));
     }
 
     #[test]
