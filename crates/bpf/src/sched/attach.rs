@@ -39,18 +39,27 @@ pub(crate) fn load_and_attach<'obj>(
     let ring_bytes = options.ring_bytes;
     crate::sys::mount_tracefs_if_absent();
     let mut unattached = Vec::new();
-    let symbols = KernelSymbols::read();
+    let tick_asked = options.sample_clock == SampleClock::Tick && options.sample_freq > 0;
+    // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
+    let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
+    // Read only when kernel addresses are needed (the file is some 200,000 lines).
+    let symbols = if tick_asked || reuse {
+        KernelSymbols::read()
+    } else {
+        None
+    };
     // The samples on the tick where it can be found, else on a timer of their own.
-    let tick = match options.sample_clock {
-        SampleClock::Tick if options.sample_freq > 0 => TickSource::find(symbols.as_ref())
+    let tick = if tick_asked {
+        TickSource::find(symbols.as_ref())
             .map_err(|why| {
                 unattached.push(format!(
                     "the CPU samples on the scheduler's tick: {why}; taken on a timer at {} Hz",
                     options.sample_freq
                 ))
             })
-            .ok(),
-        _ => None,
+            .ok()
+    } else {
+        None
     };
     let mut open = SchedSkelBuilder::default()
         .open(object)
@@ -77,8 +86,6 @@ pub(crate) fn load_and_attach<'obj>(
         } else {
             rodata.recorder_tgid = std::process::id();
         }
-        // x86-64 only: sched.bpf.c reads x86-64's pt_regs and 16 KiB kernel stacks.
-        let reuse = options.reuse_sites && cfg!(target_arch = "x86_64");
         rodata.reuse_sites = reuse;
         if reuse {
             // Without the kernel's text range, no stack is reused.

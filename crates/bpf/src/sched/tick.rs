@@ -7,48 +7,48 @@ use std::fs;
 use std::io::Read;
 use std::time::Duration;
 
-/// The kernel's symbols, as `/proc/kallsyms` lists them (one read, looked up by name).
+/// The kernel's symbols, as `/proc/kallsyms` lists them: its text, read once, and
+/// searched for the few names the recorder needs (not parsed into a table: a load needs
+/// four addresses of some 200,000 symbols).
 pub(crate) struct KernelSymbols {
-    /// Every (address, name), sorted by address.
-    symbols: Vec<(u64, String)>,
+    text: String,
 }
 
 impl KernelSymbols {
     /// Reads `/proc/kallsyms`; `None` when it cannot be read or hides the addresses (all 0:
     /// not root, or `kernel.kptr_restrict`).
     pub(crate) fn read() -> Option<KernelSymbols> {
-        let text = fs::read_to_string("/proc/kallsyms").ok()?;
-        let mut symbols: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split_whitespace();
-                let address = u64::from_str_radix(fields.next()?, 16).ok()?;
-                let name = fields.nth(1)?;
-                Some((address, name.to_string()))
-            })
-            .collect();
-        symbols.sort_unstable();
-        symbols
-            .iter()
-            .any(|&(address, _)| address != 0)
-            .then_some(KernelSymbols { symbols })
+        let symbols = KernelSymbols {
+            text: fs::read_to_string("/proc/kallsyms").ok()?,
+        };
+        let shown = symbols.symbols().any(|(address, _)| address != 0);
+        shown.then_some(symbols)
     }
 
-    /// The address of the kernel's (not a module's) symbol `name`.
+    /// Every (address, name).
+    fn symbols(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.text.lines().filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = u64::from_str_radix(fields.next()?, 16).ok()?;
+            Some((address, fields.nth(1)?))
+        })
+    }
+
+    /// The address of the symbol `name` (the first listed: the kernel's, before modules').
     pub(crate) fn address(&self, name: &str) -> Option<u64> {
-        self.symbols
-            .iter()
-            .find(|(address, n)| n == name && *address != 0)
-            .map(|&(address, _)| address)
+        self.symbols()
+            .find(|&(address, n)| n == name && address != 0)
+            .map(|(address, _)| address)
     }
 
     /// The code of the function `name`: its address to the next symbol's.
     pub(crate) fn range(&self, name: &str) -> Option<(u64, u64)> {
         let start = self.address(name)?;
-        let at = self
-            .symbols
-            .partition_point(|&(address, _)| address <= start);
-        let end = self.symbols.get(at)?.0;
+        let end = self
+            .symbols()
+            .map(|(address, _)| address)
+            .filter(|&address| address > start)
+            .min()?;
         Some((start, end))
     }
 }
@@ -205,11 +205,10 @@ mod tests {
     #[test]
     fn a_functions_range_ends_at_the_next_symbol() {
         let symbols = KernelSymbols {
-            symbols: vec![
-                (0x100, "a".into()),
-                (0x120, "asm_sysvec_apic_timer_interrupt".into()),
-                (0x140, "b".into()),
-            ],
+            text: "0000000000000140 T b\n\
+                   0000000000000100 T a\n\
+                   0000000000000120 T asm_sysvec_apic_timer_interrupt\n"
+                .into(),
         };
         assert_eq!(
             symbols.range("asm_sysvec_apic_timer_interrupt"),
