@@ -139,10 +139,15 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
     let exe = named_sleep(dir.path(), &name);
     let trace = dir.path().join("t.data");
     let trigger = format!("cmd-slower:{name}>2s");
+    // The snapshot must reach ~6.5 s back (3 s of the slow process, 3 s
+    // after it). perf's buffers are sized for 0.75 to 1.5 times the seconds
+    // at the average CPU's rate, and the CPU that forks the process may be
+    // twice as busy (CI once lost the fork with `--ring 10`): 20 s leaves
+    // the busiest CPU at least 7.5 s.
     let args = [
         &[
             "--ring",
-            "10",
+            "20",
             "--no-paths",
             "--trigger",
             &trigger,
