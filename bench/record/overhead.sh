@@ -15,12 +15,16 @@
 #   bpf             `slowlab record --backend bpf`: the eBPF recorder (switches,
 #                   wake-ups, samples, lifetimes, the waiting syscalls, disk
 #                   requests, every page fault, the detectors' syscalls and
-#                   their paths: what `after` records)
+#                   their paths: what `after` records; without a command, its
+#                   samples on the scheduler's tick)
 #   bpf-no-paths    the same without the paths (what `after-no-paths` records)
 #   bpf-before      SLOWLAB_BEFORE's eBPF recorder (`--backend bpf`), if given:
 #                   to compare two builds' eBPF recorders side by side
 #   bpf-tick        `--backend bpf --samples-on tick`: the CPU samples on the
-#                   scheduler's tick, with no interrupts of their own
+#                   scheduler's tick, with no interrupts of their own (`bpf`
+#                   since the tick became the default without a command)
+#   bpf-timer       `--backend bpf --samples-on timer`: the samples on a timer
+#                   of their own at 1000 Hz, as perf's (`bpf` before that)
 #   bpf-ring        the flight recorder: `--backend bpf --ring 60` (the last
 #                   minute kept in memory, nothing written until a snapshot;
 #                   the samples on the tick, --ring's default)
@@ -80,6 +84,7 @@ case \$mode in
   bpf-no-paths) bin="$SLOWLAB"; extra="--backend bpf --no-paths" ;;
   bpf-before) bin="$BEFORE"; extra="--backend bpf" ;;
   bpf-tick) bin="$SLOWLAB"; extra="--backend bpf --samples-on tick" ;;
+  bpf-timer) bin="$SLOWLAB"; extra="--backend bpf --samples-on timer" ;;
   bpf-ring) bin="$SLOWLAB"; extra="--backend bpf --ring 60" ;;
   bpf-ring-timer) bin="$SLOWLAB"; extra="--backend bpf --ring 60 --samples-on timer" ;;
   after-ring) bin="$SLOWLAB"; extra="--backend perf --ring 60" ;;

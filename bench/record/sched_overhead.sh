@@ -8,7 +8,9 @@
 #   plain  no recording
 #   perf   perf record -a -g -e cpu-clock/freq=1000/ -e sched:sched_switch
 #          -e sched:sched_waking -o FILE (what `slowlab record` costs on it)
-#   bpf    slowlab record --backend bpf (the eBPF scheduler recorder)
+#   bpf    slowlab record --backend bpf --freq 1000 (the eBPF scheduler recorder,
+#          its samples on a timer at perf's rate, not on the tick: the same
+#          information as perf's)
 #   bpf-WHICH  the same with --bpf-stacks WHICH (none, kernel, blocking, all):
 #          what its stack walks cost; pick modes with MODES="plain perf bpf-none ..."
 #   bpf-WHICH-walk  the same with --bpf-no-reuse: every stack walked, none reused
@@ -42,10 +44,10 @@ recorder() {
       plain) return 0 ;;
       perf) setsid perf record -a -g -e cpu-clock/freq=1000/ -e sched:sched_switch \
               -e sched:sched_waking -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
-      bpf) setsid "$SLOWLAB" record --backend bpf -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
-      bpf-*-walk) w=${mode#bpf-}; setsid "$SLOWLAB" record --backend bpf --bpf-stacks "${w%-walk}" \
+      bpf) setsid "$SLOWLAB" record --backend bpf --freq 1000 -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
+      bpf-*-walk) w=${mode#bpf-}; setsid "$SLOWLAB" record --backend bpf --freq 1000 --bpf-stacks "${w%-walk}" \
               --bpf-no-reuse -o "$out" >"$WORK/$mode.log" 2>&1 </dev/null & ;;
-      bpf-*) setsid "$SLOWLAB" record --backend bpf --bpf-stacks "${mode#bpf-}" -o "$out" \
+      bpf-*) setsid "$SLOWLAB" record --backend bpf --freq 1000 --bpf-stacks "${mode#bpf-}" -o "$out" \
               >"$WORK/$mode.log" 2>&1 </dev/null & ;;
       *) echo "unknown mode $mode" >&2; exit 1 ;;
     esac

@@ -73,7 +73,8 @@ Examples:
   slowlab record --freq 4000 -- ./app   sample 4,000 times a second per CPU
   slowlab record --backend bpf --samples-on tick -- ./app
                                         sample on the scheduler's tick: no
-                                        interrupts of the recorder's own
+                                        interrupts of the recorder's own (the
+                                        default without a command)
   slowlab record --ring 30              keep only the last ~30 s (buffers sized
                                         from the event rate measured first;
                                         with eBPF, samples on the tick);
@@ -101,9 +102,10 @@ pub struct RecordArgs {
     /// Samples per second per CPU, on a timer of their own [default: 1000].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: Option<u32>,
-    /// What the CPU samples are taken on, with --backend bpf [default: tick with
-    /// --ring and without --freq, which is what lets the recorder run all day
-    /// (bench/record/README.md); timer otherwise]. A tick's sample stands for 1/HZ
+    /// What the CPU samples are taken on, with --backend bpf [default: tick when
+    /// recording the machine (--ring, or no command) without --freq, which is what
+    /// lets the recorder run all day (bench/record/README.md); timer when recording
+    /// a command, whose seconds need the samples]. A tick's sample stands for 1/HZ
     /// of CPU time, as a timer's for 1/--freq.
     #[arg(long, value_enum, value_name = "CLOCK")]
     pub samples_on: Option<SamplesOnArg>,
@@ -176,11 +178,14 @@ impl RecordArgs {
     }
 
     /// Whether the eBPF recorder takes its samples on the scheduler's tick: as
-    /// `--samples-on` says, else with `--ring` unless `--freq` asks for a rate.
+    /// `--samples-on` says, else when it records the machine for as long as it is
+    /// left running (`--ring`, or no command), unless `--freq` asks for a rate. A
+    /// command's recording keeps the timer: it is over in seconds, and a short
+    /// command needs the four times as many samples more than the few points.
     pub fn samples_on_tick(&self) -> bool {
         match self.samples_on {
             Some(clock) => clock == SamplesOnArg::Tick,
-            None => self.ring.is_some() && self.freq.is_none(),
+            None => (self.ring.is_some() || self.command.is_empty()) && self.freq.is_none(),
         }
     }
 }
@@ -218,12 +223,15 @@ mod tests {
     }
 
     #[test]
-    fn the_flight_recorder_samples_on_the_tick_unless_a_rate_or_the_timer_is_asked_for() {
+    fn the_machine_is_sampled_on_the_tick_and_a_command_on_the_timer_unless_asked() {
         assert!(args(&["--ring", "60"]).samples_on_tick());
         assert!(!args(&["--ring", "60", "--freq", "500"]).samples_on_tick());
         assert!(!args(&["--ring", "60", "--samples-on", "timer"]).samples_on_tick());
-        assert!(!args(&[]).samples_on_tick());
-        assert!(args(&["--samples-on", "tick"]).samples_on_tick());
+        assert!(args(&[]).samples_on_tick());
+        assert!(!args(&["--freq", "1000"]).samples_on_tick());
+        assert!(!args(&["--", "make"]).samples_on_tick());
+        assert!(args(&["--ring", "60", "--", "make"]).samples_on_tick());
+        assert!(args(&["--samples-on", "tick", "--", "make"]).samples_on_tick());
         assert_eq!(args(&[]).sample_freq(), DEFAULT_FREQ);
         assert_eq!(args(&["--freq", "500"]).sample_freq(), 500);
     }

@@ -48,8 +48,13 @@ fn run_bpf(args: RecordArgs) -> Result<i32> {
     let output = args.output.unwrap_or_else(default_output);
     if args.command.is_empty() {
         eprintln!(
-            "slowlab: recording all CPUs into {} (eBPF){}; press Ctrl-C to stop",
+            "slowlab: recording all CPUs into {} (eBPF{}){}; press Ctrl-C to stop",
             output.display(),
+            if options.sample_clock == SampleClock::Tick {
+                ", CPU samples on the scheduler's tick"
+            } else {
+                ""
+            },
             match args.ring {
                 Some(secs) => format!(", keeping the last {secs} s"),
                 None => String::new(),
