@@ -188,6 +188,27 @@ impl RecordArgs {
             None => (self.ring.is_some() || self.command.is_empty()) && self.freq.is_none(),
         }
     }
+
+    /// Why `--samples-on tick` cannot be honoured, if it cannot: with `--freq` (the
+    /// tick has the kernel's rate), or without the eBPF recorder (`bpf`: whether it
+    /// records; perf samples on a timer of its own).
+    pub fn sample_clock_refusal(&self, bpf: bool) -> Option<&'static str> {
+        if self.samples_on != Some(SamplesOnArg::Tick) {
+            None
+        } else if self.freq.is_some() {
+            Some(
+                "--samples-on tick samples at the kernel's tick rate (CONFIG_HZ): drop --freq, \
+                 or use --samples-on timer for --freq's rate",
+            )
+        } else if !bpf {
+            Some(
+                "--samples-on tick needs the eBPF recorder (--backend bpf); perf samples on a \
+                 timer of its own",
+            )
+        } else {
+            None
+        }
+    }
 }
 
 pub fn parse_trigger(text: &str) -> Result<slowlab_record::Trigger, String> {
@@ -234,5 +255,21 @@ mod tests {
         assert!(args(&["--samples-on", "tick", "--", "make"]).samples_on_tick());
         assert_eq!(args(&[]).sample_freq(), DEFAULT_FREQ);
         assert_eq!(args(&["--freq", "500"]).sample_freq(), 500);
+    }
+
+    #[test]
+    fn the_tick_is_refused_with_a_rate_or_without_the_ebpf_recorder() {
+        let tick_at = |freq: &[&str], bpf| {
+            args(&[&["--samples-on", "tick"], freq].concat()).sample_clock_refusal(bpf)
+        };
+        assert!(tick_at(&["--freq", "500"], true).is_some_and(|w| w.contains("drop --freq")));
+        assert!(tick_at(&[], false).is_some_and(|w| w.contains("--backend bpf")));
+        assert_eq!(tick_at(&[], true), None);
+        // Asked for by default, not by the user: nothing to refuse.
+        assert_eq!(args(&[]).sample_clock_refusal(false), None);
+        assert_eq!(
+            args(&["--samples-on", "timer", "--freq", "500"]).sample_clock_refusal(false),
+            None
+        );
     }
 }

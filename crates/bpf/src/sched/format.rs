@@ -411,17 +411,29 @@ pub struct MapsLine<'a> {
     pub path: Option<&'a str>,
 }
 
-/// Reads one line of a MAPS section; `None` when it is not such a line.
+/// Reads one line of a MAPS section; `None` when it is not such a line. The path is the
+/// rest of the line after the inode, spaces and all, without the kernel's ` (deleted)`
+/// mark of a file removed since it was mapped (its name is still the best guess).
 pub fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
-    let mut f = line.split_whitespace();
-    let (range, _perms, offset) = (f.next()?, f.next()?, f.next()?);
+    let mut rest = line;
+    let mut field = || {
+        rest = rest.trim_start();
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(end);
+        rest = after;
+        (!word.is_empty()).then_some(word)
+    };
+    let (range, _perms, offset) = (field()?, field()?, field()?);
+    let has_inode = field().and(field()).is_some();
     let (start, end) = range.split_once('-')?;
     let hex = |v| u64::from_str_radix(v, 16).ok();
+    let path = rest.trim();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
     Some(MapsLine {
         start: hex(start)?,
         end: hex(end)?,
         offset: hex(offset)?,
-        path: f.nth(2),
+        path: (has_inode && !path.is_empty()).then_some(path),
     })
 }
 

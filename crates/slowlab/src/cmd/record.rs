@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use slowlab_bpf::sched::{SampleClock, StackMode};
-use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs, SamplesOnArg};
+use slowlab_cli::record::{BackendArg, BpfStacksArg, CallGraphArg, RecordArgs};
 use slowlab_record::Backend;
 
 /// How long `--save` waits for the snapshot (a busy machine's dump takes
@@ -123,20 +123,12 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         CallGraphArg::Fp => slowlab_record::CallGraph::Fp,
         CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
     };
-    if args.samples_on == Some(SamplesOnArg::Tick) && args.freq.is_some() {
-        anyhow::bail!(
-            "--samples-on tick samples at the kernel's tick rate (CONFIG_HZ): drop --freq, \
-             or use --samples-on timer for --freq's rate"
-        );
+    let bpf = backend(args.backend, call_graph) == Backend::Bpf;
+    if let Some(why) = args.sample_clock_refusal(bpf) {
+        anyhow::bail!(why);
     }
-    if backend(args.backend, call_graph) == Backend::Bpf {
+    if bpf {
         return run_bpf(args);
-    }
-    if args.samples_on == Some(SamplesOnArg::Tick) {
-        anyhow::bail!(
-            "--samples-on tick needs the eBPF recorder (--backend bpf); perf samples on a \
-             timer of its own"
-        );
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let always = always_on(&args);

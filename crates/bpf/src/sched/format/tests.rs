@@ -200,6 +200,11 @@ fn a_maps_line_gives_its_range_offset_and_path() {
     );
     let anonymous = parse_maps_line("1000-2000 r-xp 00000000 00:00 0").unwrap();
     assert_eq!((anonymous.start, anonymous.path), (0x1000, None));
+    let spaced = "1000-2000 r-xp 00000000 08:01 77 /opt/My App/bin/app (deleted)";
+    assert_eq!(
+        parse_maps_line(spaced).unwrap().path,
+        Some("/opt/My App/bin/app")
+    );
     assert_eq!(parse_maps_line("not a maps line"), None);
     assert_eq!(parse_maps_line(""), None);
 }
