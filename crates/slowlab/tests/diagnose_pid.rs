@@ -67,11 +67,7 @@ fn a_running_computation_is_answered_for_over_the_window() {
         .arg("1")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let q: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.path().join("critical_path.json")).unwrap())
             .unwrap();

@@ -75,11 +75,7 @@ fn the_function_that_grows_ranks_first() {
         .arg(&page)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     require_browser();
     let shots = screenshot_dir("diff");
     run_check(

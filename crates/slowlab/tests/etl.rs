@@ -22,11 +22,7 @@ fn the_cpu_view_of_an_etl_zip_lists_its_processes_with_samples() {
         .arg(fixture("perfview-net.4.5.2.x64.etl.zip"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let v = json(&out);
     // TraceEvent's baseline counts 6320 non-idle samples in this trace.
     assert_eq!(v["samples"], 6320);
@@ -103,11 +99,7 @@ fn events_counts_use_traceevents_names() {
         .arg(fixture("perfview-net.4.5.2.x64.etl.zip"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let v = json(&out);
     let events = &v["events"];
     assert_eq!(events["Windows Kernel/Process/DCStart"], 32);
@@ -232,11 +224,7 @@ fn findings_of_an_etl_name_numbered_log_probes_at_each_launch() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let v = json(&out);
     let findings = v.as_array().expect("an array of findings");
     let probe = findings
@@ -254,11 +242,7 @@ fn findings_of_an_etl_name_numbered_log_probes_at_each_launch() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     assert!(text.contains("FileIO/Create"), "{text}");
     assert!(text.contains("app.N.dat"), "{text}");
 }
@@ -311,11 +295,7 @@ fn symbols_name_the_functions_of_an_etl_from_a_matching_pdb_only() {
             .arg(&file)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        slowlab_testkit::assert_succeeded(&out);
         json(&out)
     };
     let names = |v: &serde_json::Value| -> Vec<(String, String)> {
@@ -379,11 +359,7 @@ fn diff_names_the_functions_of_two_etl_traces_from_their_pdb() {
             cmd.arg("--symbols").arg(fixture("pdb"));
         }
         let out = cmd.arg(&a).arg(&b).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        slowlab_testkit::assert_succeeded(&out);
         json(&out)
     };
     let v = diff(true);

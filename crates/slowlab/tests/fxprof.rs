@@ -29,11 +29,7 @@ fn export(fixture_name: &str, dir: &Path, name: &str, args: &[&str]) -> serde_js
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let bytes = std::fs::read(&out_file).unwrap();
     let text = if name.ends_with(".gz") {
         assert_eq!(&bytes[..2], &[0x1f, 0x8b], "a .gz name gets gzip");

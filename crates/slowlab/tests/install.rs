@@ -71,11 +71,7 @@ fn completions_are_valid_scripts_that_know_the_commands() {
         ))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
 }
 
 #[test]

@@ -117,11 +117,7 @@ fn exports_are_written() {
         .arg(fixture("hot-fp.perfdata"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
     let text = std::fs::read_to_string(&folded).unwrap();
     let total: u64 = text

@@ -22,11 +22,7 @@ fn heaviest_stack(trace: &Path, dir: &Path, name: &str) -> Vec<String> {
         .arg(&folded)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let text = std::fs::read_to_string(&folded).unwrap();
     let (stack, _) = text
         .lines()

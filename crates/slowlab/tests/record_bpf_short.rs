@@ -33,11 +33,7 @@ fn short_processes_have_their_own_code_named() {
             .output()
             .unwrap()
     };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     let v = analyze_spin(&trace);
     let functions = v["functions"].as_array().expect("functions");
     let inclusive_of = |name: &str| -> u64 {

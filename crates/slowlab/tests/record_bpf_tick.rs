@@ -22,11 +22,7 @@ fn analyze_tick(trace: &Path, args: &[&std::ffi::OsStr]) -> Vec<u8> {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    slowlab_testkit::assert_succeeded(&out);
     out.stdout
 }
 

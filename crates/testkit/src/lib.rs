@@ -37,6 +37,16 @@ pub fn skip(reason: impl Display) {
     report_skip(&test, reason, &mut std::io::stderr(), log.as_deref());
 }
 
+/// Panics with the command's stderr unless it exited with success.
+#[track_caller]
+pub fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Whether the shell finds `tool` on the PATH (`command -v`).
 pub fn has_tool(tool: &str) -> bool {
     std::process::Command::new("sh")
