@@ -12,8 +12,9 @@
 //! Also where the fuzz targets' committed inputs are (`fuzz/corpus/TARGET`
 //! and `fuzz/regressions/TARGET`), for the tests that replay them.
 //!
-//! And [`has_tool`], and [`perf_record`], the plain `perf record -g` of one program that the
-//! symbolizer's tests read back.
+//! And [`has_tool`], [`perf_record`], the plain `perf record -g` of one program that the
+//! symbolizer's tests read back, and [`assert_succeeded`], which shows a failed command's
+//! stderr.
 //!
 //! It does not decide whether a capability is present; each test checks
 //! what it needs.
