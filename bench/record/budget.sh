@@ -30,7 +30,17 @@ mkfs.ext4 -q -F "$WORK/fs.img"
 mount -o loop "$WORK/fs.img" "$WORK/mnt"
 stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
 recorder=""
-trap '[ -n "$recorder" ] && kill "$recorder" 2>/dev/null; echo "$stats_before" >/proc/sys/kernel/bpf_stats_enabled; umount "$WORK/mnt"; rm -f "$WORK/fs.img" "$WORK"/*.data' EXIT
+# Undoes what the script did, whatever failed first (`set +e`: under `set -e` a failed
+# `kill` of a recorder already gone ended the trap there, leaving the loop mount and
+# bpf_stats on).
+cleanup() {
+  set +e
+  [ -n "$recorder" ] && kill "$recorder" 2>/dev/null && wait "$recorder" 2>/dev/null
+  echo "$stats_before" >/proc/sys/kernel/bpf_stats_enabled
+  umount "$WORK/mnt"
+  rm -f "$WORK/fs.img" "$WORK"/*.data
+}
+trap cleanup EXIT
 
 # untar PREFIX: RUNS untars into fresh directories PREFIX1.., made first; prints
 # the milliseconds they took.

@@ -68,7 +68,20 @@ if ! mountpoint -q "$WORK/mnt"; then
   mkfs.ext4 -q -F "$WORK/fs.img"
   mount -o loop "$WORK/fs.img" "$WORK/mnt"
 fi
-trap 'umount "$WORK/mnt" 2>/dev/null; rm -f "$WORK/fs.img"' EXIT
+# Undoes what the script did, whatever failed first: a recording still running (a
+# failed hyperfine leaves its mode's recorder up), the loop mount, the image.
+cleanup() {
+  set +e
+  for f in "$WORK"/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill -INT "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    rm -f "$f"
+  done
+  umount "$WORK/mnt" 2>/dev/null
+  rm -f "$WORK/fs.img"
+}
+trap cleanup EXIT
 
 # recorder start|stop MODE: a recording in the background, or none.
 cat >"$WORK/recorder" <<EOF
@@ -111,6 +124,7 @@ else
     kill -INT "\$pid"
   fi
   while kill -0 "\$pid" 2>/dev/null; do sleep 0.1; done
+  rm -f "$WORK/\$mode.pid"
   ls -l "\$out"* >>"$WORK/\$mode.log" 2>&1 || true
 fi
 EOF

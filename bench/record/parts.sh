@@ -49,7 +49,14 @@ truncate -s 512M "$WORK/fs.img"
 mkfs.ext4 -q -F "$WORK/fs.img"
 mount -o loop "$WORK/fs.img" "$WORK/mnt"
 recorder=""
-trap '[ -n "$recorder" ] && kill "$recorder" 2>/dev/null; umount "$WORK/mnt"; rm -f "$WORK/fs.img" "$WORK"/*.data' EXIT
+# Undoes what the script did, whatever failed first (`set +e`: see budget.sh).
+cleanup() {
+  set +e
+  [ -n "$recorder" ] && kill "$recorder" 2>/dev/null && wait "$recorder" 2>/dev/null
+  umount "$WORK/mnt"
+  rm -f "$WORK/fs.img" "$WORK"/*.data
+}
+trap cleanup EXIT
 
 settings() { # MODE: the example's environment
   local nothing="SCHED_STACKS=none SCHED_SYSCALLS=0 SCHED_DETECTOR_SYSCALLS=0 SCHED_FAULTS=0"

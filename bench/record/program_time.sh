@@ -25,7 +25,13 @@ truncate -s 512M "$mnt.img"
 mkfs.ext4 -q -F "$mnt.img"
 mount -o loop "$mnt.img" "$mnt"
 stats_before=$(cat /proc/sys/kernel/bpf_stats_enabled)
-trap 'echo "$stats_before" >/proc/sys/kernel/bpf_stats_enabled; umount "$mnt"; rm -rf "$mnt" "$mnt.img" "$mnt.data"' EXIT
+cleanup() { # whatever failed first (set +e: see budget.sh)
+  set +e
+  echo "$stats_before" >/proc/sys/kernel/bpf_stats_enabled
+  umount "$mnt"
+  rm -rf "$mnt" "$mnt.img" "$mnt.data"
+}
+trap cleanup EXIT
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
 
 for ((round = 0; round < ROUNDS; round++)); do
