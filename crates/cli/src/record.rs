@@ -99,7 +99,8 @@ pub struct RecordArgs {
     /// with --save, which recorder to ask (needed only when several run).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Samples per second per CPU, on a timer of their own [default: 1000].
+    /// Samples per second per CPU, on a timer of their own [default: 1000]; with
+    /// --backend bpf, giving it takes the samples on that timer, not on the tick.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub freq: Option<u32>,
     /// What the CPU samples are taken on, with --backend bpf [default: tick when
