@@ -33,7 +33,10 @@
 //! one — counts as one wait for that thread, followed over the whole loop;
 //! a loop ends at the first wait a thread ended, so each waker keeps its
 //! own loop, and a loop that a signal or the trace's end ends is one wait
-//! for its owner.
+//! for its owner. A loop (or a lone timed wait) whose last time-out raced
+//! with another thread's wake of its futex word — the wake came as the
+//! timer fired, too late to wake it, and the thread went on — is one wait
+//! for that thread too.
 //!
 //! Who killed the root or a process it started is `killed.rs`; which
 //! process is the root, its tree and its window, `root.rs`.
@@ -72,6 +75,11 @@ pub const MAX_DEPTH: u32 = 8;
 
 /// Running time between two timed-out waits of a poll loop, at most.
 pub const MAX_POLL_GAP_NS: u64 = 2_000_000;
+
+/// How long before a timer ended a wait another thread's wake of its word
+/// may have been entered and still have come too late to wake it (the
+/// way from the syscall's entry to the word's wait queue).
+pub const RACE_SLACK_NS: u64 = 20_000;
 
 /// Why a path cannot be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -133,7 +141,14 @@ struct Walker<'a> {
     judged: HashMap<JudgeKey, (WaitKind, Option<EndedBy>), BuildFx>,
     /// Per process (by pid): its children's processes, in start order.
     children: HashMap<i32, Vec<ProcIdx>, BuildFx>,
+    /// The trace's futex wakes by word, when first needed
+    /// ([`Walker::raced_waker`]).
+    futex_wakes: Option<FutexWakes>,
 }
+
+/// Futex wakes by word (process, address): when each was entered and by
+/// which thread, in time order.
+type FutexWakes = HashMap<crate::locks::WordKey, Vec<(u64, ThreadIdx)>, BuildFx>;
 
 impl Walker<'_> {
     fn judge(&mut self, b: &BlockedSpan) -> Judged {
@@ -231,7 +246,7 @@ impl Walker<'_> {
                     let j = self.judge(&blocked);
                     // The span's index in all the thread's spans.
                     let at = first_span + k;
-                    let polled = match self.poll_loop(spans, k) {
+                    let polled = match self.poll_loop(thread, spans, k) {
                         Some((last, Some(w), kind)) => Some((last, w, kind)),
                         Some((last, None, _)) => {
                             let end = spans[last].end_ns.min(to);
@@ -458,6 +473,7 @@ pub fn critical_path_with(
         chain: Vec::new(),
         judged: HashMap::default(),
         children: children_by_pid(trace),
+        futex_wakes: None,
     };
     w.walk(thread, start, end, 0, None);
     let raws = merge(w.out);

@@ -2,14 +2,18 @@
 //! time-out, the trace's end): the child waited for, the thread that ended
 //! the thread's last wait on the same stack, the busiest sibling or child;
 //! and poll loops, which count as one wait for the thread that ended the
-//! last. Part of the [`super::Walker`]; pure.
+//! last, or whose wake raced with the last time-out. Part of the
+//! [`super::Walker`]; pure.
 
 use slowlab_model::critical_path::WaitKind;
 use slowlab_model::trace::ThreadIdx;
 
-use super::{main_thread, window, EndedBy, Walker, MAX_POLL_GAP_NS, OWNER_LOOKBACK};
+use super::{
+    main_thread, window, EndedBy, FutexWakes, Walker, MAX_POLL_GAP_NS, OWNER_LOOKBACK,
+    RACE_SLACK_NS,
+};
 use crate::classify;
-use crate::states::{BlockedSpan, SpanState};
+use crate::states::{BlockedSpan, Span, SpanState};
 use crate::wait_calls::WaitSyscall;
 
 impl Walker<'_> {
@@ -121,18 +125,21 @@ impl Walker<'_> {
         best.map(|b| b.2)
     }
 
-    /// A poll loop starting at `spans[k]`: a wait on a lock or for another
-    /// thread (futex, poll, pipe) that a timer (or no wake-up in the trace)
-    /// ended, waited again on the same stack after at most
-    /// [`MAX_POLL_GAP_NS`] on a CPU each time, until a thread ended one.
-    /// Returns the index of that last wait, its waker and its kind. (Cargo
-    /// waits for its jobs this way, with a 500 ms timeout: the timeouts are
-    /// not what it waited for.) A loop that a signal or the trace's end
-    /// (or the window's) ends instead has no waker (`None`): the walker
-    /// asks who owns what it waited for.
+    /// A poll loop starting at `spans[k]` (of `thread`): a wait on a lock
+    /// or for another thread (futex, poll, pipe) that a timer (or no
+    /// wake-up in the trace) ended, waited again on the same stack after at
+    /// most [`MAX_POLL_GAP_NS`] on a CPU each time, until a thread ended
+    /// one, or until a thread's wake raced with its last time-out
+    /// ([`Self::raced_waker`]). Returns the index of that last wait, its
+    /// waker and its kind; a lone timed-out wait is a loop of one when a
+    /// wake raced with it. (Cargo waits for its jobs this way, with a
+    /// 500 ms timeout: the timeouts are not what it waited for.) A loop that
+    /// a signal or the trace's end (or the window's) ends instead has no
+    /// waker (`None`): the walker asks who owns what it waited for.
     pub(super) fn poll_loop(
         &mut self,
-        spans: &[crate::states::Span],
+        thread: ThreadIdx,
+        spans: &[Span],
         k: usize,
     ) -> Option<(usize, Option<ThreadIdx>, WaitKind)> {
         let SpanState::Blocked(first) = spans[k].state else {
@@ -141,15 +148,20 @@ impl Walker<'_> {
         if !self.timed_out_waiting_for_others(&first) {
             return None;
         }
+        let kind = self.own_kind(&first);
         let mut busy = 0;
         let mut last = k;
+        // Whether the thread went on after the loop (ran, or waited for
+        // something else), rather than the window ending inside it.
+        let mut went_on = false;
         for (m, span) in spans.iter().enumerate().skip(k + 1) {
             match span.state {
                 SpanState::Runnable => {}
                 SpanState::Running { .. } => {
                     busy += span.end_ns - span.start_ns;
                     if busy > MAX_POLL_GAP_NS {
-                        return None;
+                        went_on = true;
+                        break;
                     }
                 }
                 SpanState::Blocked(b) if self.same_wait(&b, &first) => {
@@ -167,11 +179,105 @@ impl Walker<'_> {
                     }
                     return None;
                 }
-                SpanState::Blocked(_) => return None,
+                SpanState::Blocked(_) => {
+                    went_on = true;
+                    break;
+                }
             }
         }
+        if let Some(w) = self.raced_waker(thread, spans, last) {
+            return Some((last, Some(w), kind));
+        }
         // The window ended inside the loop.
-        (last > k).then(|| (last, None, self.own_kind(&first)))
+        (!went_on && last > k).then_some((last, None, kind))
+    }
+
+    /// Another thread of `thread`'s process whose wake of the futex word
+    /// of the timed-out wait `spans[last]` raced with the time-out: entered
+    /// from just before the timer ended the wait ([`RACE_SLACK_NS`]) until
+    /// the thread went on (ran [`MAX_POLL_GAP_NS`], or waited for anything
+    /// but a lock; it may first wait for the mutex its condition variable
+    /// takes back). Its wake came too late to wake the thread (no wake-up
+    /// is recorded), but it made what the thread waited for happen, and
+    /// the thread found it done. Rust's condition variable makes the call
+    /// whether anyone waits or not, and cargo's job queue is one: a job
+    /// that ends as cargo's 500 ms time-out fires left cargo's build "87%
+    /// waiting on futex" on a loaded machine. Needs the futex calls.
+    fn raced_waker(&mut self, thread: ThreadIdx, spans: &[Span], last: usize) -> Option<ThreadIdx> {
+        let SpanState::Blocked(b) = spans[last].state else {
+            return None;
+        };
+        let word = self.futex_word(&b)?;
+        // The wait ended at its call's return when that came first: perf
+        // records no wake-up or switch in of an idle CPU's thread here, and
+        // the span then lasts until the thread's next switch away.
+        let returned = b
+            .call
+            .map(|c| self.states.calls[c.ix()].exit_ns)
+            .filter(|&at| at > spans[last].start_ns);
+        let ended = returned.map_or(spans[last].end_ns, |at| at.min(spans[last].end_ns));
+        let from = ended.saturating_sub(RACE_SLACK_NS);
+        let mut until = spans[last].end_ns;
+        let mut busy = 0;
+        for span in &spans[last + 1..] {
+            match span.state {
+                SpanState::Running { .. } => {
+                    let ran = span.end_ns - span.start_ns;
+                    if busy + ran > MAX_POLL_GAP_NS {
+                        until = span.start_ns + (MAX_POLL_GAP_NS - busy);
+                        break;
+                    }
+                    busy += ran;
+                }
+                SpanState::Blocked(next)
+                    if self.own_kind(&next) != WaitKind::Lock || self.same_wait(&next, &b) =>
+                {
+                    break;
+                }
+                SpanState::Runnable | SpanState::Blocked(_) => {}
+            }
+            until = span.end_ns;
+        }
+        let pid = self.trace.thread_process(thread).pid;
+        let wakes = self.futex_wakes().get(&(pid, word))?;
+        let first = wakes.partition_point(|&(at, _)| at < from);
+        wakes[first..]
+            .iter()
+            .take_while(|&&(at, _)| at <= until)
+            .map(|&(_, w)| w)
+            .find(|&w| w != thread)
+    }
+
+    /// The futex word a wait waited on, when the trace records the call.
+    fn futex_word(&self, b: &BlockedSpan) -> Option<u64> {
+        b.call.and_then(|c| match self.states.calls[c.ix()].call {
+            WaitSyscall::Futex { uaddr, .. } => Some(uaddr),
+            _ => None,
+        })
+    }
+
+    /// Every futex wake of the trace by word (process, address): when it
+    /// was entered and by whom, in time order. Built on first use.
+    fn futex_wakes(&mut self) -> &FutexWakes {
+        let (trace, states) = (self.trace, self.states);
+        self.futex_wakes.get_or_insert_with(|| {
+            let mut by_word = FutexWakes::default();
+            for c in &states.calls {
+                if let WaitSyscall::Futex { uaddr, .. } = c.call {
+                    if c.call.futex_wakes() {
+                        let pid = trace.thread_process(c.thread).pid;
+                        by_word
+                            .entry((pid, uaddr))
+                            .or_default()
+                            .push((c.enter_ns, c.thread));
+                    }
+                }
+            }
+            for v in by_word.values_mut() {
+                v.sort_unstable_by_key(|&(at, _)| at);
+            }
+            by_word
+        })
     }
 
     /// A wait on a lock or another thread's action that a timer ended, or
@@ -202,13 +308,7 @@ impl Walker<'_> {
     /// without frame pointers, such as Rust's std, pick up stale frames
     /// that differ from one iteration of a loop to the next.)
     pub(super) fn same_wait(&self, a: &BlockedSpan, b: &BlockedSpan) -> bool {
-        let word = |s: &BlockedSpan| {
-            s.call.and_then(|c| match self.states.calls[c.ix()].call {
-                WaitSyscall::Futex { uaddr, .. } => Some(uaddr),
-                _ => None,
-            })
-        };
-        if let (Some(x), Some(y)) = (word(a), word(b)) {
+        if let (Some(x), Some(y)) = (self.futex_word(a), self.futex_word(b)) {
             return x == y;
         }
         if a.stack == b.stack {

@@ -540,3 +540,70 @@ fn a_wake_up_without_a_tid_comes_from_the_thread_on_that_cpu() {
         ]
     );
 }
+
+/// A boss (10) whose timed futex wait on word 0xa0 a timer ends at 60 ms,
+/// and a worker thread (11) of its process that computed meanwhile and
+/// enters a wake of `wake_word` at `wake_at` (nobody waits by then: no
+/// wake-up). The boss then does `bookkeeping` ms of work and ends at 100.
+fn raced_time_out(wake_word: u64, wake_at: u64, bookkeeping: u64) -> CriticalPath {
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "boss");
+    let worker = b.thread(boss, 11, "worker");
+    let other = b.process(30, "other");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(0), 1, 0, 0, 11, None);
+    b.syscall_enter(ms(10), boss, None, "futex", [0xa0, 0x80, 0, 0, 0, 0]);
+    b.switch(ms(10), 0, 10, 1, 0, futex);
+    b.waking(ms(60), 0, other, 10, timer);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.syscall_exit(ms(60) + 10_000, boss, "futex", -110);
+    b.syscall_enter(
+        wake_at,
+        worker,
+        None,
+        "futex",
+        [wake_word, 0x81, 1, 0, 0, 0],
+    );
+    b.syscall_exit(wake_at + 2_000, worker, "futex", 0);
+    b.switch(ms(60 + bookkeeping), 1, 11, 16, 0, None);
+    b.end(ms(100));
+    let t = b.build();
+    path(&t, 10)
+}
+
+#[test]
+fn a_time_out_that_raced_with_a_wake_of_its_word_waited_for_the_waker() {
+    // Cargo's job ended as its 500 ms time-out fired: the job thread's
+    // notify came too late to wake cargo, which found the job done.
+    let cp = raced_time_out(0xa0, ms(60) + 300_000, 1);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (11, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
+    assert_adds_up(&cp);
+}
+
+#[test]
+fn a_time_out_with_no_wake_of_its_word_as_it_fired_stays_a_wait() {
+    // A wake of another word, one of the same word long after the thread
+    // went on (past the poll gap), and one long before the time-out (it
+    // woke another waiter) leave the wait to the timer.
+    for (word, at) in [
+        (0xb0, ms(60) + 300_000),
+        (0xa0, ms(60) + MAX_POLL_GAP_NS + 500_000),
+        (0xa0, ms(30)),
+    ] {
+        let cp = raced_time_out(word, at, 3);
+        assert_eq!(cp.segments[1].tid, 10, "{word:#x} at {at}: {cp:?}");
+        assert_eq!(cp.segments[1].state, Blocked, "{word:#x} at {at}");
+        assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"));
+    }
+}

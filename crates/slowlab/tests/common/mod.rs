@@ -182,9 +182,15 @@ pub struct Diagnosis {
 /// Runs `slowlab diagnose --json -o DIR -- CMD…`: the findings (stdout), the
 /// critical path (`DIR/critical_path.json`), and `wall_s=` from stderr.
 pub fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
+    diagnose_with(dir, &[], cmd)
+}
+
+/// [`diagnose`] with more options (before the command).
+pub fn diagnose_with(dir: &Path, options: &[&str], cmd: &[&str]) -> Diagnosis {
     let out = slowlab()
         .args(["diagnose", "--json", "-o"])
         .arg(dir)
+        .args(options)
         .arg("--")
         .args(cmd)
         .output()
