@@ -1,8 +1,9 @@
 //! The walker on hand-built traces: a wait that jumps to its waker, a chain
 //! of three, a cycle, a wait on a child, runnable time and who ran instead,
 //! a trace that ends mid-wait, and a timer that ends a sleep; waits that a
-//! time-out or the trace's end ended. (Waits a signal ended, and who killed
-//! the root: `signal_tests`.)
+//! time-out or the trace's end ended, and time-outs that raced with another
+//! thread's wake. (Waits a signal ended, and who killed the root:
+//! `signal_tests`.)
 
 use super::*;
 use crate::testutil::TraceBuilder;
@@ -606,4 +607,51 @@ fn a_time_out_with_no_wake_of_its_word_as_it_fired_stays_a_wait() {
         assert_eq!(cp.segments[1].state, Blocked, "{word:#x} at {at}");
         assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"));
     }
+}
+
+#[test]
+fn a_time_out_whose_waker_held_the_mutex_taken_back_after_it_waited_for_the_waker() {
+    // A condition variable's waiter takes its mutex back after a time-out;
+    // its notifier held it, and notified (too late) before it let go.
+    let mut b = TraceBuilder::default();
+    let boss = b.process(10, "boss");
+    let worker = b.thread(boss, 11, "worker");
+    let other = b.process(30, "other");
+    b.lifetime(boss, None, 0, Some(ms(100)));
+    let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    let wake = b.stack(&["do_futex", "futex_wake"]);
+    b.switch(ms(0), 0, 0, 0, 10, None);
+    b.switch(ms(0), 1, 0, 0, 11, None);
+    b.syscall_enter(ms(10), boss, None, "futex", [0xa0, 0x80, 0, 0, 0, 0]);
+    b.switch(ms(10), 0, 10, 1, 0, futex);
+    b.waking(ms(60), 0, other, 10, timer);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.syscall_exit(ms(60) + 10_000, boss, "futex", -110);
+    b.syscall_enter(ms(61), boss, None, "futex", [0xc0, 0x80, 2, 0, 0, 0]);
+    b.switch(ms(61), 0, 10, 1, 0, futex);
+    b.syscall_enter(ms(65), worker, None, "futex", [0xa0, 0x81, 1, 0, 0, 0]);
+    b.syscall_exit(ms(65) + 2_000, worker, "futex", 0);
+    b.syscall_enter(ms(66), worker, None, "futex", [0xc0, 0x81, 1, 0, 0, 0]);
+    b.waking(ms(66) + 1_000, 1, worker, 10, wake);
+    b.syscall_exit(ms(66) + 2_000, worker, "futex", 1);
+    b.switch(ms(67), 0, 0, 0, 10, None);
+    b.syscall_exit(ms(67) + 1_000, boss, "futex", 0);
+    b.switch(ms(68), 1, 11, 16, 0, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (11, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 61),
+            (11, Cpu, None, 61, 66),
+            (10, Runnable, None, 66, 67),
+            (10, Cpu, None, 67, 100),
+        ]
+    );
+    assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
+    assert_adds_up(&cp);
 }
