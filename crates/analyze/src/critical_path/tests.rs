@@ -542,11 +542,15 @@ fn a_wake_up_without_a_tid_comes_from_the_thread_on_that_cpu() {
     );
 }
 
-/// A boss (10) whose timed futex wait on word 0xa0 a timer ends at 60 ms,
-/// and a worker thread (11) of its process that computed meanwhile and
-/// enters a wake of `wake_word` at `wake_at` (nobody waits by then: no
-/// wake-up). The boss then does `bookkeeping` ms of work and ends at 100.
-fn raced_time_out(wake_word: u64, wake_at: u64, bookkeeping: u64) -> CriticalPath {
+/// A boss (10) whose timed futex wait on word 0xa0, from 10 ms, a timer
+/// ends at 60 ms (its call returns 10 µs later), and a worker thread (11)
+/// of its process computing on CPU 1 meanwhile; `early_wake`: the worker
+/// wakes the word then, before the time-out (it woke another waiter).
+/// Events after 60 ms are the test's.
+/// Returns the builder, the boss, the worker and the boss's futex stack.
+fn timed_out_at_60(
+    early_wake: Option<u64>,
+) -> (TraceBuilder, ThreadIdx, ThreadIdx, Option<StackIdx>) {
     let mut b = TraceBuilder::default();
     let boss = b.process(10, "boss");
     let worker = b.thread(boss, 11, "worker");
@@ -558,21 +562,29 @@ fn raced_time_out(wake_word: u64, wake_at: u64, bookkeeping: u64) -> CriticalPat
     b.switch(ms(0), 1, 0, 0, 11, None);
     b.syscall_enter(ms(10), boss, None, "futex", [0xa0, 0x80, 0, 0, 0, 0]);
     b.switch(ms(10), 0, 10, 1, 0, futex);
+    if let Some(at) = early_wake {
+        wake_word(&mut b, worker, 0xa0, at);
+    }
     b.waking(ms(60), 0, other, 10, timer);
     b.switch(ms(60), 0, 0, 0, 10, None);
     b.syscall_exit(ms(60) + 10_000, boss, "futex", -110);
-    b.syscall_enter(
-        wake_at,
-        worker,
-        None,
-        "futex",
-        [wake_word, 0x81, 1, 0, 0, 0],
-    );
-    b.syscall_exit(wake_at + 2_000, worker, "futex", 0);
+    (b, boss, worker, futex)
+}
+
+/// `thread` wakes the futex `word` at `at`, waking nobody.
+fn wake_word(b: &mut TraceBuilder, thread: ThreadIdx, word: u64, at: u64) {
+    b.syscall_enter(at, thread, None, "futex", [word, 0x81, 1, 0, 0, 0]);
+    b.syscall_exit(at + 2_000, thread, "futex", 0);
+}
+
+/// [`timed_out_at_60`], then the worker wakes `word` at `at` and exits
+/// after `bookkeeping` ms more, while the boss runs to 100 ms.
+fn raced_time_out(word: u64, at: u64, bookkeeping: u64) -> CriticalPath {
+    let (mut b, _, worker, _) = timed_out_at_60(None);
+    wake_word(&mut b, worker, word, at);
     b.switch(ms(60 + bookkeeping), 1, 11, 16, 0, None);
     b.end(ms(100));
-    let t = b.build();
-    path(&t, 10)
+    path(&b.build(), 10)
 }
 
 #[test]
@@ -594,18 +606,19 @@ fn a_time_out_that_raced_with_a_wake_of_its_word_waited_for_the_waker() {
 
 #[test]
 fn a_time_out_with_no_wake_of_its_word_as_it_fired_stays_a_wait() {
-    // A wake of another word, one of the same word long after the thread
-    // went on (past the poll gap), and one long before the time-out (it
-    // woke another waiter) leave the wait to the timer.
-    for (word, at) in [
-        (0xb0, ms(60) + 300_000),
-        (0xa0, ms(60) + MAX_POLL_GAP_NS + 500_000),
-        (0xa0, ms(30)),
-    ] {
-        let cp = raced_time_out(word, at, 3);
-        assert_eq!(cp.segments[1].tid, 10, "{word:#x} at {at}: {cp:?}");
-        assert_eq!(cp.segments[1].state, Blocked, "{word:#x} at {at}");
-        assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"));
+    // A wake of another word, one of the same word after the thread went
+    // on (past the poll gap), and one long before the time-out (it woke
+    // another waiter) leave the wait to the timer.
+    let late = raced_time_out(0xa0, ms(60) + MAX_POLL_GAP_NS + 500_000, 3);
+    let other_word = raced_time_out(0xb0, ms(60) + 300_000, 3);
+    let (mut b, ..) = timed_out_at_60(Some(ms(30)));
+    b.switch(ms(63), 1, 11, 16, 0, None);
+    b.end(ms(100));
+    let early = path(&b.build(), 10);
+    for (case, cp) in [("late", late), ("other word", other_word), ("early", early)] {
+        assert_eq!(cp.segments[1].tid, 10, "{case}: {cp:?}");
+        assert_eq!(cp.segments[1].state, Blocked, "{case}");
+        assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"), "{case}");
     }
 }
 
@@ -613,25 +626,11 @@ fn a_time_out_with_no_wake_of_its_word_as_it_fired_stays_a_wait() {
 fn a_time_out_whose_waker_held_the_mutex_taken_back_after_it_waited_for_the_waker() {
     // A condition variable's waiter takes its mutex back after a time-out;
     // its notifier held it, and notified (too late) before it let go.
-    let mut b = TraceBuilder::default();
-    let boss = b.process(10, "boss");
-    let worker = b.thread(boss, 11, "worker");
-    let other = b.process(30, "other");
-    b.lifetime(boss, None, 0, Some(ms(100)));
-    let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
-    let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+    let (mut b, boss, worker, futex) = timed_out_at_60(None);
     let wake = b.stack(&["do_futex", "futex_wake"]);
-    b.switch(ms(0), 0, 0, 0, 10, None);
-    b.switch(ms(0), 1, 0, 0, 11, None);
-    b.syscall_enter(ms(10), boss, None, "futex", [0xa0, 0x80, 0, 0, 0, 0]);
-    b.switch(ms(10), 0, 10, 1, 0, futex);
-    b.waking(ms(60), 0, other, 10, timer);
-    b.switch(ms(60), 0, 0, 0, 10, None);
-    b.syscall_exit(ms(60) + 10_000, boss, "futex", -110);
     b.syscall_enter(ms(61), boss, None, "futex", [0xc0, 0x80, 2, 0, 0, 0]);
     b.switch(ms(61), 0, 10, 1, 0, futex);
-    b.syscall_enter(ms(65), worker, None, "futex", [0xa0, 0x81, 1, 0, 0, 0]);
-    b.syscall_exit(ms(65) + 2_000, worker, "futex", 0);
+    wake_word(&mut b, worker, 0xa0, ms(65));
     b.syscall_enter(ms(66), worker, None, "futex", [0xc0, 0x81, 1, 0, 0, 0]);
     b.waking(ms(66) + 1_000, 1, worker, 10, wake);
     b.syscall_exit(ms(66) + 2_000, worker, "futex", 1);
@@ -639,8 +638,7 @@ fn a_time_out_whose_waker_held_the_mutex_taken_back_after_it_waited_for_the_wake
     b.syscall_exit(ms(67) + 1_000, boss, "futex", 0);
     b.switch(ms(68), 1, 11, 16, 0, None);
     b.end(ms(100));
-    let t = b.build();
-    let cp = path(&t, 10);
+    let cp = path(&b.build(), 10);
     assert_eq!(
         shape(&cp),
         vec![
