@@ -17,31 +17,15 @@ use std::process::Command;
 mod common;
 use common::{is_root, one_recording_at_a_time, slowlab};
 
-/// Runs `slowlab diagnose -o DIR --json -- CMD`; returns the findings.
+/// Runs `slowlab diagnose -o DIR --json -- CMD` ([`common::diagnose`]);
+/// returns the findings.
 fn diagnose(dir: &Path, cmd: &[&str]) -> Vec<serde_json::Value> {
-    diagnose_with(dir, &[], cmd)
+    common::diagnose(dir, cmd).findings
 }
 
 /// [`diagnose`] with more options (before the command).
 fn diagnose_with(dir: &Path, options: &[&str], cmd: &[&str]) -> Vec<serde_json::Value> {
-    let out = slowlab()
-        .args(["diagnose", "--json", "-o"])
-        .arg(dir)
-        .args(options)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "diagnose failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
-    let on_disk: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
-    assert_eq!(v, on_disk, "stdout and findings.json agree");
-    v.as_array().unwrap().clone()
+    common::diagnose_with(dir, options, cmd).findings
 }
 
 /// The findings that blame the workload itself. A `cpu-starvation` finding

@@ -179,8 +179,9 @@ pub struct Diagnosis {
     pub stderr: String,
 }
 
-/// Runs `slowlab diagnose --json -o DIR -- CMD…`: the findings (stdout), the
-/// critical path (`DIR/critical_path.json`), and `wall_s=` from stderr.
+/// Runs `slowlab diagnose --json -o DIR -- CMD…`: the findings (stdout, the
+/// same as `DIR/findings.json`), the critical path
+/// (`DIR/critical_path.json`), and `wall_s=` from stderr.
 pub fn diagnose(dir: &Path, cmd: &[&str]) -> Diagnosis {
     diagnose_with(dir, &[], cmd)
 }
@@ -198,6 +199,9 @@ pub fn diagnose_with(dir: &Path, options: &[&str], cmd: &[&str]) -> Diagnosis {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "diagnose failed: {stderr}");
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("findings JSON");
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
+    assert_eq!(findings, on_disk, "stdout and findings.json agree");
     let path: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("critical_path.json")).unwrap()).unwrap();
     let wall_s = stderr
