@@ -53,8 +53,19 @@ impl BpfRecorded {
             .iter()
             .map(|c| format!(" and {}", c.display()))
             .collect();
+        // Stacks the map could not take came through the ring. One now and then is the
+        // kernel's allocator of map entries, empty for a moment; many, a map too small for
+        // the work (`--bpf-stack-entries`), each such stack taking up to 1 KiB of the ring.
+        let in_ring = if s.stacks_in_ring > 0 && s.stacks_in_ring * 100 >= s.stacks {
+            format!(
+                ", {} of them through the ring: the stack map was full",
+                s.stacks_in_ring
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "wrote {} ({:.1} MB, {} events, {} lost, {} stacks){beside}; analyze it with: slowlab analyze {}",
+            "wrote {} ({:.1} MB, {} events, {} lost, {} stacks{in_ring}){beside}; analyze it with: slowlab analyze {}",
             s.output.display(),
             s.bytes as f64 / 1e6,
             s.records,
@@ -65,7 +76,8 @@ impl BpfRecorded {
     }
 
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
-    /// full ring buffer, events without a stack because the stack map was full, and
+    /// full ring buffer, events without a stack because neither the stack map nor the ring
+    /// could take it, and
     /// tracepoints that could not be attached. (What
     /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
@@ -79,7 +91,8 @@ impl BpfRecorded {
         }
         if s.stacks_lost > 0 {
             w.push(format!(
-                "{} events have no stack: the stack map was full",
+                "{} events have no stack: the stack map could not take it and the BPF ring \
+                 buffer was full",
                 s.stacks_lost
             ));
         }
@@ -356,7 +369,8 @@ mod tests {
             r.warnings(),
             [
                 "3 events lost: the BPF ring buffer was full",
-                "5 events have no stack: the stack map was full",
+                "5 events have no stack: the stack map could not take it and the BPF ring \
+                 buffer was full",
                 "6 events lost: each came while the recorder was recording another of its \
                  kind on the same CPU (3 disk requests, 3 wake-ups)",
                 "not recorded: syscalls:sys_enter_flock: no such tracepoint"
@@ -364,6 +378,34 @@ mod tests {
         );
         r.stats.programs = vec![missed("on_page_fault_kernel", 140)];
         assert_eq!(r.warnings().len(), 3, "{:?}", r.warnings());
+    }
+
+    #[test]
+    fn the_summary_says_when_many_stacks_came_through_the_ring() {
+        let mut r = BpfRecorded {
+            stats: SchedStats {
+                stacks: 583,
+                stacks_in_ring: 427,
+                output: "/x/t.data".into(),
+                ..SchedStats::default()
+            },
+            companions: Vec::new(),
+            companion_warnings: Vec::new(),
+            exit_code: 0,
+            command_pid: None,
+            stopped_by: None,
+            snapshots: Vec::new(),
+            ring_seconds: None,
+        };
+        let line = r.wrote_line();
+        assert!(
+            line.contains("583 stacks, 427 of them through the ring: the stack map was full)"),
+            "{line}"
+        );
+        // One in 150: the allocator of map entries, empty for a moment; not worth a word.
+        (r.stats.stacks, r.stats.stacks_in_ring) = (150, 1);
+        let line = r.wrote_line();
+        assert!(line.contains("150 stacks)"), "{line}");
     }
 
     #[test]

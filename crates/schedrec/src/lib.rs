@@ -371,8 +371,8 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     }
     if end.stacks_lost > 0 {
         warnings.push(format!(
-            "{} events have no stack: their stack's bucket in the kernel's stack map held \
-             another stack (or the map was full)",
+            "{} events have no stack: the kernel's stack map could not take it and the BPF \
+             ring buffer was full",
             end.stacks_lost
         ));
     }

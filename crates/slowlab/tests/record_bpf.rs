@@ -588,9 +588,9 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let trace = dir.path().join("churn.data");
     // 1,000 waits from 1,000 distinct user stacks over ~6 s, into a map of 512: unless the
     // map is emptied into the file as it fills, at least ~500 of them find it full and
-    // the wait has no stack. (The site reuse is off: it cannot tell apart recursions
-    // deeper than the links it compares.)
-    record(
+    // their stacks go through the ring instead (1 KiB records). (The site reuse is off: it
+    // cannot tell apart recursions deeper than the links it compares.)
+    let out = record(
         "bpf",
         &trace,
         &["--bpf-stack-entries", "512", "--bpf-no-reuse"],
@@ -599,11 +599,13 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let (waits, _) = waits_in(&trace, "down");
     eprintln!("{waits} of the 1,000 waits have their stack");
     assert!(waits >= 950, "{waits} of 1,000 waits have their stack");
+    let in_ring = stacks_through_the_ring(&out);
+    assert!(in_ring <= 50, "{in_ring} stacks came through the ring");
     // 3,000 distinct stacks in ~0.5 s into a map of 4,096 (buckets well filled): a flush
     // moves thousands of stacks, more than one batch of the map, which holds at most
     // 1,024 and often fewer (it stops at a bucket that does not fit).
     let trace = dir.path().join("burst.data");
-    record(
+    let out = record(
         "bpf",
         &trace,
         &["--bpf-stack-entries", "4096", "--bpf-no-reuse"],
@@ -612,6 +614,53 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let (waits, _) = waits_in(&trace, "down");
     eprintln!("{waits} of the 3,000 waits have their stack");
     assert!(waits >= 2900, "{waits} of 3,000 waits have their stack");
+    let in_ring = stacks_through_the_ring(&out);
+    assert!(in_ring <= 150, "{in_ring} stacks came through the ring");
+}
+
+/// How many stacks of a recording the stack map could not take, so that they came through
+/// the ring (its summary line says so when any did).
+fn stacks_through_the_ring(out: &std::process::Output) -> u64 {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let Some(at) = err.find(" of them through the ring") else {
+        return 0;
+    };
+    let before = &err[..at];
+    let digits = &before[before.rfind(' ').map_or(0, |i| i + 1)..];
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no count before {at}: {err}"))
+}
+
+#[test]
+fn stacks_a_tiny_stack_map_cannot_take_come_through_the_ring() {
+    require_perf!();
+    if !require_root() {
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let churn = common::why_program("stack_churn");
+    // 300 waits of 1 ms from distinct user stacks (a few stacks each, with the wake-ups'),
+    // into a map of 16 that the drain empties at most every pass: most find it full, and
+    // without the ring's STACK records they would have no stack. Into a file, and into a
+    // ring's window (which keeps only the stacks its records name).
+    for (name, extra) in [("file", vec![]), ("ring", vec!["--ring", "30"])] {
+        let trace = dir.path().join(format!("{name}.data"));
+        let mut args = vec!["--bpf-stack-entries", "16", "--bpf-no-reuse"];
+        args.extend(extra);
+        let out = record(
+            "bpf",
+            &trace,
+            &args,
+            &[churn.to_str().unwrap(), "300", "1000"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("have no stack"), "{name}: {err}");
+        assert!(stacks_through_the_ring(&out) > 0, "{name}: {err}");
+        let (waits, _) = waits_in(&trace, "down");
+        assert_eq!(waits, 300, "{name}: waits in down() with their stack");
+    }
 }
 
 /// The stack of the most faults of the processes named `comm`, innermost first, from

@@ -30,7 +30,7 @@
 // software event per CPU), and `call_NAME`/`ret_NAME` on the detectors' syscalls (their
 // entry with arguments and user stack, and, for those that take a path, a PATH record
 // with it; their exit). Records lost because the ring was full are counted in
-// `counters[COUNTER_DROPS]`, stacks lost to a full stack map in
+// `counters[COUNTER_DROPS]`, stacks neither the stack map nor the ring could take in
 // `counters[COUNTER_STACK_LOST]`.
 //
 // It filters no process but the recorder's own (recorder_tgid; or only its draining
@@ -93,6 +93,7 @@ typedef _Bool bool;
 #define KIND_PAGE_FAULT 12
 #define KIND_SYS_CALL 13
 #define KIND_PATH 14
+#define KIND_STACK 15
 
 // The `c` of a BLOCK record: its bits.
 #define BLOCK_COMPLETE 1
@@ -309,12 +310,27 @@ struct {
 // in the timer interrupt: the kernel keeps perf_event programs from running inside any
 // other program, not a tp_btf one).
 #define TICK_SLOT 2
+
+// A slot: the stack, behind the head of the STACK record that sends it in the ring when
+// the map cannot take it (send_stack), so that it goes out in one copy.
+struct scratch_stack {
+	struct rec head;
+	struct stack s;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 3);
 	__type(key, __u32);
-	__type(value, struct stack);
+	__type(value, struct scratch_stack);
 } scratch SEC(".maps");
+
+// This CPU's scratch slot `slot` (see above), its stack; 0 when there is none.
+static __always_inline struct stack *scratch_stack(__u32 slot)
+{
+	struct scratch_stack *v = bpf_map_lookup_elem(&scratch, &slot);
+	return v ? &v->s : 0;
+}
 
 // Per CPU, the user stack user_site reads, and user_stack_id's walk reads: one slot for
 // each of `scratch`'s.
@@ -412,9 +428,36 @@ static __always_inline bool is_walking_user(void)
 // caller (__schedule, try_to_wake_up, exc_page_fault), and so do these.
 #define TRACE_SKIP_FRAMES 2
 
+// A stack the map could not take, sent in the ring instead: a STACK record, its head then
+// the `struct stack` (id, frames, addresses), which the drain keeps as it keeps the map's
+// stacks. The rare way: a full map, or the kernel's allocator of map entries empty for a
+// moment in an interrupt (-ENOMEM, seen at the start of recordings). `s` is a scratch
+// slot's stack (scratch_stack), the record's head right before it. False, sending
+// nothing, when the ring is full.
+static __always_inline bool send_stack(struct stack *s, __u32 frames)
+{
+	if (recording_stopped)
+		return false;
+	struct rec *r = (struct rec *)((char *)s - sizeof(struct rec));
+	r->time_ns = bpf_ktime_get_ns();
+	r->tid = 0;
+	r->a = 0;
+	r->b = 0;
+	r->cpu = (__u16)bpf_get_smp_processor_id();
+	r->kind = KIND_STACK;
+	r->c = 0;
+	r->kstack = -1;
+	r->ustack = -1;
+	if (frames > STACK_DEPTH)  // for the verifier: the record is within the slot
+		frames = STACK_DEPTH;
+	__u32 size = sizeof(struct rec) + 2 * sizeof(__u32) + frames * sizeof(__u64);
+	return bpf_ringbuf_output(&events, r, size, wakeup_flag()) == 0;
+}
+
 // The id of the stack `frames` deep walked into `s` (a scratch slot) in `stacks`, adding it
-// if new; -1 when the map is full (counted). `user`: a user stack (hashed apart from a
-// kernel one with the same addresses).
+// if new, or sent in the ring when the map cannot take it (send_stack); -1 when neither
+// can (counted). `user`: a user stack (hashed apart from a kernel one with the same
+// addresses).
 static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool user)
 {
 	s->frames = frames;  // take_stacks reads the walk back
@@ -438,7 +481,7 @@ static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool us
 		if (known)
 			return (__s32)known->id;
 	}
-	if (err) {
+	if (err && !send_stack(s, frames)) {
 		count(COUNTER_STACK_LOST);
 		return -1;
 	}
@@ -450,7 +493,7 @@ static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool us
 // slot of the calling program.
 static __always_inline __s32 kernel_stack_id(void *ctx, __u64 skip, __u32 slot)
 {
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	if (!s)
 		return -1;
 	__u32 size = kernel_frames * sizeof(__u64);
@@ -482,7 +525,7 @@ const volatile __u64 user_min_addr = 4096;
 static long user_walk_step(__u64 i, void *data)
 {
 	__u32 slot = *(__u32 *)data;
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	struct user_window *u = bpf_map_lookup_elem(&user_window, &slot);
 	if (!s || !u)
 		return 1;
@@ -537,7 +580,7 @@ static __always_inline __s32 user_stack_id(__u32 slot)
 	if (task->flags & (PF_KTHREAD | PF_USER_WORKER) || !task->mm)
 		return -1;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	struct user_window *u = bpf_map_lookup_elem(&user_window, &slot);
 	if (!regs || !s || !u)
 		return -1;
@@ -718,7 +761,7 @@ static long learn_slot(__u64 i, void *data)
 	struct learn *l = data;
 	__u32 zero = 0;
 	struct window *w = bpf_map_lookup_elem(&site_window, &zero);
-	struct stack *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct stack *s = scratch_stack(0);
 	if (!w || !s || l->next >= l->frames)
 		return 1;
 	__u64 word = w->words[i & (SITE_WINDOW / 8 - 1)];
@@ -801,7 +844,7 @@ static __always_inline void take_stacks(void *ctx, struct task_struct *task, str
 	// skipped: TRACE_SKIP_FRAMES). A loop of its own (bpf_loop) keeps the verifier's work
 	// small.
 	__u32 slot = 0;
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	struct learn l = {.whole = len && r->kstack >= 0 && s && s->frames < STACK_DEPTH};
 	if (l.whole && s) {
 		l.frames = s->frames;
@@ -1032,7 +1075,7 @@ static long find_irq_entry(__u64 i, void *data)
 {
 	struct tick_frames *t = data;
 	__u32 slot = TICK_SLOT;
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	if (!s || i >= t->frames || i >= STACK_DEPTH)
 		return 1;
 	if (s->ips[i] - irq_entry_start < irq_entry_end - irq_entry_start) {
@@ -1048,7 +1091,7 @@ static long keep_interrupted_frame(__u64 i, void *data)
 {
 	struct tick_frames *t = data;
 	__u32 slot = TICK_SLOT;
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	__u64 from = t->entry + 1 + i;
 	if (!s || from >= t->frames || from >= STACK_DEPTH || i >= STACK_DEPTH)
 		return 1;
@@ -1063,7 +1106,7 @@ static long keep_interrupted_frame(__u64 i, void *data)
 static __always_inline __s32 tick_kstack(void *ctx)
 {
 	__u32 slot = TICK_SLOT;
-	struct stack *s = bpf_map_lookup_elem(&scratch, &slot);
+	struct stack *s = scratch_stack(slot);
 	if (!s)
 		return -1;
 	long bytes = bpf_get_stack(ctx, s->ips, sizeof(s->ips), 0);

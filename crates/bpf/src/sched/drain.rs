@@ -2,8 +2,9 @@
 //! ring buffer gives, names the threads and maps the processes the records need (from
 //! `/proc`), and hands them to the writer (a file, or in ring mode the window); the
 //! kernel's stack map read whole ([`read_stack_map`]), moved into the file as it goes
-//! ([`flush_stacks`]) or emptied of what the window no longer names ([`evict_stacks`]);
-//! and a window written as a snapshot ([`write_window`]).
+//! ([`flush_stacks`]) or emptied of what the window no longer names ([`evict_stacks`]),
+//! and the stacks the map could not take, which come in the ring; and a window written as
+//! a snapshot ([`write_window`]).
 //! It loads and attaches nothing (`recorder`).
 
 use std::collections::VecDeque;
@@ -16,7 +17,9 @@ use libbpf_rs::{MapCore, MapFlags};
 // in the drain's profile (a fifth of its CPU on a file workload).
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::format::{decode_record, parse_maps_line, RecordKind, SchedEnd, SchedWriter};
+use super::format::{
+    decode_record, parse_maps_line, RecordKind, SchedEnd, SchedWriter, RECORD_LEN,
+};
 use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
 use super::ring::{MapStack, Sink, SnapshotInfo, Window};
@@ -80,6 +83,10 @@ pub(crate) struct Drain {
     exec_maps: HashMap<u32, Vec<(u64, u64, String)>>,
     /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
     exited: VecDeque<(Instant, u32)>,
+    /// Stacks the kernel's map could not take, sent in the ring: how many came, and how
+    /// many of them were written into the file (file mode).
+    pub(crate) stacks_in_ring: u64,
+    pub(crate) stacks_written_from_ring: u64,
     pub(crate) error: Option<std::io::Error>,
 }
 
@@ -92,6 +99,8 @@ impl Drain {
             young: HashMap::default(),
             exec_maps: HashMap::default(),
             exited: VecDeque::new(),
+            stacks_in_ring: 0,
+            stacks_written_from_ring: 0,
             error: None,
         }
     }
@@ -246,6 +255,10 @@ impl Drain {
         if self.error.is_some() {
             return -1;
         }
+        if let Some((id, kernel, addrs)) = decode_sent_stack(data) {
+            self.sent_stack(id, kernel, addrs);
+            return if self.error.is_some() { -1 } else { 0 };
+        }
         let decoded = decode_record(data).map(|(r, _)| r);
         if let Some(r) = &decoded {
             match r.kind {
@@ -289,6 +302,22 @@ impl Drain {
         }
         0
     }
+
+    /// A stack the kernel's map could not take, sent in the ring: kept as the map's are,
+    /// written into the file now or learned by the ring's window.
+    fn sent_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
+        self.stacks_in_ring += 1;
+        if let Some(window) = self.window() {
+            window.note_stack(id, kernel, addrs);
+            return;
+        }
+        match self.writer.stack(id, kernel, &addrs) {
+            Ok(()) => self.stacks_written_from_ring += 1,
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
 }
 
 /// Stacks read from the kernel's map per batch syscall.
@@ -313,6 +342,21 @@ fn decode_stack(value: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
         .collect::<Vec<u64>>();
     let kernel = addrs.first().is_some_and(|&a| a >= 0xffff_8000_0000_0000);
     Some((id, kernel, addrs))
+}
+
+/// The `kind` of a STACK record: a stack the kernel's map could not take, sent in the ring
+/// instead (sched.bpf.c's send_stack). The drain keeps it as it keeps the map's stacks; it
+/// never reaches a file's EVENTS, so the file format has no such record.
+const KIND_STACK: u8 = 15;
+
+/// A STACK record of the ring (the record's head, then the `struct stack` the map could not
+/// take): the stack's id, whether it is a kernel stack, and its addresses; `None` for any
+/// other record.
+fn decode_sent_stack(data: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
+    if *data.get(..RECORD_LEN)?.get(22)? != KIND_STACK {
+        return None;
+    }
+    decode_stack(&data[RECORD_LEN..])
 }
 
 /// Every stack in the kernel's stack map, with its key.
@@ -406,4 +450,37 @@ pub(crate) fn write_window(
     window
         .write(path, in_map, end)
         .map_err(|e| BpfError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_sent_in_the_ring_is_told_from_the_records() {
+        // The head, then the stack as the map holds it: id, frames, addresses.
+        let sent = |id: u32, addrs: &[u64]| {
+            let mut r = vec![0u8; RECORD_LEN];
+            r[22] = KIND_STACK;
+            r.extend(id.to_le_bytes());
+            r.extend((addrs.len() as u32).to_le_bytes());
+            r.extend(addrs.iter().flat_map(|a| a.to_le_bytes()));
+            r
+        };
+        let user = sent(77, &[0x4011, 0x4022, 0x4033]);
+        assert_eq!(
+            decode_sent_stack(&user),
+            Some((77, false, vec![0x4011, 0x4022, 0x4033]))
+        );
+        let kernel = sent(78, &[0xffff_ffff_8100_0000]);
+        assert_eq!(
+            decode_sent_stack(&kernel),
+            Some((78, true, vec![0xffff_ffff_8100_0000]))
+        );
+        // Any other record (a switch), or one cut short, is not a stack.
+        let mut switch = user.clone();
+        switch[22] = 1;
+        assert_eq!(decode_sent_stack(&switch), None);
+        assert_eq!(decode_sent_stack(&user[..RECORD_LEN - 1]), None);
+    }
 }

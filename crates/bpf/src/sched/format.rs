@@ -21,9 +21,11 @@
 //!   3 MAPS    pid u32, then the text of /proc/PID/maps (its executable lines), read the
 //!             first time a user stack of that process came, and again after an exec.
 //!   4 STACK   id u32, kernel u8 (1: a kernel stack), then u64 addresses, innermost
-//!             first: one stack of the kernel's stack map, written at the end.
+//!             first: one stack of the kernel's stack map (moved out as it fills, and at
+//!             the end), or one the map could not take, sent in the ring.
 //!   5 END     stop_ns u64, dropped u64 (records the ring could not take),
-//!             stacks_lost u64 (stacks the stack map could not take), records u64.
+//!             stacks_lost u64 (stacks neither the stack map nor the ring could take),
+//!             records u64.
 //!   6 COMMAND pid u32, then the command's arguments, each ended by a NUL: the command
 //!             the recording ran (`slowlab record -- CMD`), if it ran one.
 //!   7 SAMPLES clock u32: 1, the CPU samples were taken on the scheduler's tick
@@ -347,8 +349,10 @@ pub struct SchedEnd {
     pub stop_ns: u64,
     /// Records lost because the ring buffer was full.
     pub dropped: u64,
-    /// Stacks lost because the stack map was full (in recordings made before the map was
-    /// keyed by a 64-bit hash, also because two stacks shared a bucket).
+    /// Stacks lost because the stack map could not take them and the ring buffer was full
+    /// (in recordings made before stacks were sent in the ring then: because the map was
+    /// full or its allocator empty; before the map was keyed by a 64-bit hash, also
+    /// because two stacks shared a bucket).
     pub stacks_lost: u64,
     /// Records written.
     pub records: u64,

@@ -129,10 +129,14 @@ pub struct SchedStats {
     pub records: u64,
     /// Records lost in the kernel because the ring buffer was full.
     pub dropped: u64,
-    /// Stacks lost because the stack map was full.
+    /// Stacks lost because the stack map could not take them (full, or its allocator
+    /// empty for a moment) and the ring buffer, where they go then, was full too.
     pub stacks_lost: u64,
     /// Distinct stacks written.
     pub stacks: u64,
+    /// Stacks the stack map could not take (full, or its allocator empty for a moment),
+    /// sent in the ring instead: not lost, but each took a record of the ring.
+    pub stacks_in_ring: u64,
     /// Events whose stacks were reused from the thread's last event at the same site
     /// instead of walked (see [`SchedOptions::reuse_sites`]).
     pub stacks_reused: u64,

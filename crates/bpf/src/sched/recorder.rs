@@ -476,11 +476,13 @@ fn run(
         read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
     );
     let stacks_reused = read_counter(&skel.maps.counters, COUNTER_REUSED);
+    let stacks_in_ring = drain.stacks_in_ring;
     let stats = |records, stacks, bytes, (dropped, stacks_lost)| SchedStats {
         records,
         dropped,
         stacks_lost,
         stacks,
+        stacks_in_ring,
         stacks_reused,
         bytes,
         output: output.clone(),
@@ -499,6 +501,7 @@ fn run(
 
     // The stacks still in the map.
     let stacks = stacks_written
+        + drain.stacks_written_from_ring
         + flush_stacks(&skel.maps.stacks, &mut drain).map_err(|e| BpfError::io(&output, e))?;
     let records = drain.writer.records();
     let end = SchedEnd {

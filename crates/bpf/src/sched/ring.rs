@@ -323,6 +323,16 @@ impl Window {
         evict
     }
 
+    /// A stack the kernel's map could not take, sent in the ring (it has no key there):
+    /// kept while the window names it.
+    pub(crate) fn note_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
+        self.stacks.entry(id).or_insert(Stack {
+            kernel,
+            addrs,
+            key: None,
+        });
+    }
+
     /// Stacks known (in memory).
     #[cfg(test)]
     pub(crate) fn stacks_known(&self) -> usize {
@@ -569,6 +579,38 @@ mod tests {
         assert_eq!(win.stacks_known(), 12, "frames kept a pass longer");
         assert!(win.stacks_to_evict(Vec::new()).is_empty());
         assert_eq!(win.stacks_known(), 3, "then only the named ones");
+    }
+
+    #[test]
+    fn a_stack_sent_in_the_ring_is_kept_while_the_window_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = a_window(2_500, 1 << 30, 10);
+        let win = window(&mut w);
+        // The window names stacks 7, 8 and 9; 8 came through the ring, 3 too but unnamed.
+        win.note_stack(8, true, vec![0xffff_ffff_8100_0008]);
+        win.note_stack(3, false, vec![0x3003]);
+        let file = dir.path().join("snap");
+        let in_map = [7, 9].into_iter().map(stack).collect();
+        win.write(&file, in_map, SchedEnd::default()).unwrap();
+        let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+        let written: Vec<(u32, bool, Vec<u64>)> = log
+            .stacks
+            .iter()
+            .map(|s| (s.id, s.kernel, s.addrs.clone()))
+            .collect();
+        assert_eq!(
+            written,
+            [
+                (7, false, vec![0x1007]),
+                (8, true, vec![0xffff_ffff_8100_0008]),
+                (9, false, vec![0x1009])
+            ]
+        );
+        // Not in the kernel's map, so nothing to delete there; the unnamed one is
+        // forgotten at once, the named one kept.
+        let evicted = win.stacks_to_evict(Vec::new());
+        assert!(evicted.is_empty(), "{evicted:?}");
+        assert_eq!(win.stacks_known(), 3, "7, 8 and 9");
     }
 
     #[test]
