@@ -255,9 +255,23 @@ fn stop_recording(skel: &mut crate::sched_skel::SchedSkel) {
     }
 }
 
-/// Detaches the programs (and closes the perf events their links own), each on a thread
-/// of its own: a tracepoint's detach waits for an RCU grace period, and one after the
-/// other the ~40 took 3.6 s on a busy machine, 1.8 s at once.
+/// Detaches the programs (and closes the perf events their links own) on a thread nobody
+/// waits for: the programs record nothing once `stop_recording` has run, and the file can
+/// be finished, and `diagnose` analyze it, meanwhile (a `diagnose` of a short command took
+/// ~1.8 s longer waiting for it). The process's exit waits for the detaches still going
+/// (they run in the kernel, in the exiting threads too), so nothing stays attached after
+/// it. Where no thread can be made, they run on this one.
+fn detach_in_background(links: Vec<Link>) {
+    let detaching = std::thread::Builder::new()
+        .name("slowlab-detach".into())
+        .spawn(move || detach(links));
+    // A refused closure is dropped with the error, and the links with it: detached here.
+    drop(detaching);
+}
+
+/// Detaches the programs, each on a thread of its own: a tracepoint's detach waits for an
+/// RCU grace period, and one after the other the ~40 took 3.6 s on a busy machine, 1.8 s
+/// at once.
 fn detach(links: Vec<Link>) {
     std::thread::scope(|scope| {
         for link in links {
@@ -436,16 +450,17 @@ fn run(
         }
     }
 
-    // Nothing is recorded from here on; the programs are detached after, all at once.
+    // Nothing is recorded from here on; the programs are detached after, in the background.
     stop_recording(&mut skel);
     let stop_ns = sys::monotonic_ns();
-    detach(links);
-    // What each program cost (with `sysctl kernel.bpf_stats_enabled=1`), those that ran.
+    // What each program cost (with `sysctl kernel.bpf_stats_enabled=1`), those that ran;
+    // before the detach, during which they run on, recording nothing.
     let programs: Vec<ProgramCost> = skel
         .object()
         .progs()
         .filter_map(|prog| program_cost(&prog.name().to_string_lossy(), &prog))
         .collect();
+    detach_in_background(links);
     pass.set(None);
     if let Err(e) = ring.consume() {
         failure.get_or_insert(BpfError::RingBuffer {
