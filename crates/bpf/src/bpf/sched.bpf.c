@@ -429,16 +429,18 @@ static __always_inline bool is_walking_user(void)
 #define TRACE_SKIP_FRAMES 2
 
 // A stack the map could not take, sent in the ring instead: a STACK record, its head then
-// the `struct stack` (id, frames, addresses), which the drain keeps as it keeps the map's
-// stacks. The rare way: a full map, or the kernel's allocator of map entries empty for a
-// moment in an interrupt (-ENOMEM, seen at the start of recordings). `s` is a scratch
-// slot's stack (scratch_stack), the record's head right before it. False, sending
-// nothing, when the ring is full.
-static __always_inline bool send_stack(struct stack *s, __u32 frames)
+// the `struct stack` (id, frames, addresses) of scratch slot `slot`, which the drain keeps
+// as it keeps the map's stacks. The rare way: a full map, or the kernel's allocator of map
+// entries empty for a moment in an interrupt (-ENOMEM, seen at the start of recordings).
+// Returns 0, sending nothing, when the ring is full. A global function: the verifier
+// checks it once, not at each of the places intern_stack is inlined (which made loading
+// three times as long).
+__attribute__((noinline)) int send_stack(__u32 slot)
 {
-	if (recording_stopped)
-		return false;
-	struct rec *r = (struct rec *)((char *)s - sizeof(struct rec));
+	struct scratch_stack *v = bpf_map_lookup_elem(&scratch, &slot);
+	if (!v || recording_stopped)
+		return 0;
+	struct rec *r = &v->head;
 	r->time_ns = bpf_ktime_get_ns();
 	r->tid = 0;
 	r->a = 0;
@@ -448,17 +450,18 @@ static __always_inline bool send_stack(struct stack *s, __u32 frames)
 	r->c = 0;
 	r->kstack = -1;
 	r->ustack = -1;
+	__u32 frames = v->s.frames;
 	if (frames > STACK_DEPTH)  // for the verifier: the record is within the slot
 		frames = STACK_DEPTH;
 	__u32 size = sizeof(struct rec) + 2 * sizeof(__u32) + frames * sizeof(__u64);
-	return bpf_ringbuf_output(&events, r, size, wakeup_flag()) == 0;
+	return bpf_ringbuf_output(&events, v, size, wakeup_flag()) == 0;
 }
 
-// The id of the stack `frames` deep walked into `s` (a scratch slot) in `stacks`, adding it
-// if new, or sent in the ring when the map cannot take it (send_stack); -1 when neither
-// can (counted). `user`: a user stack (hashed apart from a kernel one with the same
-// addresses).
-static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool user)
+// The id of the stack `frames` deep walked into `s` (scratch slot `slot`'s) in `stacks`,
+// adding it if new, or sent in the ring when the map cannot take it (send_stack); -1 when
+// neither can (counted). `user`: a user stack (hashed apart from a kernel one with the
+// same addresses).
+static __always_inline __s32 intern_stack(struct stack *s, __u32 slot, __u32 frames, bool user)
 {
 	s->frames = frames;  // take_stacks reads the walk back
 	// 64 bits: two distinct stacks of a recording share a hash with a chance of about
@@ -481,7 +484,7 @@ static __always_inline __s32 intern_stack(struct stack *s, __u32 frames, bool us
 		if (known)
 			return (__s32)known->id;
 	}
-	if (err && !send_stack(s, frames)) {
+	if (err && !send_stack(slot)) {
 		count(COUNTER_STACK_LOST);
 		return -1;
 	}
@@ -504,7 +507,7 @@ static __always_inline __s32 kernel_stack_id(void *ctx, __u64 skip, __u32 slot)
 	long bytes = bpf_get_stack(ctx, s->ips, size, skip);
 	if (bytes <= 0)
 		return -1;
-	return intern_stack(s, (__u32)bytes / sizeof(__u64), false);
+	return intern_stack(s, slot, (__u32)bytes / sizeof(__u64), false);
 }
 
 // Bytes of user stack the walk reads at once: the frame record it needs and, most often, the
@@ -592,7 +595,7 @@ static __always_inline __s32 user_stack_id(__u32 slot)
 	walking_user(1);
 	bpf_loop(STACK_DEPTH - 1, user_walk_step, &slot, 0);
 	walking_user(-1);
-	return intern_stack(s, s->frames, true);
+	return intern_stack(s, slot, s->frames, true);
 }
 
 static __always_inline __u64 mix(__u64 h, __u64 v)
@@ -1121,7 +1124,7 @@ static __always_inline __s32 tick_kstack(void *ctx)
 	__u32 kept = t.kept < kernel_frames ? t.kept : kernel_frames;
 	if (kept == 0)
 		return -1;
-	return intern_stack(s, kept, false);
+	return intern_stack(s, slot, kept, false);
 }
 
 // A CPU sample of the current thread (on_tick's or on_sample's, `on_the_tick` says which
