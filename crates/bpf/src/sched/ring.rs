@@ -13,7 +13,8 @@
 //! that exited before it go; a stack nothing in the window refers to is removed from the
 //! kernel's stack map (the recorder deletes the keys [`Window::stacks_to_evict`] gives)
 //! and, a pass later, from memory (a record already in the ring buffer may still name
-//! it). It does not talk to the kernel.
+//! it); one the map could not take, which came through the ring
+//! ([`Window::note_stack`]), goes from memory at once. It does not talk to the kernel.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
