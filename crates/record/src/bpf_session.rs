@@ -77,9 +77,8 @@ impl BpfRecorded {
 
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
     /// full ring buffer, events without a stack because neither the stack map nor the ring
-    /// could take it, and
-    /// tracepoints that could not be attached. (What
-    /// `slowlab record` prints; for `diagnose --backend bpf` to say the same.)
+    /// could take it, and tracepoints that could not be attached. (What `slowlab record`
+    /// prints; for `diagnose --backend bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
         let s = &self.stats;
         let mut w = self.companion_warnings.clone();

@@ -619,7 +619,8 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
 }
 
 /// How many stacks of a recording the stack map could not take, so that they came through
-/// the ring (its summary line says so when any did).
+/// the ring: its summary line says so when they are 1% of its stacks or more (fewer read
+/// as 0).
 fn stacks_through_the_ring(out: &std::process::Output) -> u64 {
     let err = String::from_utf8_lossy(&out.stderr);
     let Some(at) = err.find(" of them through the ring") else {
