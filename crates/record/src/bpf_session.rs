@@ -335,10 +335,10 @@ mod tests {
     use super::*;
     use slowlab_bpf::sched::{ProgramCost, SchedStats};
 
-    #[test]
-    fn losses_become_warnings() {
-        let mut r = BpfRecorded {
-            stats: SchedStats::default(),
+    /// A recording that wrote `stats`, and nothing beside.
+    fn recorded(stats: SchedStats) -> BpfRecorded {
+        BpfRecorded {
+            stats,
             companions: Vec::new(),
             companion_warnings: Vec::new(),
             exit_code: 0,
@@ -346,7 +346,12 @@ mod tests {
             stopped_by: None,
             snapshots: Vec::new(),
             ring_seconds: None,
-        };
+        }
+    }
+
+    #[test]
+    fn losses_become_warnings() {
+        let mut r = recorded(SchedStats::default());
         assert!(r.warnings().is_empty());
         r.stats.dropped = 3;
         r.stats.stacks_lost = 5;
@@ -381,21 +386,12 @@ mod tests {
 
     #[test]
     fn the_summary_says_when_many_stacks_came_through_the_ring() {
-        let mut r = BpfRecorded {
-            stats: SchedStats {
-                stacks: 583,
-                stacks_in_ring: 427,
-                output: "/x/t.data".into(),
-                ..SchedStats::default()
-            },
-            companions: Vec::new(),
-            companion_warnings: Vec::new(),
-            exit_code: 0,
-            command_pid: None,
-            stopped_by: None,
-            snapshots: Vec::new(),
-            ring_seconds: None,
-        };
+        let mut r = recorded(SchedStats {
+            stacks: 583,
+            stacks_in_ring: 427,
+            output: "/x/t.data".into(),
+            ..SchedStats::default()
+        });
         let line = r.wrote_line();
         assert!(
             line.contains("583 stacks, 427 of them through the ring: the stack map was full)"),

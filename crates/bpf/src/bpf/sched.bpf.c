@@ -428,6 +428,20 @@ static __always_inline bool is_walking_user(void)
 // caller (__schedule, try_to_wake_up, exc_page_fault), and so do these.
 #define TRACE_SKIP_FRAMES 2
 
+// Fills a record's common fields: now, this CPU, no stacks.
+static __always_inline void fill_head(struct rec *r, __u8 kind, __u32 tid)
+{
+	r->time_ns = bpf_ktime_get_ns();
+	r->tid = tid;
+	r->a = 0;
+	r->b = 0;
+	r->cpu = (__u16)bpf_get_smp_processor_id();
+	r->kind = kind;
+	r->c = 0;
+	r->kstack = -1;
+	r->ustack = -1;
+}
+
 // A stack the map could not take, sent in the ring instead: a STACK record, its head then
 // the `struct stack` (id, frames, addresses) of scratch slot `slot`, which the drain keeps
 // as it keeps the map's stacks. The rare way: a full map, or the kernel's allocator of map
@@ -440,16 +454,7 @@ __attribute__((noinline)) int send_stack(__u32 slot)
 	struct scratch_stack *v = bpf_map_lookup_elem(&scratch, &slot);
 	if (!v || recording_stopped)
 		return 0;
-	struct rec *r = &v->head;
-	r->time_ns = bpf_ktime_get_ns();
-	r->tid = 0;
-	r->a = 0;
-	r->b = 0;
-	r->cpu = (__u16)bpf_get_smp_processor_id();
-	r->kind = KIND_STACK;
-	r->c = 0;
-	r->kstack = -1;
-	r->ustack = -1;
+	fill_head(&v->head, KIND_STACK, 0);
 	__u32 frames = v->s.frames;
 	if (frames > STACK_DEPTH)  // for the verifier: the record is within the slot
 		frames = STACK_DEPTH;
@@ -876,15 +881,7 @@ static __always_inline struct rec *reserve(__u32 size, __u8 kind, __u32 tid)
 		count(COUNTER_DROPS);
 		return 0;
 	}
-	r->time_ns = bpf_ktime_get_ns();
-	r->tid = tid;
-	r->a = 0;
-	r->b = 0;
-	r->cpu = (__u16)bpf_get_smp_processor_id();
-	r->kind = kind;
-	r->c = 0;
-	r->kstack = -1;
-	r->ustack = -1;
+	fill_head(r, kind, tid);
 	return r;
 }
 
