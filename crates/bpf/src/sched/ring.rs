@@ -14,7 +14,7 @@
 //! kernel's stack map (the recorder deletes the keys [`Window::stacks_to_evict`] gives)
 //! and, a pass later, from memory (a record already in the ring buffer may still name
 //! it); one the map could not take, which came through the ring
-//! ([`Window::note_stack`]), goes from memory at once. It does not talk to the kernel.
+//! ([`Window::note_stack`]), from memory only. It does not talk to the kernel.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
@@ -125,6 +125,9 @@ struct Stack {
     kernel: bool,
     addrs: Vec<u64>,
     key: Option<Vec<u8>>,
+    /// Nothing named it at an eviction pass: the next pass that finds it unnamed forgets
+    /// it (a record already in the ring buffer may still name it).
+    spared: bool,
 }
 
 /// A stack as read from the kernel's map: its key, id, whether it is a kernel stack, and
@@ -304,6 +307,7 @@ impl Window {
                 kernel,
                 addrs,
                 key: Some(key),
+                spared: false,
             });
         }
         let named = self.named_stacks();
@@ -312,25 +316,23 @@ impl Window {
             if named.contains(id) {
                 return true;
             }
-            // Out of the map now, out of memory at the next pass.
-            match s.key.take() {
-                Some(key) => {
-                    evict.push(key);
-                    true
-                }
-                None => false,
+            // Out of the map now, out of memory at the next pass (or now, if spared once).
+            if let Some(key) = s.key.take() {
+                evict.push(key);
             }
+            !std::mem::replace(&mut s.spared, true)
         });
         evict
     }
 
     /// A stack the kernel's map could not take, sent in the ring (it has no key there):
-    /// kept while the window names it.
+    /// kept while the window names it, and a pass longer, as the map's.
     pub(crate) fn note_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
         self.stacks.entry(id).or_insert(Stack {
             kernel,
             addrs,
             key: None,
+            spared: false,
         });
     }
 
@@ -354,6 +356,7 @@ impl Window {
                 kernel,
                 addrs,
                 key: Some(key),
+                spared: false,
             });
         }
         let partial = partial_path(path);
@@ -608,9 +611,12 @@ mod tests {
             ]
         );
         // Not in the kernel's map, so nothing to delete there; the unnamed one is
-        // forgotten at once, the named one kept.
+        // forgotten a pass later (a record in the ring may still name it), the named
+        // one kept.
         let evicted = win.stacks_to_evict(Vec::new());
         assert!(evicted.is_empty(), "{evicted:?}");
+        assert_eq!(win.stacks_known(), 4, "7, 8, 9, and 3 a pass longer");
+        assert!(win.stacks_to_evict(Vec::new()).is_empty());
         assert_eq!(win.stacks_known(), 3, "7, 8 and 9");
     }
 
