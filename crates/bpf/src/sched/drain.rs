@@ -83,10 +83,9 @@ pub(crate) struct Drain {
     exec_maps: HashMap<u32, Vec<(u64, u64, String)>>,
     /// Threads that exited (with when), to forget after [`EXITED_KEPT`].
     exited: VecDeque<(Instant, u32)>,
-    /// Stacks the kernel's map could not take, sent in the ring: how many came, and how
-    /// many of them were written into the file (file mode).
+    /// Stacks the kernel's map could not take, sent in the ring: how many came (in file
+    /// mode each is written into the file, or the drain's error says why not).
     pub(crate) stacks_in_ring: u64,
-    pub(crate) stacks_written_from_ring: u64,
     pub(crate) error: Option<std::io::Error>,
 }
 
@@ -100,7 +99,6 @@ impl Drain {
             exec_maps: HashMap::default(),
             exited: VecDeque::new(),
             stacks_in_ring: 0,
-            stacks_written_from_ring: 0,
             error: None,
         }
     }
@@ -311,11 +309,8 @@ impl Drain {
             window.note_stack(id, kernel, addrs);
             return;
         }
-        match self.writer.stack(id, kernel, &addrs) {
-            Ok(()) => self.stacks_written_from_ring += 1,
-            Err(e) => {
-                self.error.get_or_insert(e);
-            }
+        if let Err(e) = self.writer.stack(id, kernel, &addrs) {
+            self.error.get_or_insert(e);
         }
     }
 }

@@ -517,7 +517,7 @@ fn run(
 
     // The stacks still in the map.
     let stacks = stacks_written
-        + drain.stacks_written_from_ring
+        + stacks_in_ring
         + flush_stacks(&skel.maps.stacks, &mut drain).map_err(|e| BpfError::io(&output, e))?;
     let records = drain.writer.records();
     let end = SchedEnd {
