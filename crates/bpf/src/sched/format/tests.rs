@@ -177,7 +177,7 @@ fn a_recording_cut_short_reads_what_is_there_and_says_so() {
     let mut w = SchedWriter::new(Vec::new(), 1, 2, 1, 99).unwrap();
     w.record(&raw(2, 150, 11, 12, 3, None)).unwrap();
     w.flush_events().unwrap();
-    let mut bytes = w.out.clone();
+    let mut bytes = w.out_mut().clone();
     bytes.extend_from_slice(&[1, 0, 0, 0, 200, 0]);
     let log = parse_sched(&bytes).unwrap();
     assert_eq!(log.records.len(), 1);
