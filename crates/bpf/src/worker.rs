@@ -61,6 +61,12 @@ impl<T: Send + 'static> Worker<T> {
 }
 
 impl<T> Worker<T> {
+    /// Whether the thread has ended (by itself, if [`finish`](Self::finish) was not
+    /// called: it failed, and `finish` returns why).
+    pub(crate) fn has_ended(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Sets the stop flag and joins the thread; its result.
     pub(crate) fn finish(&mut self) -> Result<T, BpfError> {
         self.stop.store(true, Ordering::SeqCst);

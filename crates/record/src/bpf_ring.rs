@@ -68,7 +68,8 @@ pub fn run_bpf_ring(
         window: Duration::from_secs(u64::from(ring_seconds)),
         max_bytes,
     };
-    let recorder = SchedRecorder::start_ring(&output, options, ring).map_err(RecordError::Bpf)?;
+    let recorder =
+        SchedRecorder::start_ring(&output, options, ring).map_err(RecordError::from_bpf)?;
     let mut warnings = Vec::new();
     let companions = Companions::start_with(
         &output,
@@ -122,7 +123,7 @@ pub fn run_bpf_ring(
         Ok(stats) => stats,
         Err(e) => {
             companions.discard();
-            return Err(RecordError::Bpf(e));
+            return Err(RecordError::from_bpf(e));
         }
     };
     let files = companions.stop(&mut warnings);
@@ -187,6 +188,11 @@ impl Ring<'_> {
             // With a command, wait for its exit: it was told to stop too.
             if stopped_by.is_some() && child.is_none() {
                 return (128 + stopped_by.unwrap_or(0), stopped_by);
+            }
+            // A recorder that failed records nothing more: its stop says why (a service
+            // must not run on as if it recorded).
+            if child.is_none() && self.recorder.has_failed() {
+                return (1, None);
             }
             if let Some(c) = control {
                 for client in c.requests() {

@@ -227,7 +227,7 @@ pub struct BpfRecording {
 impl BpfRecording {
     /// Starts recording into `output`.
     pub fn start(output: &Path, options: &SchedOptions) -> Result<BpfRecording, RecordError> {
-        let recorder = SchedRecorder::start(output, options).map_err(RecordError::Bpf)?;
+        let recorder = SchedRecorder::start(output, options).map_err(RecordError::from_bpf)?;
         let mut companion_warnings = Vec::new();
         // The paths are in the recording itself; the cgroup notes are beside it.
         let companions = Companions::start(output, false, &mut companion_warnings);
@@ -254,7 +254,7 @@ impl BpfRecording {
             companions,
             mut companion_warnings,
         } = self;
-        let stopped = recorder.stop().map_err(RecordError::Bpf);
+        let stopped = recorder.stop().map_err(RecordError::from_bpf);
         let ((exit_code, command_pid, stopped_by), stats) = match (ran, stopped) {
             (Ok(ran), Ok(stats)) => (ran, stats),
             (Err(e), _) | (_, Err(e)) => {
@@ -285,39 +285,54 @@ pub fn run_bpf(
     crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
     let recording = BpfRecording::start(&output, options)?;
-    let ran = run_until_stopped(command, &mut signals, &|pid| {
-        recording.recorder.note_command(pid, command)
-    });
+    let recorder = &recording.recorder;
+    let ran = run_until_stopped(
+        command,
+        &mut signals,
+        &|pid| recorder.note_command(pid, command),
+        &|| recorder.has_failed(),
+    );
     recording.finish(ran)
 }
 
 /// Runs `command` until it exits (or, without one, waits for a stop signal), telling
 /// `started` its pid: its exit code (0 without one), its pid and the stop signal that
-/// came meanwhile.
+/// came meanwhile. A recorder that has `failed` (a full disk) ends the wait without a
+/// command, so that its error comes at once; a command is said to run on unrecorded, and
+/// waited for.
 fn run_until_stopped(
     command: &[String],
     signals: &mut StopSignals,
     started: &dyn Fn(u32),
+    failed: &dyn Fn() -> bool,
 ) -> Result<(i32, Option<u32>, Option<i32>), RecordError> {
     let mut stopped_by = None;
     let Some((program, args)) = command.split_first() else {
         loop {
             stopped_by = stopped_by.or(first_stop(&signals.take()));
-            if stopped_by.is_some() {
+            if stopped_by.is_some() || failed() {
                 return Ok((0, None, stopped_by));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let failed = |source| RecordError::Command {
+    let cannot_run = |source| RecordError::Command {
         program: program.clone(),
         source,
     };
-    let mut child = RecordedCommand::spawn(program, args).map_err(failed)?;
+    let mut child = RecordedCommand::spawn(program, args).map_err(cannot_run)?;
     started(child.id());
+    let mut said_failed = false;
     loop {
-        if let Some(status) = child.try_wait().map_err(failed)? {
+        if let Some(status) = child.try_wait().map_err(cannot_run)? {
             return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));
+        }
+        if !said_failed && failed() {
+            said_failed = true;
+            eprintln!(
+                "slowlab: the recording failed (why: below, once {program} exits); {program} \
+                 runs on, unrecorded"
+            );
         }
         // The command is told to stop too; wait for it.
         if stopped_by.is_none() {

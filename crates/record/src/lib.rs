@@ -195,6 +195,25 @@ pub enum RecordError {
 }
 
 impl RecordError {
+    /// The eBPF recorder's error `e`, said as the user can act on it: a full disk or an
+    /// unwritable file as they are for perf's backend, and only the recorder's own
+    /// failures (loading, attaching, the ring buffer) with perf's backend as the way out.
+    pub(crate) fn from_bpf(e: slowlab_bpf::BpfError) -> RecordError {
+        match e {
+            slowlab_bpf::BpfError::Io { path, source }
+                if source.raw_os_error() == Some(libc::ENOSPC) =>
+            {
+                let dir = args::output_dir(&path).to_owned();
+                RecordError::DiskFull {
+                    free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
+                    dir,
+                }
+            }
+            slowlab_bpf::BpfError::Io { path, source } => RecordError::Output { path, source },
+            e => RecordError::Bpf(e),
+        }
+    }
+
     /// The signal that stopped the recording before a trace was written, if one did
     /// (the command line then exits with 128 + it, as a shell expects).
     pub fn stop_signal(&self) -> Option<i32> {

@@ -30,7 +30,7 @@
 //! when it dies.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -227,6 +227,12 @@ impl SchedRecorder {
     /// The recording file.
     pub fn output(&self) -> &Path {
         &self.output
+    }
+
+    /// Whether the recording has ended by itself: it failed (a full disk, an unreadable
+    /// ring buffer) and records nothing more; [`stop`](Self::stop) says why.
+    pub fn has_failed(&self) -> bool {
+        self.worker.has_ended()
     }
 
     /// Detaches the programs, drains the ring, writes the stacks and the end, and returns
@@ -480,10 +486,20 @@ fn run(
             ));
         }
     }
+    // A file that cannot be finished is removed: it has neither the stacks nor the end,
+    // and on a full disk it holds the space the user needs back. (A ring's own writes
+    // remove theirs.)
+    let unfinished = |e: io::Error| {
+        let _ = fs::remove_file(partial_path(&output));
+        BpfError::io(&output, e)
+    };
     if let Some(e) = drain.error.take() {
-        return Err(BpfError::io(&output, e));
+        return Err(unfinished(e));
     }
     if let Some(f) = failure {
+        if drain.window().is_none() {
+            let _ = fs::remove_file(partial_path(&output));
+        }
         return Err(f);
     }
 
@@ -518,7 +534,7 @@ fn run(
     // The stacks still in the map.
     let stacks = stacks_written
         + stacks_in_ring
-        + flush_stacks(&skel.maps.stacks, &mut drain).map_err(|e| BpfError::io(&output, e))?;
+        + flush_stacks(&skel.maps.stacks, &mut drain).map_err(unfinished)?;
     let records = drain.writer.records();
     let end = SchedEnd {
         stop_ns,
@@ -526,13 +542,10 @@ fn run(
         stacks_lost: lost.1,
         records,
     };
-    let mut out = drain
-        .writer
-        .finish(end)
-        .map_err(|e| BpfError::io(&output, e))?;
-    out.flush().map_err(|e| BpfError::io(&output, e))?;
+    let mut out = drain.writer.finish(end).map_err(unfinished)?;
+    out.flush().map_err(unfinished)?;
     drop(out);
-    fs::rename(partial_path(&output), &output).map_err(|e| BpfError::io(&output, e))?;
+    fs::rename(partial_path(&output), &output).map_err(unfinished)?;
     let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     Ok(stats(records, stacks, bytes, lost))
 }
