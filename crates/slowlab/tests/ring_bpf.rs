@@ -123,7 +123,9 @@ fn a_full_disk_stops_a_snapshot_of_the_bpf_recorder_not_the_recording() {
     // Samples on a timer: an idle CPU stops the tick, and the snapshots below must hold
     // samples whatever else runs.
     let args = ["--backend", "bpf", "--ring", "2", "--samples-on", "timer"];
-    let Some((fs, rec, trace)) = on_a_small_disk(64, need, &args, errs.path()) else {
+    // 256 MiB: once room is made again, a snapshot and the trace at the stop both fit
+    // even on a busy machine (two seconds of a busy machine's records can be tens of MB).
+    let Some((fs, rec, trace)) = on_a_small_disk(256, need, &args, errs.path()) else {
         return;
     };
     std::thread::sleep(Duration::from_secs(3));
