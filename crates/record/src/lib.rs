@@ -284,3 +284,41 @@ pub fn run(cfg: &Config) -> Result<Outcome, RecordError> {
 pub fn run_with(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
     session::run(cfg, always)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slowlab_bpf::BpfError;
+    use std::path::Path;
+
+    fn io(errno: i32) -> BpfError {
+        BpfError::Io {
+            path: PathBuf::from("/tmp/t.data"),
+            source: std::io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    #[test]
+    fn the_ebpf_recorders_errors_name_perf_only_when_perf_is_the_way_out() {
+        let full = RecordError::from_bpf(io(libc::ENOSPC));
+        assert!(
+            matches!(&full, RecordError::DiskFull { dir, .. } if dir == Path::new("/tmp")),
+            "{full:?}"
+        );
+        let denied = RecordError::from_bpf(io(libc::EACCES)).to_string();
+        assert!(
+            denied.starts_with("cannot write /tmp/t.data: Permission denied")
+                && !denied.contains("--backend perf"),
+            "{denied}"
+        );
+        let load = RecordError::from_bpf(BpfError::Load {
+            message: "the verifier said no".into(),
+            log: String::new(),
+        })
+        .to_string();
+        assert!(
+            load.contains("`--backend perf` records without it"),
+            "{load}"
+        );
+    }
+}
