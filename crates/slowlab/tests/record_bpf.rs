@@ -606,8 +606,7 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let (waits, _) = waits_in(&trace, |f| f == "down");
     eprintln!("{waits} of the 1,000 waits have their stack");
     assert!(waits >= 950, "{waits} of 1,000 waits have their stack");
-    let in_ring = stacks_through_the_ring(&out);
-    assert!(in_ring <= 50, "{in_ring} stacks came through the ring");
+    few_through_the_ring(&out, 50, dir.path(), "512", "6");
     // 3,000 distinct stacks in ~0.5 s into a map of 4,096 (buckets well filled): a flush
     // moves thousands of stacks, more than one batch of the map, which holds at most
     // 1,024 and often fewer (it stops at a bucket that does not fit).
@@ -621,8 +620,42 @@ fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     let (waits, _) = waits_in(&trace, |f| f == "down");
     eprintln!("{waits} of the 3,000 waits have their stack");
     assert!(waits >= 2900, "{waits} of 3,000 waits have their stack");
-    let in_ring = stacks_through_the_ring(&out);
-    assert!(in_ring <= 150, "{in_ring} stacks came through the ring");
+    few_through_the_ring(&out, 150, dir.path(), "4096", "1");
+}
+
+/// Checks that at most `most` stacks of the recording `out` came through the ring, as a map
+/// of `entries` emptied into the file as it fills lets them. Past `most`, the machine's
+/// other processes may be the cause (each new process brings new stacks): a recording of
+/// `sleep SECS` alone with the same map tells. If it has more than `most` too, the machine
+/// is too busy for the count to say anything of the flush, and the check is skipped with
+/// that reason; if not, it fails.
+fn few_through_the_ring(
+    out: &std::process::Output,
+    most: u64,
+    dir: &Path,
+    entries: &str,
+    secs: &str,
+) {
+    let in_ring = stacks_through_the_ring(out);
+    if in_ring <= most {
+        return;
+    }
+    let idle = dir.join(format!("idle-{entries}.data"));
+    let alone = stacks_through_the_ring(&record(
+        "bpf",
+        &idle,
+        &["--bpf-stack-entries", entries, "--bpf-no-reuse"],
+        &["sleep", secs],
+    ));
+    assert!(
+        alone > most,
+        "{in_ring} stacks came through the ring (the machine alone: {alone} in {secs} s)\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    slowlab_testkit::skip(format_args!(
+        "the map's flush not checked: other processes alone sent {alone} stacks through the \
+         ring of a map of {entries} in {secs} s (of {in_ring} with the test's)"
+    ));
 }
 
 /// How many stacks of a recording the stack map could not take, so that they came through
