@@ -126,21 +126,20 @@ fn json_follows_the_documented_schema() {
 fn a_process_blocked_on_nothing_exits_0_and_all_threads_lists_it() {
     let mut child = Command::new("sleep").arg("100").spawn().unwrap();
     let pid = child.id() as i32;
-    let out = eventually(|| {
-        let o = hang(pid, &[]);
-        stdout(&o).contains("0 blocked").then_some(o)
+    // Until `sleep` is in its nanosleep it is running (exec, the loader), and "0 blocked"
+    // is said of that too: wait for the timer, then ask without `--all-threads`.
+    let seen = eventually(|| {
+        let all = hang(pid, &["--all-threads"]);
+        stdout(&all)
+            .contains("sleeps on a timer")
+            .then(|| (hang(pid, &[]), all))
     });
-    let all = hang(pid, &["--all-threads"]);
     let _ = child.kill();
     let _ = child.wait();
-    let out = out.expect("sleep reported as not blocked");
+    let (out, all) = seen.expect("sleep seen sleeping on a timer with --all-threads");
+    assert_eq!(all.status.code(), Some(0), "{}", stdout(&all));
+    assert!(stdout(&out).contains("0 blocked"), "{}", stdout(&out));
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(
-        stdout(&all).contains("sleeps on a timer"),
-        "{}",
-        stdout(&all)
-    );
-    assert_eq!(all.status.code(), Some(0));
 }
 
 /// An error is exit status 2 and one line on stderr, nothing on stdout.
