@@ -258,6 +258,17 @@ fn record_then_analyze_end_to_end() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("command not found"));
+    // `diagnose` the same: and the directory it made for the run is not left empty.
+    let run = dir.path().join("run");
+    let out = slowlab()
+        .args(["diagnose", "-o"])
+        .arg(&run)
+        .args(["--", "surely-not-a-command-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command not found"));
+    assert!(!run.exists(), "an empty {} is left", run.display());
 }
 
 /// Parses `perf report --stdio -g none` lines: `  3.95%  [k] name`.

@@ -30,6 +30,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     if args.parquet.is_some() {
         slowlab_exports::parquet_available()?;
     }
+    let made = !args.output.exists();
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let trace_path = args.output.join("trace.data");
@@ -46,7 +47,13 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
         );
     }
     let bpf = super::record::diagnose_with_bpf(args.backend);
-    let recorded = slowlab_diagnose::record_with(&cfg, bpf)?;
+    let recorded = slowlab_diagnose::record_with(&cfg, bpf).inspect_err(|_| {
+        // Nothing was recorded (a command not found, a full disk): the directory made for
+        // it goes too, if nothing else is in it (`remove_dir` takes only an empty one).
+        if made {
+            let _ = std::fs::remove_dir(&args.output);
+        }
+    })?;
     let outcome = &recorded.outcome;
     let mut warnings = outcome.warnings.clone();
     let mut extra = Vec::new();
