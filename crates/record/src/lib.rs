@@ -195,6 +195,15 @@ pub enum RecordError {
 }
 
 impl RecordError {
+    /// The disk of `output` filled while it was written: how much is free there now.
+    pub(crate) fn disk_filled(output: &std::path::Path) -> RecordError {
+        let dir = args::output_dir(output).to_owned();
+        RecordError::DiskFull {
+            free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
+            dir,
+        }
+    }
+
     /// The eBPF recorder's error `e`, said as the user can act on it: a full disk or an
     /// unwritable file as they are for perf's backend, and only the recorder's own
     /// failures (loading, attaching, the ring buffer) with perf's backend as the way out.
@@ -203,11 +212,7 @@ impl RecordError {
             slowlab_bpf::BpfError::Io { path, source }
                 if source.raw_os_error() == Some(libc::ENOSPC) =>
             {
-                let dir = args::output_dir(&path).to_owned();
-                RecordError::DiskFull {
-                    free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
-                    dir,
-                }
+                RecordError::disk_filled(&path)
             }
             slowlab_bpf::BpfError::Io { path, source } => RecordError::Output { path, source },
             e => RecordError::Bpf(e),

@@ -21,7 +21,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::args::free_bytes;
 use crate::group_guard::{GroupGuard, Lifeline};
 use crate::{Config, RecordError};
 
@@ -348,11 +347,7 @@ pub(crate) fn check_perf_exit(
     stopped: bool,
 ) -> Result<(), RecordError> {
     if lines.iter().any(|l| l.contains("No space left")) {
-        let dir = crate::args::output_dir(&cfg.output).to_owned();
-        return Err(RecordError::DiskFull {
-            free_mb: free_bytes(&dir).unwrap_or(0) / (1 << 20),
-            dir,
-        });
+        return Err(RecordError::disk_filled(&cfg.output));
     }
     if lines
         .iter()

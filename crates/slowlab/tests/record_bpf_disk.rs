@@ -19,8 +19,7 @@ use common::{one_recording_at_a_time, slowlab};
 
 /// A 4 MiB tmpfs filled until 64 KiB are free, or `None` (with the printed reason).
 fn a_nearly_full_disk() -> Option<Tmpfs> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !common::is_root() {
         slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
         return None;
     }

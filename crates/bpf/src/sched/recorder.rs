@@ -487,19 +487,21 @@ fn run(
         }
     }
     // A file that cannot be finished is removed: it has neither the stacks nor the end,
-    // and on a full disk it holds the space the user needs back. (A ring's own writes
-    // remove theirs.)
-    let unfinished = |e: io::Error| {
+    // and on a full disk it holds the space the user needs back. (In ring mode there is
+    // none here: the window's writes go through partial files of their own, which they
+    // remove.)
+    let remove_unfinished = || {
         let _ = fs::remove_file(partial_path(&output));
+    };
+    let unfinished = |e: io::Error| {
+        remove_unfinished();
         BpfError::io(&output, e)
     };
     if let Some(e) = drain.error.take() {
         return Err(unfinished(e));
     }
     if let Some(f) = failure {
-        if drain.window().is_none() {
-            let _ = fs::remove_file(partial_path(&output));
-        }
+        remove_unfinished();
         return Err(f);
     }
 
