@@ -9,16 +9,18 @@ use clap::Args;
 ///
 /// Records the whole system with `slowlab record` (sampled stacks, context
 /// switches and wake-ups, page faults, process lifetimes, block I/O, the
-/// syscalls the detectors use, and the path strings of those syscalls with
-/// eBPF) until CMD exits. Then it follows CMD's critical path: its wall time
-/// cut into time on a CPU, runnable (waiting for a CPU) and blocked (lock,
-/// io, sleep, ipc, fault, other), each wait followed into the thread that
-/// ended it. It prints that answer first, then the findings of every
-/// detector ranked by the time they cost, each with its evidence and a fix.
+/// syscalls the detectors use with their paths, and those that name what
+/// a thread waits on) until CMD exits. Then it follows CMD's critical
+/// path: its wall time cut into time on a CPU, runnable (waiting for a
+/// CPU) and blocked (lock, io, sleep, ipc, fault, other), each wait
+/// followed into the thread that ended it. It prints that answer first,
+/// then the findings of every detector ranked by the time they cost, each
+/// with its evidence and a fix.
 ///
-/// Writes DIR/trace.data (and its .paths and .cgroups.json companions),
-/// DIR/critical_path.json, DIR/findings.json and DIR/report.html (and, with
-/// --fxprof, a profile for the Firefox Profiler). Returns CMD's exit code.
+/// Writes DIR/trace.data (and its .cgroups.json companion; with --backend
+/// perf, its .paths too), DIR/critical_path.json, DIR/findings.json and
+/// DIR/report.html (and, with --fxprof, a profile for the Firefox
+/// Profiler). Returns CMD's exit code.
 ///
 /// report.html is interactive and self-contained (open it in any browser,
 /// offline): the critical path and the findings first, then a timeline of

@@ -55,12 +55,14 @@ pub enum CallGraphArg {
     Dwarf,
 }
 
-/// Record a system-wide trace with perf.
+/// Record a system-wide trace (with eBPF where it can run, else perf).
 ///
 /// Records every CPU: sampled call stacks (kernel and user), context
 /// switches and wake-ups with their stacks, process fork/exec/exit, page
-/// faults, disk requests, and the syscalls slowlab's detectors use (openat,
-/// the stat family, mmap/munmap, unlink, unshare, clone). With a command,
+/// faults, disk requests, the syscalls slowlab's detectors use (openat,
+/// the stat family, mmap/munmap, unlink, unshare, clone) with their paths,
+/// and those that name what a thread waits on (futex, wait4, waitid,
+/// flock). With a command,
 /// records until it exits and returns its exit code; without, until Ctrl-C,
 /// SIGTERM or SIGHUP (also in the background: `slowlab record & … kill -INT
 /// $!`), then exits with 128 + the signal once the trace is written. A
@@ -92,10 +94,13 @@ Examples:
 Then:
   slowlab analyze slowlab.data
 
-perf writes slowlab.data.partial until the trace is finished. Needs root or
+The trace is written as slowlab.data.partial and renamed once finished. The
+eBPF recorder (--backend bpf, the default where it can run) needs root, or
+CAP_BPF and CAP_PERFMON, and a kernel with BTF; perf's needs root or
 kernel.perf_event_paranoid = -1, and perf (Debian: linux-perf).")]
 pub struct RecordArgs {
-    /// Where to write the trace (perf.data format) [default: slowlab.data];
+    /// Where to write the trace [default: slowlab.data]: perf.data with --backend
+    /// perf, slowlab's eBPF format (SLSCHED) otherwise, both read by `analyze`;
     /// with --save, which recorder to ask (needed only when several run).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -134,7 +139,8 @@ pub struct RecordArgs {
     /// wait until it is written and print its path.
     #[arg(long, conflicts_with_all = ["ring", "command", "trigger", "freq", "samples_on", "backend"])]
     pub save: bool,
-    /// How user-space stacks are collected.
+    /// How user-space stacks are collected (dwarf only with perf: it makes
+    /// --backend auto choose perf).
     #[arg(long, value_enum, default_value = "fp")]
     pub call_graph: CallGraphArg,
     /// Do not capture the path strings of syscalls (with perf, the eBPF
