@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, ProcIdx, StackIdx, Trace};
 
+use crate::buckets::TimeBuckets;
 use crate::function_stacks::FunctionStacks;
 use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
@@ -36,9 +37,7 @@ pub fn faults_view(
 ) -> FaultsView {
     let keep = sel.thread_mask(trace);
     let (from, to) = sel.time_range_ns(trace);
-    let start = trace.meta.start_ns;
-    let bucket_ns = (bucket_s.max(1e-3) * 1e9) as u64;
-    let buckets = (trace.meta.end_ns.saturating_sub(start) / bucket_ns + 1) as usize;
+    let grid = TimeBuckets::new(trace, bucket_s);
     let mut per: HashMap<ProcIdx, Counts, BuildFx> = HashMap::default();
     let mut has_fault_events = false;
     let mut shown = FunctionStacks::new(trace);
@@ -69,12 +68,9 @@ pub fn faults_view(
                 None => {}
             }
             if c.rate.is_empty() {
-                c.rate = vec![0; buckets];
+                c.rate = vec![0; grid.count()];
             }
-            let b = (ev.time_ns.saturating_sub(start) / bucket_ns) as usize;
-            if let Some(slot) = c.rate.get_mut(b.min(buckets - 1)) {
-                *slot += 1;
-            }
+            c.rate[grid.index(ev.time_ns)] += 1;
             *c.stacks.entry(shown.of(ev.stack)).or_default() += 1;
         }
     }
@@ -112,7 +108,7 @@ pub fn faults_view(
     FaultsView {
         total: processes.iter().map(|p| p.faults).sum(),
         major: processes.iter().map(|p| p.major).sum(),
-        bucket_s,
+        bucket_s: grid.width_s(),
         processes,
         has_fault_events,
     }

@@ -15,6 +15,7 @@
 //! Views share one notion of which samples count: [`select::Selection`].
 
 pub mod analysis;
+pub mod buckets;
 pub mod butterfly;
 pub mod classify;
 pub mod cpu;

@@ -7,6 +7,7 @@
 
 use slowlab_model::trace::Trace;
 
+use crate::buckets::TimeBuckets;
 use crate::select::Selection;
 pub use slowlab_model::views::procs::{ProcView, ProcsView};
 
@@ -14,11 +15,10 @@ pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize)
     let keep = sel.thread_mask(trace);
     let start = trace.meta.start_ns;
     let rel = |ns: u64| ns.saturating_sub(start) as f64 / 1e9;
-    let bucket_ns = (bucket_s.max(1e-3) * 1e9) as u64;
-    let buckets = (trace.meta.end_ns.saturating_sub(start) / bucket_ns + 1) as usize;
-    let mut created = vec![0u64; buckets];
-    let mut ended = vec![0u64; buckets];
-    let bucket = |ns: u64| ((ns.saturating_sub(start) / bucket_ns) as usize).min(buckets - 1);
+    let grid = TimeBuckets::new(trace, bucket_s);
+    let mut created = vec![0u64; grid.count()];
+    let mut ended = vec![0u64; grid.count()];
+    let bucket = |ns: u64| grid.index(ns);
 
     let mut processes: Vec<ProcView> = trace
         .processes
@@ -70,7 +70,7 @@ pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize)
     ProcsView {
         slowest: by_duration.iter().take(slowest).map(|p| p.pid).collect(),
         processes,
-        bucket_s,
+        bucket_s: grid.width_s(),
         created,
         ended,
     }

@@ -6,11 +6,13 @@ use std::collections::HashMap;
 
 use slowlab_model::trace::{EventKind, ProcIdx, Trace};
 
+use crate::buckets::TimeBuckets;
 use crate::select::{BuildFx, Selection};
 use crate::states::Schedule;
 pub use slowlab_model::views::timeline::{Bucket, ProcessCpu, TimelineView};
 
-/// Buckets of `bucket_s` seconds; `top` processes per bucket.
+/// Buckets of `bucket_s` seconds (wider over a very long span: [`TimeBuckets`]); `top`
+/// processes per bucket.
 pub fn timeline_view(
     trace: &Trace,
     sched: &Schedule,
@@ -20,9 +22,9 @@ pub fn timeline_view(
 ) -> TimelineView {
     let keep = sel.thread_mask(trace);
     let start = trace.meta.start_ns;
-    let bucket_ns = (bucket_s.max(1e-3) * 1e9) as u64;
-    let count = (trace.meta.end_ns.saturating_sub(start) / bucket_ns + 1) as usize;
-    let index = |ns: u64| ((ns.saturating_sub(start) / bucket_ns) as usize).min(count - 1);
+    let grid = TimeBuckets::new(trace, bucket_s);
+    let count = grid.count();
+    let index = |ns: u64| grid.index(ns);
 
     let mut cpu: Vec<HashMap<ProcIdx, u64, BuildFx>> = vec![HashMap::default(); count];
     let s = &trace.samples;
@@ -48,8 +50,7 @@ pub fn timeline_view(
         let mut t = w.start_ns.max(start);
         while t < w.end_ns {
             let b = index(t);
-            let bucket_end = start + (b as u64 + 1) * bucket_ns;
-            let until = w.end_ns.min(bucket_end);
+            let until = w.end_ns.min(grid.end_ns(b));
             blocked[b] += until - t;
             if b + 1 >= count {
                 break;
@@ -83,10 +84,11 @@ pub fn timeline_view(
                 })
                 .collect();
             procs.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
-            let cpu_s = procs.iter().map(|p| p.cpu_s).sum();
+            // From +0.0: an empty f64 sum is -0.0, which JSON would keep.
+            let cpu_s = procs.iter().fold(0.0, |sum, p| sum + p.cpu_s);
             procs.truncate(top);
             Bucket {
-                start_s: b as f64 * bucket_ns as f64 / 1e9,
+                start_s: grid.start_s(b),
                 cpu: procs,
                 cpu_s,
                 faults: faults[b],
@@ -96,7 +98,10 @@ pub fn timeline_view(
             }
         })
         .collect();
-    TimelineView { bucket_s, buckets }
+    TimelineView {
+        bucket_s: grid.width_s(),
+        buckets,
+    }
 }
 
 #[cfg(test)]

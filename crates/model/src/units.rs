@@ -9,6 +9,9 @@
 pub fn seconds(s: f64) -> String {
     if !s.is_finite() {
         "?".to_string()
+    } else if (s * 1e6).round() == 0.0 {
+        // Not "-0 µs": an empty sum of f64s is -0.0, and -0.4 µs rounds to it.
+        "0 µs".to_string()
     } else if s.abs() < 1e-3 {
         format!("{:.0} µs", s * 1e6)
     } else if s.abs() < 1.0 {
@@ -87,6 +90,9 @@ mod tests {
     #[test]
     fn seconds_pick_a_unit_that_fits() {
         assert_eq!(seconds(12e-6), "12 µs");
+        assert_eq!(seconds(-0.0), "0 µs");
+        assert_eq!(seconds(-4e-7), "0 µs");
+        assert_eq!(seconds(-12e-6), "-12 µs");
         assert_eq!(seconds(0.85), "850 ms");
         assert_eq!(seconds(2.3149), "2.31 s");
         assert_eq!(seconds(31.2), "31 s");

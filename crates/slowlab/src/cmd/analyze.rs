@@ -144,10 +144,12 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
                 args.bucket,
                 top_json.map(|t| t.min(10)),
             );
+            say_wider_buckets(args.bucket, v.bucket_s);
             show(&mut out, json, &v, || trace_views::faults_text(&v, top, 3))?;
         }
         View::Procs => {
             let v = slowlab_analyze::procs::procs_view(trace, &sel, args.bucket, top);
+            say_wider_buckets(args.bucket, v.bucket_s);
             show(&mut out, json, &v, || trace_views::procs_text(&v, top))?;
         }
         View::Syscalls => {
@@ -170,6 +172,7 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
                 args.bucket,
                 3,
             );
+            say_wider_buckets(args.bucket, v.bucket_s);
             show(&mut out, json, &v, || trace_views::timeline_text(&v))?;
         }
         View::Findings => {
@@ -277,4 +280,18 @@ fn print_event_counts(file: &std::path::Path, opts: &OpenOptions, json: bool) ->
     }
     out.flush()?;
     Ok(0)
+}
+
+/// Says so when a view's buckets are wider than `--bucket` asked: the trace spans more
+/// than [`slowlab_analyze::buckets::MAX_BUCKETS`] of them (a long ring, or a damaged
+/// file's time of centuries).
+fn say_wider_buckets(asked_s: f64, used_s: f64) {
+    if used_s > asked_s * (1.0 + 1e-9) {
+        eprintln!(
+            "slowlab: note: buckets of {} instead of {}: the trace spans more than {} of those",
+            slowlab_model::units::seconds(used_s),
+            slowlab_model::units::seconds(asked_s),
+            slowlab_analyze::buckets::MAX_BUCKETS
+        );
+    }
 }
