@@ -122,6 +122,20 @@ fn push(
     });
 }
 
+/// The times a record of `log` can have: from a minute before the header's start to a
+/// minute after the END's stop (no bound without one). Records come up to a few
+/// milliseconds before the start (the programs are attached before it is taken) and none
+/// after the stop; one far outside is damage, a time whose bits were flipped, that would
+/// stretch the trace over centuries.
+fn plausible_times(log: &SchedLog) -> (u64, u64) {
+    const SLACK_NS: u64 = 60_000_000_000;
+    let from = log.start_mono_ns.saturating_sub(SLACK_NS);
+    let to = log.end.map_or(u64::MAX, |end| {
+        end.stop_ns.max(log.start_mono_ns).saturating_add(SLACK_NS)
+    });
+    (from, to)
+}
+
 /// Builds the trace of a parsed recording.
 pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     let mut trace = Trace::default();
@@ -129,8 +143,18 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 
     // The ring takes records in the order they were reserved, which across CPUs is
     // nearly but not quite time order.
-    let mut order: Vec<usize> = (0..log.records.len()).collect();
+    let (from, to) = plausible_times(log);
+    let mut order: Vec<usize> = (0..log.records.len())
+        .filter(|&i| (from..=to).contains(&log.records[i].time_ns))
+        .collect();
     order.sort_by_key(|&i| log.records[i].time_ns);
+    let outside = log.records.len() - order.len();
+    if outside > 0 {
+        warnings.push(format!(
+            "{outside} records have times far outside the recording's (a damaged file?): \
+             skipped"
+        ));
+    }
 
     let mut life = Lifetimes::new(log);
     let mut stacks = Stacks::new(log);
@@ -386,7 +410,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_bpf::sched::format::{SchedRecord, SchedThread};
+    use slowlab_bpf::sched::format::{SchedEnd, SchedRecord, SchedThread};
 
     fn record(
         kind: RecordKind,
@@ -459,6 +483,51 @@ mod tests {
         let mut opts = ReadOptions::default();
         opts.symbols.symbolize = false;
         build_trace(log, &opts)
+    }
+
+    #[test]
+    fn a_record_whose_time_is_far_outside_the_recording_is_skipped_as_damage() {
+        const S: u64 = 1_000_000_000;
+        let sample = |time_ns| record(RecordKind::Sample, time_ns, 11, 0, 10, 0, 0);
+        let log = |end| SchedLog {
+            nr_cpus: 1,
+            sample_freq: 1000,
+            start_mono_ns: 100 * S,
+            end,
+            // 6 ms before the start (the programs attach first) and at the stop: kept.
+            records: vec![
+                sample(100 * S - 6_000_000),
+                sample(101 * S),
+                sample(u64::MAX),
+                sample(7),
+                sample(102 * S),
+            ],
+            ..SchedLog::default()
+        };
+        let end = SchedEnd {
+            stop_ns: 102 * S,
+            ..SchedEnd::default()
+        };
+        let trace = unsymbolized_trace(&log(Some(end)));
+        assert_eq!(trace.samples.len(), 3);
+        assert_eq!(
+            (trace.meta.start_ns, trace.meta.end_ns),
+            (100 * S - 6_000_000, 102 * S)
+        );
+        assert!(
+            trace
+                .stats
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("2 records have times far")),
+            "{:?}",
+            trace.stats.warnings
+        );
+
+        // Without an END (the recorder died), only the start bounds them.
+        let trace = unsymbolized_trace(&log(None));
+        assert_eq!(trace.samples.len(), 4);
+        assert_eq!(trace.meta.end_ns, u64::MAX);
     }
 
     #[test]

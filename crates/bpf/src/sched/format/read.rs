@@ -134,6 +134,10 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
     };
     let mut at = SCHED_MAGIC.len() + HEADER_LEN;
     let mut bad_records = 0u64;
+    // Sections of a tag this reader does not know (a newer recorder's) or too short for
+    // theirs (damage): counted and said once, so that a file of them gives one line, not
+    // one a section.
+    let mut unknown = (0u64, 0u64, std::collections::BTreeSet::new());
     while at < bytes.len() {
         let Some(head) = bytes.get(at..at + 8) else {
             log.warnings.push(format!(
@@ -200,10 +204,25 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
                     records: u64_at(body, 24),
                 })
             }
-            _ => log.warnings.push(format!(
-                "skipped a section of unknown tag {tag} ({len} bytes)"
-            )),
+            _ => {
+                unknown.0 += 1;
+                unknown.1 += len as u64;
+                unknown.2.insert(tag);
+            }
         }
+    }
+    let (sections, bytes, tags) = unknown;
+    if sections > 0 {
+        let mut named: Vec<String> = tags.iter().take(5).map(u32::to_string).collect();
+        if tags.len() > 5 {
+            named.push(format!("… ({} tags)", tags.len()));
+        }
+        log.warnings.push(format!(
+            "skipped {sections} sections that could not be read (tags {}, {bytes} bytes: a tag \
+             this slowlab does not know, or too short for its tag): a newer slowlab's \
+             recording, or a damaged one",
+            named.join(", ")
+        ));
     }
     if bad_records > 0 {
         log.warnings.push(format!(
