@@ -8,7 +8,7 @@
 #                                (afl-cmin -e: the smallest set with the same edges)
 #   fuzz/run.sh stats TARGET     the figures of the run so far (fuzzer_stats)
 #
-# TARGET: perf_data, paths_capture, cgroup_notes, lab_import, etl.
+# TARGET: perf_data, sched_trace, paths_capture, cgroup_notes, lab_import, etl.
 # Needs `cargo install cargo-afl` once (afl builds on stable Rust).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -52,7 +52,7 @@ case ${1:-} in
     grep -E '^(run_time|execs_done|execs_per_sec|corpus_count|edges_found|total_edges|saved_crashes|saved_hangs|bitmap_cvg)' \
       out/"$target"/default/fuzzer_stats
     ;;
-  perf_data | paths_capture | cgroup_notes | lab_import | etl)
+  perf_data | sched_trace | paths_capture | cgroup_notes | lab_import | etl)
     target=$1
     execs=${2:-10000000}
     build "$target"

@@ -209,7 +209,10 @@ fn overlaps(start: Option<u64>, end: Option<u64>, from: u64, to: u64) -> bool {
 
 fn path_data(trace: &Trace, scope: &Scope, cp: &CriticalPath, tables: &mut Tables) -> PathData {
     let tids = TidIndex::new(trace);
-    let root_ns = scope.start_ns + (cp.root.start_s.max(0.0) * 1e9) as u64;
+    // Saturating: a damaged trace's times of centuries must not overflow.
+    let root_ns = scope
+        .start_ns
+        .saturating_add((cp.root.start_s.max(0.0) * 1e9) as u64);
     let mut d = PathData {
         summary: cp.summary.clone(),
         wall_s: cp.wall_s,
@@ -225,8 +228,8 @@ fn path_data(trace: &Trace, scope: &Scope, cp: &CriticalPath, tables: &mut Table
         depth: Vec::new(),
     };
     for s in &cp.segments {
-        let from_ns = root_ns + (s.from_s.max(0.0) * 1e9) as u64;
-        let to_ns = root_ns + (s.to_s.max(0.0) * 1e9) as u64;
+        let from_ns = root_ns.saturating_add((s.from_s.max(0.0) * 1e9) as u64);
+        let to_ns = root_ns.saturating_add((s.to_s.max(0.0) * 1e9) as u64);
         d.from.push(scope.us(from_ns));
         d.to.push(scope.us(to_ns));
         let thread = tids

@@ -38,7 +38,8 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
     let trace = cx.trace;
     let path = &rp.path;
     let start = rp.window.0;
-    let abs = |s: f64| start + (s * 1e9).round() as u64;
+    // Saturating: a damaged trace's times of centuries must not overflow.
+    let abs = |s: f64| start.saturating_add((s * 1e9).round() as u64);
     let mut runnable_s = 0.0;
     let mut victims: HashMap<i32, f64> = HashMap::new();
     let mut instead: HashMap<ProcIdx, u64> = HashMap::new();
@@ -54,8 +55,9 @@ pub fn detect(cx: &Context, rp: &RootPath) -> Vec<Finding> {
             continue;
         };
         for (t, ns) in cx.states.ran_during(abs(s.from_s), abs(s.to_s), victim) {
-            *instead.entry(trace.threads[t.ix()].process).or_default() += ns;
-            cpu_ns_total += ns;
+            let on = instead.entry(trace.threads[t.ix()].process).or_default();
+            *on = on.saturating_add(ns);
+            cpu_ns_total = cpu_ns_total.saturating_add(ns);
         }
     }
     if !enough_of_path(runnable_s, path.wall_s, MIN_PATH_SHARE) {

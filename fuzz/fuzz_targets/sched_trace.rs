@@ -1,0 +1,12 @@
+//! Fuzz target: bytes → the read and the analysis of a recording of the eBPF recorder
+//! (SLSCHED), as `slowlab analyze` does them before naming frames: see
+//! `sched_trace_steps.rs`, which the corpus's replay in CI runs too.
+
+#[path = "sched_trace_steps.rs"]
+mod steps;
+
+fn main() {
+    afl::fuzz!(|data: &[u8]| {
+        let _ = steps::read_and_analyze(data);
+    });
+}
