@@ -75,11 +75,14 @@ pub enum BpfError {
         source: io::Error,
     },
 
-    /// A file is not a path capture, or is damaged before its last record.
-    #[error("{}: not a readable slowlab path capture: {reason}", .path.display())]
+    /// A file is not a path capture (or a scheduler recording, as `what` says), or is
+    /// damaged before its last record.
+    #[error("{}: not a readable slowlab {what}: {reason}", .path.display())]
     Format {
         /// The file.
         path: PathBuf,
+        /// What it was read as: "path capture" or "scheduler recording".
+        what: &'static str,
         /// What is wrong with it.
         reason: String,
     },
@@ -112,9 +115,20 @@ impl BpfError {
         }
     }
 
+    /// A path capture that cannot be read.
     pub(crate) fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> BpfError {
         BpfError::Format {
             path: path.into(),
+            what: "path capture",
+            reason: reason.into(),
+        }
+    }
+
+    /// A scheduler recording that cannot be read.
+    pub(crate) fn sched_format(path: impl Into<PathBuf>, reason: impl Into<String>) -> BpfError {
+        BpfError::Format {
+            path: path.into(),
+            what: "scheduler recording",
             reason: reason.into(),
         }
     }

@@ -43,7 +43,7 @@ pub enum PerfError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the file is empty (0 bytes), so it holds no trace; was `perf record` stopped before it started?")]
+    #[error("the file is empty (0 bytes), so it holds no trace; was the recording stopped before it started?")]
     Empty,
     #[error("not a perf.data file: {0}")]
     NotPerfData(String),

@@ -2,8 +2,9 @@
 //! and the inputs that crashed it, `fuzz/regressions/sched_trace`) through the target's own
 //! steps (the read of an SLSCHED recording, then the analysis of its trace: the file is
 //! included from `fuzz/fuzz_targets`), and fails if any input panics. Also: the cut seeds
-//! read with the warning that says how they were cut, and files whose fields claim far
-//! more than they hold read quickly, with one line each for what was skipped.
+//! read with the warning that says how they were cut (one cut in its header: an error),
+//! and files whose fields claim far more than they hold read quickly, with one line each
+//! for what was skipped.
 //! It does not fuzz: `fuzz/run.sh sched_trace` does (see `fuzz/README.md`).
 
 #[path = "../../../fuzz/fuzz_targets/sched_trace_steps.rs"]
@@ -74,6 +75,20 @@ fn the_cut_seeds_say_how_they_were_cut() {
     );
     let in_head = warnings_of(&seed("true-cut-in-a-head"));
     assert!(has(&in_head, "ends inside a section head"), "{in_head:?}");
+
+    // Cut inside its header: an error that says so, named as a scheduler recording.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("cut.data");
+    std::fs::write(&file, &seed("header-only")[..20]).expect("write");
+    let opts = slowlab_schedrec::ReadOptions::default();
+    let err = slowlab_schedrec::read_file(&file, &opts).expect_err("a cut header");
+    assert!(
+        err.to_string().ends_with(
+            "cut.data: not a readable slowlab scheduler recording: its header is cut short \
+             (20 of 32 bytes): the recorder stopped before it wrote any record; record again"
+        ),
+        "{err}"
+    );
 }
 
 /// The bytes of a section: tag, length, body.

@@ -116,13 +116,21 @@ pub fn is_sched_recording(bytes: &[u8]) -> bool {
 /// Reads the scheduler recording in the file `path`.
 pub fn read_sched(path: &Path) -> Result<SchedLog, BpfError> {
     let bytes = std::fs::read(path).map_err(|e| BpfError::io(path, e))?;
-    parse_sched(&bytes).map_err(|reason| BpfError::format(path, reason))
+    parse_sched(&bytes).map_err(|reason| BpfError::sched_format(path, reason))
 }
 
 /// Reads a scheduler recording from its bytes; the error says why they are not one.
 pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
-    if !is_sched_recording(bytes) || bytes.len() < SCHED_MAGIC.len() + HEADER_LEN {
-        return Err("not a slowlab scheduler recording (no SLSCHED header)".into());
+    if !is_sched_recording(bytes) {
+        return Err("no SLSCHED magic: not a file `slowlab record --backend bpf` wrote".into());
+    }
+    if bytes.len() < SCHED_MAGIC.len() + HEADER_LEN {
+        return Err(format!(
+            "its header is cut short ({} of {} bytes): the recorder stopped before it wrote \
+             any record; record again",
+            bytes.len(),
+            SCHED_MAGIC.len() + HEADER_LEN
+        ));
     }
     let h = &bytes[SCHED_MAGIC.len()..SCHED_MAGIC.len() + HEADER_LEN];
     let mut log = SchedLog {
