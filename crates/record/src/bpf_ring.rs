@@ -190,9 +190,12 @@ impl Ring<'_> {
                 return (128 + stopped_by.unwrap_or(0), stopped_by);
             }
             // A recorder that failed records nothing more: its stop says why (a service
-            // must not run on as if it recorded).
-            if child.is_none() && self.recorder.has_failed() {
-                return (1, None);
+            // must not run on as if it recorded). A command runs on, told so.
+            if self.recorder.has_failed() {
+                match child.as_mut() {
+                    Some(c) => c.say_unrecorded_once(),
+                    None => return (1, None),
+                }
             }
             if let Some(c) = control {
                 for client in c.requests() {

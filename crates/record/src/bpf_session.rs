@@ -168,6 +168,9 @@ fn first_stop(got: &[i32]) -> Option<i32> {
 pub(crate) struct RecordedCommand {
     child: Child,
     guard: Option<GroupGuard>,
+    program: String,
+    /// Whether it was said that the recording failed and the command runs on.
+    said_unrecorded: bool,
 }
 
 impl RecordedCommand {
@@ -180,7 +183,25 @@ impl RecordedCommand {
             .process_group(0)
             .spawn()?;
         let guard = GroupGuard::start(child.id() as i32, lifeline);
-        Ok(RecordedCommand { child, guard })
+        Ok(RecordedCommand {
+            child,
+            guard,
+            program: program.to_string(),
+            said_unrecorded: false,
+        })
+    }
+
+    /// Says, once, that the recording failed while the command runs on: the error itself
+    /// comes when it has exited, since the user's work is not killed for a full disk.
+    pub(crate) fn say_unrecorded_once(&mut self) {
+        if !self.said_unrecorded {
+            self.said_unrecorded = true;
+            let program = &self.program;
+            eprintln!(
+                "slowlab: the recording failed (why: below, once {program} exits); {program} \
+                 runs on, unrecorded"
+            );
+        }
     }
 
     pub(crate) fn id(&self) -> u32 {
@@ -322,17 +343,12 @@ fn run_until_stopped(
     };
     let mut child = RecordedCommand::spawn(program, args).map_err(cannot_run)?;
     started(child.id());
-    let mut said_failed = false;
     loop {
         if let Some(status) = child.try_wait().map_err(cannot_run)? {
             return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));
         }
-        if !said_failed && failed() {
-            said_failed = true;
-            eprintln!(
-                "slowlab: the recording failed (why: below, once {program} exits); {program} \
-                 runs on, unrecorded"
-            );
+        if failed() {
+            child.say_unrecorded_once();
         }
         // The command is told to stop too; wait for it.
         if stopped_by.is_none() {
