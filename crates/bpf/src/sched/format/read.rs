@@ -225,16 +225,25 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
         if tags.len() > 5 {
             named.push(format!("… ({} tags)", tags.len()));
         }
+        let (count, them) = match sections {
+            1 => ("a section".to_string(), "it"),
+            n => (format!("{n} sections"), "them"),
+        };
         log.warnings.push(format!(
-            "skipped {sections} sections that could not be read (tags {}, {bytes} bytes: a tag \
-             this slowlab does not know, or too short for its tag): a newer slowlab's \
-             recording, or a damaged one",
+            "skipped {count} that could not be read (tags {}, {bytes} bytes: a tag this \
+             slowlab does not know, or too short for its tag): a newer slowlab wrote {them}, \
+             or the file is damaged",
             named.join(", ")
         ));
     }
     if bad_records > 0 {
+        let batches = match bad_records {
+            1 => "a batch of records ends".to_string(),
+            n => format!("{n} batches of records end"),
+        };
         log.warnings.push(format!(
-            "{bad_records} batches of records ended in a record of unknown kind; their rest was skipped"
+            "{batches} in a damaged record (of no known kind, or longer than the batch): the \
+             rest was skipped"
         ));
     }
     if log.end.is_none() {
