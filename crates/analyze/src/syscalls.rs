@@ -49,7 +49,7 @@ impl Call {
     }
 
     pub fn failed(&self) -> bool {
-        self.ret.is_some_and(|r| r < 0)
+        self.ret.is_some_and(is_error_return)
     }
 }
 
@@ -174,6 +174,18 @@ pub fn fold_numbers(path: &str) -> String {
     out
 }
 
+/// The error of a syscall's return value, by name (`-2` → `ENOENT`): `None` when the
+/// call did not fail. Failures are -4095..=-1, as the kernel's `IS_ERR_VALUE` has them;
+/// a value below that is not an errno (and `i64::MIN` has no negation).
+pub fn error_of(ret: i64) -> Option<String> {
+    is_error_return(ret).then(|| errno_name(-ret))
+}
+
+/// Whether a syscall's return value is a failure: -4095..=-1 ([`error_of`]).
+fn is_error_return(ret: i64) -> bool {
+    (-4095..0).contains(&ret)
+}
+
 /// The symbolic name of an errno value (`2` → `ENOENT`).
 pub fn errno_name(errno: i64) -> String {
     const NAMES: [&str; 41] = [
@@ -263,7 +275,7 @@ pub fn syscalls_view(
         let proc = per
             .entry(trace.threads[call.thread.ix()].process.ix())
             .or_default();
-        let errno = call.ret.filter(|r| *r < 0).map(|r| errno_name(-r));
+        let errno = call.ret.and_then(error_of);
         let stat = proc.stats.entry(name.clone()).or_default();
         stat.count += 1;
         stat.time_ns += call.duration_ns().unwrap_or(0);
@@ -517,6 +529,11 @@ mod tests {
         assert_eq!(errno_name(17), "EEXIST");
         assert_eq!(errno_name(110), "ETIMEDOUT");
         assert_eq!(errno_name(500), "E500");
+        assert_eq!(error_of(-2).as_deref(), Some("ENOENT"));
+        assert_eq!(error_of(-4095).as_deref(), Some("E4095"));
+        assert_eq!(error_of(0), None);
+        assert_eq!(error_of(-4096), None, "not an errno");
+        assert_eq!(error_of(i64::MIN), None, "no negation");
         assert_eq!(fold_numbers("/run.123/log.7.dat"), "/run.N/log.N.dat");
     }
 }

@@ -20,7 +20,7 @@ use super::tables::Tables;
 use crate::classify::{blocked_in, span_kind, EndedBy};
 use crate::select::BuildFx;
 use crate::states::{SpanState, ThreadStates};
-use crate::syscalls::{errno_name, fold_numbers, Call};
+use crate::syscalls::{error_of, fold_numbers, Call};
 
 /// The longest a fault bucket may be, and the most fault rows shipped
 /// before the buckets grow (a build faults ~40,000 times a second).
@@ -239,9 +239,9 @@ pub fn syscalls(
         out.name.push(tables.trace_string(call.name));
         out.dur
             .push(call.duration_ns().map_or(-1, |d| (d / 1000) as i64));
-        out.error.push(match call.ret {
-            Some(r) if r < 0 => tables.string(&errno_name(-r)) as i32,
-            _ => -1,
+        out.error.push(match call.ret.and_then(error_of) {
+            Some(errno) => tables.string(&errno) as i32,
+            None => -1,
         });
         let path = match (call.path, captured) {
             (Some(i), Some(cap)) => cap
