@@ -264,6 +264,12 @@ pub fn credit_replays(n: usize) {
     REPLAYS.with(|r| r.set(r.get() + n));
 }
 
+/// The CPUs the replay keeps state for: more than any kernel has (`NR_CPUS` is at most
+/// 8,192), as many as an eBPF recording's 16 bits name. A CPU number past them is a
+/// damaged record's (a perf.data record's is 32 bits), and its events are left out of
+/// the replay, where one would have sized its per-CPU state in tens of gigabytes.
+const MAX_CPUS: usize = 1 << 16;
+
 impl ThreadStates {
     /// Replays the scheduler events of the trace.
     pub fn build(trace: &Trace) -> ThreadStates {
@@ -275,6 +281,7 @@ impl ThreadStates {
             .iter()
             .map(|e| e.cpu as usize + 1)
             .chain(trace.samples.cpu.iter().map(|&c| c as usize + 1))
+            .filter(|&n| n <= MAX_CPUS)
             .max()
             .unwrap_or(0);
         let mut r = Replay {
@@ -304,6 +311,9 @@ impl ThreadStates {
                 next_sample += 1;
             }
             let c = ev.cpu as usize;
+            if c >= cpus {
+                continue; // a damaged record's CPU (past MAX_CPUS)
+            }
             match ev.kind {
                 EventKind::Switch {
                     prev_tid,
@@ -607,6 +617,25 @@ mod tests {
             .map(|sp| sp.end_ns - sp.start_ns)
             .sum();
         assert_eq!(running, ms(4));
+    }
+
+    #[test]
+    fn a_damaged_records_cpu_of_billions_is_left_out_of_the_replay() {
+        // A perf.data record's CPU is 32 bits; one damaged to 4 billions sized the
+        // per-CPU state in tens of gigabytes, and the allocation aborted.
+        let mut b = TraceBuilder::default();
+        let a = b.process(10, "a");
+        let futex = b.stack(&["schedule", "futex_wait"]);
+        b.switch(ms(1), 1, 0, 0, 10, None); // a in
+        b.switch(ms(3), u32::MAX - 1, 10, 1, 0, futex); // damaged
+        b.switch(ms(5), 1, 10, 1, 0, futex); // a blocks
+        b.end(ms(10));
+        let t = b.build();
+        let s = ThreadStates::build(&t);
+        assert_eq!(s.cpu_runs.len(), 2, "CPUs 0 and 1");
+        let spans = &s.spans[a.ix()];
+        assert!(matches!(spans[0].state, SpanState::Running { .. }));
+        assert_eq!((spans[0].start_ns, spans[0].end_ns), (ms(1), ms(5)));
     }
 
     #[test]
