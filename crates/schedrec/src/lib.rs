@@ -150,9 +150,12 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     order.sort_by_key(|&i| log.records[i].time_ns);
     let outside = log.records.len() - order.len();
     if outside > 0 {
+        let records = match outside {
+            1 => "a record has its time".to_string(),
+            n => format!("{n} records have times"),
+        };
         warnings.push(format!(
-            "{outside} records have times far outside the recording's (a damaged file?): \
-             skipped"
+            "{records} far outside the recording's (a damaged file?): skipped"
         ));
     }
 
