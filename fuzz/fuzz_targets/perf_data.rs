@@ -6,7 +6,13 @@
 //! silenced; the target aborts when the guard's count grows, so afl sees
 //! it as a crash like any other panic. The image is read on one thread
 //! (records indexed, then read) and on two (streamed as they are walked):
-//! the two traces must be the same, or it aborts too.
+//! the two traces must be the same, or it aborts too. The trace read is then
+//! analyzed (`analysis_steps.rs`), as every command does.
+
+#[path = "analysis_steps.rs"]
+mod analysis_steps;
+
+use slowlab_model::bundle::TraceBundle;
 
 fn main() {
     afl::fuzz!(|data: &[u8]| {
@@ -21,6 +27,14 @@ fn main() {
         if format!("{one:?}") != format!("{two:?}") {
             eprintln!("read on one thread and on two, the traces differ");
             std::process::abort();
+        }
+        if let Ok(trace) = one {
+            analysis_steps::analyze_everything(&TraceBundle {
+                trace,
+                paths: None,
+                cgroups: None,
+                warnings: Vec::new(),
+            });
         }
     });
 }

@@ -1,12 +1,19 @@
 //! Replays the committed corpus of the `perf_data` fuzz target
 //! (`fuzz/corpus/perf_data`) and the inputs fuzzing found to crash
-//! (`fuzz/regressions/perf_data`, each fixed since) through the function the
-//! target calls, [`slowlab_perf::read_unsymbolized`], on one thread and on
-//! two. It fails when an input panics, when the perf crate's guard catches
-//! a panic inside `linux-perf-data` (which it silences in ordinary use), or
-//! when the two reads differ (the records indexed then read, or streamed as
-//! they are walked). It does not fuzz: `fuzz/run.sh perf_data` does (see
-//! `fuzz/README.md`).
+//! (`fuzz/regressions/perf_data`, each fixed since) through what the target
+//! does: [`slowlab_perf::read_unsymbolized`], on one thread and on two, then
+//! the analysis of the trace read (`analysis_steps.rs`, included from
+//! `fuzz/fuzz_targets`). It fails when an input panics (or aborts the
+//! process, as an allocation of gigabytes does), when the perf crate's guard
+//! catches a panic inside `linux-perf-data` (which it silences in ordinary
+//! use), or when the two reads differ (the records indexed then read, or
+//! streamed as they are walked). It does not fuzz: `fuzz/run.sh perf_data`
+//! does (see `fuzz/README.md`).
+
+#[path = "../../../fuzz/fuzz_targets/analysis_steps.rs"]
+mod analysis_steps;
+
+use slowlab_model::bundle::TraceBundle;
 
 #[test]
 fn every_corpus_and_regression_input_reads_without_a_panic() {
@@ -20,7 +27,16 @@ fn every_corpus_and_regression_input_reads_without_a_panic() {
         let escaped = std::panic::catch_unwind(|| {
             let one = slowlab_perf::read_unsymbolized(&data, 1);
             let two = slowlab_perf::read_unsymbolized(&data, 2);
-            format!("{one:?}") == format!("{two:?}")
+            let same = format!("{one:?}") == format!("{two:?}");
+            if let Ok(trace) = one {
+                analysis_steps::analyze_everything(&TraceBundle {
+                    trace,
+                    paths: None,
+                    cgroups: None,
+                    warnings: Vec::new(),
+                });
+            }
+            same
         });
         if escaped.is_err() {
             failures.push(format!("{}: panicked", path.display()));

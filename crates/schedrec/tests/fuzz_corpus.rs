@@ -1,12 +1,14 @@
 //! Replays the committed corpus of the `sched_trace` fuzz target (`fuzz/corpus/sched_trace`
 //! and the inputs that crashed it, `fuzz/regressions/sched_trace`) through the target's own
-//! steps (the read of an SLSCHED recording, then the analysis of its trace: the file is
+//! steps (the read of an SLSCHED recording, then the analysis of its trace: the files are
 //! included from `fuzz/fuzz_targets`), and fails if any input panics. Also: the cut seeds
 //! read with the warning that says how they were cut (one cut in its header: an error),
 //! and files whose fields claim far more than they hold read quickly, with one line each
 //! for what was skipped.
 //! It does not fuzz: `fuzz/run.sh sched_trace` does (see `fuzz/README.md`).
 
+#[path = "../../../fuzz/fuzz_targets/analysis_steps.rs"]
+mod analysis_steps;
 #[path = "../../../fuzz/fuzz_targets/sched_trace_steps.rs"]
 mod steps;
 

@@ -1,0 +1,31 @@
+//! What the fuzz targets do with a trace once it has been read: the analysis every
+//! command makes of it (the scheduler replay, the root's critical path, every detector,
+//! the per-bucket views `--timeline`, `--procs` and `--faults`, and the interactive page's
+//! data). In a file of its own, included with `#[path]` by the targets (`sched_trace`,
+//! `perf_data`) and by the replays of their corpora in CI
+//! (`crates/schedrec/tests/fuzz_corpus.rs`, `crates/perf/tests/fuzz_corpus.rs`), so that
+//! both run the very same steps.
+//!
+//! A damaged file is what this feeds the analysis: a time of centuries, a CPU of
+//! billions, a thread that switches to itself, a stack id no stack has.
+
+use slowlab_analyze::analysis::{Analysis, Page, Root};
+use slowlab_analyze::select::Selection;
+use slowlab_model::bundle::TraceBundle;
+
+/// Runs the analysis of `bundle`; what it finds is dropped.
+pub fn analyze_everything(bundle: &TraceBundle) {
+    let analysis = Analysis::new(bundle, Root::Default);
+    let all = Selection::default();
+    let trace = &bundle.trace;
+    let _ = slowlab_analyze::timeline::timeline_view(trace, analysis.schedule(), &all, 1.0, 3);
+    let _ = slowlab_analyze::procs::procs_view(trace, &all, 1.0, 10);
+    let _ = slowlab_analyze::faults::faults_view(trace, &all, 1.0, Some(10));
+    let _ = analysis.report_data(&Page {
+        title: "fuzz",
+        command: &[],
+        selection: &all,
+        filter_text: &[],
+        warnings: &[],
+    });
+}
