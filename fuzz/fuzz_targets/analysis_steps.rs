@@ -12,6 +12,19 @@
 use slowlab_analyze::analysis::{Analysis, Page, Root};
 use slowlab_analyze::select::Selection;
 use slowlab_model::bundle::TraceBundle;
+use slowlab_model::trace::Trace;
+
+/// Runs the analysis of a trace read alone (no paths or cgroup notes beside it): the
+/// perf.data target's and replay's (`sched_trace`'s make a bundle with its paths).
+#[allow(dead_code)]
+pub fn analyze_trace(trace: Trace) {
+    analyze_everything(&TraceBundle {
+        trace,
+        paths: None,
+        cgroups: None,
+        warnings: Vec::new(),
+    });
+}
 
 /// Runs the analysis of `bundle`; what it finds is dropped.
 pub fn analyze_everything(bundle: &TraceBundle) {

@@ -12,7 +12,6 @@
 #[path = "analysis_steps.rs"]
 mod analysis_steps;
 
-use slowlab_model::bundle::TraceBundle;
 
 fn main() {
     afl::fuzz!(|data: &[u8]| {
@@ -29,12 +28,7 @@ fn main() {
             std::process::abort();
         }
         if let Ok(trace) = one {
-            analysis_steps::analyze_everything(&TraceBundle {
-                trace,
-                paths: None,
-                cgroups: None,
-                warnings: Vec::new(),
-            });
+            analysis_steps::analyze_trace(trace);
         }
     });
 }

@@ -13,8 +13,6 @@
 #[path = "../../../fuzz/fuzz_targets/analysis_steps.rs"]
 mod analysis_steps;
 
-use slowlab_model::bundle::TraceBundle;
-
 #[test]
 fn every_corpus_and_regression_input_reads_without_a_panic() {
     let mut inputs = slowlab_testkit::fuzz_corpus("perf_data");
@@ -29,12 +27,7 @@ fn every_corpus_and_regression_input_reads_without_a_panic() {
             let two = slowlab_perf::read_unsymbolized(&data, 2);
             let same = format!("{one:?}") == format!("{two:?}");
             if let Ok(trace) = one {
-                analysis_steps::analyze_everything(&TraceBundle {
-                    trace,
-                    paths: None,
-                    cgroups: None,
-                    warnings: Vec::new(),
-                });
+                analysis_steps::analyze_trace(trace);
             }
             same
         });
