@@ -145,7 +145,8 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
     // Sections of a tag this reader does not know (a newer recorder's) or too short for
     // theirs (damage): counted and said once, so that a file of them gives one line, not
     // one a section.
-    let mut unknown = (0u64, 0u64, std::collections::BTreeSet::new());
+    let (mut unread_sections, mut unread_bytes) = (0u64, 0u64);
+    let mut unread_tags = std::collections::BTreeSet::new();
     while at < bytes.len() {
         let Some(head) = bytes.get(at..at + 8) else {
             log.warnings.push(format!(
@@ -213,24 +214,23 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
                 })
             }
             _ => {
-                unknown.0 += 1;
-                unknown.1 += len as u64;
-                unknown.2.insert(tag);
+                unread_sections += 1;
+                unread_bytes += len as u64;
+                unread_tags.insert(tag);
             }
         }
     }
-    let (sections, bytes, tags) = unknown;
-    if sections > 0 {
-        let mut named: Vec<String> = tags.iter().take(5).map(u32::to_string).collect();
-        if tags.len() > 5 {
-            named.push(format!("… ({} tags)", tags.len()));
+    if unread_sections > 0 {
+        let mut named: Vec<String> = unread_tags.iter().take(5).map(u32::to_string).collect();
+        if unread_tags.len() > 5 {
+            named.push(format!("… ({} tags)", unread_tags.len()));
         }
-        let (count, them) = match sections {
+        let (count, them) = match unread_sections {
             1 => ("a section".to_string(), "it"),
             n => (format!("{n} sections"), "them"),
         };
         log.warnings.push(format!(
-            "skipped {count} that could not be read (tags {}, {bytes} bytes: a tag this \
+            "skipped {count} that could not be read (tags {}, {unread_bytes} bytes: a tag this \
              slowlab does not know, or too short for its tag): a newer slowlab wrote {them}, \
              or the file is damaged",
             named.join(", ")
