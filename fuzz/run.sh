@@ -5,7 +5,8 @@
 #
 #   fuzz/run.sh TARGET [EXECS]   fuzz TARGET for EXECS executions (10 M by default)
 #   fuzz/run.sh cmin TARGET      merge what a run found into the committed corpus
-#                                (afl-cmin -e: the smallest set with the same edges)
+#                                (afl-cmin -e: the smallest set with the same edges;
+#                                seeds with names of their own are kept as they are)
 #   fuzz/run.sh stats TARGET     the figures of the run so far (fuzzer_stats)
 #
 # TARGET: perf_data, sched_trace, paths_capture, cgroup_notes, lab_import, etl.
@@ -39,7 +40,9 @@ case ${1:-} in
     fi
     AFL_PATH=$bin PATH=$bin:$PATH "$bin/afl-cmin.bash" -e -i "$tmp/all" -o "$tmp/min" \
       -- "target/release/$target" >/dev/null
-    rm -f corpus/"$target"/*
+    # The minimized set replaces what an earlier cmin wrote (NNNN-hash); seeds with
+    # names of their own stay (tests read them by name).
+    rm -f corpus/"$target"/[0-9][0-9][0-9][0-9]-*
     i=0
     for f in "$tmp"/min/*; do
       i=$((i + 1))
