@@ -154,7 +154,8 @@ pub fn report_data_with<'x, 'c: 'x>(
             .sample_freq
             .map_or(1000.0, |f| 1e6 / f.max(1) as f64)
     } else {
-        periods.iter().sum::<u64>() as f64 / periods.len() as f64 / 1000.0
+        // In f64: a damaged trace's periods of 2^63 would overflow a u64 sum.
+        periods.iter().map(|p| p as f64).sum::<f64>() / periods.len() as f64 / 1000.0
     };
     // First, when the hottest code the page shows has no symbols: once,
     // with what to install.

@@ -31,9 +31,10 @@ pub fn timeline_view(
     for i in 0..s.len() {
         let th = s.thread[i];
         if keep.get(th.ix()).copied().unwrap_or(false) {
-            *cpu[index(s.time_ns[i])]
+            let ns = cpu[index(s.time_ns[i])]
                 .entry(trace.threads[th.ix()].process)
-                .or_default() += s.period[i];
+                .or_default();
+            *ns = ns.saturating_add(s.period[i]); // a damaged period may be 2^63
         }
     }
     let mut faults = vec![0u64; count];

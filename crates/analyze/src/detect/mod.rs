@@ -73,7 +73,10 @@ impl<'a> Context<'a> {
         let sample_period_s = if trace.samples.is_empty() {
             0.0
         } else {
-            trace.samples.period.iter().sum::<u64>() as f64 / trace.samples.len() as f64 / 1e9
+            // In f64: a damaged trace's periods of 2^63 would overflow a u64 sum.
+            trace.samples.period.iter().map(|p| p as f64).sum::<f64>()
+                / trace.samples.len() as f64
+                / 1e9
         };
         Context {
             trace,

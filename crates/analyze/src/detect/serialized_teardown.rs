@@ -201,10 +201,11 @@ fn spinning_stretches(cx: &Context, groups: &mut HashMap<String, Group>) {
             continue;
         };
         let (t, period) = (s.time_ns[i], s.period[i]);
-        let from = tearing.partition_point(|&(time, _, _)| time + period < t);
+        // Saturating: a damaged trace's period may be 2^63.
+        let from = tearing.partition_point(|&(time, _, _)| time.saturating_add(period) < t);
         let holder = tearing[from..]
             .iter()
-            .take_while(|&&(time, _, _)| time <= t + period)
+            .take_while(|&&(time, _, _)| time <= t.saturating_add(period))
             .find(|&&(_, cpu, _)| cpu != s.cpu[i]);
         let Some(&(_, _, j)) = holder else {
             continue;
