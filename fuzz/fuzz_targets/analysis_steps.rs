@@ -2,33 +2,28 @@
 //! command makes of it (the scheduler replay, the root's critical path, every detector,
 //! the per-bucket views `--timeline`, `--procs` and `--faults`, and the interactive page's
 //! data). In a file of its own, included with `#[path]` by the targets (`sched_trace`,
-//! `perf_data`) and by the replays of their corpora in CI
-//! (`crates/schedrec/tests/fuzz_corpus.rs`, `crates/perf/tests/fuzz_corpus.rs`), so that
-//! both run the very same steps.
+//! `perf_data`, `etl`) and by the replays of their corpora in CI (`crates/schedrec`,
+//! `crates/perf` and `crates/etl`'s `tests/fuzz_corpus.rs`), so that both run the very
+//! same steps.
 //!
 //! A damaged file is what this feeds the analysis: a time of centuries, a CPU of
 //! billions, a thread that switches to itself, a stack id no stack has.
 
 use slowlab_analyze::analysis::{Analysis, Page, Root};
 use slowlab_analyze::select::Selection;
-use slowlab_model::bundle::TraceBundle;
+use slowlab_model::bundle::{CapturedPath, TraceBundle};
 use slowlab_model::trace::Trace;
 
-/// Runs the analysis of a trace read alone (no paths or cgroup notes beside it): the
-/// perf.data target's and replay's (`sched_trace`'s make a bundle with its paths).
-#[allow(dead_code)]
-pub fn analyze_trace(trace: Trace) {
-    analyze_everything(&TraceBundle {
+/// Runs the analysis of a trace read, with the paths read beside it; what it finds is
+/// dropped.
+pub fn analyze_trace(trace: Trace, paths: Option<Vec<CapturedPath>>) {
+    let bundle = TraceBundle {
         trace,
-        paths: None,
+        paths,
         cgroups: None,
         warnings: Vec::new(),
-    });
-}
-
-/// Runs the analysis of `bundle`; what it finds is dropped.
-pub fn analyze_everything(bundle: &TraceBundle) {
-    let analysis = Analysis::new(bundle, Root::Default);
+    };
+    let analysis = Analysis::new(&bundle, Root::Default);
     let all = Selection::default();
     let trace = &bundle.trace;
     let _ = slowlab_analyze::timeline::timeline_view(trace, analysis.schedule(), &all, 1.0, 3);

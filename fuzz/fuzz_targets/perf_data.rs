@@ -28,7 +28,7 @@ fn main() {
             std::process::abort();
         }
         if let Ok(trace) = one {
-            analysis_steps::analyze_trace(trace);
+            analysis_steps::analyze_trace(trace, None);
         }
     });
 }

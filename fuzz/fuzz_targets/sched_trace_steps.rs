@@ -7,19 +7,13 @@
 //! faults, disk requests) and `captured_paths`; then the analysis of the trace it gives
 //! (`crate::analysis_steps`).
 
-use slowlab_model::bundle::TraceBundle;
-
 /// Reads and analyzes `data`; the trace's warnings when it was a recording at all.
 pub fn read_and_analyze(data: &[u8]) -> Option<Vec<String>> {
     let log = slowlab_bpf::sched::parse_sched(data).ok()?;
     let mut opts = slowlab_schedrec::ReadOptions::default();
     opts.symbols.symbolize = false;
-    let bundle = TraceBundle {
-        trace: slowlab_schedrec::build_trace(&log, &opts),
-        paths: Some(slowlab_schedrec::captured_paths(&log)),
-        cgroups: None,
-        warnings: Vec::new(),
-    };
-    crate::analysis_steps::analyze_everything(&bundle);
-    Some(bundle.trace.stats.warnings)
+    let trace = slowlab_schedrec::build_trace(&log, &opts);
+    let warnings = trace.stats.warnings.clone();
+    crate::analysis_steps::analyze_trace(trace, Some(slowlab_schedrec::captured_paths(&log)));
+    Some(warnings)
 }

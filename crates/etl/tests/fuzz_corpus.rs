@@ -1,15 +1,21 @@
 //! Replays the committed corpus of the `etl` fuzz target (`fuzz/corpus/etl`,
 //! and `fuzz/regressions/etl` when fuzzing found a crash) through what the
-//! target runs — `read_bytes`, then `to_trace_and_paths` when it reads — and
-//! fails if any input panics. It also cuts every corpus file at a few
-//! lengths and flips bytes, as a truncated or damaged copy would be. It does
-//! not fuzz: `fuzz/run.sh etl` does (see `fuzz/README.md`).
+//! target runs — `read_bytes`, then `to_trace_and_paths` when it reads, then
+//! the analysis of the trace (`analysis_steps.rs`, included from
+//! `fuzz/fuzz_targets`) — and fails if any input panics. It also cuts every
+//! corpus file at a few lengths and flips bytes, as a truncated or damaged
+//! copy would be. It does not fuzz: `fuzz/run.sh etl` does (see
+//! `fuzz/README.md`).
+
+#[path = "../../../fuzz/fuzz_targets/analysis_steps.rs"]
+mod analysis_steps;
 
 /// What the fuzz target does with one input; true when it panicked.
 fn panics(data: &[u8]) -> bool {
     std::panic::catch_unwind(|| {
         if let Ok(etl) = slowlab_etl::read_bytes(data) {
-            let _ = slowlab_etl::to_trace_and_paths(&etl);
+            let (trace, paths) = slowlab_etl::to_trace_and_paths(&etl);
+            analysis_steps::analyze_trace(trace, Some(paths));
         }
     })
     .is_err()

@@ -27,7 +27,7 @@ fn every_corpus_and_regression_input_reads_without_a_panic() {
             let two = slowlab_perf::read_unsymbolized(&data, 2);
             let same = format!("{one:?}") == format!("{two:?}");
             if let Ok(trace) = one {
-                analysis_steps::analyze_trace(trace);
+                analysis_steps::analyze_trace(trace, None);
             }
             same
         });
