@@ -144,7 +144,9 @@ pub fn attach_paths(trace: &Trace, calls: &mut [Call], captured: &[CapturedPath]
             .iter()
             .rev()
             .take_while(|&&c| {
-                captured[c].time_ns > after && captured[c].time_ns + MATCH_WINDOW_NS >= enter
+                // Saturating: a damaged capture's time may be near 2^64.
+                captured[c].time_ns > after
+                    && captured[c].time_ns.saturating_add(MATCH_WINDOW_NS) >= enter
             })
             .find(|&&c| !used[c] && captured[c].syscall == name);
         if let Some(&c) = found {

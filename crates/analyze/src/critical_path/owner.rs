@@ -224,7 +224,7 @@ impl Walker<'_> {
                 SpanState::Running { .. } => {
                     let ran = span.end_ns - span.start_ns;
                     if busy + ran > MAX_POLL_GAP_NS {
-                        until = span.start_ns + (MAX_POLL_GAP_NS - busy);
+                        until = span.start_ns.saturating_add(MAX_POLL_GAP_NS - busy);
                         break;
                     }
                     busy += ran;
