@@ -34,6 +34,12 @@ Without a `perf` setting, each setting is given as a ratio to the first
 setting's median, with its interval (below 1: faster than the first).
 
 Two warm-up rounds are not counted (they also fill a symbol cache).
+`VIEW="--findings --no-symbols"` runs that view instead of the CPU summary
+(the scheduler replay and every detector, frames unnamed):
+
+    VIEW="--findings --no-symbols" bench/analyze/alternate.py 9 TRACE \
+        before=:/tmp/slowlab-before after=:target/test-release/slowlab
+
 With COLD=1 the page cache is dropped before every run (root only), for
 cold-start figures:
 
@@ -120,11 +126,12 @@ def ratio_interval(numerator, denominator, draws=2000):
 
 def command(binary, trace):
     """What a setting runs: `perf report` for the binary `perf`, else
-    `BINARY analyze --json TRACE`."""
+    `BINARY analyze --json [VIEW…] TRACE`, VIEW being the environment's
+    (`VIEW="--findings --no-symbols"`: the replay and every detector)."""
     if binary == "perf":
         return ["perf", "report", "-i", trace, "--stdio", "--no-children",
                 "--sort", "comm,dso,sym"]
-    return [binary, "analyze", "--json", trace]
+    return [binary, "analyze", "--json", *os.environ.get("VIEW", "").split(), trace]
 
 
 def drop_page_cache():
