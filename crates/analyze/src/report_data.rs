@@ -147,15 +147,12 @@ pub fn report_data_with<'x, 'c: 'x>(
         .map(|f| finding_data(trace, &scope, f, inputs.command_processes))
         .collect();
 
-    let periods = &trace.samples.period;
-    let sample_us = if periods.is_empty() {
-        trace
+    let sample_us = match trace.samples.period.mean() {
+        Some(ns) => ns / 1000.0,
+        None => trace
             .meta
             .sample_freq
-            .map_or(1000.0, |f| 1e6 / f.max(1) as f64)
-    } else {
-        // In f64: a damaged trace's periods of 2^63 would overflow a u64 sum.
-        periods.iter().map(|p| p as f64).sum::<f64>() / periods.len() as f64 / 1000.0
+            .map_or(1000.0, |f| 1e6 / f.max(1) as f64),
     };
     // First, when the hottest code the page shows has no symbols: once,
     // with what to install.

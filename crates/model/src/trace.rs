@@ -389,6 +389,18 @@ impl Periods {
         }
     }
 
+    /// The mean period; `None` when there is none. One value for the whole trace is
+    /// that value; otherwise the sum is taken in f64, where a damaged trace's periods of
+    /// 2^63 would overflow a `u64`'s.
+    pub fn mean(&self) -> Option<f64> {
+        match &self.0 {
+            PeriodsRepr::Same { len: 0, .. } => None,
+            PeriodsRepr::Same { value, .. } => Some(*value as f64),
+            PeriodsRepr::Each(v) if v.is_empty() => None,
+            PeriodsRepr::Each(v) => Some(v.iter().map(|&p| p as f64).sum::<f64>() / v.len() as f64),
+        }
+    }
+
     /// The periods in order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         let (same, each) = match &self.0 {

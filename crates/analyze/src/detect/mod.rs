@@ -70,14 +70,7 @@ impl<'a> Context<'a> {
         let states = ThreadStates::build(trace);
         let schedule = Schedule::from_states(&states);
         let cpus = trace.meta.nr_cpus.unwrap_or(1).max(1) as f64;
-        let sample_period_s = if trace.samples.is_empty() {
-            0.0
-        } else {
-            // In f64: a damaged trace's periods of 2^63 would overflow a u64 sum.
-            trace.samples.period.iter().map(|p| p as f64).sum::<f64>()
-                / trace.samples.len() as f64
-                / 1e9
-        };
+        let sample_period_s = trace.samples.period.mean().map_or(0.0, |ns| ns / 1e9);
         Context {
             trace,
             states,

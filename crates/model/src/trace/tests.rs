@@ -42,6 +42,19 @@ fn periods_of_one_value_take_no_room_and_read_as_a_vector() {
 }
 
 #[test]
+fn the_mean_period_of_one_value_of_several_and_of_damaged_ones() {
+    assert_eq!(Periods::default().mean(), None);
+    let same: Periods = [250_000, 250_000].into_iter().collect();
+    assert_eq!(same.mean(), Some(250_000.0));
+    let each: Periods = [1, 2, 6].into_iter().collect();
+    assert_eq!(each.mean(), Some(3.0));
+    // Periods of 2^63 overflow a u64 sum; the mean is still theirs.
+    let damaged: Periods = [1 << 63, 1 << 63, 0].into_iter().collect();
+    let mean = damaged.mean().expect("a mean");
+    assert!((mean / (2f64.powi(64) / 3.0) - 1.0).abs() < 1e-12, "{mean}");
+}
+
+#[test]
 #[should_panic(expected = "period 3 of 3")]
 fn a_period_past_the_end_is_out_of_range() {
     let p: Periods = [5, 5, 5].into_iter().collect();
