@@ -60,6 +60,19 @@ impl TimeBuckets {
     }
 }
 
+/// What to tell the user when a view's buckets came out wider than `--bucket` asked (the
+/// trace spans more than [`MAX_BUCKETS`] of them: a long ring, or a damaged file's time
+/// of centuries); `None` when they did not.
+pub fn wider_than_asked(asked_s: f64, used_s: f64) -> Option<String> {
+    (used_s > asked_s * (1.0 + 1e-9)).then(|| {
+        format!(
+            "buckets of {} instead of {}: the trace spans more than {MAX_BUCKETS} of those",
+            slowlab_model::units::seconds(used_s),
+            slowlab_model::units::seconds(asked_s),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +107,10 @@ mod tests {
         let day = TimeBuckets::new(&spanning(0, 86_400_000_000_000), 0.001);
         assert_eq!(day.count() as u64, MAX_BUCKETS);
         assert!((day.width_s() - 0.864).abs() < 1e-6, "{}", day.width_s());
+        assert_eq!(
+            wider_than_asked(0.001, day.width_s()).as_deref(),
+            Some("buckets of 864 ms instead of 1 ms: the trace spans more than 100000 of those")
+        );
+        assert_eq!(wider_than_asked(1.0, 1.0), None);
     }
 }

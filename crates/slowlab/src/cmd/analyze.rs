@@ -282,16 +282,9 @@ fn print_event_counts(file: &std::path::Path, opts: &OpenOptions, json: bool) ->
     Ok(0)
 }
 
-/// Says so when a view's buckets are wider than `--bucket` asked: the trace spans more
-/// than [`slowlab_analyze::buckets::MAX_BUCKETS`] of them (a long ring, or a damaged
-/// file's time of centuries).
+/// Says so when a view's buckets are wider than `--bucket` asked.
 fn say_wider_buckets(asked_s: f64, used_s: f64) {
-    if used_s > asked_s * (1.0 + 1e-9) {
-        eprintln!(
-            "slowlab: note: buckets of {} instead of {}: the trace spans more than {} of those",
-            slowlab_model::units::seconds(used_s),
-            slowlab_model::units::seconds(asked_s),
-            slowlab_analyze::buckets::MAX_BUCKETS
-        );
+    if let Some(note) = slowlab_analyze::buckets::wider_than_asked(asked_s, used_s) {
+        eprintln!("slowlab: note: {note}");
     }
 }
