@@ -12,7 +12,6 @@ mod analysis_steps;
 #[path = "../../../fuzz/fuzz_targets/sched_trace_steps.rs"]
 mod steps;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use steps::read_and_analyze;
@@ -46,10 +45,12 @@ fn every_corpus_input_reads_and_analyzes_without_a_panic() {
     );
 }
 
+/// The named seed `name` of the corpus.
 fn seed(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus/sched_trace")
-        .join(name);
+    let path = slowlab_testkit::fuzz_corpus("sched_trace")
+        .into_iter()
+        .find(|p| p.ends_with(name))
+        .unwrap_or_else(|| panic!("fuzz/corpus/sched_trace/{name} is missing"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
