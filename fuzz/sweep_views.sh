@@ -3,12 +3,15 @@
 # directory (a fuzz target's queue or corpus) and prints those that crashed:
 # an exit by a signal or a panic, where a damaged trace must give a warning or
 # a one-line error (exit 1 or 2). What the fuzz targets do not reach: the
-# views' own code and the exports. Not part of CI (minutes per thousand inputs).
+# views' own code and the exports. A whole corpus takes minutes per thousand
+# inputs; CI (scripts/test.sh) sweeps the regressions and an eighth of each
+# corpus (EVERY=8).
 #
 #   fuzz/sweep_views.sh DIR [N]   N inputs of DIR picked at random (all by default)
 #
 # SLOWLAB: the binary (default target/test-release/slowlab); EXT: the inputs'
-# extension as slowlab needs it (`.etl` for the etl corpus; default `.data`).
+# extension as slowlab needs it (`.etl` for the etl corpus; default `.data`);
+# EVERY=K: every K-th input in name order instead (the same ones each run).
 set -uo pipefail
 dir=${1:?usage: fuzz/sweep_views.sh DIR [N]}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +46,11 @@ while read -r f; do
     bad=$((bad + 1))
     echo "$f [export] exit $rc: $(grep -m1 'panicked at' "$work/out")"
   fi
-done < <(find "$dir" -maxdepth 1 -type f | shuf -n "${2:-1000000}")
-echo "$n inputs, $((${#views[@]} + 1)) commands each: $bad crashed"
+done < <(if [[ -n ${EVERY:-} ]]; then
+  find "$dir" -maxdepth 1 -type f | LC_ALL=C sort | awk -v k="$EVERY" '(NR - 1) % k == 0'
+else
+  find "$dir" -maxdepth 1 -type f | shuf -n "${2:-1000000}"
+fi)
+echo "$dir: $n inputs, $((${#views[@]} + 1)) commands each: $bad crashed"
+[[ $n -gt 0 ]] || { echo "error: no inputs in $dir" >&2; exit 1; }
 [[ $bad -eq 0 ]]

@@ -2,9 +2,11 @@
 # The project's test command (what CI runs, via .ci/run): installs what is
 # missing on the machine, checks formatting and lints, runs every Rust test
 # in release mode (the lab's timing-sensitive scenarios need optimized code),
-# then builds the Windows probes and runs them under Wine, and last runs the
-# analyze benchmarks' scripts once each on traces of two seconds
-# (bench/analyze/smoke.sh: they keep working; the figures are not kept).
+# then builds the Windows probes and runs them under Wine, sweeps every view
+# of `slowlab analyze` over damaged traces (the fuzz regressions and an eighth
+# of each corpus: no panic, no abort), and last runs the analyze benchmarks'
+# scripts once each on traces of two seconds (bench/analyze/smoke.sh: they
+# keep working; the figures are not kept).
 # The tests build with the `test-release` profile: `release` optimized,
 # without its LTO (see Cargo.toml).
 #
@@ -38,6 +40,15 @@ if [ -x probes/windows/test.sh ] || [ -f probes/windows/test.sh ]; then
   step "Windows probes under Wine (and slowlab import of their results)"
   SLOWLAB_BIN="$PWD/target/test-release/slowlab" bash probes/windows/test.sh
 fi
+step "every view of analyze, and export, on damaged traces (fuzz/sweep_views.sh: the regressions, an eighth of each corpus)"
+for target in sched_trace perf_data etl; do
+  ext=.data
+  [[ $target == etl ]] && ext=.etl
+  for dir in "fuzz/regressions/$target" "fuzz/corpus/$target"; do
+    EVERY=$([[ $dir == fuzz/corpus/* ]] && echo 8 || echo 1) EXT=$ext \
+      SLOWLAB="$PWD/target/test-release/slowlab" bash fuzz/sweep_views.sh "$dir"
+  done
+done
 step "the analyze benchmarks' small cases (bench/analyze/smoke.sh)"
 SLOWLAB="$PWD/target/test-release/slowlab" bash bench/analyze/smoke.sh
 if [[ -s $SLOWLAB_SKIP_LOG ]]; then
