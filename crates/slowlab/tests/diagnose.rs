@@ -9,7 +9,8 @@
 //! printed), and the cargo
 //! build's critical path is the compiler on a CPU; and the HTML report
 //! loads in headless Chromium without errors, showing a hostile process
-//! name as text. Tests skip, with the reason, where perf or root is missing.
+//! name as text; with `--json`, stdout is the JSON alone, whatever the command
+//! prints. Tests skip, with the reason, where perf or root is missing.
 
 use std::path::Path;
 use std::process::Command;
@@ -138,6 +139,41 @@ fn lab_trace_checks(backend: &str, magic: &[u8]) {
     }
     assert!(ran >= 3, "only {ran} scenarios could be traced: {stderr}");
     assert!(out.status.success(), "{stderr}");
+}
+
+#[test]
+fn what_the_command_prints_goes_to_stderr_and_stdout_is_the_json_alone() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // What it prints is not in its command line, which the summary repeats.
+    let said = "42 from the command";
+    let cmd = ["sh", "-c", "echo $((6 * 7)) from the command"];
+    // One run: `common::diagnose` checks that stdout is findings.json's JSON.
+    let d = common::diagnose(&dir.path().join("one"), &cmd);
+    assert!(d.stderr.contains(said), "{}", d.stderr);
+    // Runs repeated: stdout is the summary's JSON, each run's line is on stderr.
+    let out = slowlab()
+        .args(["diagnose", "--json", "--repeat", "2", "-o"])
+        .arg(dir.path().join("two"))
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not the summary's JSON alone ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(
+        summary["runs"].as_array().map(Vec::len),
+        Some(2),
+        "{summary}"
+    );
+    assert_eq!(stderr.matches(said).count(), 2, "{stderr}");
 }
 
 #[test]

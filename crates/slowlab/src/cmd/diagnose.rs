@@ -7,6 +7,9 @@
 //! them (`slowlab_runs::repeat`). The recording and the analysis are
 //! `slowlab-diagnose`'s; this is glue.
 
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use anyhow::Context;
@@ -17,9 +20,10 @@ use slowlab_exports::{Export, ParquetOptions};
 use super::input::Opener;
 
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
+    let json = args.json.then(json_only_stdout).transpose()?;
     if let Some(n) = &args.repeat {
         let n = slowlab_runs::parse_repeat(n).map_err(anyhow::Error::msg)?;
-        return repeat(&args, n);
+        return repeat(&args, n, json);
     }
     if let Some(pid) = args.pid {
         anyhow::ensure!(
@@ -109,8 +113,8 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
             Err(e) => say(&format!("cannot walk its wait chains: {e}\n")),
         }
     }
-    if args.json {
-        println!("{}", report.findings_json);
+    if let Some(mut json) = json {
+        writeln!(json, "{}", report.findings_json)?;
     }
     crate::report_replays();
     Ok(match (args.pid, outcome.stopped_by) {
@@ -120,8 +124,25 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     })
 }
 
+/// With `--json`, standard output carries the JSON alone: the returned file is the
+/// original standard output, and descriptor 1 becomes standard error, so that what
+/// the command, the recorder or a warning writes there cannot come before the JSON.
+fn json_only_stdout() -> anyhow::Result<File> {
+    let original = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot duplicate standard output")?;
+    std::io::stdout().flush()?;
+    // SAFETY: dup2 on two descriptors this process has open; Rust's handles
+    // for descriptor 1 keep working (they now write to standard error).
+    if unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot redirect standard output");
+    }
+    Ok(File::from(original))
+}
+
 /// `--repeat N`: N diagnose runs, then the summary.
-fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
+fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let stale = slowlab_runs::stale_runs(&args.output, n);
@@ -176,9 +197,9 @@ fn repeat(args: &DiagnoseArgs, n: usize) -> anyhow::Result<i32> {
     }
     let first_failure = runs.iter().map(|r| r.exit_code).find(|&c| c != 0);
     let summary = slowlab_runs::summarize(&args.command, n, runs, interrupted);
-    if args.json {
+    if let Some(mut json) = json {
         eprint!("{}", summary.text());
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        writeln!(json, "{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
         print!("{}", summary.text());
     }
