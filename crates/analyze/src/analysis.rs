@@ -10,6 +10,7 @@
 //! summary and trees, the butterfly, faults, processes) stay plain functions
 //! of the trace.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use slowlab_model::bundle::TraceBundle;
@@ -102,6 +103,16 @@ impl<'a> Analysis<'a> {
     /// The replay's sums: every thread's times and every wait that ended.
     pub fn schedule(&self) -> &Schedule {
         &self.context().schedule
+    }
+
+    /// The replay's sums over the selection's time range (the whole replay's when it
+    /// has none): what `--waits` and the off-CPU flame graph count.
+    pub fn schedule_in(&self, sel: &Selection) -> Cow<'_, Schedule> {
+        if sel.from_s.is_none() && sel.to_s.is_none() {
+            return Cow::Borrowed(self.schedule());
+        }
+        let (from, to) = sel.time_range_ns(self.trace());
+        Cow::Owned(Schedule::within(self.states(), from, to))
     }
 
     /// The root process, if the trace has one.

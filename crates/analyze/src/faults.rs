@@ -37,7 +37,7 @@ pub fn faults_view(
 ) -> FaultsView {
     let keep = sel.thread_mask(trace);
     let (from, to) = sel.time_range_ns(trace);
-    let grid = TimeBuckets::new(trace, bucket_s);
+    let grid = TimeBuckets::new(trace, sel, bucket_s);
     let mut per: HashMap<ProcIdx, Counts, BuildFx> = HashMap::default();
     let mut has_fault_events = false;
     let mut shown = FunctionStacks::new(trace);
@@ -109,6 +109,7 @@ pub fn faults_view(
         total: processes.iter().map(|p| p.faults).sum(),
         major: processes.iter().map(|p| p.major).sum(),
         bucket_s: grid.width_s(),
+        first_bucket_s: grid.start_s(0),
         processes,
         has_fault_events,
     }

@@ -54,6 +54,8 @@ pub enum AnalyzeError {
     BadFilter(String),
     #[error("bad grouping key {0:?}: use process, thread, module or function")]
     BadKey(String),
+    #[error("--from {from} is not before --to {to}: give a range that starts before it ends")]
+    EmptyRange { from: f64, to: f64 },
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! launches — from perf's fork/comm/exit bookkeeping in the trace model.
 //!
 //! Times are seconds from the trace start; a process that existed before the
-//! trace began has no start, one still alive at its end has no end. Pure.
+//! trace began has no start, one still alive at its end has no end. With a
+//! time range, the processes alive in it, and the launches and exits in it.
+//! Pure.
 
 use slowlab_model::trace::Trace;
 
@@ -13,9 +15,11 @@ pub use slowlab_model::views::procs::{ProcView, ProcsView};
 
 pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize) -> ProcsView {
     let keep = sel.thread_mask(trace);
+    let (from, to) = sel.time_range_ns(trace);
+    let in_range = |ns: u64| from <= ns && ns < to;
     let start = trace.meta.start_ns;
     let rel = |ns: u64| ns.saturating_sub(start) as f64 / 1e9;
-    let grid = TimeBuckets::new(trace, bucket_s);
+    let grid = TimeBuckets::new(trace, sel, bucket_s);
     let mut created = vec![0u64; grid.count()];
     let mut ended = vec![0u64; grid.count()];
     let bucket = |ns: u64| grid.index(ns);
@@ -29,11 +33,15 @@ pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize)
                 .any(|t| keep.get(t.ix()).copied().unwrap_or(false))
                 || sel.filters.is_empty()
         })
+        // Alive in the range: begun before its end, not ended before its start.
+        .filter(|p| {
+            p.start_ns.or(p.exec_ns).is_none_or(|s| s < to) && p.end_ns.is_none_or(|e| e >= from)
+        })
         .map(|p| {
-            if let Some(s) = p.start_ns {
+            if let Some(s) = p.start_ns.filter(|&s| in_range(s)) {
                 created[bucket(s)] += 1;
             }
-            if let Some(e) = p.end_ns {
+            if let Some(e) = p.end_ns.filter(|&e| in_range(e)) {
                 ended[bucket(e)] += 1;
             }
             let began = p.start_ns.or(p.exec_ns);
@@ -71,6 +79,7 @@ pub fn procs_view(trace: &Trace, sel: &Selection, bucket_s: f64, slowest: usize)
         slowest: by_duration.iter().take(slowest).map(|p| p.pid).collect(),
         processes,
         bucket_s: grid.width_s(),
+        first_bucket_s: grid.start_s(0),
         created,
         ended,
     }
@@ -109,5 +118,15 @@ mod tests {
         assert_eq!(v.created, vec![1, 1, 0, 0]);
         assert_eq!(v.ended, vec![0, 1, 1, 0]);
         assert_eq!(v.slowest, vec![30, 31]);
+
+        // [1.4, 2.6): 31 ended before it; 30 ends in it; the two older ones live on.
+        let range = Selection::parse(&[], Some(1.4), Some(2.6)).unwrap();
+        let v = procs_view(&t, &range, 0.5, 5);
+        let pids: Vec<i32> = v.processes.iter().map(|p| p.pid).collect();
+        assert!(!pids.contains(&31) && pids.contains(&30), "{pids:?}");
+        assert_eq!(v.processes.len(), 3);
+        assert_eq!(v.first_bucket_s, 1.4);
+        assert_eq!(v.created, vec![0, 0, 0]);
+        assert_eq!(v.ended, vec![0, 0, 1], "2.5 s is in [2.4, 2.9)");
     }
 }

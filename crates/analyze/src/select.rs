@@ -67,6 +67,11 @@ impl Selection {
         from_s: Option<f64>,
         to_s: Option<f64>,
     ) -> Result<Selection, AnalyzeError> {
+        if let (Some(from), Some(to)) = (from_s, to_s) {
+            if from >= to {
+                return Err(AnalyzeError::EmptyRange { from, to });
+            }
+        }
         Ok(Selection {
             filters: filters
                 .iter()
@@ -179,5 +184,17 @@ mod tests {
         );
         assert!("pid=x".parse::<Filter>().is_err());
         assert!("nope".parse::<Filter>().is_err());
+    }
+
+    #[test]
+    fn a_range_that_ends_before_it_starts_is_an_error() {
+        assert!(Selection::parse(&[], Some(1.0), Some(2.0)).is_ok());
+        assert!(Selection::parse(&[], Some(2.0), None).is_ok());
+        let e = Selection::parse(&[], Some(2.0), Some(1.0)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--from 2 is not before --to 1: give a range that starts before it ends"
+        );
+        assert!(Selection::parse(&[], Some(1.0), Some(1.0)).is_err());
     }
 }

@@ -511,12 +511,20 @@ pub struct Schedule {
 impl Schedule {
     /// Sums up the spans of a replay.
     pub fn from_states(states: &ThreadStates) -> Schedule {
+        Schedule::within(states, 0, u64::MAX)
+    }
+
+    /// Sums up the parts of a replay's spans in `[from, to)` (`--from`/`--to`): a wait
+    /// that overlaps the range counts with the part of it inside.
+    pub fn within(states: &ThreadStates, from: u64, to: u64) -> Schedule {
         let mut times = vec![ThreadTimes::default(); states.spans.len()];
         let mut waits = Vec::new();
         for (i, spans) in states.spans.iter().enumerate() {
             let t = &mut times[i];
-            for span in spans {
-                let len = span.end_ns - span.start_ns;
+            let first = spans.partition_point(|s| s.end_ns <= from);
+            for span in spans[first..].iter().take_while(|s| s.start_ns < to) {
+                let (start_ns, end_ns) = (span.start_ns.max(from), span.end_ns.min(to));
+                let len = end_ns.saturating_sub(start_ns);
                 match span.state {
                     SpanState::Running { .. } => t.running_ns += len,
                     SpanState::Runnable => t.runnable_ns += len,
@@ -525,8 +533,8 @@ impl Schedule {
                         if b.woken {
                             waits.push(Wait {
                                 thread: ThreadIdx(i as u32),
-                                start_ns: span.start_ns,
-                                end_ns: span.end_ns,
+                                start_ns,
+                                end_ns,
                                 stack: b.stack,
                                 waker: b.waker,
                                 waker_stack: b.waker_stack,

@@ -1,6 +1,7 @@
 //! The trace in time buckets (default 1 s): CPU by process (from the
 //! samples), page faults, time threads spent blocked (from the waits, split
-//! across the buckets they span) and process starts and exits. Pure.
+//! across the buckets they span) and process starts and exits; over the
+//! selection's threads and its time range (waits cut to it). Pure.
 
 use std::collections::HashMap;
 
@@ -21,8 +22,9 @@ pub fn timeline_view(
     top: usize,
 ) -> TimelineView {
     let keep = sel.thread_mask(trace);
-    let start = trace.meta.start_ns;
-    let grid = TimeBuckets::new(trace, bucket_s);
+    let (from, to) = sel.time_range_ns(trace);
+    let in_range = |ns: u64| from <= ns && ns < to;
+    let grid = TimeBuckets::new(trace, sel, bucket_s);
     let count = grid.count();
     let index = |ns: u64| grid.index(ns);
 
@@ -30,7 +32,7 @@ pub fn timeline_view(
     let s = &trace.samples;
     for i in 0..s.len() {
         let th = s.thread[i];
-        if keep.get(th.ix()).copied().unwrap_or(false) {
+        if keep.get(th.ix()).copied().unwrap_or(false) && in_range(s.time_ns[i]) {
             let ns = cpu[index(s.time_ns[i])]
                 .entry(trace.threads[th.ix()].process)
                 .or_default();
@@ -41,17 +43,19 @@ pub fn timeline_view(
     for ev in &trace.events {
         if matches!(ev.kind, EventKind::PageFault { .. })
             && keep.get(ev.thread.ix()).copied().unwrap_or(false)
+            && in_range(ev.time_ns)
         {
             faults[index(ev.time_ns)] += 1;
         }
     }
     let mut blocked = vec![0u64; count];
     for w in sched.waits.iter().filter(|w| keep[w.thread.ix()]) {
-        // Split the wait over the buckets it spans.
-        let mut t = w.start_ns.max(start);
-        while t < w.end_ns {
+        // Split the wait, cut to the range, over the buckets it spans.
+        let mut t = w.start_ns.max(grid.start_ns(0));
+        let end = w.end_ns.min(to);
+        while t < end {
             let b = index(t);
-            let until = w.end_ns.min(grid.end_ns(b));
+            let until = end.min(grid.end_ns(b));
             blocked[b] += until - t;
             if b + 1 >= count {
                 break;
@@ -64,10 +68,10 @@ pub fn timeline_view(
         if !(sel.filters.is_empty() || p.threads.iter().any(|t| keep[t.ix()])) {
             continue;
         }
-        if let Some(s) = p.start_ns {
+        if let Some(s) = p.start_ns.filter(|&s| in_range(s)) {
             starts[index(s)] += 1;
         }
-        if let Some(e) = p.end_ns {
+        if let Some(e) = p.end_ns.filter(|&e| in_range(e)) {
             exits[index(e)] += 1;
         }
     }
@@ -120,5 +124,13 @@ mod tests {
         let total: f64 = v.buckets.iter().map(|b| b.cpu_s).sum();
         assert!((total - 0.006).abs() < 1e-12, "{total}");
         assert_eq!(v.buckets[0].cpu[0].comm, "app");
+
+        // [2, 4) ms after the start: the samples at 2 and 3 ms, in buckets from 2 ms.
+        let range = Selection::parse(&[], Some(0.002), Some(0.004)).unwrap();
+        let v = timeline_view(&t, &sched, &range, 0.001, 5);
+        let starts: Vec<f64> = v.buckets.iter().map(|b| b.start_s).collect();
+        assert_eq!(starts, vec![0.002, 0.003]);
+        let total: f64 = v.buckets.iter().map(|b| b.cpu_s).sum();
+        assert!((total - 0.002).abs() < 1e-12, "{total}");
     }
 }

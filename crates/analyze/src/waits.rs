@@ -252,6 +252,32 @@ mod tests {
     }
 
     #[test]
+    fn a_time_range_counts_the_part_of_each_state_inside_it() {
+        let t = pipe_like();
+        // [100, 212) ms: 110 of the 200 ms blocked (10..210), then 2 of the 5 runnable.
+        let range = Selection::parse(&[], Some(0.100), Some(0.212)).unwrap();
+        let (from, to) = range.time_range_ns(&t);
+        let states = crate::states::ThreadStates::build(&t);
+        let view = waits_view(&t, &Schedule::within(&states, from, to), &range, None);
+        let app = view.threads.iter().find(|t| t.tid == 10).unwrap();
+        assert!((app.blocked_s - 0.110).abs() < 1e-9, "{app:?}");
+        assert!((app.runnable_s - 0.002).abs() < 1e-9, "{app:?}");
+        assert_eq!(app.running_s, 0.0, "{app:?}");
+        assert!((app.waits[0].max_s - 0.110).abs() < 1e-9, "{app:?}");
+        assert_eq!(
+            app.waits[0].wakers[0].comm, "other",
+            "the waker stays named"
+        );
+        // The whole trace's range is the whole replay.
+        let all = Selection::parse(&[], Some(0.0), Some(1.0)).unwrap();
+        let (from, to) = all.time_range_ns(&t);
+        assert_eq!(
+            Schedule::within(&states, from, to).times,
+            Schedule::from_states(&states).times
+        );
+    }
+
+    #[test]
     fn a_preempted_thread_is_runnable_not_blocked() {
         let t = pipe_like();
         let sched = sched(&t);

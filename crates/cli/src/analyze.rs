@@ -22,7 +22,9 @@ use crate::shared::{SelectionArgs, SymbolArgs};
 /// tree), `--syscalls` (counts, durations, errors and the paths of failing
 /// calls from the eBPF capture), `--timeline` (per-second activity) and
 /// `--findings` (every detector of `slowlab diagnose`). The time range and
-/// filters apply to all of them.
+/// filters apply to all of them but `--findings` and `--critical-path`, which
+/// read the whole trace (and refuse `--filter`, `--from` and `--to`); a wait
+/// that crosses an end of the range counts with its part inside.
 ///
 /// `--html OUT.html` writes the interactive report of `slowlab diagnose`
 /// (critical path, findings, timeline, flame graphs, tables; one offline

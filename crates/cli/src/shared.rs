@@ -26,10 +26,15 @@ pub struct SelectionArgs {
     /// Only samples of process=NAME, pid=N or tid=N (repeat to widen).
     #[arg(long, value_name = "process=NAME|pid=N|tid=N")]
     pub filter: Vec<String>,
-    /// Only samples from this many seconds after the trace's start.
-    #[arg(long, value_name = "SECONDS")]
+    /// Only samples from this many seconds after the trace's start (2.5, 500ms, 1m).
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_into_trace)]
     pub from: Option<f64>,
     /// Only samples before this many seconds after the trace's start.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = seconds_into_trace)]
     pub to: Option<f64>,
+}
+
+/// `--from`/`--to`: a time from the trace's start, 0 or more (no NaN, no negative).
+fn seconds_into_trace(text: &str) -> Result<f64, String> {
+    slowlab_model::units::parse_seconds(text, 0.0, f64::INFINITY)
 }

@@ -143,7 +143,7 @@ impl Export {
             Export::OffCpuFlameGraph => {
                 let lines = slowlab_analyze::waits::offcpu_collapsed_lines(
                     trace,
-                    req.analysis.schedule(),
+                    &req.analysis.schedule_in(sel),
                     sel,
                 );
                 if lines.is_empty() {

@@ -239,8 +239,15 @@ pub fn timeline_text(view: &TimelineView) -> String {
         ("starts", Align::Right),
         ("exits", Align::Right),
     ]);
-    // Enough decimals to tell buckets apart: 1 s → 0.0, 10 ms → 0.00.
-    let decimals = (-view.bucket_s.max(1e-3).log10()).ceil().clamp(1.0, 3.0) as usize;
+    // Enough decimals to write each bucket's start exactly, to the millisecond:
+    // 1 s → 0.0, 0.25 s → 0.25, 10 ms → 0.01 (and a `--from` of 0.125 s → 0.125).
+    let exact = |d: usize| {
+        let scale = 10f64.powi(d as i32);
+        view.buckets
+            .iter()
+            .all(|b| ((b.start_s * scale).round() - b.start_s * scale).abs() < 1e-6)
+    };
+    let decimals = (1..=3).find(|&d| exact(d)).unwrap_or(3);
     for b in &view.buckets {
         let busiest = b
             .cpu
@@ -392,6 +399,7 @@ mod tests {
             threads: 1,
         };
         let view = ProcsView {
+            first_bucket_s: 0.0,
             processes: vec![
                 proc(10, Some(1), "make", None),
                 proc(30, Some(10), "cc", Some(2.0)),
@@ -470,6 +478,8 @@ mod tests {
         assert!(text.contains("0.01 s") && text.contains("0.02 s"), "{text}");
         let text = timeline_text(&view(1.0));
         assert!(text.contains("1.0 s") && text.contains("2.0 s"), "{text}");
+        let text = timeline_text(&view(0.25));
+        assert!(text.contains("0.25 s") && text.contains("0.50 s"), "{text}");
         let text = timeline_text(&view(0.005));
         assert!(
             text.contains("0.005 s") && text.contains("0.010 s"),

@@ -119,6 +119,10 @@ fn bad_arguments_give_one_line_errors() {
     for (args, says) in [
         (vec!["--by", "colour"], "colour"),
         (vec!["--normalize", "wrong"], "normalisation"),
+        (
+            vec!["--from", "2", "--to", "1"],
+            "--from 2 is not before --to 1",
+        ),
     ] {
         let out = slowlab()
             .arg("diff")

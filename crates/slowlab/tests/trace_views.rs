@@ -3,7 +3,8 @@
 //! programs whose answer is known: a thread blocked on a pipe for 200 ms
 //! and who woke it, 1,000 touched pages, 50 child processes, 500 checks of
 //! missing files. Each test records with `slowlab record` and skips, with
-//! the reason, where perf cannot record.
+//! the reason, where perf cannot record. A time range or filter a view cannot
+//! take is a one-line error, on a committed trace.
 
 use std::path::{Path, PathBuf};
 
@@ -271,4 +272,38 @@ fn syscalls_count_missing_files_and_fold_their_names() {
     assert_eq!(folded["count"], 500);
     assert_eq!(folded["failed"], 500);
     assert_eq!(folded["errors"]["ENOENT"], 500);
+}
+
+#[test]
+fn a_range_or_filter_a_view_cannot_take_is_a_one_line_error() {
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../perf/tests/fixtures/hot-fp.perfdata");
+    for (args, says) in [
+        (&["--from", "NaN"][..], "`NaN` is not a duration"),
+        (&["--to=-1"], "`-1` is not a duration"),
+        (
+            &["--from", "2", "--to", "1"],
+            "--from 2 is not before --to 1",
+        ),
+        (
+            &["--findings", "--from", "1"],
+            "--findings runs the detectors on the whole trace",
+        ),
+        (&["--findings", "--filter", "pid=1"], "do not apply to it"),
+        (
+            &["--critical-path", "--to", "1"],
+            "choose it with --root PID",
+        ),
+    ] {
+        let out = slowlab()
+            .arg("analyze")
+            .arg(&fixture)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }

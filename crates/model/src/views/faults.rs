@@ -24,7 +24,7 @@ pub struct ProcessFaults {
     /// user memory).
     pub user: u64,
     pub kernel: u64,
-    /// Faults per bucket of `bucket_s` seconds from the trace start.
+    /// Faults per bucket of `bucket_s` seconds from `first_bucket_s`.
     pub rate: Vec<u64>,
     pub stacks: Vec<StackCount>,
 }
@@ -35,6 +35,8 @@ pub struct FaultsView {
     pub total: u64,
     pub major: u64,
     pub bucket_s: f64,
+    /// Where the first bucket starts, in seconds from the trace's start (`--from`, or 0).
+    pub first_bucket_s: f64,
     pub processes: Vec<ProcessFaults>,
     /// Whether the trace had any fault events.
     pub has_fault_events: bool,

@@ -22,6 +22,8 @@ pub struct ProcView {
 pub struct ProcsView {
     pub processes: Vec<ProcView>,
     pub bucket_s: f64,
+    /// Where the first bucket starts, in seconds from the trace's start (`--from`, or 0).
+    pub first_bucket_s: f64,
     /// Processes created and ended per bucket.
     pub created: Vec<u64>,
     pub ended: Vec<u64>,

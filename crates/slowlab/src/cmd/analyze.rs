@@ -64,6 +64,18 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         args.selection.to,
     )?;
     let view = view_of(&args)?;
+    let selects = !args.selection.filter.is_empty()
+        || args.selection.from.is_some()
+        || args.selection.to.is_some();
+    match view {
+        View::Findings if selects => anyhow::bail!(
+            "--findings runs the detectors on the whole trace: --filter, --from and --to do not apply to it (drop them)"
+        ),
+        View::CriticalPath if selects => anyhow::bail!(
+            "--critical-path follows one process through the whole trace: choose it with --root PID, not --filter, --from or --to"
+        ),
+        _ => {}
+    }
     let mut opts = open_options(&args.symbols)?;
     if args.events {
         return print_event_counts(&args.file, &opts, args.json);
@@ -134,7 +146,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     let json = args.json;
     match view {
         View::Waits => {
-            let v = slowlab_analyze::waits::waits_view(trace, analysis.schedule(), &sel, top_json);
+            let in_range = analysis.schedule_in(&sel);
+            let v = slowlab_analyze::waits::waits_view(trace, &in_range, &sel, top_json);
             show(&mut out, json, &v, || trace_views::waits_text(&v, top, 5))?;
         }
         View::Faults => {
