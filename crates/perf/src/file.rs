@@ -20,6 +20,9 @@ pub(crate) struct Repair {
     pub unfinished: bool,
     /// Bytes after the last complete record that were ignored.
     pub truncated_bytes: u64,
+    /// The data size the header claims, when the file ends before it (a finished file
+    /// cut short); `None` for a header never finished (a size of zero).
+    pub cut_short: Option<u64>,
     /// Feature sections were dropped because they pointed outside the file.
     pub dropped_features: bool,
     /// The file is in pipe format (`perf record -o -`).
@@ -267,6 +270,7 @@ pub(crate) fn open(data: &[u8]) -> Result<(PatchedFile<'_>, Repair), PerfError> 
             // complete record up to the end of the file, as `perf report`
             // does.
             repair.unfinished = true;
+            repair.cut_short = (data_size > 0).then_some(data_size);
             let mut pos = data_off;
             while pos + 8 <= file_len {
                 let size = endian.u16(data, pos as usize + 6) as u64;

@@ -117,6 +117,38 @@ fn truncated_mid_record_counts_skipped_bytes() {
 }
 
 #[test]
+fn a_file_of_several_events_cut_short_keeps_its_records_apart() {
+    // Cut inside the data section: the header is whole but claims more records than
+    // there are, and the feature sections (EVENT_DESC, with the events' ids) are gone;
+    // the ids are then read from the attribute section.
+    let full = read("sched.perfdata");
+    let mut b = bytes("sched.perfdata");
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (data_off, data_size) = (u64_at(40), u64_at(48));
+    b.truncate(data_off + data_size * 3 / 5);
+    let t = read_bytes(&b, &|_, _, _| {}).unwrap();
+    assert!(
+        t.stats
+            .warnings
+            .iter()
+            .any(|w| w.contains("the file is cut short")),
+        "{:?}",
+        t.stats.warnings
+    );
+    // Every sample of the cut file is a sample of the whole one (a switch or a
+    // fault counted as a sample of cpu-clock would not be).
+    let samples: std::collections::HashSet<u64> = full.samples.time_ns.iter().copied().collect();
+    assert!(
+        t.samples.len() <= full.samples.len()
+            && t.samples.time_ns.iter().all(|ns| samples.contains(ns)),
+        "{} samples, the whole file has {}",
+        t.samples.len(),
+        full.samples.len()
+    );
+    assert!(!t.events.is_empty(), "the other events are events");
+}
+
+#[test]
 fn empty_and_random_files_are_errors_not_panics() {
     assert!(matches!(
         read_bytes(&[], &|_, _, _| {}),

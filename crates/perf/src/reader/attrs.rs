@@ -62,9 +62,12 @@ pub(super) struct Ctx {
 }
 
 /// What each attribute's records mean and where their fields lie.
+/// `file`: the file's bytes (not a pipe's), where an attribute's event ids are read
+/// when `linux-perf-data` has none for it ([`attr_section_ids`]).
 pub(super) fn event_kinds(
     b: &mut Builder,
     perf_file: &linux_perf_data::PerfFile,
+    file: Option<&[u8]>,
     e: Endian,
     endian: Endianness,
 ) -> Ctx {
@@ -72,6 +75,12 @@ pub(super) fn event_kinds(
         .feature_section_data(Feature::TRACING_DATA)
         .map(<[u8]>::to_vec);
     let descs: &[AttributeDescription] = perf_file.event_attributes();
+    let file_ids = match file {
+        Some(data) if descs.len() > 1 && descs.iter().all(|d| d.event_ids.is_empty()) => {
+            attr_section_ids(data, e).filter(|ids| ids.len() == descs.len())
+        }
+        _ => None,
+    };
     let mut kinds = Vec::with_capacity(descs.len());
     let mut layouts = Vec::with_capacity(descs.len());
     let mut parse_infos = Vec::with_capacity(descs.len());
@@ -93,7 +102,9 @@ pub(super) fn event_kinds(
                 a.flags
                     .contains(linux_perf_data::linux_perf_event_reader::AttrFlags::SAMPLE_ID_ALL),
             ),
-            d.event_ids.clone(),
+            file_ids
+                .as_ref()
+                .map_or_else(|| d.event_ids.clone(), |ids| ids[i].clone()),
         ));
         parse_infos.push(RecordParseInfo::new(a, endian));
         let mut kind = classify_attr(b, &name, a.type_, tracing.as_deref());
@@ -205,6 +216,33 @@ fn local_format(name: &str) -> Option<Format> {
         }
     }
     None
+}
+
+/// Each attribute's event ids, from the attribute section: each entry is `struct
+/// perf_file_attr`, the attribute then the file section of its ids (u64s), so the ids
+/// sit in the entry's last 16 bytes. `linux-perf-data` takes ids only from the
+/// EVENT_DESC feature, which a file cut short or killed before its end lacks; without
+/// them every record of a file of several events would count as the first event's.
+/// `None` when an entry or a list lies outside the file, or the lists together claim
+/// more than the file holds (real ones do not overlap).
+pub(super) fn attr_section_ids(data: &[u8], e: Endian) -> Option<Vec<Vec<u64>>> {
+    let attr_size = e.u64(data, 16)?;
+    let (attrs_off, attrs_size) = (e.u64(data, 24)?, e.u64(data, 32)?);
+    if attr_size < 16 {
+        return None;
+    }
+    let mut total = 0usize;
+    (0..attrs_size / attr_size)
+        .map(|i| {
+            let entry = attrs_off.checked_add((i + 1).checked_mul(attr_size)?)? - 16;
+            let entry = usize::try_from(entry).ok()?;
+            let (off, size) = (e.u64(data, entry)?, e.u64(data, entry + 8)?);
+            let (off, size) = (usize::try_from(off).ok()?, usize::try_from(size).ok()?);
+            total = total.checked_add(size).filter(|&t| t <= data.len())?;
+            let ids = data.get(off..off.checked_add(size)?)?;
+            Some(ids.chunks_exact(8).filter_map(|id| e.u64(id, 0)).collect())
+        })
+        .collect()
 }
 
 /// Name of an event for a file without event names (an unfinished file).

@@ -142,10 +142,17 @@ fn read_pass<'a>(
     if repair.unfinished {
         b.t.stats.unfinished_file = true;
         b.t.stats.truncated_bytes = repair.truncated_bytes;
-        b.t.stats.warnings.push(format!(
-            "the file was not finished (perf record was killed before it wrote its header); read every complete record, {} trailing bytes skipped; stop perf with Ctrl-C or SIGINT next time",
-            repair.truncated_bytes
-        ));
+        b.t.stats.warnings.push(match repair.cut_short {
+            None => format!(
+                "the file was not finished (perf record was killed before it wrote its header); read every complete record, {} trailing bytes skipped; stop perf with Ctrl-C or SIGINT next time",
+                repair.truncated_bytes
+            ),
+            Some(claimed) => format!(
+                "the file is cut short (a copy cut off, or a full disk): its header says {} of records, {} are there; the analysis covers the part before the cut",
+                size_in_words(claimed),
+                size_in_words(repair.data_size),
+            ),
+        });
     }
     if repair.dropped_features {
         b.t.stats.warnings.push(
@@ -184,7 +191,8 @@ fn read_pass<'a>(
             .collect();
     }
 
-    let ctx = event_kinds(&mut b, &perf_file, e, endian);
+    let file = (!repair.pipe).then_some(data);
+    let ctx = event_kinds(&mut b, &perf_file, file, e, endian);
     if let Some(arch) = &b.t.meta.arch {
         let here = std::env::consts::ARCH;
         if arch != here {
@@ -674,5 +682,14 @@ mod tests {
         assert_eq!(kernel_build_id(&fixture("hot-fp.perfdata")), None);
         assert_eq!(kernel_build_id(&fixture("hot-pipe.perfdata")), None);
         assert_eq!(kernel_build_id(b"PERFILE2 and then garbage"), None);
+    }
+}
+
+/// A size as a warning says it: bytes below a megabyte, else megabytes.
+fn size_in_words(bytes: u64) -> String {
+    if bytes < 1_000_000 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
     }
 }
