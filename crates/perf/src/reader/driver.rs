@@ -493,6 +493,15 @@ fn finish(mut b: Builder) -> Trace {
     t
 }
 
+/// A size as a warning says it: bytes below a megabyte, else megabytes.
+fn size_in_words(bytes: u64) -> String {
+    if bytes < 1_000_000 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,14 +691,5 @@ mod tests {
         assert_eq!(kernel_build_id(&fixture("hot-fp.perfdata")), None);
         assert_eq!(kernel_build_id(&fixture("hot-pipe.perfdata")), None);
         assert_eq!(kernel_build_id(b"PERFILE2 and then garbage"), None);
-    }
-}
-
-/// A size as a warning says it: bytes below a megabyte, else megabytes.
-fn size_in_words(bytes: u64) -> String {
-    if bytes < 1_000_000 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{:.1} MB", bytes as f64 / 1e6)
     }
 }
