@@ -20,6 +20,7 @@ pub mod findings;
 pub mod le;
 pub mod lifetimes;
 pub mod results;
+pub mod signals;
 pub mod syscalls;
 pub mod trace;
 pub mod units;

@@ -332,7 +332,7 @@ fn run_until_stopped(
         loop {
             stopped_by = stopped_by.or(first_stop(&signals.take()));
             if stopped_by.is_some() || failed() {
-                return Ok((0, None, stopped_by));
+                return Ok((stopped_by.map_or(0, |sig| 128 + sig), None, stopped_by));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -345,7 +345,11 @@ fn run_until_stopped(
     started(child.id());
     loop {
         if let Some(status) = child.try_wait().map_err(cannot_run)? {
-            return Ok((status.code().unwrap_or(1), Some(child.id()), stopped_by));
+            return Ok((
+                exit_code(program, status, stopped_by),
+                Some(child.id()),
+                stopped_by,
+            ));
         }
         if failed() {
             child.say_unrecorded_once();
@@ -358,6 +362,25 @@ fn run_until_stopped(
             }
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// slowlab's exit code for a recorded command that ended with `status`: 128 + the stop
+/// signal slowlab got (and passed on), else the command's own code, or 128 + the signal
+/// that killed it, as a shell gives; a command killed by a signal is said to be.
+fn exit_code(program: &str, status: std::process::ExitStatus, stopped_by: Option<i32>) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (stopped_by, status.code(), status.signal()) {
+        (Some(sig), _, _) => 128 + sig,
+        (None, Some(code), _) => code,
+        (None, None, sig) => {
+            let sig = sig.unwrap_or(0);
+            eprintln!(
+                "slowlab: {program} was killed by {} (the recording is kept)",
+                slowlab_model::signals::name(sig)
+            );
+            128 + sig
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! non-interactive shell with `&` (so with SIGINT ignored) and signalled by
 //! pid. SIGINT, SIGTERM and SIGHUP each leave a readable trace and no perf;
 //! SIGKILL of slowlab leaves no perf (nor the command it ran) once perf
-//! has closed its events (seconds at most; an orphan would run on); a perf that will not stop is killed on the second signal, or
+//! has closed its events (seconds at most; an orphan would run on); the eBPF
+//! recorder exits with 128 + the signal, or its command's code (128 + the
+//! signal that killed it); a perf that will not stop is killed on the second signal, or
 //! after the grace period, with a message saying what was kept; and a
 //! minute of `--ring 3` under a busy file workload keeps every file it
 //! writes bounded while its snapshots hold 2–5 s.
@@ -360,6 +362,59 @@ fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
 
 /// A `perf` that ignores SIGINT and SIGTERM, in a directory to put first
 /// on PATH.
+#[test]
+fn the_bpf_recorder_exits_as_a_shell_would() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Stopped by a signal, without a command and with one: 128 + the signal.
+    for (sig, command) in [
+        (libc::SIGTERM, &[][..]),
+        (libc::SIGINT, &["--", "sleep", "120"]),
+    ] {
+        let trace = dir.path().join(format!("s{sig}.data"));
+        let err = dir.path().join(format!("s{sig}.err"));
+        let args = [
+            &["record", "--backend", "bpf", "-o", trace.to_str().unwrap()][..],
+            command,
+        ]
+        .concat();
+        let bg = background(&args, &err, None);
+        if command.is_empty() {
+            wait_for_text(&err, "press Ctrl-C to stop", Duration::from_secs(30));
+        } else {
+            wait_for_child(bg.pid, "sleep 120", Duration::from_secs(30));
+        }
+        bg.signal(sig);
+        let (status, stderr) = bg.finish(Duration::from_secs(60));
+        assert_eq!(status, 128 + sig, "signal {sig}: {stderr}");
+        assert!(stderr.contains("wrote"), "signal {sig}: {stderr}");
+    }
+    // The command's own end: its exit code, or 128 + the signal that killed it, said.
+    for (script, code, says) in [
+        ("exit 3", 3, None),
+        ("kill -SEGV $$", 139, Some("sh was killed by SIGSEGV")),
+    ] {
+        let out = slowlab()
+            .args(["record", "--backend", "bpf", "-o"])
+            .arg(dir.path().join("c.data"))
+            .args(["--", "sh", "-c", script])
+            .output()
+            .expect("slowlab runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{script}: {stderr}");
+        assert_eq!(
+            says.is_some_and(|s| stderr.contains(s)),
+            says.is_some(),
+            "{stderr}"
+        );
+    }
+}
+
 fn stubborn_perf(dir: &Path) -> String {
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");

@@ -38,18 +38,6 @@ pub(super) struct Kill {
     pub at_ns: u64,
 }
 
-/// The name of a signal number (`SIGTERM`), or `SIG<n>`.
-pub(super) fn signal_name(sig: i32) -> String {
-    const NAMES: [&str; 16] = [
-        "", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM",
-    ];
-    match NAMES.get(sig as usize) {
-        Some(n) if !n.is_empty() => n.to_string(),
-        _ => format!("SIG{sig}"),
-    }
-}
-
 /// The process of `pid` in `tree` alive at `t`.
 fn alive(trace: &Trace, tree: &[ProcIdx], pid: i32, t: u64) -> Option<ProcIdx> {
     tree.iter().copied().find(|&p| {

@@ -587,7 +587,7 @@ pub fn critical_path_with(
                 comm: trace.str(trace.processes[k.process.ix()].comm).to_string(),
             }),
         by: path_thread(trace, k.by),
-        signal: k.signal.map(killed::signal_name),
+        signal: k.signal.map(slowlab_model::signals::name),
         at_s: secs(k.at_ns),
     });
     let summary = match &killed {
