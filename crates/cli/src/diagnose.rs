@@ -99,7 +99,8 @@ pub struct DiagnoseArgs {
     #[arg(long, default_value = "10", value_name = "DURATION", value_parser = window_seconds, requires = "pid")]
     pub seconds: f64,
 
-    /// The command to run while recording
+    /// The command to run while recording. It reads slowlab's standard input when that
+    /// is a pipe or a file (`-- ./app < input`); from a terminal, none.
     #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
     pub command: Vec<String>,
 }

@@ -170,7 +170,8 @@ pub struct RecordArgs {
     /// event at the same site (to measure what the reuse saves).
     #[arg(long, hide = true)]
     pub bpf_no_reuse: bool,
-    /// The command to run while recording.
+    /// The command to run while recording. It reads slowlab's standard input when that
+    /// is a pipe or a file (`-- ./app < input`); from a terminal, none.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

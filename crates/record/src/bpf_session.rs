@@ -163,7 +163,8 @@ fn first_stop(got: &[i32]) -> Option<i32> {
 
 /// The command a bpf recording runs, started as the perf backend's perf starts it: in a
 /// process group of its own (a terminal's Ctrl-C reaches slowlab only, which stops the
-/// recording in order and passes it on to the whole group), with no input, and with a
+/// recording in order and passes it on to the whole group), with slowlab's input unless
+/// that is a terminal ([`crate::command_stdin`]), and with a
 /// guard that kills the group if slowlab dies (`group_guard`).
 pub(crate) struct RecordedCommand {
     child: Child,
@@ -179,7 +180,7 @@ impl RecordedCommand {
         let lifeline = Lifeline::new()?;
         let child = Command::new(program)
             .args(args)
-            .stdin(std::process::Stdio::null())
+            .stdin(crate::command_stdin())
             .process_group(0)
             .spawn()?;
         let guard = GroupGuard::start(child.id() as i32, lifeline);

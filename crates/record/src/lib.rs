@@ -77,6 +77,19 @@ pub enum Backend {
     Bpf,
 }
 
+/// The standard input of a recorded command: slowlab's own when it is a pipe or a file
+/// (`slowlab record -- ./app < input`), else nothing: the command runs in a process group
+/// of its own (a terminal's Ctrl-C reaches slowlab, which stops the recording in order),
+/// and a terminal stops a background group that reads from it.
+pub(crate) fn command_stdin() -> std::process::Stdio {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
+        std::process::Stdio::null()
+    } else {
+        std::process::Stdio::inherit()
+    }
+}
+
 /// `--backend auto`: the eBPF recorder where it can run here and records what is asked
 /// (user stacks by frame pointers), else perf, with the line that says why.
 pub fn auto_backend(call_graph: CallGraph) -> (Backend, Option<String>) {

@@ -81,7 +81,8 @@ impl PerfProcess {
         let mut command = Command::new("perf");
         command
             .args(args)
-            .stdin(Stdio::null())
+            // perf reads none; the command it launches inherits it.
+            .stdin(crate::command_stdin())
             .stdout(stdout)
             .stderr(Stdio::piped())
             // Its own group: a terminal's Ctrl-C reaches slowlab only, which

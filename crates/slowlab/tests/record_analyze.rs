@@ -3,7 +3,8 @@
 //! perf and root are available (the test prints why it skips otherwise) —
 //! a real recording by perf (`--backend perf`) analyzed end to end and
 //! compared with `perf report`,
-//! and read on one thread (`SLOWLAB_THREADS=1`) with the same results.
+//! and read on one thread (`SLOWLAB_THREADS=1`) with the same results; and,
+//! with either backend, the recorded command reads what is piped into slowlab.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -524,4 +525,34 @@ fn same_on_one_thread(trace: &Path, views: &[&[&str]]) {
         );
     }
     refused(trace, "SLOWLAB_THREADS", "0");
+}
+
+#[test]
+fn the_recorded_command_reads_what_is_piped_into_slowlab() {
+    if let Some(why) = perf_unavailable() {
+        slowlab_testkit::skip(format_args!("{why}"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for backend in ["bpf", "perf"] {
+        let out = {
+            let _one = common::one_recording_at_a_time();
+            let mut child = slowlab()
+                .args(["record", "--backend", backend, "-o"])
+                .arg(dir.path().join(format!("{backend}.data")))
+                .args(["--", "sh", "-c", "read line; echo \"read [$line]\""])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            std::io::Write::write_all(&mut stdin, b"from the pipe\n").unwrap();
+            drop(stdin);
+            child.wait_with_output().unwrap()
+        };
+        slowlab_testkit::assert_succeeded(&out);
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.trim(), "read [from the pipe]", "{backend}");
+    }
 }
