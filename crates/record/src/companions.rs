@@ -47,6 +47,9 @@ type NotesThread = (
 pub struct Companions {
     paths: Option<(slowlab_bpf::PathCapture, PathBuf)>,
     notes: Option<NotesThread>,
+    /// The output's side files as they may be left from an earlier recording of the
+    /// same name: those this one does not write are removed when it stops.
+    side_files: [PathBuf; 2],
 }
 
 impl Companions {
@@ -105,7 +108,14 @@ impl Companions {
             })
             .ok()
             .map(|handle| (shared, stop, handle, side_file(output, "cgroups.json")));
-        Companions { paths, notes }
+        Companions {
+            paths,
+            notes,
+            side_files: [
+                side_file(output, "paths"),
+                side_file(output, "cgroups.json"),
+            ],
+        }
     }
 
     /// Whether the path capture runs.
@@ -148,8 +158,19 @@ impl Companions {
         }
     }
 
-    /// Stops both and writes the cgroup notes; returns the files written.
+    /// Stops both and writes the cgroup notes; returns the files written. An earlier
+    /// recording's side file of the same name that this one did not write (no path
+    /// capture, or no notes) is removed: beside the new trace it would be read as its.
     pub fn stop(self, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+        let side_files = self.side_files.clone();
+        let files = self.stop_both(warnings);
+        for stale in side_files.iter().filter(|f| !files.contains(f)) {
+            let _ = std::fs::remove_file(stale);
+        }
+        files
+    }
+
+    fn stop_both(self, warnings: &mut Vec<String>) -> Vec<PathBuf> {
         let mut files = Vec::new();
         if let Some((capture, file)) = self.paths {
             match capture.stop() {

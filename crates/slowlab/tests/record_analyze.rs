@@ -4,7 +4,8 @@
 //! a real recording by perf (`--backend perf`) analyzed end to end and
 //! compared with `perf report`,
 //! and read on one thread (`SLOWLAB_THREADS=1`) with the same results; and,
-//! with either backend, the recorded command reads what is piped into slowlab.
+//! with either backend, the recorded command reads what is piped into slowlab,
+//! and a recording leaves no side file of an earlier one of the same name.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -528,18 +529,21 @@ fn same_on_one_thread(trace: &Path, views: &[&[&str]]) {
 }
 
 #[test]
-fn the_recorded_command_reads_what_is_piped_into_slowlab() {
+fn the_command_reads_what_is_piped_in_and_a_new_recording_leaves_no_old_side_file() {
     if let Some(why) = perf_unavailable() {
         slowlab_testkit::skip(format_args!("{why}"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    for backend in ["bpf", "perf"] {
+    // Both into one name: perf's recording writes t.data.paths, the eBPF one none.
+    let trace = dir.path().join("t.data");
+    let paths = dir.path().join("t.data.paths");
+    for backend in ["perf", "bpf"] {
         let out = {
             let _one = common::one_recording_at_a_time();
             let mut child = slowlab()
                 .args(["record", "--backend", backend, "-o"])
-                .arg(dir.path().join(format!("{backend}.data")))
+                .arg(&trace)
                 .args(["--", "sh", "-c", "read line; echo \"read [$line]\""])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
@@ -554,5 +558,10 @@ fn the_recorded_command_reads_what_is_piped_into_slowlab() {
         slowlab_testkit::assert_succeeded(&out);
         let out = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.trim(), "read [from the pipe]", "{backend}");
+        assert_eq!(
+            paths.exists(),
+            backend == "perf",
+            "{backend}: perf's paths, and none left beside the next recording"
+        );
     }
 }
