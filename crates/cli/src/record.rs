@@ -197,11 +197,17 @@ impl RecordArgs {
         }
     }
 
-    /// Why `--samples-on tick` cannot be honoured, if it cannot: with `--freq` (the
-    /// tick has the kernel's rate), or without the eBPF recorder (`bpf`: whether it
-    /// records; perf samples on a timer of its own).
-    pub fn sample_clock_refusal(&self, bpf: bool) -> Option<&'static str> {
-        if self.samples_on != Some(SamplesOnArg::Tick) {
+    /// Why the options cannot be honoured by the recorder chosen (`bpf`: whether it is
+    /// the eBPF one), if they cannot: `--call-graph dwarf` with the eBPF recorder (it
+    /// walks frame pointers only); `--samples-on tick` with `--freq` (the tick has the
+    /// kernel's rate) or with perf (which samples on a timer of its own).
+    pub fn backend_refusal(&self, bpf: bool) -> Option<&'static str> {
+        if bpf && matches!(self.call_graph, CallGraphArg::Dwarf) {
+            Some(
+                "--call-graph dwarf needs perf: use --backend perf (or auto, which then \
+                 chooses perf); the eBPF recorder walks frame pointers only",
+            )
+        } else if self.samples_on != Some(SamplesOnArg::Tick) {
             None
         } else if self.freq.is_some() {
             Some(
@@ -266,18 +272,24 @@ mod tests {
     }
 
     #[test]
-    fn the_tick_is_refused_with_a_rate_or_without_the_ebpf_recorder() {
+    fn the_tick_and_dwarf_stacks_are_refused_where_the_recorder_cannot_take_them() {
         let tick_at = |freq: &[&str], bpf| {
-            args(&[&["--samples-on", "tick"], freq].concat()).sample_clock_refusal(bpf)
+            args(&[&["--samples-on", "tick"], freq].concat()).backend_refusal(bpf)
         };
         assert!(tick_at(&["--freq", "500"], true).is_some_and(|w| w.contains("drop --freq")));
         assert!(tick_at(&[], false).is_some_and(|w| w.contains("--backend bpf")));
         assert_eq!(tick_at(&[], true), None);
         // Asked for by default, not by the user: nothing to refuse.
-        assert_eq!(args(&[]).sample_clock_refusal(false), None);
+        assert_eq!(args(&[]).backend_refusal(false), None);
         assert_eq!(
-            args(&["--samples-on", "timer", "--freq", "500"]).sample_clock_refusal(false),
+            args(&["--samples-on", "timer", "--freq", "500"]).backend_refusal(false),
             None
         );
+        // Dwarf stacks are perf's.
+        let dwarf = args(&["--call-graph", "dwarf"]);
+        assert!(dwarf
+            .backend_refusal(true)
+            .is_some_and(|w| w.contains("--backend perf")));
+        assert_eq!(dwarf.backend_refusal(false), None);
     }
 }

@@ -124,7 +124,7 @@ pub fn run(args: RecordArgs) -> Result<i32> {
         CallGraphArg::Dwarf => slowlab_record::CallGraph::Dwarf,
     };
     let bpf = backend(args.backend, call_graph) == Backend::Bpf;
-    if let Some(why) = args.sample_clock_refusal(bpf) {
+    if let Some(why) = args.backend_refusal(bpf) {
         anyhow::bail!(why);
     }
     if bpf {
