@@ -47,6 +47,7 @@ fn write_page(dir: &Path, name: &str, cmd: clap::Command) -> anyhow::Result<Path
         .manual("slowlab manual")
         .render(&mut out)
         .with_context(|| format!("rendering {name}.1"))?;
-    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    // Whole or not at all: a full disk leaves no empty page behind, and says so.
+    slowlab_report::write::write_atomically(&path, &out)?;
     Ok(path)
 }
