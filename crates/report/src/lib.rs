@@ -24,4 +24,4 @@ pub mod table;
 pub mod trace_views;
 pub mod write;
 
-pub use write::{write_atomically, ReportError};
+pub use write::{check_writable, write_atomically, ReportError};

@@ -75,9 +75,59 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     Ok(())
 }
 
+/// Whether [`write_atomically`] could write `path` now: its directory exists and takes a
+/// new file (made and removed at once). Commands call it before minutes of work, so that
+/// a missing directory or a read-only disk is said first, not after. `-` is always
+/// writable.
+pub fn check_writable(path: &Path) -> Result<(), ReportError> {
+    if path == Path::new("-") {
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(ReportError::io(
+            path,
+            std::io::Error::other(format!(
+                "there is no directory {}; create it, or write elsewhere",
+                dir.display()
+            )),
+        ));
+    }
+    if path.is_dir() {
+        return Err(ReportError::io(
+            path,
+            std::io::Error::other("it is a directory; give a file name"),
+        ));
+    }
+    let probe = dir.join(format!(".slowlab-check-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| ReportError::io(path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_checked_before_the_work_and_the_check_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("out.json")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        check_writable(Path::new("-")).unwrap();
+        let missing = check_writable(Path::new("/nonexistent-dir-slowlab/x.json")).unwrap_err();
+        assert!(
+            missing.to_string().contains(
+                "/nonexistent-dir-slowlab/x.json: there is no directory /nonexistent-dir-slowlab"
+            ),
+            "{missing}"
+        );
+        let a_dir = check_writable(dir.path()).unwrap_err();
+        assert!(a_dir.to_string().contains("give a file name"), "{a_dir}");
+    }
 
     #[test]
     fn writes_the_whole_file_and_leaves_no_temporary() {

@@ -84,6 +84,30 @@ fn a_bad_budget_is_refused() {
 }
 
 #[test]
+fn an_export_that_cannot_be_written_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let touch = format!("touch {}", ran.display());
+    for flag in ["--json", "--csv", "--markdown", "--plot"] {
+        assert_one_line_error(
+            &slowlab(&[
+                "sweep",
+                "--sizes",
+                "1,2",
+                flag,
+                "/nonexistent-slowlab/out",
+                "--",
+                "sh",
+                "-c",
+                &touch,
+            ]),
+            "/nonexistent-slowlab/out: there is no directory /nonexistent-slowlab",
+        );
+        assert!(!ran.exists(), "{flag}: the sweep ran before the check");
+    }
+}
+
+#[test]
 fn a_command_without_placeholder_runs_with_a_warning() {
     let o = slowlab(&["sweep", "--sizes", "1,2,4", "--reps", "1", "--", "true"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -64,6 +64,17 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
         args.selection.to,
     )?;
     let view = view_of(&args)?;
+    let exports = [
+        &args.flamegraph,
+        &args.collapsed,
+        &args.offcpu_flamegraph,
+        &args.pprof,
+        &args.html,
+        &args.fxprof,
+    ];
+    for path in exports.into_iter().flatten() {
+        slowlab_report::check_writable(path)?;
+    }
     let selects = !args.selection.filter.is_empty()
         || args.selection.from.is_some()
         || args.selection.to.is_some();

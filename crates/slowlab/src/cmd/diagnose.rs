@@ -34,6 +34,9 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     if args.parquet.is_some() {
         slowlab_exports::parquet_available()?;
     }
+    if let Some(path) = &args.fxprof {
+        slowlab_report::check_writable(path)?;
+    }
     let made = !args.output.exists();
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;

@@ -16,13 +16,16 @@ use slowlab_cli::doctor::DoctorArgs;
 use slowlab_doctor::{judge, Recording, Snapshot};
 use slowlab_exports::{ParquetOptions, ParquetRun};
 use slowlab_report::doctor::{doctor_html, doctor_json, doctor_text};
-use slowlab_report::write_atomically;
+use slowlab_report::{check_writable, write_atomically};
 
 use super::input::open_all;
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     if args.parquet.is_some() {
         slowlab_exports::parquet_available()?;
+    }
+    if let Some(path) = &args.html {
+        check_writable(path)?;
     }
     let root = Path::new("/");
     eprintln!("slowlab doctor: reading the standing conditions…");

@@ -10,7 +10,7 @@ use slowlab_diagnose::LabTracer;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
 use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_verdicts_within};
-use slowlab_report::write_atomically;
+use slowlab_report::{check_writable, write_atomically};
 use slowlab_sweep::Cancel;
 
 use super::input::Opener;
@@ -38,6 +38,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         Profile::Quick
     };
     let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
+    for path in [&args.json, &args.html].into_iter().flatten() {
+        check_writable(path)?;
+    }
 
     let cancel = Cancel::new();
     cancel_on_interrupt(cancel.clone())?;

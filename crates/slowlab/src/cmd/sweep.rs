@@ -12,7 +12,7 @@ use slowlab_model::results::SweepResult;
 use slowlab_report::sweep::{
     render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
 };
-use slowlab_report::write_atomically;
+use slowlab_report::{check_writable, write_atomically};
 use slowlab_runs::{fit_causes, PathExecutor};
 use slowlab_sweep::{parse_sizes, run_sweep, Cancel, CommandExecutor, SweepConfig};
 
@@ -27,6 +27,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .map_err(anyhow::Error::msg)?;
     if args.reps == 0 {
         bail!("--reps must be at least 1");
+    }
+    for path in [&args.json, &args.csv, &args.markdown, &args.plot]
+        .into_iter()
+        .flatten()
+    {
+        check_writable(path)?;
     }
     let baseline_size = (!args.no_baseline).then_some(args.baseline_size);
     if let Some(b) = baseline_size {
