@@ -70,6 +70,16 @@ impl Tracer for LabTracer<'_> {
         Ok(())
     }
 
+    fn discard(&mut self) {
+        if let Some((running, run_dir)) = self.running.take() {
+            match running {
+                Running::Perf(recording) => drop(recording.stop()),
+                Running::Bpf(recording) => drop(recording.stop()),
+            }
+            let _ = std::fs::remove_dir_all(run_dir);
+        }
+    }
+
     fn stop(&mut self) -> Result<TracedRun, TracerError> {
         let (running, run_dir) = self.running.take().ok_or("no recording is running")?;
         let outcome = match running {

@@ -118,6 +118,9 @@ pub trait Tracer {
     fn start(&mut self, label: &str) -> Result<(), TracerError>;
     /// Stops recording and runs the detectors on the trace.
     fn stop(&mut self) -> Result<TracedRun, TracerError>;
+    /// Stops recording and removes what the run wrote (it was interrupted: a trace of
+    /// part of a run must not sit beside the others looking complete).
+    fn discard(&mut self);
 }
 
 /// `lab --trace`: for each scenario, records one run of its pathological
@@ -165,27 +168,32 @@ pub fn trace_lab(
                     Role::Control => "control",
                 }
             );
+            let failed = |error: String| TracedRun {
+                trace: String::new(),
+                findings: Vec::new(),
+                titles: Vec::new(),
+                error: Some(error),
+            };
+            if ctx.cancel.is_cancelled() {
+                runs.push(failed("interrupted before it started".into()));
+                continue;
+            }
             ctx.status(&format!("{label}: recording"));
             let run = match tracer.start(&label) {
-                Err(e) => TracedRun {
-                    trace: String::new(),
-                    findings: Vec::new(),
-                    titles: Vec::new(),
-                    error: Some(e.to_string()),
-                },
+                Err(e) => failed(e.to_string()),
                 Ok(()) => {
                     let outcome = scenario.run_for_trace(ctx, role);
-                    ctx.status(&format!("{label}: analyzing"));
-                    let mut run = tracer.stop().unwrap_or_else(|e| TracedRun {
-                        trace: String::new(),
-                        findings: Vec::new(),
-                        titles: Vec::new(),
-                        error: Some(e.to_string()),
-                    });
-                    if let Err(e) = outcome {
-                        run.error = Some(e.to_string());
+                    if ctx.cancel.is_cancelled() {
+                        tracer.discard();
+                        failed("interrupted: what it recorded was removed".into())
+                    } else {
+                        ctx.status(&format!("{label}: analyzing"));
+                        let mut run = tracer.stop().unwrap_or_else(|e| failed(e.to_string()));
+                        if let Err(e) = outcome {
+                            run.error = Some(e.to_string());
+                        }
+                        run
                     }
-                    run
                 }
             };
             for title in &run.titles {

@@ -1,7 +1,8 @@
 //! `slowlab lab teardown-lock` run for real: at tiny size, the JSON result
 //! and the direction of the effect; then Ctrl-C (once, and twice) while the
-//! holder processes are alive. Every test checks that no holder process
-//! outlives slowlab. Holders are recognised by their command line and by a
+//! holder processes are alive, also while `--trace` records them (the
+//! interrupted run's directory is removed, the next is not started). Every
+//! test checks that no holder process outlives slowlab. Holders are recognised by their command line and by a
 //! per-test tag in the environment they inherit.
 //!
 //! Needs root (network namespaces); without it each test prints SKIP.
@@ -235,4 +236,45 @@ fn a_second_ctrl_c_still_kills_every_holder() {
         return;
     }
     interrupt_while_holders_are_alive("sigint-twice", 1, Duration::from_millis(1));
+}
+
+#[test]
+fn ctrl_c_while_tracing_leaves_no_run_that_looks_complete() {
+    if !is_root() {
+        slowlab_testkit::skip(format_args!("teardown-lock and its recording need root"));
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = common::one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let tag = tag("trace");
+    let mut child = start(&tag, &["--tiny", "--trace", dir.path().to_str().unwrap()]);
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The pathological run under its recording: its holders are up.
+    while holders(&tag).len() < 50 {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().expect("wait failed");
+            panic!(
+                "lab ended before its holders were up: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(Instant::now() < deadline, "no holders within a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = finish(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "runs left after the interrupt: {left:?}; {stderr}"
+    );
+    assert_no_holder_left(&tag, &[]);
 }
