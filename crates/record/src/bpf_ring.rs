@@ -105,7 +105,7 @@ pub fn run_bpf_ring(
         recorder: &recorder,
         companions: &companions,
         snapshots: Kept::on_disk(&output, always.keep_snapshots),
-        need: snapshot_need(|| max_bytes + SNAPSHOT_OVERHEAD),
+        max_bytes,
         warnings,
     };
     let triggers = Watch::new(&always.triggers);
@@ -145,8 +145,8 @@ struct Ring<'a> {
     recorder: &'a SchedRecorder,
     companions: &'a Companions,
     snapshots: Kept,
-    /// The free bytes a snapshot may need.
-    need: u64,
+    /// The most bytes of records a window keeps.
+    max_bytes: u64,
     warnings: Vec<String>,
 }
 
@@ -247,8 +247,14 @@ impl Ring<'_> {
     /// why there is none.
     fn save(&mut self) -> Result<(PathBuf, Vec<PathBuf>), String> {
         let dir = output_dir(self.output);
-        if let Some(free) = free_bytes(dir).filter(|&free| free < self.need) {
-            return Err(disk_full(free, dir, self.need));
+        // What this window needs, not the fullest one's: a ring of seconds on a quiet
+        // machine holds megabytes, where its bound is half a gigabyte.
+        let need = snapshot_need(|| {
+            let window = self.recorder.window_bytes().unwrap_or(self.max_bytes);
+            window.min(self.max_bytes) + SNAPSHOT_OVERHEAD
+        });
+        if let Some(free) = free_bytes(dir).filter(|&free| free < need) {
+            return Err(disk_full(free, dir, need));
         }
         let trace = side_file(self.output, &timestamp());
         if let Err(e) = self.recorder.snapshot(&trace) {

@@ -1,7 +1,8 @@
 //! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for
 //! 45 s under process churn, with saves every few seconds, keeps its memory, its files
 //! and its snapshots bounded, each snapshot at most about the ring's seconds; a full
-//! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on.
+//! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on;
+//! a short ring saves on a disk far smaller than the most a window may hold.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
 //!
 //! Every test holds `one_recording_at_a_time()` and skips with its reason where perf (and
@@ -14,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::ring::{
-    a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, settled_level, Recorder,
+    a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, settled_level, Recorder, Tmpfs,
 };
 use common::{one_recording_at_a_time, snapshots_of, status_kib};
 
@@ -159,4 +160,35 @@ fn a_full_disk_stops_a_snapshot_of_the_bpf_recorder_not_the_recording() {
     assert_eq!(status, 130, "{err}");
     let v = analyze(&trace, &[]);
     assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+}
+
+#[test]
+fn a_short_ring_saves_on_a_disk_smaller_than_the_most_a_window_holds() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    // 96 MiB: two seconds of this machine's records fit many times over, the 512 MiB a
+    // window may hold at most do not (a snapshot was refused, asking for 544 MB free).
+    let fs = match Tmpfs::mount(96) {
+        Ok(fs) => fs,
+        Err(why) => {
+            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
+            return;
+        }
+    };
+    let errs = tempfile::tempdir().expect("temp dir");
+    let trace = fs.path().join("r.data");
+    let args = ["--backend", "bpf", "--ring", "2", "--samples-on", "timer"];
+    let rec = Recorder::start(&trace, &errs.path().join("r.err"), &args, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    let out = rec.save();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        rec.err()
+    );
+    let snap = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(analyze(&snap, &[])["samples"].as_u64().unwrap_or(0) > 0);
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
 }

@@ -95,6 +95,8 @@ enum Ask {
     Snapshot(PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>),
     /// The command the recording runs: its pid and arguments.
     Command(u32, Vec<String>),
+    /// Ring mode: the bytes of records the window holds now, answered on the sender.
+    WindowBytes(mpsc::Sender<u64>),
 }
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
@@ -222,6 +224,17 @@ impl SchedRecorder {
             .send(Ask::Snapshot(path.to_path_buf(), answer))
             .map_err(|_| BpfError::ThreadPanicked)?;
         answered.recv().map_err(|_| BpfError::ThreadPanicked)?
+    }
+
+    /// Ring mode: the bytes of records the window holds now (what a snapshot writes,
+    /// besides its stacks and mappings); `None` outside ring mode or once it has ended.
+    pub fn window_bytes(&self) -> Option<u64> {
+        if !self.ring {
+            return None;
+        }
+        let (answer, answered) = mpsc::channel();
+        self.asks.send(Ask::WindowBytes(answer)).ok()?;
+        answered.recv().ok()
     }
 
     /// The recording file.
@@ -442,6 +455,10 @@ fn run(
                 Ask::Snapshot(path, answer) => (path, answer),
                 Ask::Command(pid, args) => {
                     d.command(pid, &args);
+                    continue;
+                }
+                Ask::WindowBytes(answer) => {
+                    let _ = answer.send(d.window().map_or(0, |w| w.bytes()));
                     continue;
                 }
             };

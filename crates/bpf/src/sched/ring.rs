@@ -283,7 +283,6 @@ impl Window {
     }
 
     /// Bytes of sections kept.
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes + self.current.len() as u64
     }
