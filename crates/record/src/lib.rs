@@ -168,6 +168,8 @@ pub enum RecordError {
     Permission { paranoid: i32 },
     #[error("only {free_mb} MB free in {dir}: a trace needs more; free some space or write elsewhere with -o")]
     DiskFull { dir: PathBuf, free_mb: u64 },
+    #[error("the disk filled while recording into {dir} ({free_mb} MB free there now, the unfinished trace removed): free some space or write elsewhere with -o")]
+    DiskFilled { dir: PathBuf, free_mb: u64 },
     #[error("command not found: {0}")]
     CommandNotFound(String),
     #[error("perf record failed (exit {code}): {last_line}")]
@@ -211,7 +213,7 @@ impl RecordError {
     /// The disk of `output` filled while it was written: how much is free there now.
     pub(crate) fn disk_filled(output: &std::path::Path) -> RecordError {
         let dir = args::output_dir(output).to_owned();
-        RecordError::DiskFull {
+        RecordError::DiskFilled {
             free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
             dir,
         }
@@ -320,7 +322,7 @@ mod tests {
     fn the_ebpf_recorders_errors_name_perf_only_when_perf_is_the_way_out() {
         let full = RecordError::from_bpf(io(libc::ENOSPC));
         assert!(
-            matches!(&full, RecordError::DiskFull { dir, .. } if dir == Path::new("/tmp")),
+            matches!(&full, RecordError::DiskFilled { dir, .. } if dir == Path::new("/tmp")),
             "{full:?}"
         );
         let denied = RecordError::from_bpf(io(libc::EACCES)).to_string();

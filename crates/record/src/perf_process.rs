@@ -452,7 +452,7 @@ mod tests {
         assert!(e.to_string().contains("sys_perf_event_open"), "{e}");
         let l = lines(&["failed to write: No space left on device"]);
         let e = check_perf_exit(&c, PerfExit::Code(1), &l, false).unwrap_err();
-        assert!(matches!(e, RecordError::DiskFull { .. }), "{e}");
+        assert!(matches!(e, RecordError::DiskFilled { .. }), "{e}");
     }
 
     #[test]

@@ -48,8 +48,10 @@ fn ended_by_the_full_disk(out: &Output, dir: &Path) {
     assert_eq!(out.status.code(), Some(2), "{err}");
     let last = err.trim_end().lines().last().unwrap_or("");
     assert!(
-        last.starts_with("slowlab: error: only ")
-            && last.contains(&format!("MB free in {}", dir.display()))
+        last.starts_with(&format!(
+            "slowlab: error: the disk filled while recording into {}",
+            dir.display()
+        )) && last.contains("MB free there now")
             && last.contains("free some space or write elsewhere with -o"),
         "{err}"
     );
