@@ -168,8 +168,13 @@ pub enum RecordError {
     Permission { paranoid: i32 },
     #[error("only {free_mb} MB free in {dir}: a trace needs more; free some space or write elsewhere with -o")]
     DiskFull { dir: PathBuf, free_mb: u64 },
-    #[error("the disk filled while recording into {dir} ({free_mb} MB free there now, the unfinished trace removed): free some space or write elsewhere with -o")]
-    DiskFilled { dir: PathBuf, free_mb: u64 },
+    #[error("the disk filled while recording into {dir} ({free_mb} MB free there now, the unfinished trace removed){stopped}: free some space or write elsewhere with -o")]
+    DiskFilled {
+        dir: PathBuf,
+        free_mb: u64,
+        /// How the recorded command ended with it, if it did ("; perf stopped `make` too").
+        stopped: String,
+    },
     #[error("command not found: {0}")]
     CommandNotFound(String),
     #[error("perf record failed (exit {code}): {last_line}")]
@@ -216,6 +221,7 @@ impl RecordError {
         RecordError::DiskFilled {
             free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
             dir,
+            stopped: String::new(),
         }
     }
 

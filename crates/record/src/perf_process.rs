@@ -348,7 +348,16 @@ pub(crate) fn check_perf_exit(
     stopped: bool,
 ) -> Result<(), RecordError> {
     if lines.iter().any(|l| l.contains("No space left")) {
-        return Err(RecordError::disk_filled(&cfg.output));
+        let mut e = RecordError::disk_filled(&cfg.output);
+        // perf ends the command it runs when it fails (SIGTERM); the eBPF recorder's runs on.
+        if let (RecordError::DiskFilled { stopped, .. }, Some(program)) =
+            (&mut e, cfg.command.first())
+        {
+            *stopped = format!(
+                "; perf stopped `{program}` with it (the eBPF recorder lets a command run on)"
+            );
+        }
+        return Err(e);
     }
     if lines
         .iter()
@@ -453,6 +462,7 @@ mod tests {
         let l = lines(&["failed to write: No space left on device"]);
         let e = check_perf_exit(&c, PerfExit::Code(1), &l, false).unwrap_err();
         assert!(matches!(e, RecordError::DiskFilled { .. }), "{e}");
+        assert!(e.to_string().contains("perf stopped `sh` with it"), "{e}");
     }
 
     #[test]
