@@ -227,6 +227,15 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
         if !self.run_batch(jobs)? {
             return Ok(());
         }
+        if self.spent_s > self.cfg.budget_s {
+            // The first sizes run whatever the budget: no verdict comes from fewer.
+            self.warn(format!(
+                "over the budget of {}: the first {first} sizes, which every verdict needs, took {}; \
+                 raise --budget, or give smaller sizes",
+                seconds(self.cfg.budget_s),
+                seconds(self.spent_s)
+            ));
+        }
 
         let mut over_budget = false;
         for (index, &n) in sizes.iter().enumerate().skip(first) {

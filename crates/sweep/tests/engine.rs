@@ -241,6 +241,22 @@ fn sizes_beyond_the_budget_are_skipped_with_a_projection() {
 }
 
 #[test]
+fn the_first_sizes_run_over_a_small_budget_and_say_so() {
+    // 1 s a run at the first size: the three sizes every verdict needs cost ~20 s.
+    let mut exec = FakeExecutor::new(1, |n| 1e-4 * n);
+    let mut cfg = config(&[10_000, 20_000, 40_000]);
+    cfg.budget_s = 0.1;
+    let r = run_sweep(&mut exec, command(), &cfg, &mut NoProgress, &Cancel::new()).unwrap();
+    assert!(r.elapsed_s > 0.1);
+    let w = r.warnings.iter().find(|w| w.starts_with("over the budget of 100 ms"));
+    assert!(
+        w.is_some_and(|w| w.contains("the first 3 sizes")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
 fn an_inconclusive_sweep_measures_more_then_decides() {
     // n^1.6 with heavy noise: the planned three sizes cannot decide.
     let mut exec = FakeExecutor::new(5, |n| 1e-9 * n.powf(1.6)).with_noise(0.35);
