@@ -249,8 +249,13 @@ impl<E: Executor + ?Sized> Sweep<'_, E> {
                 self.skip_rest(
                     &sizes[index..],
                     format!(
-                        "stopped early: growth is already certainly super-linear at n={}; \
+                        "stopped early: growth is already {} super-linear at n={}; \
                      not run: {} (use --all-sizes to run every size)",
+                        if growth.exponent_ci.is_some() {
+                            "certainly"
+                        } else {
+                            "by one run per size"
+                        },
                         self.largest(),
                         list(&sizes[index..])
                     ),

@@ -137,7 +137,8 @@ pub fn local_exponent(n1: u64, t1: f64, n2: u64, t2: f64) -> Option<f64> {
 }
 
 /// Slope over the top sizes of ln(median − baseline) against ln n, and its
-/// bootstrap interval.
+/// bootstrap interval: none when a top size has one run (resampling one value gives it
+/// back every time, an interval of zero width that says nothing of the noise).
 fn top_exponent(
     top: &[&Point],
     baseline: Option<&Point>,
@@ -150,6 +151,9 @@ fn top_exponent(
         return (None, None);
     }
     let exponent = stats::log_log_slope(&xs, &ys);
+    if top.iter().any(|p| p.cpu_s.len() < 2) {
+        return (exponent, None);
+    }
 
     let mut scratch = Vec::new();
     let mut resampled = vec![0.0; top.len()];

@@ -65,13 +65,23 @@ pub fn decide(g: &Growth) -> Decision {
     let second_last = locals.iter().rev().nth(1).copied().flatten();
     let sizes = g.rows.len();
 
-    let (Some(k), Some([lo, hi])) = (g.exponent, g.exponent_ci) else {
+    // One run per size: the exponent, but no interval; the verdict then rests on the
+    // exponent alone, and its reason says so.
+    let single_runs = g.exponent.is_some() && g.exponent_ci.is_none();
+    let (Some(k), Some([lo, hi])) = (g.exponent, g.exponent_ci.or(g.exponent.map(|k| [k, k])))
+    else {
         let reason = if sizes < 2 {
             "fewer than two sizes were measured".to_string()
         } else {
             "the costs of the top sizes are not measurable above the baseline".to_string()
         };
         return inconclusive(reason, NextStep::LargerSize);
+    };
+
+    let measured = if single_runs {
+        format!("exponent {k:.2} from one run per size (no interval: run each size at least twice)")
+    } else {
+        format!("exponent {k:.2} with 95% interval [{lo:.2}–{hi:.2}]")
     };
 
     let jump = locals
@@ -91,7 +101,7 @@ pub fn decide(g: &Growth) -> Decision {
         return settled(
             Verdict::Superlinear,
             format!(
-                "exponent {k:.2} with 95% interval [{lo:.2}–{hi:.2}] above {SUPERLINEAR_LOWER}, \
+                "{measured} above {SUPERLINEAR_LOWER}, \
                  and the last two doublings stay high ({:.2}, {:.2})",
                 second_last.unwrap_or(f64::NAN),
                 last.unwrap_or(f64::NAN)
@@ -100,8 +110,7 @@ pub fn decide(g: &Growth) -> Decision {
     }
 
     if hi <= LINEAR_UPPER && last.is_none_or(|e| e < JUMP_LOCAL) {
-        let mut reason =
-            format!("exponent {k:.2} with 95% interval [{lo:.2}–{hi:.2}] at most {LINEAR_UPPER}");
+        let mut reason = format!("{measured} at most {LINEAR_UPPER}");
         if let Some((i, e)) = jump {
             reason.push_str(&format!(
                 "; a one-off step between n={} and n={} (local exponent {e:.2}) lies below the top sizes",
@@ -145,10 +154,7 @@ pub fn decide(g: &Growth) -> Decision {
     } else {
         "the interval straddles the thresholds"
     };
-    inconclusive(
-        format!("exponent {k:.2} with 95% interval [{lo:.2}–{hi:.2}]: {why}"),
-        next,
-    )
+    inconclusive(format!("{measured}: {why}"), next)
 }
 
 /// Growth statistics and verdict of points measured elsewhere (a lab

@@ -248,9 +248,29 @@ fn the_first_sizes_run_over_a_small_budget_and_say_so() {
     cfg.budget_s = 0.1;
     let r = run_sweep(&mut exec, command(), &cfg, &mut NoProgress, &Cancel::new()).unwrap();
     assert!(r.elapsed_s > 0.1);
-    let w = r.warnings.iter().find(|w| w.starts_with("over the budget of 100 ms"));
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("over the budget of 100 ms"));
     assert!(
         w.is_some_and(|w| w.contains("the first 3 sizes")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn one_run_per_size_gives_no_interval_and_says_so() {
+    let mut exec = FakeExecutor::new(1, quadratic);
+    let mut cfg = config(&SIZES);
+    cfg.reps = 1;
+    let r = run_sweep(&mut exec, command(), &cfg, &mut NoProgress, &Cancel::new()).unwrap();
+    assert!(r.exponent.is_some_and(|k| k > 1.5), "{r:#?}");
+    assert_eq!(r.exponent_ci, None, "an interval from one run a size is a point");
+    assert_eq!(r.verdict, Verdict::Superlinear, "{}", r.reason);
+    assert!(r.reason.contains("from one run per size"), "{}", r.reason);
+    assert!(
+        r.warnings.iter().all(|w| !w.contains("certainly")),
         "{:?}",
         r.warnings
     );
