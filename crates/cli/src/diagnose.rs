@@ -95,9 +95,9 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
 
-    /// With --pid: how long to record (90, 20s, 500ms, 2m)
-    #[arg(long, default_value = "10", value_name = "DURATION", value_parser = window_seconds, requires = "pid")]
-    pub seconds: f64,
+    /// With --pid: how long to record (90, 20s, 500ms, 2m; 10 s by default)
+    #[arg(long, value_name = "DURATION", value_parser = window_seconds, requires = "pid")]
+    pub seconds: Option<f64>,
 
     /// The command to run while recording. It reads slowlab's standard input when that
     /// is a pipe or a file (`-- ./app < input`); from a terminal, none.

@@ -116,3 +116,19 @@ fn a_pid_that_is_not_running_is_a_one_line_error_before_recording() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!dir.path().join("trace.data").exists());
 }
+
+#[test]
+fn seconds_with_a_command_instead_of_a_pid_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = slowlab()
+        .args(["diagnose", "--seconds", "3", "-o"])
+        .arg(dir.path().join("d"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--seconds is the window recorded for --pid"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!dir.path().join("d").exists(), "nothing recorded");
+}

@@ -21,6 +21,13 @@ use super::input::Opener;
 
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     let json = args.json.then(json_only_stdout).transpose()?;
+    // With --pid: the window recorded. (clap's `requires` does not hold against a CMD,
+    // which --pid conflicts with.)
+    anyhow::ensure!(
+        args.seconds.is_none() || args.pid.is_some(),
+        "--seconds is the window recorded for --pid; a command is recorded until it exits (drop --seconds)"
+    );
+    let seconds = args.seconds.unwrap_or(10.0);
     if let Some(n) = &args.repeat {
         let n = slowlab_runs::parse_repeat(n).map_err(anyhow::Error::msg)?;
         return repeat(&args, n, json);
@@ -43,14 +50,13 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     let trace_path = args.output.join("trace.data");
     // Attached to a running process: the whole system for the window.
     let recorded = match args.pid {
-        Some(_) => vec!["sleep".to_string(), format!("{}", args.seconds)],
+        Some(_) => vec!["sleep".to_string(), format!("{seconds}")],
         None => args.command.clone(),
     };
     let cfg = recording(trace_path.clone(), args.freq, recorded);
     if let Some(pid) = args.pid {
         eprintln!(
-            "slowlab: recording the whole system for {} s for pid {pid} (Ctrl-C ends early)",
-            args.seconds
+            "slowlab: recording the whole system for {seconds} s for pid {pid} (Ctrl-C ends early)"
         );
     }
     let bpf = super::record::diagnose_with_bpf(args.backend);
@@ -107,8 +113,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     }
     if let (Some(pid), true) = (args.pid, report.did_not_run) {
         say(&format!(
-            "\npid {pid} did not run at all in the {} s window: it looks hung. Its wait chains now:\n",
-            args.seconds
+            "\npid {pid} did not run at all in the {seconds} s window: it looks hung. Its wait chains now:\n"
         ));
         let every_thread = slowlab_hang::Options { all_threads: true };
         match slowlab_hang::walk(Path::new("/"), pid, &every_thread) {
