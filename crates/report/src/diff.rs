@@ -68,7 +68,10 @@ pub fn diff_text(v: &DiffView, a_name: &str, b_name: &str) -> String {
         ]);
     }
     if t.is_empty() {
-        out.push_str("no samples in either selection\n");
+        // Rows left out by --top 0 are rows: the selection has samples.
+        if v.omitted_rows == 0 {
+            out.push_str("no samples in either selection\n");
+        }
     } else {
         out.push_str(&t.render(0));
         out.push('\n');
