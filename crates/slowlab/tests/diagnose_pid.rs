@@ -128,7 +128,10 @@ fn seconds_with_a_command_instead_of_a_pid_is_a_one_line_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--seconds is the window recorded for --pid"), "{stderr}");
+    assert!(
+        stderr.contains("--seconds is the window recorded for --pid"),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!dir.path().join("d").exists(), "nothing recorded");
 }

@@ -266,7 +266,10 @@ fn one_run_per_size_gives_no_interval_and_says_so() {
     cfg.reps = 1;
     let r = run_sweep(&mut exec, command(), &cfg, &mut NoProgress, &Cancel::new()).unwrap();
     assert!(r.exponent.is_some_and(|k| k > 1.5), "{r:#?}");
-    assert_eq!(r.exponent_ci, None, "an interval from one run a size is a point");
+    assert_eq!(
+        r.exponent_ci, None,
+        "an interval from one run a size is a point"
+    );
     assert_eq!(r.verdict, Verdict::Superlinear, "{}", r.reason);
     assert!(r.reason.contains("from one run per size"), "{}", r.reason);
     assert!(

@@ -54,10 +54,7 @@ pub fn walk(root: &Path, pid: i32, options: &Options) -> Result<HangReport, Hang
         Ok(t) => t,
         Err(ReadError::Gone) => return Err(HangError::Exited(pid)),
         Err(ReadError::Denied) => {
-            return Err(HangError::NotPermitted {
-                pid,
-                what: format!("/proc/{pid}/task"),
-            })
+            return Err(HangError::not_permitted(pid, format!("/proc/{pid}/task")))
         }
         Err(ReadError::Other(e)) => {
             return Err(HangError::Io {
@@ -203,10 +200,7 @@ impl Walker {
             Ok(s) => s,
             Err(ReadError::Gone) => return Err(HangError::NoSuchProcess(pid)),
             Err(ReadError::Denied) => {
-                return Err(HangError::NotPermitted {
-                    pid,
-                    what: format!("/proc/{pid}/stat"),
-                })
+                return Err(HangError::not_permitted(pid, format!("/proc/{pid}/stat")))
             }
             Err(ReadError::Other(e)) => {
                 return Err(HangError::Io {
@@ -247,10 +241,10 @@ impl Walker {
         match self.proc.read(&dir.join("syscall")) {
             Ok(_) => {}
             Err(ReadError::Denied) => {
-                return Err(HangError::NotPermitted {
+                return Err(HangError::not_permitted(
                     pid,
-                    what: format!("/proc/{pid}/syscall"),
-                })
+                    format!("/proc/{pid}/syscall"),
+                ))
             }
             Err(ReadError::Gone) if self.proc.read(&dir.join("stat")).is_ok() => {
                 return Err(HangError::Unsupported(format!(
