@@ -14,11 +14,11 @@ pub enum BackendArg {
     Perf,
     /// The eBPF scheduler recorder: CPU samples, switches and wake-ups with stacks,
     /// lifetimes, the syscalls slowlab reads with their paths, page faults and disk
-    /// requests, in one file, at a fraction of perf's cost; with `--ring`, the last
-    /// seconds are kept in memory and written on a snapshot.
+    /// requests, in one file, at a fraction of perf's cost (`slowlab record --ring` keeps
+    /// the last seconds in memory and writes them on a snapshot).
     Bpf,
     /// bpf where it can run here (root or CAP_BPF and CAP_PERFMON, kernel BTF; not with
-    /// `--call-graph dwarf`), else perf, saying why.
+    /// `record --call-graph dwarf`), else perf, saying why.
     Auto,
 }
 
