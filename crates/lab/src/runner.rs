@@ -92,10 +92,9 @@ pub fn run_lab(scenarios: &[&dyn Scenario], ctx: &mut LabContext) -> Vec<Scenari
                 r.lines = lines;
                 r
             }
-            Err(LabError::Interrupted) => ScenarioResult::skipped(
-                id,
-                "interrupted (Ctrl-C); everything it created was removed",
-            ),
+            Err(LabError::Interrupted) => {
+                ScenarioResult::skipped(id, "interrupted; everything it created was removed")
+            }
             Err(e) => {
                 let mut r = ScenarioResult::skipped(id, format!("failed: {e}"));
                 r.lines = lines;

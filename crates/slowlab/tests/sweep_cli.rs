@@ -200,6 +200,13 @@ fn a_linear_command_is_linear() {
 
 #[test]
 fn ctrl_c_kills_the_running_command_and_prints_what_was_measured() {
+    // Ctrl-C, and SIGTERM as a service manager sends it: 128 + the signal either way.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        stopped_by(sig);
+    }
+}
+
+fn stopped_by(sig: i32) {
     let _one = one_measurement_at_a_time();
     // A marker argument to find stray processes afterwards.
     let marker = format!("{}", 900_000 + std::process::id() % 99_999);
@@ -215,7 +222,7 @@ fn ctrl_c_kills_the_running_command_and_prints_what_was_measured() {
     // Let it measure the small sizes and get stuck in the 4G one.
     std::thread::sleep(Duration::from_millis(2500));
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, sig);
     }
     let start = Instant::now();
     let o = child.wait_with_output().unwrap();
@@ -223,7 +230,7 @@ fn ctrl_c_kills_the_running_command_and_prints_what_was_measured() {
         start.elapsed() < Duration::from_secs(10),
         "did not stop promptly"
     );
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(128 + sig), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("interrupted"), "{out}");
     // No burner with our marker survives.

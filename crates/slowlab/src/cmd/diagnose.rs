@@ -126,7 +126,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     }
     crate::report_replays();
     Ok(match (args.pid, outcome.stopped_by) {
-        (Some(_), Some(_)) => 130,
+        (Some(_), Some(sig)) => 128 + sig,
         (Some(_), None) => 0,
         (None, _) => outcome.exit_code,
     })
@@ -212,7 +212,7 @@ fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i
         print!("{}", summary.text());
     }
     Ok(if interrupted {
-        130
+        crate::signals::exit_code()
     } else {
         first_failure.unwrap_or(0)
     })

@@ -72,7 +72,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             .iter()
             .any(|p| p.reason.as_deref().is_some_and(|r| r.starts_with("failed")));
         return Ok(if cancel.is_cancelled() {
-            130
+            crate::signals::exit_code()
         } else if failed {
             1
         } else {
@@ -92,7 +92,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         }
         let failed = checks.iter().any(|c| c.fired.is_some() && !c.passed());
         return Ok(if cancel.is_cancelled() {
-            130
+            crate::signals::exit_code()
         } else if failed {
             1
         } else {
@@ -116,7 +116,11 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.html {
         write_atomically(path, slowlab_report::html::lab_page(&results).as_bytes())?;
     }
-    Ok(if cancel.is_cancelled() { 130 } else { 0 })
+    Ok(if cancel.is_cancelled() {
+        crate::signals::exit_code()
+    } else {
+        0
+    })
 }
 
 /// The result table goes to stdout, or to stderr when stdout carries JSON.

@@ -102,7 +102,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
             write_atomically(path, &bytes)?;
         }
     }
-    Ok(if result.interrupted { 130 } else { 0 })
+    Ok(if result.interrupted {
+        crate::signals::exit_code()
+    } else {
+        0
+    })
 }
 
 /// `--critical-path`: every run a diagnose run; each cause's growth fitted
