@@ -259,6 +259,22 @@ impl Scheduled {
     }
 }
 
+/// A recording that stops before its triggers' snapshots are due says so, once for
+/// each: they were not saved (the final trace holds the last seconds, with the moment
+/// each trigger fired in them when it came within the ring's window).
+impl Drop for Scheduled {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        for (at, why) in self.pending.drain(..) {
+            eprintln!(
+                "slowlab: the snapshot of {why} was not saved: the recording stopped {:.1} s \
+                 before it was due; the final trace holds the last seconds",
+                at.saturating_duration_since(now).as_secs_f64()
+            );
+        }
+    }
+}
+
 impl Watch {
     pub fn new(triggers: &[Trigger]) -> Watch {
         // SAFETY: sysconf has no preconditions.

@@ -131,7 +131,8 @@ fn a_cmd_slower_trigger_fires_once_per_episode_with_the_bpf_recorder() {
 }
 
 /// A `cmd-slower:` trigger of a ring recording (with `backend`'s options) fires once per
-/// slow episode, each snapshot holding the slow process and the seconds after it.
+/// slow episode, each snapshot holding the slow process and the seconds after it; one
+/// still due when the recording stops is said not to be saved.
 fn trigger_fires_once_per_episode(backend: &[&str]) {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -178,10 +179,18 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
         assert!(c.wait().expect("waits").success());
     }
     rec.wait_for("slowlab: snapshot ", 2, Duration::from_secs(30));
+    // A third episode, the recording stopped before its snapshot is due: said, not saved.
+    let mut c = Command::new(&exe).arg("2.5").spawn().expect("runs");
+    rec.wait_for(&fired, 3, Duration::from_secs(30));
     let (status, err) = rec.stop();
+    assert!(c.wait().expect("waits").success());
     assert_eq!(status, 130, "{err}");
-    assert_eq!(err.matches(&fired).count(), 2, "{err}");
+    assert_eq!(err.matches(&fired).count(), 3, "{err}");
     assert_eq!(err.matches(&format!("for trigger {trigger}")).count(), 2);
+    assert!(
+        err.contains(&format!("the snapshot of trigger {trigger} was not saved")),
+        "{err}"
+    );
     eprintln!(
         "slow process ran {:.1} s; its snapshot was written {:.1} s after it ended",
         ended.duration_since(started).as_secs_f64(),
