@@ -36,6 +36,7 @@ mod debuginfod;
 mod hint;
 mod jobs;
 mod kernel;
+mod vdso;
 
 use slowlab_model::trace::{
     FrameIdx, FuncIdx, Function, Module, ModuleIdx, ModuleKind, StrIdx, Trace,

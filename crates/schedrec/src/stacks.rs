@@ -226,6 +226,10 @@ impl<'a> Stacks<'a> {
                 .map(|m| (m.path.clone(), addr - m.start + m.offset))
         });
         let (module, address) = match found {
+            // The vDSO is no file: named, if at all, from the running kernel's copy.
+            Some((path, offset)) if path == "[vdso]" => {
+                (self.module(trace, &path, ModuleKind::Other), offset)
+            }
             Some((path, offset)) => (self.module(trace, &path, ModuleKind::User), offset),
             None => (self.module(trace, UNKNOWN, ModuleKind::Other), addr),
         };

@@ -5,7 +5,8 @@
 //! compared with `perf report`,
 //! and read on one thread (`SLOWLAB_THREADS=1`) with the same results; and,
 //! with either backend, the recorded command reads what is piped into slowlab,
-//! and a recording leaves no side file of an earlier one of the same name.
+//! and a recording leaves no side file of an earlier one of the same name, and
+//! names the code of the vDSO (clock_gettime) from the running kernel's copy.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -563,5 +564,61 @@ fn the_command_reads_what_is_piped_in_and_a_new_recording_leaves_no_old_side_fil
             backend == "perf",
             "{backend}: perf's paths, and none left beside the next recording"
         );
+    }
+}
+
+#[test]
+fn the_vdso_is_named_with_either_backend() {
+    if let Some(why) = perf_unavailable() {
+        slowlab_testkit::skip(format_args!("{why}"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("clock.c");
+    std::fs::write(
+        &source,
+        "#include <time.h>\nint main(void) { struct timespec ts; long s = 0;\n\
+         for (long i = 0; i < 20000000; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); s += ts.tv_nsec; }\n\
+         return s == 42; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("clockloop");
+    let built = Command::new("cc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    for backend in ["bpf", "perf"] {
+        let trace = dir.path().join(format!("{backend}.data"));
+        let out = {
+            let _one = common::one_recording_at_a_time();
+            slowlab()
+                .args(["record", "--backend", backend, "-o"])
+                .arg(&trace)
+                .arg("--")
+                .arg(&exe)
+                .output()
+                .unwrap()
+        };
+        slowlab_testkit::assert_succeeded(&out);
+        let out = slowlab()
+            .arg("analyze")
+            .arg(&trace)
+            .args(["--filter", "process=clockloop", "--json"])
+            .output()
+            .unwrap();
+        let v = json(&out);
+        let top = &v["functions"][0];
+        assert_eq!(top["module"], "[vdso]", "{backend}: {top}");
+        assert!(
+            top["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("clock_gettime")),
+            "{backend}: the vDSO's function is named: {top}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("[vdso]:"), "no warning about it: {stderr}");
     }
 }

@@ -38,7 +38,8 @@ pub(crate) fn proc_thread(tid: u32) -> Option<(u32, String)> {
     Some((field("Tgid:")?.parse().ok()?, field("Name:")?))
 }
 
-/// The executable file mappings of a process, as `/proc/PID/maps` lines.
+/// The executable file mappings of a process, and its vDSO (named from the running
+/// kernel's copy by the analysis), as `/proc/PID/maps` lines.
 pub(crate) fn proc_exec_maps(pid: u32) -> Option<String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     Some(
@@ -46,7 +47,9 @@ pub(crate) fn proc_exec_maps(pid: u32) -> Option<String> {
             .filter(|l| {
                 let mut f = l.split_whitespace();
                 let perms = f.nth(1).unwrap_or("");
-                perms.contains('x') && f.nth(3).is_some_and(|p| p.starts_with('/'))
+                perms.contains('x')
+                    && f.nth(3)
+                        .is_some_and(|p| p.starts_with('/') || p == "[vdso]")
             })
             .fold(String::new(), |mut s, l| {
                 s.push_str(l);

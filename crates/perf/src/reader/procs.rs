@@ -21,7 +21,8 @@ pub(super) struct Map {
     pub(super) pgoff: u64,
     pub(super) module: ModuleIdx,
     /// The module's kind, kept here (in the padding) so that making a
-    /// frame key from a map needs no look at the modules.
+    /// frame key from a map needs no look at the modules; `User` for the
+    /// vDSO too, whose addresses are made relative as a file's are.
     pub(super) kind: ModuleKind,
 }
 
@@ -245,7 +246,12 @@ impl Builder {
             end: start.saturating_add(len),
             pgoff,
             module,
-            kind: self.t.modules[module.ix()].kind,
+            // The vDSO's frames are relative to its mapping, as a file's are: one image in
+            // every process, named from the running kernel's copy when it is the same.
+            kind: match self.t.modules[module.ix()].kind {
+                ModuleKind::Other if path == "[vdso]" => ModuleKind::User,
+                kind => kind,
+            },
         };
         insert_map(self.maps.entry(pid).or_default(), m);
     }

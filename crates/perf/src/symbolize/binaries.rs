@@ -60,6 +60,19 @@ pub(super) struct Opened {
 }
 
 impl Opened {
+    /// An image in memory (the running vDSO), read as a binary's file is: no file
+    /// behind it, so nothing of it is kept in the symbol cache.
+    pub(super) fn image(map: memmap2::Mmap) -> Opened {
+        Opened {
+            map: Ok(map),
+            debug: None,
+            index: None,
+            identity: None,
+            table_key: OnceLock::new(),
+            kept_names: Mutex::new(None),
+        }
+    }
+
     /// The [`Elf::table_key`] of `symbols` (the table of this binary the
     /// names come from), `None` when the cache is off: see [`table_key`].
     pub(super) fn table_key(&self, symbols: &Elf<'_>, cache: &SymbolCache) -> Option<u128> {

@@ -8,6 +8,7 @@
 //! It opens no file itself: `binaries` hands it each binary, opened.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
@@ -15,6 +16,7 @@ use slowlab_model::trace::{FrameIdx, ModuleIdx, ModuleKind, Trace};
 use super::binaries::{will_need_names, Opened, Preload};
 use super::cache::SymbolCache;
 use super::hint::{no_debug_file, Missing};
+use super::vdso;
 use super::ModuleResult;
 use crate::symbols::{demangle, sort_by_address, DemangledNames, Elf};
 use crate::ProgressFn;
@@ -29,15 +31,23 @@ pub(super) struct UserJob {
     path: String,
     build_id: Option<String>,
     frames: Vec<(u64, FrameIdx)>,
+    /// The image to read, when it is not the file at `path` (the running vDSO).
+    image: Option<Arc<Opened>>,
 }
 
 /// The user frames `from..to` of `trace`, one job per binary, the biggest
-/// first.
+/// first; and those of its `[vdso]` when it is the running kernel's ([`vdso`]).
 pub(super) fn user_jobs(trace: &Trace, from: usize, to: usize) -> Vec<UserJob> {
+    let vdso: Vec<Option<Arc<Opened>>> = trace
+        .modules
+        .iter()
+        .map(|m| vdso::running_for(trace, m))
+        .collect();
     let mut by_module: Vec<Vec<(u64, FrameIdx)>> = vec![Vec::new(); trace.modules.len()];
     for (i, f) in trace.frames.iter().enumerate().take(to).skip(from) {
-        if trace.modules[f.module.ix()].kind == ModuleKind::User {
-            by_module[f.module.ix()].push((f.address, FrameIdx(i as u32)));
+        let m = f.module.ix();
+        if trace.modules[m].kind == ModuleKind::User || vdso[m].is_some() {
+            by_module[m].push((f.address, FrameIdx(i as u32)));
         }
     }
     let mut jobs: Vec<UserJob> = by_module
@@ -51,6 +61,7 @@ pub(super) fn user_jobs(trace: &Trace, from: usize, to: usize) -> Vec<UserJob> {
                 path: trace.str(module.path).to_owned(),
                 build_id: module.build_id.clone(),
                 frames,
+                image: vdso[m].clone(),
             }
         })
         .collect();
@@ -73,10 +84,17 @@ pub(super) fn run_user_jobs(
         jobs.par_iter()
             .with_max_len(1)
             .map(|job| {
-                let opened = preload.open(&job.path, job.build_id.as_deref());
+                let opened = match &job.image {
+                    Some(image) => Arc::clone(image),
+                    None => preload.open(&job.path, job.build_id.as_deref()),
+                };
                 let mut r = symbolize_user_module(job.module, &opened, &job.frames, &preload.cache);
                 if let Some(p) = progress {
                     p("symbolize", done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                }
+                if job.image.is_some() {
+                    // The vDSO exports its functions, and that is all it has: nothing to say.
+                    (r.error, r.missing) = (None, None);
                 }
                 if let Some(e) = &mut r.error {
                     *e = format!("{}: {e}", job.path);
