@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
 use crate::args::{free_bytes, output_dir};
-use crate::bpf_session::{BpfRecorded, RecordedCommand};
+use crate::bpf_session::{BpfRecorded, RecordedCommand, SecondSignal};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
@@ -119,6 +119,7 @@ pub fn run_bpf_ring(
     drop(control);
     let mut warnings = std::mem::take(&mut ring.warnings);
     let snapshots = ring.snapshots.this_run().to_vec();
+    let _at_once = SecondSignal::watch(signals, &output);
     let stats = match recorder.stop() {
         Ok(stats) => stats,
         Err(e) => {

@@ -314,7 +314,52 @@ pub fn run_bpf(
         &|pid| recorder.note_command(pid, command),
         &|| recorder.has_failed(),
     );
+    let _at_once = SecondSignal::watch(signals, &output);
     recording.finish(ran)
+}
+
+/// While the trace is written after a stop signal (a big ring's last window takes
+/// seconds), a second one ends slowlab at once, as `--help` says: the unfinished trace is
+/// removed and slowlab exits with 128 + that signal. Dropped when the trace is written.
+pub(crate) struct SecondSignal {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SecondSignal {
+    pub(crate) fn watch(mut signals: StopSignals, output: &Path) -> SecondSignal {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watching = std::sync::Arc::clone(&done);
+        let mut partial = output.as_os_str().to_owned();
+        partial.push(".partial");
+        let thread = std::thread::Builder::new()
+            .name("second-signal".into())
+            .spawn(move || {
+                while !watching.load(Ordering::SeqCst) {
+                    if let Some(&sig) = signals.take().first() {
+                        let _ = std::fs::remove_file(&partial);
+                        eprintln!(
+                            "slowlab: {}: stopped at once, without the trace",
+                            slowlab_model::signals::name(sig)
+                        );
+                        std::process::exit(128 + sig);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+            .ok();
+        SecondSignal { done, thread }
+    }
+}
+
+impl Drop for SecondSignal {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Runs `command` until it exits (or, without one, waits for a stop signal), telling
