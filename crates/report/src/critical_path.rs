@@ -6,7 +6,7 @@
 //! from `report_data`.)
 
 use slowlab_analyze::critical_path::{describe_part, waited_for, while_waited};
-use slowlab_model::critical_path::{CriticalPath, Segment, SegmentState, WaitKind};
+use slowlab_model::critical_path::{CriticalPath, PathPart, Segment, SegmentState, WaitKind};
 
 use crate::format;
 
@@ -108,6 +108,52 @@ fn segment_text(s: &Segment) -> String {
     )
 }
 
+/// One row of the text's table: the parts of processes of one name said in the same
+/// words.
+struct Row {
+    comm: String,
+    /// The processes' pids, each once, in the order their parts came.
+    pids: Vec<i32>,
+    words: String,
+    seconds: f64,
+    share: f64,
+}
+
+/// The parts (largest first) as the table says them: parts of one process name in the
+/// same words are one row (a launcher's 300 runs of `true` are `true ×300`, not 300 rows
+/// of 0.4%; a process's waits in the disk from three functions the table does not name
+/// are one), largest first.
+fn rows_in_words(parts: &[PathPart]) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    let mut index: std::collections::HashMap<(String, String), usize> = Default::default();
+    for p in parts {
+        let words = describe_part(p, p.pid);
+        match index.entry((p.comm.clone(), words.clone())) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let row = &mut rows[*e.get()];
+                row.seconds += p.seconds;
+                row.share += p.share;
+                if !row.pids.contains(&p.pid) {
+                    row.pids.push(p.pid);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(rows.len());
+                rows.push(Row {
+                    comm: p.comm.clone(),
+                    pids: vec![p.pid],
+                    words,
+                    seconds: p.seconds,
+                    share: p.share,
+                });
+            }
+        }
+    }
+    // Stable: rows of equal time keep the parts' order.
+    rows.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    rows
+}
+
 /// The text of the path: the answer, the breakdown, the `top` largest
 /// groups and the `top` longest segments (in time order).
 pub fn critical_path_text(cp: &CriticalPath, top: usize) -> String {
@@ -120,18 +166,21 @@ pub fn critical_path_text(cp: &CriticalPath, top: usize) -> String {
         breakdown_line(cp)
     );
     out.push_str("\n  where the time went (by process, state and function):\n");
-    for p in cp.parts.iter().take(top) {
+    let rows = rows_in_words(&cp.parts);
+    for row in rows.iter().take(top) {
+        let who = match row.pids.as_slice() {
+            [pid] => format!("{}[{pid}]", row.comm),
+            pids => format!("{} ×{}", row.comm, pids.len()),
+        };
         out.push_str(&format!(
-            "  {:>5.1}% {:>9}  {}[{}] {}\n",
-            p.share * 100.0,
-            format::seconds(p.seconds),
-            p.comm,
-            p.pid,
-            describe_part(p, p.pid)
+            "  {:>5.1}% {:>9}  {who} {}\n",
+            row.share * 100.0,
+            format::seconds(row.seconds),
+            row.words
         ));
     }
-    if cp.parts.len() > top {
-        out.push_str(&format!("  … {} more groups\n", cp.parts.len() - top));
+    if rows.len() > top {
+        out.push_str(&format!("  … {} more groups\n", rows.len() - top));
     }
     let mut longest: Vec<&Segment> = cp.segments.iter().collect();
     longest.sort_by(|a, b| b.duration_s().total_cmp(&a.duration_s()));
@@ -220,5 +269,39 @@ mod tests {
         assert!(lines[1].contains("75% sleeping"), "{text}");
         assert!(lines[2].contains("on a CPU 1.00 s (25%)"), "{text}");
         assert!(lines[2].contains("sleep 3.00 s"), "{text}");
+    }
+
+    #[test]
+    fn processes_of_one_name_said_alike_are_one_row() {
+        let mut cp = path();
+        // 300 runs of `true`, 10 ms each on a CPU in the same function.
+        let one = cp.parts[0].clone();
+        cp.parts = (0..300)
+            .map(|i| PathPart {
+                pid: 100 + i,
+                comm: "true".into(),
+                seconds: 0.01,
+                share: 0.0025,
+                ..one.clone()
+            })
+            .chain(std::iter::once(PathPart {
+                seconds: 0.5,
+                share: 0.125,
+                ..one.clone()
+            }))
+            .collect();
+        let text = critical_path_text(&cp, 5);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("where the time went"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(table.len(), 2, "{text}");
+        assert!(
+            table[0].contains("75.0%") && table[0].contains("true ×300"),
+            "{text}"
+        );
+        assert!(table[1].contains("<b>app[7]"), "{text}");
     }
 }
