@@ -58,7 +58,7 @@ impl BpfRecorded {
         // the work (`--bpf-stack-entries`), each such stack taking up to 1 KiB of the ring.
         let in_ring = if s.stacks_in_ring > 0 && s.stacks_in_ring * 100 >= s.stacks {
             format!(
-                ", {} of them through the ring: the stack map was full",
+                ", {} of them through the ring: the stack map could not take them",
                 s.stacks_in_ring
             )
         } else {
@@ -494,7 +494,9 @@ mod tests {
         });
         let line = r.wrote_line();
         assert!(
-            line.contains("583 stacks, 427 of them through the ring: the stack map was full)"),
+            line.contains(
+                "583 stacks, 427 of them through the ring: the stack map could not take them)"
+            ),
             "{line}"
         );
         // One in 150: the allocator of map entries, empty for a moment; not worth a word.
