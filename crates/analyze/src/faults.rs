@@ -26,6 +26,11 @@ struct Counts {
     kernel: u64,
     rate: Vec<u64>,
     stacks: HashMap<Option<StackIdx>, u64, BuildFx>,
+    /// The major faults' own rate and stacks: the rate and stacks of a trace whose only
+    /// faults are major ones (a Windows trace's hard faults), where every fault's would
+    /// be empty.
+    major_rate: Vec<u64>,
+    major_stacks: HashMap<Option<StackIdx>, u64, BuildFx>,
 }
 
 /// Builds the view; `top` stacks per process (all when `None`).
@@ -58,6 +63,11 @@ pub fn faults_view(
         let c = per.entry(proc).or_default();
         if is_major {
             c.major += 1;
+            if c.major_rate.is_empty() {
+                c.major_rate = vec![0; grid.count()];
+            }
+            c.major_rate[grid.index(ev.time_ns)] += 1;
+            *c.major_stacks.entry(shown.of(ev.stack)).or_default() += 1;
             continue;
         }
         if is_fault {
@@ -76,8 +86,11 @@ pub fn faults_view(
     }
     let mut processes: Vec<ProcessFaults> = per
         .into_iter()
-        .map(|(proc, c)| {
+        .map(|(proc, mut c)| {
             let p = &trace.processes[proc.ix()];
+            if c.faults == 0 {
+                (c.rate, c.stacks) = (c.major_rate, c.major_stacks);
+            }
             let mut stacks: Vec<StackCount> = c
                 .stacks
                 .into_iter()

@@ -91,14 +91,20 @@ pub fn faults_text(view: &FaultsView, processes: usize, stacks: usize) -> String
     ]);
     for p in view.processes.iter().take(processes) {
         let peak = p.rate.iter().copied().max().unwrap_or(0) as f64 / view.bucket_s;
+        // Faults whose mode the trace does not say (a Windows trace's hard faults).
+        let (user, kernel) = if p.user + p.kernel == 0 && p.faults > 0 {
+            ("–".to_string(), "–".to_string())
+        } else {
+            (p.user.to_string(), p.kernel.to_string())
+        };
         table.row(vec![
             p.pid.to_string(),
             p.comm.clone(),
             p.faults.to_string(),
             p.minor.to_string(),
             p.major.to_string(),
-            p.user.to_string(),
-            p.kernel.to_string(),
+            user,
+            kernel,
             format!("{peak:.0}"),
         ]);
     }

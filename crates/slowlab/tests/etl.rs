@@ -1,7 +1,7 @@
 //! `slowlab analyze` on Windows ETW traces (the fixtures of `crates/etl`):
 //! the CPU view lists the trace's processes with their samples, `--events`
-//! counts events under TraceEvent's names, and a damaged file gives a
-//! one-line error or a warning, never a panic.
+//! counts events under TraceEvent's names, hard faults have their rate and
+//! stacks, and a damaged file gives a one-line error or a warning, never a panic.
 
 mod common;
 
@@ -90,6 +90,54 @@ fn without_cswitch_events_waits_and_the_path_say_how_to_record_them_on_windows()
         err.contains("CSwitch on Windows") && err.contains("slowlab.wprp"),
         "{err}"
     );
+}
+
+#[test]
+fn hard_faults_have_their_rate_and_stacks_and_no_mode_made_up() {
+    let out = slowlab()
+        .args(["analyze", "--faults", "--json", "--no-symbols"])
+        .arg(fixture("perfview-net.4.5.2.x64.etl.zip"))
+        .output()
+        .unwrap();
+    slowlab_testkit::assert_succeeded(&out);
+    let v = json(&out);
+    let test = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["comm"] == "Test.x64.exe")
+        .expect("Test.x64.exe faulted");
+    let faults = test["faults"].as_u64().unwrap();
+    assert!(
+        faults > 0 && test["major"] == faults,
+        "hard faults only: {test}"
+    );
+    let in_rate: u64 = test["rate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(in_rate, faults, "every fault in the rate: {test}");
+    let in_stacks: u64 = test["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_stacks, faults, "every fault in a stack: {test}");
+    // The text does not call them 0 user and 0 kernel faults.
+    let out = slowlab()
+        .args(["analyze", "--faults", "--no-symbols"])
+        .arg(fixture("perfview-net.4.5.2.x64.etl.zip"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.contains("Test.x64.exe"))
+        .expect("its row");
+    assert_eq!(row.matches('–').count(), 2, "{row}");
 }
 
 #[test]
