@@ -172,7 +172,7 @@ pub enum RecordError {
     DiskFilled {
         dir: PathBuf,
         free_mb: u64,
-        /// How the recorded command ended with it, if it did ("; perf stopped `make` too").
+        /// How the recorded command ended with it, if it did ("; perf stopped `make` with it …").
         stopped: String,
     },
     #[error("command not found: {0}")]

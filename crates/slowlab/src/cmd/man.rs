@@ -48,6 +48,6 @@ fn write_page(dir: &Path, name: &str, cmd: clap::Command) -> anyhow::Result<Path
         .render(&mut out)
         .with_context(|| format!("rendering {name}.1"))?;
     // Whole or not at all: a full disk leaves no empty page behind, and says so.
-    slowlab_report::write::write_atomically(&path, &out)?;
+    slowlab_report::write_atomically(&path, &out)?;
     Ok(path)
 }
