@@ -141,18 +141,6 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     // Started before the ring is sized: their own syscalls are events too.
     let window = cfg.ring_seconds.map(side_window);
     let companions = Companions::start_with(&cfg.output, cfg.capture_paths, window, &mut warnings);
-    // Open before the ring is sized (seconds of measuring): a `--save` meanwhile waits for
-    // the ring, where it was told that no recorder runs.
-    let control = match (cfg.ring_seconds, always.control) {
-        (Some(secs), true) => match ControlSocket::open_for_save(&cfg.output, secs) {
-            Ok(c) => Some(c),
-            Err(line) => {
-                warnings.push(line);
-                None
-            }
-        },
-        _ => None,
-    };
     let plan = match cfg.ring_seconds {
         Some(secs) => match plan_ring(cfg, secs, &mut signals, &mut warnings) {
             Ok(plan) => Some(plan),
@@ -216,6 +204,16 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     };
     let mut watch = Watch::new(triggers);
     let mut scheduled = Scheduled::new(after);
+    let control = match (cfg.ring_seconds, always.control) {
+        (Some(secs), true) => match ControlSocket::open_for_save(&cfg.output, secs) {
+            Ok(c) => Some(c),
+            Err(line) => {
+                s.warn(line);
+                None
+            }
+        },
+        _ => None,
+    };
     let mut stop_watch: Option<StopWatch> = None;
     let mut perf_started = Instant::now();
     // Not with a command: a new perf would run it again.
