@@ -243,7 +243,7 @@ pub fn save(output: Option<&Path>, timeout: Duration) -> Result<PathBuf, RecordE
             running.iter().find(|r| r.output == want).ok_or_else(|| {
                 RecordError::NoRecorder(if running.is_empty() {
                     format!(
-                        "no ring recorder is running (for {}); start one with `slowlab record --ring SECONDS -o {}`",
+                        "no ring recorder is running (for {}); start one with `slowlab record --ring SECONDS -o {}` (one just started takes saves once its ring is sized, a few seconds)",
                         want.display(),
                         out.display()
                     )
@@ -260,7 +260,7 @@ pub fn save(output: Option<&Path>, timeout: Duration) -> Result<PathBuf, RecordE
             [one] => one,
             [] => {
                 return Err(RecordError::NoRecorder(
-                    "no ring recorder is running; start one with `slowlab record --ring SECONDS` (or `systemctl start slowlab-record`)".into(),
+                    "no ring recorder is running; start one with `slowlab record --ring SECONDS` (or `systemctl start slowlab-record`); one just started takes saves once its ring is sized, a few seconds".into(),
                 ))
             }
             _ => {
