@@ -100,7 +100,9 @@ pub(crate) fn write_ring_file(
     attached: &[Syscall],
     drops: u64,
 ) -> Result<u64, BpfError> {
-    let partial = crate::sched::partial_path(path);
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
     let written = (|| {
         let file = File::create(&partial)?;
         let (out, records) = ring.write(

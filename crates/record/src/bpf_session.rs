@@ -331,7 +331,8 @@ impl SecondSignal {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watching = std::sync::Arc::clone(&done);
-        let partial = slowlab_bpf::sched::partial_path(output);
+        let mut partial = output.as_os_str().to_owned();
+        partial.push(".partial");
         let thread = std::thread::Builder::new()
             .name("second-signal".into())
             .spawn(move || {

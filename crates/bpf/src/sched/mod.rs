@@ -26,4 +26,4 @@ pub use format::{
 };
 pub use options::{ProgramCost, SampleClock, SchedOptions, SchedStats, StackMode};
 pub use recorder::{SchedRecorder, DEFAULT_SCHED_RING_BYTES, DEFAULT_STACK_ENTRIES};
-pub use ring::{partial_path, RingOptions, SnapshotInfo};
+pub use ring::{RingOptions, SnapshotInfo};

@@ -415,8 +415,8 @@ impl Window {
     }
 }
 
-/// `PATH.partial`: where a recording, a snapshot or the path capture is written until it is finished (and, unfinished, removed).
-pub fn partial_path(path: &Path) -> std::path::PathBuf {
+/// `PATH.partial`.
+pub(crate) fn partial_path(path: &Path) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".partial");
     name.into()
