@@ -100,9 +100,7 @@ pub(crate) fn write_ring_file(
     attached: &[Syscall],
     drops: u64,
 ) -> Result<u64, BpfError> {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = std::path::PathBuf::from(partial);
+    let partial = slowlab_model::bundle::partial_file(path);
     let written = (|| {
         let file = File::create(&partial)?;
         let (out, records) = ring.write(

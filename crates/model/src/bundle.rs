@@ -2,8 +2,9 @@
 //! the path-taking syscalls (`FILE.paths`, captured with eBPF) and the
 //! memory-cgroup notes (`FILE.cgroups.json`). The types the readers fill and
 //! the analyses read, the parser of the cgroup notes' bytes
-//! ([`CgroupInfo::from_json`]) and how the side files are named beside a
-//! trace ([`side_file`]); opening them is `slowlab-open`'s.
+//! ([`CgroupInfo::from_json`]), how the side files are named beside a
+//! trace ([`side_file`], [`partial_file`]) and the directory they go in
+//! ([`directory_of`]); opening them is `slowlab-open`'s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,6 +18,19 @@ pub fn side_file(trace: &Path, suffix: &str) -> PathBuf {
     name.push(".");
     name.push(suffix);
     PathBuf::from(name)
+}
+
+/// `FILE.partial`: where a recording, a snapshot or a side file is written until it is
+/// finished, then renamed to `FILE` (and removed if it is not finished).
+pub fn partial_file(file: &Path) -> PathBuf {
+    side_file(file, "partial")
+}
+
+/// The directory an output file goes in: its parent, or `.` for a bare file name.
+pub fn directory_of(file: &Path) -> &Path {
+    file.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// A path captured at a syscall's entry (on the trace's clock).

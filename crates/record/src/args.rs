@@ -185,7 +185,7 @@ pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
         return Err(RecordError::Permission { paranoid });
     }
     command_found(&cfg.command)?;
-    let dir = output_dir(&cfg.output);
+    let dir = slowlab_model::bundle::directory_of(&cfg.output);
     if let Some(free) = free_bytes(dir) {
         let free_mb = free / (1 << 20);
         if free_mb < 64 {
@@ -203,14 +203,6 @@ pub fn preflight(cfg: &Config) -> Result<Vec<String>, RecordError> {
         }
     }
     Ok(warnings)
-}
-
-/// The directory a trace is written in.
-pub(crate) fn output_dir(output: &Path) -> &Path {
-    output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// Free bytes for an unprivileged writer in `dir`.

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
-use crate::args::{free_bytes, output_dir};
+use crate::args::free_bytes;
+use slowlab_model::bundle::directory_of;
 use crate::bpf_session::{BpfRecorded, RecordedCommand, SecondSignal};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
@@ -247,7 +248,7 @@ impl Ring<'_> {
     /// Writes a snapshot and its side files; the snapshot's path and the side files', or
     /// why there is none.
     fn save(&mut self) -> Result<(PathBuf, Vec<PathBuf>), String> {
-        let dir = output_dir(self.output);
+        let dir = directory_of(self.output);
         // What this window needs, not the fullest one's: a ring of seconds on a quiet
         // machine holds megabytes, where its bound is half a gigabyte.
         let need = snapshot_need(|| {

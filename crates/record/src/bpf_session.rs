@@ -331,8 +331,7 @@ impl SecondSignal {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watching = std::sync::Arc::clone(&done);
-        let mut partial = output.as_os_str().to_owned();
-        partial.push(".partial");
+        let partial = slowlab_model::bundle::partial_file(output);
         let thread = std::thread::Builder::new()
             .name("second-signal".into())
             .spawn(move || {

@@ -48,7 +48,7 @@ fn run_dirs() -> Vec<PathBuf> {
 
 /// `output` made absolute (its directory resolved), as recorders name it.
 pub fn absolute_output(output: &Path) -> PathBuf {
-    let dir = crate::args::output_dir(output);
+    let dir = slowlab_model::bundle::directory_of(output);
     let name = output.file_name().map(PathBuf::from).unwrap_or_default();
     match std::fs::canonicalize(dir) {
         Ok(d) => d.join(name),

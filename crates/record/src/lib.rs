@@ -217,7 +217,7 @@ pub enum RecordError {
 impl RecordError {
     /// The disk of `output` filled while it was written: how much is free there now.
     pub(crate) fn disk_filled(output: &std::path::Path) -> RecordError {
-        let dir = args::output_dir(output).to_owned();
+        let dir = slowlab_model::bundle::directory_of(output).to_owned();
         RecordError::DiskFilled {
             free_mb: args::free_bytes(&dir).unwrap_or(0) / (1 << 20),
             dir,

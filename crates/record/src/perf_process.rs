@@ -15,7 +15,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -391,10 +391,6 @@ pub(crate) fn check_perf_exit(
     })
 }
 
-/// `OUTPUT.partial`: where perf writes until the trace is finished.
-pub(crate) fn partial_name(output: &Path) -> PathBuf {
-    crate::companions::side_file(output, "partial")
-}
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
 use crate::companions::Companions;
-use crate::perf_process::{check_perf_exit, partial_name, PerfProcess};
+use crate::perf_process::{check_perf_exit, PerfProcess};
+use slowlab_model::bundle::partial_file;
 use crate::session::{STOP_GRACE, STOP_LIMIT};
 use crate::{Config, Outcome, RecordError};
 
@@ -65,7 +66,7 @@ impl Recording {
             &mut warnings,
         ));
         rec.warnings = warnings;
-        let partial = partial_name(&rec.cfg.output);
+        let partial = partial_file(&rec.cfg.output);
         let _ = std::fs::remove_file(&partial);
         let mut args = perf_args_to(
             &rec.cfg,
@@ -145,7 +146,7 @@ impl Recording {
             });
         };
         perf.signal(libc::SIGINT);
-        let partial = partial_name(&self.cfg.output);
+        let partial = partial_file(&self.cfg.output);
         let finished = perf.wait_bounded(STOP_GRACE, STOP_LIMIT);
         let lines = perf.lines();
         let companions = self.companions.take();
@@ -194,7 +195,7 @@ impl Drop for Recording {
     fn drop(&mut self) {
         if let Some(mut perf) = self.perf.take() {
             perf.kill();
-            let _ = std::fs::remove_file(partial_name(&self.cfg.output));
+            let _ = std::fs::remove_file(partial_file(&self.cfg.output));
         }
         if let Some(c) = self.companions.take() {
             c.discard();

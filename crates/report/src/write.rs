@@ -6,6 +6,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use slowlab_model::bundle::directory_of;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error("cannot write {path}: the disk is full; free some space or write elsewhere")]
@@ -53,10 +55,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
             .and_then(|_| out.flush())
             .map_err(|e| ReportError::io(path, e));
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = directory_of(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -83,10 +82,7 @@ pub fn check_writable(path: &Path) -> Result<(), ReportError> {
     if path == Path::new("-") {
         return Ok(());
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = directory_of(path);
     if !dir.is_dir() {
         return Err(ReportError::io(
             path,

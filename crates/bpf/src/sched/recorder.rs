@@ -39,13 +39,14 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
+use slowlab_model::bundle::partial_file;
 
 use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::SchedEnd;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
-use super::ring::{partial_path, Header, RingOptions, Sink, SnapshotInfo, Window};
+use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
 use crate::libbpf_log::{libbpf_print, take_libbpf_log};
@@ -164,7 +165,7 @@ impl SchedRecorder {
         SchedRecorder::available()?;
         // Written as `OUTPUT.partial` and renamed once finished: a recording cut short
         // (slowlab killed, a full disk) is never named as a finished one.
-        let partial = partial_path(output);
+        let partial = partial_file(output);
         let file = File::create(&partial).map_err(|e| BpfError::io(output, e))?;
         let sink = match window {
             // Nothing is written until a snapshot: the file only showed it can be.
@@ -508,7 +509,7 @@ fn run(
     // none here: the window's writes go through partial files of their own, which they
     // remove.)
     let remove_unfinished = || {
-        let _ = fs::remove_file(partial_path(&output));
+        let _ = fs::remove_file(partial_file(&output));
     };
     let unfinished = |e: io::Error| {
         remove_unfinished();
@@ -564,7 +565,7 @@ fn run(
     let mut out = drain.writer.finish(end).map_err(unfinished)?;
     out.flush().map_err(unfinished)?;
     drop(out);
-    fs::rename(partial_path(&output), &output).map_err(unfinished)?;
+    fs::rename(partial_file(&output), &output).map_err(unfinished)?;
     let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     Ok(stats(records, stacks, bytes, lost))
 }

@@ -22,6 +22,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use slowlab_model::bundle::partial_file;
+
 use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
 
 /// How much of a recording ring mode keeps.
@@ -358,7 +360,7 @@ impl Window {
                 spared: false,
             });
         }
-        let partial = partial_path(path);
+        let partial = partial_file(path);
         let result = self.write_to(&partial, end).and_then(|info| {
             std::fs::rename(&partial, path)?;
             Ok(info)
@@ -413,13 +415,6 @@ impl Window {
         info.bytes = f.metadata()?.len();
         Ok(info)
     }
-}
-
-/// `PATH.partial`.
-pub(crate) fn partial_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".partial");
-    name.into()
 }
 
 #[cfg(test)]

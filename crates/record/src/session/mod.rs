@@ -55,7 +55,8 @@ use std::time::{Duration, Instant};
 use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
 use crate::companions::Companions;
 use crate::control::{answer, ControlSocket};
-use crate::perf_process::{check_perf_exit, partial_name, PerfExit, PerfProcess, StopWatch};
+use slowlab_model::bundle::partial_file;
+use crate::perf_process::{check_perf_exit, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
 use crate::triggers::{check_available, Scheduled, Watch};
@@ -151,7 +152,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         },
         None => None,
     };
-    let partial = partial_name(&cfg.output);
+    let partial = partial_file(&cfg.output);
     let _ = std::fs::remove_file(&partial);
     let buffers = match &plan {
         Some(p) => Buffers::Ring(p.pages),

@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use super::{join, megabytes, Session};
-use crate::args::{free_bytes, output_dir};
+use crate::args::free_bytes;
+use slowlab_model::bundle::{directory_of, partial_file};
 use crate::companions::side_file;
 use crate::control::answer;
-use crate::perf_process::partial_name;
 use crate::DEFAULT_KEEP_SNAPSHOTS;
 
 /// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
@@ -21,7 +21,7 @@ fn snapshots_on_disk(output: &Path) -> Vec<PathBuf> {
         return Vec::new();
     };
     let prefix = format!("{name}.");
-    let Ok(entries) = std::fs::read_dir(output_dir(output)) else {
+    let Ok(entries) = std::fs::read_dir(directory_of(output)) else {
         return Vec::new();
     };
     let mut found: Vec<PathBuf> = entries
@@ -42,7 +42,7 @@ impl Session<'_> {
     /// Whether OUTPUT's disk has room for a snapshot; if not, answers the
     /// requests queued with why, and says so on one line.
     pub(super) fn room_for_snapshot(&mut self) -> bool {
-        let dir = output_dir(&self.cfg.output);
+        let dir = directory_of(&self.cfg.output);
         let Some(free) = free_bytes(dir) else {
             return true;
         };
@@ -68,7 +68,7 @@ impl Session<'_> {
             let _ = std::fs::remove_file(dump);
         }
         remove_partials(partial, &self.final_dumps);
-        let dir = output_dir(&self.cfg.output);
+        let dir = directory_of(&self.cfg.output);
         let why = format!(
             "the disk filled while perf wrote the snapshot ({} free in {}): nothing was saved and its partial file was removed; recording goes on with a new ring",
             megabytes(free_bytes(dir).unwrap_or(0)),
@@ -232,7 +232,7 @@ fn remove_snapshot(old: &Path, keep: usize) {
 
 /// `OUTPUT.<timestamp>` for perf's dump `OUTPUT.partial.<timestamp>`.
 fn snapshot_name(output: &Path, dump: &Path) -> PathBuf {
-    let partial = partial_name(output);
+    let partial = partial_file(output);
     let stamp = dump
         .file_name()
         .zip(partial.file_name())
@@ -256,7 +256,7 @@ fn remove_partials(partial: &Path, keep: &[PathBuf]) {
         return;
     };
     let prefix = format!("{name}.");
-    if let Ok(entries) = std::fs::read_dir(output_dir(partial)) {
+    if let Ok(entries) = std::fs::read_dir(directory_of(partial)) {
         for e in entries.flatten() {
             let kept = keep.iter().any(|k| k.file_name() == Some(&e.file_name()));
             if e.file_name().to_string_lossy().starts_with(&prefix) && !kept {
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn partial_files_go_but_the_dumps_kept_for_the_end() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let partial = partial_name(&dir.path().join("r.data"));
+        let partial = partial_file(&dir.path().join("r.data"));
         let kept = dir.path().join("r.data.partial.2026112713000001");
         let cut = dir.path().join("r.data.partial.2026112713000002");
         for f in [&partial, &kept, &cut] {
