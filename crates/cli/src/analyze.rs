@@ -1,5 +1,5 @@
-//! `slowlab analyze`'s arguments. Definitions and help only: the binary
-//! runs them.
+//! `slowlab analyze`'s arguments: definitions, help, and the rule that a whole-trace view
+//! takes no range or filter. The binary runs them.
 
 use std::path::PathBuf;
 
@@ -172,4 +172,62 @@ pub struct AnalyzeArgs {
 /// At least a millisecond.
 pub fn positive_seconds(s: &str) -> Result<f64, String> {
     slowlab_model::units::parse_seconds(s, 0.001, f64::INFINITY)
+}
+
+impl AnalyzeArgs {
+    /// Why the arguments cannot go together, if they cannot: `--findings` and
+    /// `--critical-path` read the whole trace, so `--filter`, `--from` and `--to` would
+    /// be silently ignored by them.
+    pub fn whole_trace_refusal(&self) -> Option<&'static str> {
+        let sel = &self.selection;
+        if sel.filter.is_empty() && sel.from.is_none() && sel.to.is_none() {
+            None
+        } else if self.findings {
+            Some(
+                "--findings runs the detectors on the whole trace: --filter, --from and --to \
+                 do not apply to it (drop them)",
+            )
+        } else if self.critical_path {
+            Some(
+                "--critical-path follows one process through the whole trace: choose it with \
+                 --root PID, not --filter, --from or --to",
+            )
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        analyze: AnalyzeArgs,
+    }
+
+    fn refusal(argv: &[&str]) -> Option<&'static str> {
+        Cli::try_parse_from([&["analyze", "t.data"], argv].concat())
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+            .analyze
+            .whole_trace_refusal()
+    }
+
+    #[test]
+    fn the_whole_trace_views_refuse_a_range_or_a_filter_and_the_others_take_them() {
+        for range in [&["--from", "1"][..], &["--to", "500ms"], &["--filter", "pid=1"]] {
+            let findings = refusal(&[&["--findings"], range].concat());
+            assert!(findings.is_some_and(|w| w.contains("drop them")), "{range:?}");
+            let path = refusal(&[&["--critical-path"], range].concat());
+            assert!(path.is_some_and(|w| w.contains("--root PID")), "{range:?}");
+            assert_eq!(refusal(&[&["--waits"], range].concat()), None);
+            assert_eq!(refusal(range), None);
+        }
+        assert_eq!(refusal(&["--findings"]), None);
+        assert_eq!(refusal(&["--critical-path", "--root", "7"]), None);
+    }
 }

@@ -109,3 +109,44 @@ pub struct DiagnoseArgs {
 pub fn window_seconds(s: &str) -> Result<f64, String> {
     slowlab_model::units::parse_seconds(s, 0.5, 3600.0)
 }
+
+impl DiagnoseArgs {
+    /// Why the arguments cannot go together, if they cannot: `--seconds` is the window
+    /// recorded for `--pid`. (clap's `requires = "pid"` does not hold against a CMD, which
+    /// `--pid` conflicts with, so `--seconds 3 -- CMD` gets past clap.)
+    pub fn argument_refusal(&self) -> Option<&'static str> {
+        (self.seconds.is_some() && self.pid.is_none()).then_some(
+            "--seconds is the window recorded for --pid; a command is recorded until it exits \
+             (drop --seconds)",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        diagnose: DiagnoseArgs,
+    }
+
+    fn refusal(argv: &[&str]) -> Option<&'static str> {
+        Cli::try_parse_from([&["diagnose"], argv].concat())
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+            .diagnose
+            .argument_refusal()
+    }
+
+    #[test]
+    fn seconds_go_with_a_pid_and_not_with_a_command() {
+        let with_cmd = refusal(&["--seconds", "3", "--", "true"]);
+        assert!(with_cmd.is_some_and(|w| w.contains("drop --seconds")));
+        assert_eq!(refusal(&["--pid", "1", "--seconds", "3"]), None);
+        assert_eq!(refusal(&["--pid", "1"]), None);
+        assert_eq!(refusal(&["--", "true"]), None);
+    }
+}

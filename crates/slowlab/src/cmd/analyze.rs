@@ -75,17 +75,8 @@ pub fn run(args: AnalyzeArgs) -> Result<i32> {
     for path in exports.into_iter().flatten() {
         slowlab_report::check_writable(path)?;
     }
-    let selects = !args.selection.filter.is_empty()
-        || args.selection.from.is_some()
-        || args.selection.to.is_some();
-    match view {
-        View::Findings if selects => anyhow::bail!(
-            "--findings runs the detectors on the whole trace: --filter, --from and --to do not apply to it (drop them)"
-        ),
-        View::CriticalPath if selects => anyhow::bail!(
-            "--critical-path follows one process through the whole trace: choose it with --root PID, not --filter, --from or --to"
-        ),
-        _ => {}
+    if let Some(refusal) = args.whole_trace_refusal() {
+        anyhow::bail!(refusal);
     }
     let mut opts = open_options(&args.symbols)?;
     if args.events {

@@ -21,12 +21,9 @@ use super::input::Opener;
 
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<i32> {
     let json = args.json.then(json_only_stdout).transpose()?;
-    // With --pid: the window recorded. (clap's `requires` does not hold against a CMD,
-    // which --pid conflicts with.)
-    anyhow::ensure!(
-        args.seconds.is_none() || args.pid.is_some(),
-        "--seconds is the window recorded for --pid; a command is recorded until it exits (drop --seconds)"
-    );
+    if let Some(refusal) = args.argument_refusal() {
+        anyhow::bail!(refusal);
+    }
     let seconds = args.seconds.unwrap_or(10.0);
     if let Some(n) = &args.repeat {
         let n = slowlab_runs::parse_repeat(n).map_err(anyhow::Error::msg)?;
