@@ -198,17 +198,32 @@ impl Window {
                     t.exited_ns = Some(r.time_ns);
                 }
                 if r.tid == r.a {
-                    if let Some(m) = self.mappings.get_mut(&r.a) {
-                        m.exited_ns = Some(r.time_ns);
-                    }
+                    // Held even before any mapping is: the kernel's reports of the
+                    // process's last mappings may come after its exit.
+                    let m = self.mappings.entry(r.a).or_insert_with(|| Mapping {
+                        text: String::new(),
+                        exited_ns: None,
+                    });
+                    m.exited_ns = Some(r.time_ns);
                 }
             }
             RecordKind::Exec => {
                 if let Some(comm) = &r.comm {
                     self.note_thread(r.a, r.tid, comm);
                 }
+                self.born_again(r.a);
             }
+            // A new process (thread `a` of process `b`, its first).
+            RecordKind::Fork if r.a == r.b => self.born_again(r.b),
             _ => {}
+        }
+    }
+
+    /// A process that runs, with a pid whose mappings the window may hold as exited (the
+    /// pid reused): they are no longer the exited process's to let go of at its exit.
+    fn born_again(&mut self, pid: u32) {
+        if let Some(m) = self.mappings.get_mut(&pid) {
+            m.exited_ns = None;
         }
     }
 
@@ -224,13 +239,15 @@ impl Window {
         );
     }
 
-    /// A process's mappings, as a MAPS section gives them.
+    /// A process's mappings, as a MAPS section gives them. A process that exited keeps its
+    /// exit (a late report of its mappings must not keep them past the window).
     pub(crate) fn note_mappings(&mut self, pid: u32, text: &str) {
+        let exited_ns = self.mappings.get(&pid).and_then(|m| m.exited_ns);
         self.mappings.insert(
             pid,
             Mapping {
                 text: text.to_string(),
-                exited_ns: None,
+                exited_ns,
             },
         );
     }
@@ -384,7 +401,7 @@ impl Window {
         }
         let mut mappings: Vec<_> = self.mappings.iter().collect();
         mappings.sort_by_key(|(pid, _)| **pid);
-        for (pid, m) in mappings {
+        for (pid, m) in mappings.into_iter().filter(|(_, m)| !m.text.is_empty()) {
             w.maps(*pid, &m.text)?;
         }
         let mut info = SnapshotInfo::default();
@@ -489,12 +506,26 @@ mod tests {
                 };
                 win.note_record(&r);
             }
+            let Sink::Window(win) = w.out_mut() else {
+                unreachable!()
+            };
             if second == 0 {
-                let exit = rec(RecordKind::Exit, 500_000_000, 10, 10, None);
-                let Sink::Window(win) = w.out_mut() else {
-                    unreachable!()
-                };
-                win.note_record(&exit);
+                win.note_record(&rec(RecordKind::Exit, 500_000_000, 10, 10, None));
+                // Processes whose mappings are reported after their exit (the kernel's
+                // reports come in a ring of their own): one mapped before, one not.
+                win.note_mappings(10, "r-xp /bin/old /lib/late.so\n");
+                win.note_record(&rec(RecordKind::Exit, 600_000_000, 30, 30, None));
+                win.note_mappings(30, "r-xp /bin/gone\n");
+                // A process whose pid is used again, below.
+                win.note_mappings(40, "r-xp /bin/first\n");
+                win.note_record(&rec(RecordKind::Exit, 700_000_000, 40, 40, None));
+            }
+            if second == 1 {
+                // Within the window of the first one's exit.
+                let mut fork = rec(RecordKind::Fork, 1_000_000_000, 20, 40, None);
+                fork.b = 40;
+                win.note_record(&fork);
+                win.note_mappings(40, "r-xp /bin/second\n");
             }
             w.flush_events().unwrap();
             let Sink::Window(win) = w.out_mut() else {
@@ -541,10 +572,12 @@ mod tests {
         let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
         assert_eq!(ids, [7, 8, 9], "only the stacks the window names");
         assert_eq!(log.stacks[0].addrs, [0x1007]);
-        // The thread that exited in second 0 is gone, with its mappings; the live one stays.
+        // The thread that exited in second 0 is gone, with its mappings (those reported
+        // after its exit too); the live one stays, as does the process that took pid 40.
         let tids: Vec<u32> = log.threads.iter().map(|t| t.tid).collect();
         assert_eq!(tids, [20]);
-        assert!(log.maps.is_empty());
+        let maps: Vec<(u32, &str)> = log.maps.iter().map(|m| (m.pid, m.text.as_str())).collect();
+        assert_eq!(maps, [(40, "r-xp /bin/second\n")]);
         assert_eq!(
             (log.start_mono_ns, log.nr_cpus, log.sample_freq),
             (1, 2, 99)
