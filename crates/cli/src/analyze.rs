@@ -219,9 +219,16 @@ mod tests {
 
     #[test]
     fn the_whole_trace_views_refuse_a_range_or_a_filter_and_the_others_take_them() {
-        for range in [&["--from", "1"][..], &["--to", "500ms"], &["--filter", "pid=1"]] {
+        for range in [
+            &["--from", "1"][..],
+            &["--to", "500ms"],
+            &["--filter", "pid=1"],
+        ] {
             let findings = refusal(&[&["--findings"], range].concat());
-            assert!(findings.is_some_and(|w| w.contains("drop them")), "{range:?}");
+            assert!(
+                findings.is_some_and(|w| w.contains("drop them")),
+                "{range:?}"
+            );
             let path = refusal(&[&["--critical-path"], range].concat());
             assert!(path.is_some_and(|w| w.contains("--root PID")), "{range:?}");
             assert_eq!(refusal(&[&["--waits"], range].concat()), None);

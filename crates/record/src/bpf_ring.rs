@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
 use crate::args::free_bytes;
-use slowlab_model::bundle::directory_of;
 use crate::bpf_session::{BpfRecorded, RecordedCommand, SecondSignal};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
@@ -30,6 +29,7 @@ use crate::session::{megabytes, trigger_delay};
 use crate::signals::StopSignals;
 use crate::triggers::{Scheduled, Watch};
 use crate::{AlwaysOn, RecordError};
+use slowlab_model::bundle::directory_of;
 
 /// How often the loop looks at the command, the signals, the socket and the triggers.
 const POLL: Duration = Duration::from_millis(50);

@@ -391,7 +391,6 @@ pub(crate) fn check_perf_exit(
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
 use crate::companions::Companions;
 use crate::perf_process::{check_perf_exit, PerfProcess};
-use slowlab_model::bundle::partial_file;
 use crate::session::{STOP_GRACE, STOP_LIMIT};
 use crate::{Config, Outcome, RecordError};
+use slowlab_model::bundle::partial_file;
 
 /// How long [`Recording::start`] waits for perf to begin recording.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,6 +1,7 @@
 //! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for
 //! 45 s under process churn, with saves every few seconds, keeps its memory, its files
-//! and its snapshots bounded, each snapshot at most about the ring's seconds; a full
+//! and its snapshots bounded, each snapshot at most about the ring's seconds and the
+//! mappings of its own processes only; a full
 //! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on;
 //! a short ring saves on a disk far smaller than the most a window may hold.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
@@ -10,6 +11,7 @@
 
 mod common;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -103,6 +105,24 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     assert_eq!(snaps.len(), 3, "--keep-snapshots 3: {err}");
     assert!(err.contains("removed the oldest snapshot"), "{err}");
     for s in snaps.iter().chain([&trace]) {
+        // The processes whose mappings it holds are those its window's threads belong to:
+        // a process gone before the window is let go of, also when the kernel's report of
+        // its last mappings came after its exit.
+        let log = slowlab_bpf::sched::read_sched(s).expect("snapshot readable");
+        let pids = |it: &mut dyn Iterator<Item = u32>| it.collect::<HashSet<u32>>().len();
+        let (mapped, named) = (
+            pids(&mut log.maps.iter().map(|m| m.pid)),
+            pids(&mut log.threads.iter().map(|t| t.pid)),
+        );
+        eprintln!(
+            "{}: mappings of {mapped} processes, threads of {named}",
+            s.display()
+        );
+        assert!(
+            mapped <= named + 50,
+            "{}: mappings of {mapped} processes, threads of {named}",
+            s.display()
+        );
         let v = analyze(s, &[]);
         let span = v["duration_s"].as_f64().unwrap_or(0.0);
         assert!(

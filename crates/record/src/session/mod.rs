@@ -55,12 +55,12 @@ use std::time::{Duration, Instant};
 use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
 use crate::companions::Companions;
 use crate::control::{answer, ControlSocket};
-use slowlab_model::bundle::partial_file;
 use crate::perf_process::{check_perf_exit, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
 use crate::triggers::{check_available, Scheduled, Watch};
 use crate::{default_after, AlwaysOn, Config, Outcome, RecordError};
+use slowlab_model::bundle::partial_file;
 use snapshots::{snapshot_need, Kept};
 
 /// How often the loop looks at perf, the signals and the dumps.

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use super::{join, megabytes, Session};
 use crate::args::free_bytes;
-use slowlab_model::bundle::{directory_of, partial_file};
 use crate::companions::side_file;
 use crate::control::answer;
 use crate::DEFAULT_KEEP_SNAPSHOTS;
+use slowlab_model::bundle::{directory_of, partial_file};
 
 /// The snapshots `OUTPUT.<digits>` beside `output` (an earlier run's
 /// too), oldest first.
