@@ -7,6 +7,9 @@
 //! early return). [`kill_running`] kills every group still running, for an
 //! exit that does not unwind.
 //!
+//! perf killed leaves its copy of the vDSO in `/tmp` ([`VdsoCopies`]); slowlab removes it
+//! when it reaps a perf a signal ended.
+//!
 //! It also passes perf's and the command's stderr through, minus perf's own
 //! status lines and its repeated failed-write lines, keeps the last lines to explain a failure, reports the
 //! files perf dumps (`[ perf record: Dump FILE ]`), and turns perf's exit
@@ -15,7 +18,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -65,6 +68,8 @@ pub(crate) struct PerfProcess {
     reader: Option<JoinHandle<()>>,
     tail: Arc<Mutex<Vec<String>>>,
     dumps: mpsc::Receiver<PathBuf>,
+    /// The vDSO copies there were before perf started, to remove perf's if it is killed.
+    vdso_copies: VdsoCopies,
 }
 
 impl PerfProcess {
@@ -77,6 +82,7 @@ impl PerfProcess {
         stdout: Stdio,
     ) -> Result<PerfProcess, RecordError> {
         let lifeline = Lifeline::new().map_err(RecordError::Spawn)?;
+        let vdso_copies = VdsoCopies::before_perf(Path::new(VDSO_COPIES_DIR));
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new("perf");
         command
@@ -150,6 +156,7 @@ impl PerfProcess {
             reader,
             tail,
             dumps,
+            vdso_copies,
         })
     }
 
@@ -192,8 +199,9 @@ impl PerfProcess {
     pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, RecordError> {
         match self.child.try_wait().map_err(RecordError::Spawn)? {
             Some(status) => {
-                self.reaped();
-                Ok(Some(status.into()))
+                let exit = status.into();
+                self.reaped(exit);
+                Ok(Some(exit))
             }
             None => Ok(None),
         }
@@ -228,11 +236,16 @@ impl PerfProcess {
             Ok(status) => status.into(),
             Err(_) => PerfExit::Signal(libc::SIGKILL),
         };
-        self.reaped();
+        self.reaped(exit);
         exit
     }
 
-    fn reaped(&mut self) {
+    /// perf is gone: it is no longer running, and if a signal ended it, what it would have
+    /// removed at its exit (its copy of the vDSO) is removed.
+    fn reaped(&mut self, exit: PerfExit) {
+        if matches!(exit, PerfExit::Signal(_)) {
+            self.vdso_copies.remove_perfs();
+        }
         if !self.reaped {
             self.reaped = true;
             let pid = self.pid();
@@ -262,6 +275,46 @@ impl Drop for PerfProcess {
     fn drop(&mut self) {
         if !self.reaped {
             self.kill();
+        }
+    }
+}
+
+/// Where perf copies the vDSO: `/tmp/perf-vdso.so-XXXXXX`, a name fixed in perf's source
+/// (`VDSO__TEMP_FILE_NAME`), not under `$TMPDIR`.
+const VDSO_COPIES_DIR: &str = "/tmp";
+const VDSO_COPY_PREFIX: &str = "perf-vdso.so-";
+
+/// perf copies the vDSO into a temporary file (to read its build id and symbols) and
+/// removes it at exit; killed, it leaves it behind. perf does not say the name (random),
+/// so the copies in the directory that were not there when perf started are taken for
+/// its own. Another perf started meanwhile and still running would lose its
+/// copy, and with it only the vDSO in its build-id cache.
+struct VdsoCopies {
+    dir: PathBuf,
+    before: std::collections::HashSet<std::ffi::OsString>,
+}
+
+impl VdsoCopies {
+    fn before_perf(dir: &Path) -> VdsoCopies {
+        VdsoCopies {
+            dir: dir.to_path_buf(),
+            before: Self::names(dir).collect(),
+        }
+    }
+
+    fn names(dir: &Path) -> impl Iterator<Item = std::ffi::OsString> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with(VDSO_COPY_PREFIX))
+    }
+
+    /// Removes the copies made since perf started.
+    fn remove_perfs(&self) {
+        for name in Self::names(&self.dir).filter(|n| !self.before.contains(n)) {
+            let _ = std::fs::remove_file(self.dir.join(name));
         }
     }
 }
@@ -408,6 +461,25 @@ mod tests {
             cpus: 2,
             capture_paths: true,
         }
+    }
+
+    #[test]
+    fn a_killed_perfs_vdso_copy_goes_and_the_others_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        };
+        file("perf-vdso.so-OLD123");
+        let copies = VdsoCopies::before_perf(dir.path());
+        file("perf-vdso.so-NEW456");
+        file("other-file");
+        copies.remove_perfs();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["other-file", "perf-vdso.so-OLD123"]);
     }
 
     fn lines(l: &[&str]) -> Vec<String> {

@@ -422,7 +422,9 @@ fn stubborn_perf(dir: &Path) -> String {
     let perf = bin.join("perf");
     std::fs::write(
         &perf,
-        "#!/bin/sh\n# stands for a perf that does not stop\ntrap '' INT TERM\n: > \"$3\"\nexec sleep 300\n",
+        // As perf does, it copies the vDSO into /tmp (and says where, for the test).
+        "#!/bin/sh\n# stands for a perf that does not stop\ntrap '' INT TERM\n: > \"$3\"\n\
+         mktemp /tmp/perf-vdso.so-XXXXXX > \"$3.vdso\"\nexec sleep 300\n",
     )
     .expect("write the fake perf");
     std::fs::set_permissions(&perf, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -466,6 +468,7 @@ fn a_second_signal_kills_a_perf_that_does_not_stop_and_says_what_was_kept() {
         !dir.path().join("s.data.partial").exists(),
         "the unfinished file is removed"
     );
+    assert_vdso_copy_removed(&dir.path().join("s.data.partial.vdso"));
 }
 
 #[test]
@@ -496,6 +499,16 @@ fn a_perf_that_does_not_finish_is_killed_after_the_grace_period() {
     );
     assert!(is_dead(perf));
     assert!(!trace.exists());
+    assert_vdso_copy_removed(&dir.path().join("g.data.partial.vdso"));
+}
+
+/// The fake perf's copy of the vDSO, whose name it wrote into `said`, is gone.
+fn assert_vdso_copy_removed(said: &Path) {
+    let copy = std::fs::read_to_string(said).expect("the fake perf says its copy");
+    assert!(
+        !Path::new(copy.trim()).exists(),
+        "perf killed, its copy of the vDSO is removed: {copy}"
+    );
 }
 
 /// Per CPU, the first and last event time of a trace (`perf script`).
