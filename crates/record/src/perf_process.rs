@@ -27,18 +27,20 @@ use std::time::{Duration, Instant};
 use crate::group_guard::{GroupGuard, Lifeline};
 use crate::{Config, RecordError};
 
-/// The process groups of the perf processes running now.
-static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// The process groups of the perf processes running now, with the vDSO copies there were
+/// before each started.
+static RUNNING: Mutex<Vec<(i32, VdsoCopies)>> = Mutex::new(Vec::new());
 
 /// Kills (SIGKILL) every perf this process started and has not reaped,
 /// with the commands they launched: for an exit that does not unwind
-/// (`std::process::exit` after a second Ctrl-C). Their unfinished files
-/// stay under their temporary names.
+/// (`std::process::exit` after a second Ctrl-C), and removes their copies of
+/// the vDSO. Their unfinished files stay under their temporary names.
 pub fn kill_running() {
     let groups = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-    for &pgid in groups.iter() {
+    for (pgid, vdso_copies) in groups.iter() {
         // SAFETY: signalling a process group we created.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        vdso_copies.remove_perfs();
     }
 }
 
@@ -117,7 +119,10 @@ impl PerfProcess {
         }
         let mut child = command.spawn().map_err(RecordError::Spawn)?;
         let pgid = child.id() as i32;
-        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pgid);
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((pgid, vdso_copies.clone()));
         // Without `sh` the parent-death signal alone still stops perf.
         let guard = GroupGuard::start(pgid, lifeline);
         let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
@@ -252,7 +257,7 @@ impl PerfProcess {
             RUNNING
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .retain(|&g| g != pid);
+                .retain(|(g, _)| *g != pid);
             // perf is gone: the guard leaves what the command left running
             // alone. (Killed with the group, it reads nothing.)
             if let Some(guard) = self.guard.take() {
@@ -289,6 +294,7 @@ const VDSO_COPY_PREFIX: &str = "perf-vdso.so-";
 /// so the copies in the directory that were not there when perf started are taken for
 /// its own. Another perf started meanwhile and still running would lose its
 /// copy, and with it only the vDSO in its build-id cache.
+#[derive(Clone)]
 struct VdsoCopies {
     dir: PathBuf,
     before: std::collections::HashSet<std::ffi::OsString>,
