@@ -1,8 +1,9 @@
 //! The recording thread's side of a scheduler recording: [`Drain`] takes each record the
 //! ring buffer gives, names the threads and maps the processes the records need (from
 //! `/proc`), and hands them to the writer (a file, or in ring mode the window); the
-//! kernel's stack map read whole ([`read_stack_map`]), moved into the file as it goes
-//! ([`flush_stacks`]) or emptied of what the window no longer names ([`evict_stacks`]),
+//! kernel's stack map read whole for a snapshot ([`read_stack_map`]), moved into the file
+//! as it goes ([`flush_stacks`]) or emptied of what the window no longer names, reading
+//! only the stacks the window has not learned ([`evict_stacks`]),
 //! and the stacks the map could not take, which come in the ring; and a window written as
 //! a snapshot ([`write_window`]).
 //! It loads and attaches nothing (`recorder`).
@@ -359,7 +360,15 @@ fn decode_sent_stack(data: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
 
 /// Every stack in the kernel's stack map, with its key.
 pub(crate) fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
+    read_stacks_but(map, &HashSet::default())
+}
+
+/// The stacks in the kernel's stack map but those whose keys are `known`, with their keys.
+/// Each stack looked up copies its whole slot (~1 KiB), so an eviction pass reads only
+/// the stacks the window has not learned yet.
+fn read_stacks_but(map: &dyn MapCore, known: &HashSet<Vec<u8>>) -> Vec<MapStack> {
     map.keys()
+        .filter(|key| !known.contains(key))
         .filter_map(|key| {
             let value = map.lookup(&key, MapFlags::ANY).ok()??;
             let (id, kernel, addrs) = decode_stack(&value)?;
@@ -410,11 +419,11 @@ pub(crate) fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut 
         // from eliding or tearing them.
         unsafe { generation.write_volatile(generation.read_volatile().wrapping_add(1)) };
     }
-    let in_map = read_stack_map(&skel.maps.stacks);
     let Some(window) = drain.window() else {
         return;
     };
-    for key in window.stacks_to_evict(in_map) {
+    let new = read_stacks_but(&skel.maps.stacks, &window.keys_in_map());
+    for key in window.stacks_to_evict(new) {
         let _ = skel.maps.stacks.delete(&key);
     }
 }

@@ -315,10 +315,18 @@ impl Window {
         named
     }
 
-    /// One eviction pass over the stacks now in the kernel's map (`in_map`): learns the
-    /// new ones' frames, and returns the keys of those nothing in the window names, for the
-    /// recorder to delete from the map (the kernel's generation bumped first). Frames
-    /// that left the map a pass ago and are still not named are forgotten.
+    /// The keys of the stacks learned from the kernel's map and still there: only this
+    /// window deletes from the map, and the kernel adds a stack under a new id, so a key
+    /// here still names the stack learned under it.
+    pub(crate) fn keys_in_map(&self) -> rustc_hash::FxHashSet<Vec<u8>> {
+        self.stacks.values().filter_map(|s| s.key.clone()).collect()
+    }
+
+    /// One eviction pass over the stacks added to the kernel's map since the last
+    /// (`in_map`: those whose keys are not [`Window::keys_in_map`]; all of them will do):
+    /// learns their frames, and returns the keys of the stacks nothing in the window
+    /// names, for the recorder to delete from the map (the kernel's generation bumped
+    /// first). Frames that left the map a pass ago and are still not named are forgotten.
     pub(crate) fn stacks_to_evict(&mut self, in_map: Vec<MapStack>) -> Vec<Vec<u8>> {
         for (key, id, kernel, addrs) in in_map {
             self.stacks.entry(id).or_insert(Stack {
