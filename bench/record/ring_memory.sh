@@ -2,7 +2,8 @@
 # The flight recorder's memory under process churn (issue 40: "runs for days with
 # bounded memory"): `slowlab record --ring 2` with its window capped at 8 MiB, a shell
 # starting `true` and `ls` without pause, a snapshot saved every 5 s (three kept); prints
-# the recorder's anonymous memory (RssAnon, KiB) each second, then its last lines.
+# the recorder's anonymous memory (RssAnon, KiB) each second, then the CPU it used (user
+# and system clock ticks, /proc/PID/stat) and its last lines.
 #
 #   sudo bench/record/ring_memory.sh [SLOWLAB] [SECONDS (300)] [BACKEND (bpf)]
 #
@@ -33,6 +34,7 @@ for s in $(seq "$SECONDS_RUN"); do
     fi
     echo "$s $(awk '/RssAnon/ {print $2}' "/proc/$rec/status")"
 done
+echo "cpu ticks $(awk '{print $14 + $15}' "/proc/$rec/stat")"
 kill -INT "$rec"
 wait "$rec" || true
 rec=

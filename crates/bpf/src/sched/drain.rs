@@ -360,17 +360,20 @@ fn decode_sent_stack(data: &[u8]) -> Option<(u32, bool, Vec<u64>)> {
 
 /// Every stack in the kernel's stack map, with its key.
 pub(crate) fn read_stack_map(map: &dyn MapCore) -> Vec<MapStack> {
-    read_stacks_but(map, &HashSet::default())
+    read_stacks_but(map, |_| false)
 }
 
 /// The stacks in the kernel's stack map but those whose keys are `known`, with their keys.
 /// Each stack looked up copies its whole slot (~1 KiB), so an eviction pass reads only
 /// the stacks the window has not learned yet.
-fn read_stacks_but(map: &dyn MapCore, known: &HashSet<Vec<u8>>) -> Vec<MapStack> {
+fn read_stacks_but(map: &dyn MapCore, known: impl Fn(u64) -> bool) -> Vec<MapStack> {
     map.keys()
-        .filter(|key| !known.contains(key))
-        .filter_map(|key| {
-            let value = map.lookup(&key, MapFlags::ANY).ok()??;
+        .filter_map(|bytes| {
+            let key = u64::from_ne_bytes(bytes.as_slice().try_into().ok()?);
+            if known(key) {
+                return None;
+            }
+            let value = map.lookup(&bytes, MapFlags::ANY).ok()??;
             let (id, kernel, addrs) = decode_stack(&value)?;
             Some((key, id, kernel, addrs))
         })
@@ -422,9 +425,9 @@ pub(crate) fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut 
     let Some(window) = drain.window() else {
         return;
     };
-    let new = read_stacks_but(&skel.maps.stacks, &window.keys_in_map());
+    let new = read_stacks_but(&skel.maps.stacks, |key| window.knows_key(key));
     for key in window.stacks_to_evict(new) {
-        let _ = skel.maps.stacks.delete(&key);
+        let _ = skel.maps.stacks.delete(&key.to_ne_bytes());
     }
 }
 

@@ -22,6 +22,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
+use rustc_hash::FxHashSet;
 use slowlab_model::bundle::partial_file;
 
 use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
@@ -117,16 +118,11 @@ struct Thread {
     exited_ns: Option<u64>,
 }
 
-struct Mapping {
-    text: String,
-    exited_ns: Option<u64>,
-}
-
 /// One stack's frames, and its key in the kernel's map while it is there.
 struct Stack {
     kernel: bool,
     addrs: Vec<u64>,
-    key: Option<Vec<u8>>,
+    key: Option<u64>,
     /// Nothing named it at an eviction pass: the next pass that finds it unnamed forgets
     /// it (a record already in the ring buffer may still name it).
     spared: bool,
@@ -134,7 +130,7 @@ struct Stack {
 
 /// A stack as read from the kernel's map: its key, id, whether it is a kernel stack, and
 /// its addresses.
-pub(crate) type MapStack = (Vec<u8>, u32, bool, Vec<u64>);
+pub(crate) type MapStack = (u64, u32, bool, Vec<u64>);
 
 /// The last seconds of a recording (see the module documentation).
 pub(crate) struct Window {
@@ -149,8 +145,16 @@ pub(crate) struct Window {
     current_stacks: HashSet<u32>,
     newest_ns: u64,
     threads: HashMap<u32, Thread>,
-    mappings: HashMap<u32, Mapping>,
+    /// Each process's mappings, as its last MAPS section gave them.
+    mappings: HashMap<u32, String>,
+    /// The processes that exited, and when: their mappings go with them once the window
+    /// has moved past (a process's mappings may be reported after its exit).
+    exited: HashMap<u32, u64>,
     stacks: HashMap<u32, Stack>,
+    /// The keys of the stacks learned from the kernel's map and still there: only this
+    /// window deletes from the map, and the kernel adds a stack under a new id, so a key
+    /// here still names the stack learned under it.
+    keys_in_map: FxHashSet<u64>,
     /// The command the recording runs: its pid and arguments.
     command: Option<(u32, Vec<String>)>,
 }
@@ -169,7 +173,9 @@ impl Window {
             newest_ns: 0,
             threads: HashMap::new(),
             mappings: HashMap::new(),
+            exited: HashMap::new(),
             stacks: HashMap::new(),
+            keys_in_map: FxHashSet::default(),
             command: None,
         }
     }
@@ -198,13 +204,7 @@ impl Window {
                     t.exited_ns = Some(r.time_ns);
                 }
                 if r.tid == r.a {
-                    // Held even before any mapping is: the kernel's reports of the
-                    // process's last mappings may come after its exit.
-                    let m = self.mappings.entry(r.a).or_insert_with(|| Mapping {
-                        text: String::new(),
-                        exited_ns: None,
-                    });
-                    m.exited_ns = Some(r.time_ns);
+                    self.exited.insert(r.a, r.time_ns);
                 }
             }
             RecordKind::Exec => {
@@ -219,12 +219,10 @@ impl Window {
         }
     }
 
-    /// A process that runs, with a pid whose mappings the window may hold as exited (the
-    /// pid reused): they are no longer the exited process's to let go of at its exit.
+    /// A process that runs, with a pid the window may hold as exited (the pid reused):
+    /// its mappings are no longer the exited process's to let go of at its exit.
     fn born_again(&mut self, pid: u32) {
-        if let Some(m) = self.mappings.get_mut(&pid) {
-            m.exited_ns = None;
-        }
+        self.exited.remove(&pid);
     }
 
     /// A thread named in a THREAD section.
@@ -239,17 +237,10 @@ impl Window {
         );
     }
 
-    /// A process's mappings, as a MAPS section gives them. A process that exited keeps its
-    /// exit (a late report of its mappings must not keep them past the window).
+    /// A process's mappings, as a MAPS section gives them (a late report of an exited
+    /// process's mappings keeps its exit, so they still go with it).
     pub(crate) fn note_mappings(&mut self, pid: u32, text: &str) {
-        let exited_ns = self.mappings.get(&pid).and_then(|m| m.exited_ns);
-        self.mappings.insert(
-            pid,
-            Mapping {
-                text: text.to_string(),
-                exited_ns,
-            },
-        );
+        self.mappings.insert(pid, text.to_string());
     }
 
     /// Ends a chunk with what was written since the last cut (call it when no record is
@@ -287,9 +278,16 @@ impl Window {
             self.chunks.pop_front();
         }
         let since = self.oldest_ns();
-        let gone = |exited: Option<u64>| exited.is_some_and(|t| t < since);
-        self.threads.retain(|_, t| !gone(t.exited_ns));
-        self.mappings.retain(|_, m| !gone(m.exited_ns));
+        self.threads
+            .retain(|_, t| t.exited_ns.is_none_or(|ns| ns >= since));
+        let mappings = &mut self.mappings;
+        self.exited.retain(|pid, ns| {
+            let gone = *ns < since;
+            if gone {
+                mappings.remove(pid);
+            }
+            !gone
+        });
     }
 
     /// The time the window starts at: its oldest record's.
@@ -315,35 +313,46 @@ impl Window {
         named
     }
 
-    /// The keys of the stacks learned from the kernel's map and still there: only this
-    /// window deletes from the map, and the kernel adds a stack under a new id, so a key
-    /// here still names the stack learned under it.
-    pub(crate) fn keys_in_map(&self) -> rustc_hash::FxHashSet<Vec<u8>> {
-        self.stacks.values().filter_map(|s| s.key.clone()).collect()
+    /// Whether the window learned the stack under `key` in the kernel's map (see
+    /// `keys_in_map`): an eviction pass need not read it again.
+    pub(crate) fn knows_key(&self, key: u64) -> bool {
+        self.keys_in_map.contains(&key)
+    }
+
+    /// Stacks read from the kernel's map: their frames, and their keys to delete them by.
+    fn learn(&mut self, in_map: Vec<MapStack>) {
+        for (key, id, kernel, addrs) in in_map {
+            let stack = self.stacks.entry(id).or_insert(Stack {
+                kernel,
+                addrs,
+                key: None,
+                spared: false,
+            });
+            if stack.key.is_none() {
+                stack.key = Some(key);
+                self.keys_in_map.insert(key);
+            }
+        }
     }
 
     /// One eviction pass over the stacks added to the kernel's map since the last
-    /// (`in_map`: those whose keys are not [`Window::keys_in_map`]; all of them will do):
-    /// learns their frames, and returns the keys of the stacks nothing in the window
-    /// names, for the recorder to delete from the map (the kernel's generation bumped
-    /// first). Frames that left the map a pass ago and are still not named are forgotten.
-    pub(crate) fn stacks_to_evict(&mut self, in_map: Vec<MapStack>) -> Vec<Vec<u8>> {
-        for (key, id, kernel, addrs) in in_map {
-            self.stacks.entry(id).or_insert(Stack {
-                kernel,
-                addrs,
-                key: Some(key),
-                spared: false,
-            });
-        }
+    /// (`in_map`: those whose keys the window does not know, [`Window::knows_key`]; all
+    /// of them will do): learns their frames, and returns the keys of the stacks nothing
+    /// in the window names, for the recorder to delete from the map (the kernel's
+    /// generation bumped first). Frames that left the map a pass ago and are still not
+    /// named are forgotten.
+    pub(crate) fn stacks_to_evict(&mut self, in_map: Vec<MapStack>) -> Vec<u64> {
+        self.learn(in_map);
         let named = self.named_stacks();
         let mut evict = Vec::new();
+        let keys_in_map = &mut self.keys_in_map;
         self.stacks.retain(|id, s| {
             if named.contains(id) {
                 return true;
             }
             // Out of the map now, out of memory at the next pass (or now, if spared once).
             if let Some(key) = s.key.take() {
+                keys_in_map.remove(&key);
                 evict.push(key);
             }
             !std::mem::replace(&mut s.spared, true)
@@ -377,14 +386,7 @@ impl Window {
         in_map: Vec<MapStack>,
         end: SchedEnd,
     ) -> io::Result<SnapshotInfo> {
-        for (key, id, kernel, addrs) in in_map {
-            self.stacks.entry(id).or_insert(Stack {
-                kernel,
-                addrs,
-                key: Some(key),
-                spared: false,
-            });
-        }
+        self.learn(in_map);
         let partial = partial_file(path);
         let result = self.write_to(&partial, end).and_then(|info| {
             std::fs::rename(&partial, path)?;
@@ -409,8 +411,8 @@ impl Window {
         }
         let mut mappings: Vec<_> = self.mappings.iter().collect();
         mappings.sort_by_key(|(pid, _)| **pid);
-        for (pid, m) in mappings.into_iter().filter(|(_, m)| !m.text.is_empty()) {
-            w.maps(*pid, &m.text)?;
+        for (pid, text) in mappings {
+            w.maps(*pid, text)?;
         }
         let mut info = SnapshotInfo::default();
         for c in &self.chunks {
@@ -552,12 +554,7 @@ mod tests {
     }
 
     fn stack(id: u32) -> MapStack {
-        (
-            id.to_le_bytes().to_vec(),
-            id,
-            false,
-            vec![0x1000 + u64::from(id)],
-        )
+        (u64::from(id) << 8, id, false, vec![0x1000 + u64::from(id)])
     }
 
     #[test]
@@ -610,11 +607,12 @@ mod tests {
         let in_map: Vec<MapStack> = (0..12).map(stack).collect();
         let mut evicted = win.stacks_to_evict(in_map);
         evicted.sort();
-        let want: Vec<Vec<u8>> = [0u32, 1, 2, 3, 4, 5, 6, 10, 11]
+        let want: Vec<u64> = [0u64, 1, 2, 3, 4, 5, 6, 10, 11]
             .iter()
-            .map(|id| id.to_le_bytes().to_vec())
+            .map(|id| id << 8)
             .collect();
         assert_eq!(evicted, want, "named by no record of the window");
+        assert!(win.knows_key(7 << 8) && !win.knows_key(6 << 8));
         assert_eq!(win.stacks_known(), 12, "frames kept a pass longer");
         assert!(win.stacks_to_evict(Vec::new()).is_empty());
         assert_eq!(win.stacks_known(), 3, "then only the named ones");
