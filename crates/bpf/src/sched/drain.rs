@@ -413,8 +413,14 @@ pub(crate) fn flush_stacks(map: &dyn MapCore, drain: &mut Drain) -> std::io::Res
 }
 
 /// Ring mode: the stacks nothing in the window names leave the kernel's map, after the
-/// generation is bumped so that no thread reuses their ids from its last site.
-pub(crate) fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut Drain) {
+/// generation is bumped so that no thread reuses their ids from its last site; with
+/// `read_map`, the stacks added to the map since the last such pass are learned first
+/// (without, only those the window learned already can leave it).
+pub(crate) fn evict_stacks(
+    skel: &mut crate::sched_skel::SchedSkel,
+    drain: &mut Drain,
+    read_map: bool,
+) {
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
         let generation = std::ptr::addr_of_mut!(bss.stack_generation);
         // SAFETY: the field lives in the map's memory mapping, which the programs read
@@ -425,7 +431,11 @@ pub(crate) fn evict_stacks(skel: &mut crate::sched_skel::SchedSkel, drain: &mut 
     let Some(window) = drain.window() else {
         return;
     };
-    let new = read_stacks_but(&skel.maps.stacks, |key| window.knows_key(key));
+    let new = if read_map {
+        read_stacks_but(&skel.maps.stacks, |key| window.knows_key(key))
+    } else {
+        Vec::new()
+    };
     for key in window.stacks_to_evict(new) {
         let _ = skel.maps.stacks.delete(&key.to_ne_bytes());
     }

@@ -410,7 +410,8 @@ fn run(
 
     let mut failure: Option<BpfError> = None;
     let mut evicted_at = Instant::now();
-    let mut issued_at_pass = 0u32;
+    let mut forgot_at = evicted_at;
+    let mut added_at_pass = 0u32;
     let mut stacks_written = 0u64;
     // The losses counted when the last snapshot was written: each says what it lost since.
     let mut lost_before = (0, 0);
@@ -433,17 +434,30 @@ fn run(
         }
         let now = Instant::now();
         d.forget_exited(now);
-        // Stacks added since the last pass: half the map's entries call for one now.
-        let issued = stacks_issued(&mut skel);
-        let filling = issued.wrapping_sub(issued_at_pass) >= options.stack_entries / 2;
+        // Stacks added to the map since the last pass: half the map's entries call for one
+        // now. Added: ids handed out, but those of the stacks the map could not take, which
+        // came through the ring. (Under process churn a ring's map stays full of stacks
+        // its window names and most new stacks come through the ring; counting every id
+        // called for a pass each second, each reading the whole map's keys to find few
+        // new ones.)
+        let added = stacks_issued(&mut skel).wrapping_sub(d.stacks_in_ring as u32);
+        let filling = added.wrapping_sub(added_at_pass) >= options.stack_entries / 2;
         let since = now.duration_since(evicted_at);
+        let unnamed = d.window().map_or(0, |w| w.stacks_maybe_unnamed());
         if d.window().is_some()
             && (since >= EVICT_EVERY || (filling && since >= EVICT_FILLING_EVERY))
         {
-            (evicted_at, issued_at_pass) = (now, issued);
-            evict_stacks(&mut skel, &mut d);
+            (evicted_at, forgot_at, added_at_pass) = (now, now, added);
+            evict_stacks(&mut skel, &mut d, true);
+        } else if unnamed >= options.stack_entries as usize / 2
+            && now.duration_since(forgot_at) >= EVICT_FILLING_EVERY
+        {
+            // Many stacks named no more, most of them come through the ring (process
+            // churn): forgotten without reading the map, which the next pass does.
+            forgot_at = now;
+            evict_stacks(&mut skel, &mut d, false);
         } else if d.window().is_none() && (filling || since >= FLUSH_STACKS_EVERY) {
-            (evicted_at, issued_at_pass) = (now, issued);
+            (evicted_at, added_at_pass) = (now, added);
             match flush_stacks(&skel.maps.stacks, &mut d) {
                 Ok(n) => stacks_written += n,
                 Err(e) => {

@@ -16,13 +16,13 @@
 //! it); one the map could not take, which came through the ring
 //! ([`Window::note_stack`]), from memory only. It does not talk to the kernel.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use slowlab_model::bundle::partial_file;
 
 use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
@@ -123,9 +123,6 @@ struct Stack {
     kernel: bool,
     addrs: Vec<u64>,
     key: Option<u64>,
-    /// Nothing named it at an eviction pass: the next pass that finds it unnamed forgets
-    /// it (a record already in the ring buffer may still name it).
-    spared: bool,
 }
 
 /// A stack as read from the kernel's map: its key, id, whether it is a kernel stack, and
@@ -151,10 +148,20 @@ pub(crate) struct Window {
     /// has moved past (a process's mappings may be reported after its exit).
     exited: HashMap<u32, u64>,
     stacks: HashMap<u32, Stack>,
+    /// How many chunks name each stack they name (those of the current one are in
+    /// `current_stacks`): an eviction pass looks only at the stacks whose count fell to
+    /// none, not at every stack of a window that may hold a million.
+    chunks_naming: HashMap<u32, u32>,
+    /// Stacks that may be named by nothing now, for the next pass: learned since the
+    /// last, or let go of by the chunks that named them.
+    maybe_unnamed: Vec<u32>,
+    /// Stacks the last pass found unnamed (and evicted from the kernel's map): kept in
+    /// memory a pass longer, since a record already in the ring buffer may name them.
+    spared: Vec<u32>,
     /// The keys of the stacks learned from the kernel's map and still there: only this
     /// window deletes from the map, and the kernel adds a stack under a new id, so a key
     /// here still names the stack learned under it.
-    keys_in_map: FxHashSet<u64>,
+    keys_in_map: HashSet<u64>,
     /// The command the recording runs: its pid and arguments.
     command: Option<(u32, Vec<String>)>,
 }
@@ -169,13 +176,16 @@ impl Window {
             current: Vec::new(),
             current_records: 0,
             current_span: None,
-            current_stacks: HashSet::new(),
+            current_stacks: HashSet::default(),
             newest_ns: 0,
-            threads: HashMap::new(),
-            mappings: HashMap::new(),
-            exited: HashMap::new(),
-            stacks: HashMap::new(),
-            keys_in_map: FxHashSet::default(),
+            threads: HashMap::default(),
+            mappings: HashMap::default(),
+            exited: HashMap::default(),
+            stacks: HashMap::default(),
+            chunks_naming: HashMap::default(),
+            maybe_unnamed: Vec::new(),
+            spared: Vec::new(),
+            keys_in_map: HashSet::default(),
             command: None,
         }
     }
@@ -252,6 +262,9 @@ impl Window {
         let (first_ns, last_ns) = self.current_span.take().unwrap_or((0, 0));
         let mut stacks: Vec<u32> = self.current_stacks.drain().collect();
         stacks.sort_unstable();
+        for &id in &stacks {
+            *self.chunks_naming.entry(id).or_default() += 1;
+        }
         let chunk = Chunk {
             bytes: std::mem::take(&mut self.current),
             records: std::mem::take(&mut self.current_records),
@@ -275,7 +288,9 @@ impl Window {
                 break;
             }
             self.bytes -= front.bytes.len() as u64;
-            self.chunks.pop_front();
+            if let Some(gone) = self.chunks.pop_front() {
+                self.let_go(&gone.stacks);
+            }
         }
         let since = self.oldest_ns();
         self.threads
@@ -288,6 +303,19 @@ impl Window {
             }
             !gone
         });
+    }
+
+    /// The stacks a chunk let go of named once less; those named no more may go.
+    fn let_go(&mut self, stacks: &[u32]) {
+        for id in stacks {
+            if let Some(n) = self.chunks_naming.get_mut(id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.chunks_naming.remove(id);
+                    self.maybe_unnamed.push(*id);
+                }
+            }
+        }
     }
 
     /// The time the window starts at: its oldest record's.
@@ -304,12 +332,20 @@ impl Window {
         self.bytes + self.current.len() as u64
     }
 
-    /// The stack ids the window's records name.
-    fn named_stacks(&self) -> HashSet<u32> {
-        let mut named: HashSet<u32> = self.current_stacks.clone();
-        for c in &self.chunks {
-            named.extend(c.stacks.iter().copied());
-        }
+    /// Whether a record of the window names stack `id`.
+    fn is_named(&self, id: u32) -> bool {
+        self.chunks_naming.contains_key(&id) || self.current_stacks.contains(&id)
+    }
+
+    /// The stack ids the window's records name, in order.
+    fn named_stacks(&self) -> Vec<u32> {
+        let mut named: Vec<u32> = self.chunks_naming.keys().copied().collect();
+        named.extend(
+            self.current_stacks
+                .iter()
+                .filter(|id| !self.chunks_naming.contains_key(id)),
+        );
+        named.sort_unstable();
         named
     }
 
@@ -322,11 +358,13 @@ impl Window {
     /// Stacks read from the kernel's map: their frames, and their keys to delete them by.
     fn learn(&mut self, in_map: Vec<MapStack>) {
         for (key, id, kernel, addrs) in in_map {
-            let stack = self.stacks.entry(id).or_insert(Stack {
-                kernel,
-                addrs,
-                key: None,
-                spared: false,
+            let stack = self.stacks.entry(id).or_insert_with(|| {
+                self.maybe_unnamed.push(id);
+                Stack {
+                    kernel,
+                    addrs,
+                    key: None,
+                }
             });
             if stack.key.is_none() {
                 stack.key = Some(key);
@@ -343,32 +381,46 @@ impl Window {
     /// named are forgotten.
     pub(crate) fn stacks_to_evict(&mut self, in_map: Vec<MapStack>) -> Vec<u64> {
         self.learn(in_map);
-        let named = self.named_stacks();
-        let mut evict = Vec::new();
-        let keys_in_map = &mut self.keys_in_map;
-        self.stacks.retain(|id, s| {
-            if named.contains(id) {
-                return true;
+        for id in std::mem::take(&mut self.spared) {
+            if !self.is_named(id) {
+                self.stacks.remove(&id);
             }
-            // Out of the map now, out of memory at the next pass (or now, if spared once).
-            if let Some(key) = s.key.take() {
-                keys_in_map.remove(&key);
+        }
+        // Out of the map now, out of memory at the next pass.
+        let mut evict = Vec::new();
+        for id in std::mem::take(&mut self.maybe_unnamed) {
+            if self.is_named(id) {
+                continue;
+            }
+            let Some(stack) = self.stacks.get_mut(&id) else {
+                continue;
+            };
+            if let Some(key) = stack.key.take() {
+                self.keys_in_map.remove(&key);
                 evict.push(key);
             }
-            !std::mem::replace(&mut s.spared, true)
-        });
+            self.spared.push(id);
+        }
         evict
     }
 
     /// A stack the kernel's map could not take, sent in the ring (it has no key there):
     /// kept while the window names it, and a pass longer, as the map's.
     pub(crate) fn note_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
-        self.stacks.entry(id).or_insert(Stack {
-            kernel,
-            addrs,
-            key: None,
-            spared: false,
+        self.stacks.entry(id).or_insert_with(|| {
+            self.maybe_unnamed.push(id);
+            Stack {
+                kernel,
+                addrs,
+                key: None,
+            }
         });
+    }
+
+    /// Stacks that may be named by nothing now (learned, or let go of by the chunks that
+    /// named them, since the last eviction pass): what the next pass may forget.
+    pub(crate) fn stacks_maybe_unnamed(&self) -> usize {
+        self.maybe_unnamed.len()
     }
 
     /// Stacks known (in memory).
@@ -422,9 +474,7 @@ impl Window {
             }
             info.last_ns = info.last_ns.max(c.last_ns);
         }
-        let mut named: Vec<u32> = self.named_stacks().into_iter().collect();
-        named.sort_unstable();
-        for id in named {
+        for id in self.named_stacks() {
             if let Some(s) = self.stacks.get(&id) {
                 w.stack(id, s.kernel, &s.addrs)?;
                 info.stacks += 1;
@@ -507,43 +557,41 @@ mod tests {
         win.note_thread(20, 20, "young");
         win.note_mappings(10, "r-xp /bin/old\n");
         for second in 0..seconds {
-            for i in 0..10 {
-                let t = second * 1_000_000_000 + i * 100_000_000 + 1;
-                let r = rec(RecordKind::Switch, t, 20, 0, Some(second as u32));
-                w.record(&raw(&r)).unwrap();
-                let Sink::Window(win) = w.out_mut() else {
-                    unreachable!()
-                };
-                win.note_record(&r);
-            }
-            let Sink::Window(win) = w.out_mut() else {
-                unreachable!()
-            };
-            if second == 0 {
-                win.note_record(&rec(RecordKind::Exit, 500_000_000, 10, 10, None));
-                // Processes whose mappings are reported after their exit (the kernel's
-                // reports come in a ring of their own): one mapped before, one not.
-                win.note_mappings(10, "r-xp /bin/old /lib/late.so\n");
-                win.note_record(&rec(RecordKind::Exit, 600_000_000, 30, 30, None));
-                win.note_mappings(30, "r-xp /bin/gone\n");
-                // A process whose pid is used again, below.
-                win.note_mappings(40, "r-xp /bin/first\n");
-                win.note_record(&rec(RecordKind::Exit, 700_000_000, 40, 40, None));
-            }
-            if second == 1 {
-                // Within the window of the first one's exit.
-                let mut fork = rec(RecordKind::Fork, 1_000_000_000, 20, 40, None);
-                fork.b = 40;
-                win.note_record(&fork);
-                win.note_mappings(40, "r-xp /bin/second\n");
-            }
-            w.flush_events().unwrap();
-            let Sink::Window(win) = w.out_mut() else {
-                unreachable!()
-            };
-            win.cut();
+            add_second(&mut w, second, second as u32);
         }
         w
+    }
+
+    /// Second `second` of the writer's switches, ten of them naming `stack`, in a chunk of
+    /// its own (with, in seconds 0 and 1, the processes `a_window` tells of).
+    fn add_second(w: &mut SchedWriter<Sink>, second: u64, stack: u32) {
+        for i in 0..10 {
+            let t = second * 1_000_000_000 + i * 100_000_000 + 1;
+            let r = rec(RecordKind::Switch, t, 20, 0, Some(stack));
+            w.record(&raw(&r)).unwrap();
+            window(w).note_record(&r);
+        }
+        let win = window(w);
+        if second == 0 {
+            win.note_record(&rec(RecordKind::Exit, 500_000_000, 10, 10, None));
+            // Processes whose mappings are reported after their exit (the kernel's
+            // reports come in a ring of their own): one mapped before, one not.
+            win.note_mappings(10, "r-xp /bin/old /lib/late.so\n");
+            win.note_record(&rec(RecordKind::Exit, 600_000_000, 30, 30, None));
+            win.note_mappings(30, "r-xp /bin/gone\n");
+            // A process whose pid is used again, below.
+            win.note_mappings(40, "r-xp /bin/first\n");
+            win.note_record(&rec(RecordKind::Exit, 700_000_000, 40, 40, None));
+        }
+        if second == 1 {
+            // Within the window of the first one's exit.
+            let mut fork = rec(RecordKind::Fork, 1_000_000_000, 20, 40, None);
+            fork.b = 40;
+            win.note_record(&fork);
+            win.note_mappings(40, "r-xp /bin/second\n");
+        }
+        w.flush_events().unwrap();
+        window(w).cut();
     }
 
     fn window(w: &mut SchedWriter<Sink>) -> &mut Window {
@@ -616,6 +664,45 @@ mod tests {
         assert_eq!(win.stacks_known(), 12, "frames kept a pass longer");
         assert!(win.stacks_to_evict(Vec::new()).is_empty());
         assert_eq!(win.stacks_known(), 3, "then only the named ones");
+    }
+
+    #[test]
+    fn a_stack_goes_once_the_window_moves_past_the_last_record_naming_it() {
+        // Seconds 7, 8 and 9 kept, naming stacks 7, 8 and 9, all learned from the map.
+        let mut w = a_window(2_500, 1 << 30, 10);
+        let in_map: Vec<MapStack> = (7..10).map(stack).collect();
+        assert!(window(&mut w).stacks_to_evict(in_map).is_empty());
+        // Second 10 names stack 9 again, and second 11 stack 7 again: the window lets go
+        // of seconds 7 and 8 (the first named 7, the second 8) and keeps 9 to 11.
+        add_second(&mut w, 10, 9);
+        add_second(&mut w, 11, 7);
+        let win = window(&mut w);
+        assert_eq!(win.chunks.len(), 3);
+        assert_eq!(
+            win.stacks_to_evict(Vec::new()),
+            [8 << 8],
+            "only 8 is named no more"
+        );
+        assert!(!win.knows_key(8 << 8) && win.knows_key(7 << 8) && win.knows_key(9 << 8));
+        assert_eq!(win.stacks_known(), 3, "8's frames a pass longer");
+        // A record in the ring buffer named it after all: it stays while named.
+        let late = rec(RecordKind::Switch, 11_950_000_000, 20, 0, Some(8));
+        win.note_record(&late);
+        assert!(win.stacks_to_evict(Vec::new()).is_empty());
+        assert_eq!(win.stacks_known(), 3);
+        // Seconds 12 to 15, naming stack 99: the chunks naming 7, 8 and 9 go (second 12's
+        // named 8, for the late record), and so do those stacks, from the map at one pass
+        // and from memory at the next.
+        for second in 12..16 {
+            add_second(&mut w, second, 99);
+        }
+        let win = window(&mut w);
+        assert_eq!(win.chunks[0].first_ns, 13_000_000_001);
+        let mut evicted = win.stacks_to_evict(Vec::new());
+        evicted.sort_unstable();
+        assert_eq!(evicted, [7 << 8, 9 << 8], "8 was out of the map already");
+        assert!(win.stacks_to_evict(Vec::new()).is_empty());
+        assert_eq!(win.stacks_known(), 0);
     }
 
     #[test]
