@@ -5,13 +5,16 @@
 # the recorder's anonymous memory (RssAnon, KiB) each second, then the CPU it used (user
 # and system clock ticks, /proc/PID/stat) and its last lines.
 #
-#   sudo bench/record/ring_memory.sh [SLOWLAB] [SECONDS (300)] [BACKEND (bpf)]
+#   sudo bench/record/ring_memory.sh [SLOWLAB] [SECONDS (300)] [BACKEND (bpf)] [RING (2)]
+#
+# RING: the window's seconds (`--ring`); the flight recorder's default is 60.
 #
 # A recorder whose memory is bounded settles within a minute or two and stays there.
 set -eu
 SLOWLAB=${1:-target/test-release/slowlab}
 SECONDS_RUN=${2:-300}
 BACKEND=${3:-bpf}
+RING=${4:-2}
 dir=$(mktemp -d /tmp/ring-memory.XXXXXX)
 churn=
 rec=
@@ -25,7 +28,7 @@ trap 'exit 130' INT TERM
 (while :; do /bin/true; ls / >/dev/null; sleep 0.005; done) &
 churn=$!
 SLOWLAB_BPF_RING_MAX_BYTES=8388608 "$SLOWLAB" record -o "$dir/ring.data" \
-    --backend "$BACKEND" --ring 2 --keep-snapshots 3 2> "$dir/ring.err" &
+    --backend "$BACKEND" --ring "$RING" --keep-snapshots 3 2> "$dir/ring.err" &
 rec=$!
 for s in $(seq "$SECONDS_RUN"); do
     sleep 1

@@ -15,9 +15,11 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
-/// Pages of each CPU's ring (after its header page): room for ~400 mappings between two of
-/// the drain's passes (50 ms).
-const RING_PAGES: usize = 16;
+/// Pages of each CPU's ring (after its header page): room for ~1,600 mappings between two
+/// of the drain's reads, which are 50 ms apart when it keeps up, longer while it moves
+/// stacks out of the kernel's map. (16 pages lost thousands of reports in 45 s of
+/// `ring_bpf.rs`'s process churn.)
+const RING_PAGES: usize = 64;
 
 const PERF_RECORD_LOST: u32 = 2;
 const PERF_RECORD_MMAP2: u32 = 10;
