@@ -247,7 +247,9 @@ fn path_data(trace: &Trace, scope: &Scope, cp: &CriticalPath, tables: &mut Table
                     .unwrap_or(5) as u8
             }
         });
-        let label = s.top_function.as_deref().or(s.blocked_in.as_deref());
+        let label = s.top_function.as_deref().or(s.blocked_in.as_deref()).or(s
+            .unknown
+            .then_some("not known yet: no scheduler event of it before"));
         d.label.push(label.map_or(-1, |l| tables.string(l) as i32));
         d.depth.push(s.depth);
     }

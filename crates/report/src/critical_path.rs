@@ -58,6 +58,11 @@ fn segment_text(s: &Segment) -> String {
                 .map(|t| format!(" while {} [{}] ran", t.comm, t.tid))
                 .unwrap_or_default()
         ),
+        SegmentState::Blocked if s.unknown => {
+            "not known yet: the recording has no scheduler event of it before this \
+             (counted as blocked)"
+                .to_string()
+        }
         SegmentState::Blocked => {
             let mut t = match &s.resource {
                 Some(r) => format!(
@@ -228,6 +233,7 @@ mod tests {
             resource: None,
             via_resource: None,
             holding: None,
+            unknown: false,
         };
         let mut breakdown = Breakdown {
             cpu: 1.0,

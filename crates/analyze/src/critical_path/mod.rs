@@ -550,6 +550,7 @@ pub fn critical_path_with(
                 name: None,
                 holder: Some(path_thread(trace, r.thread)),
             }),
+            unknown: r.unknown,
         });
     }
     let wall_s = (end - start) as f64 / 1e9;

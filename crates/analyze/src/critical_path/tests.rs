@@ -653,3 +653,42 @@ fn a_time_out_whose_waker_held_the_mutex_taken_back_after_it_waited_for_the_wake
     assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
     assert_adds_up(&cp);
 }
+
+#[test]
+fn the_roots_time_before_its_first_scheduler_event_is_marked_unknown() {
+    let mut b = TraceBuilder::default();
+    let a = b.process(10, "late");
+    b.lifetime(a, None, 0, Some(ms(100)));
+    let pipe = b.stack(&["vfs_read", "pipe_read", "schedule"]);
+    // Its first event is its switch away at 40 ms, into a wait on a pipe
+    // nobody in the trace writes, on a CPU that last switched at 5 ms: it ran
+    // from 5 ms, and before that its state is not known. It runs again from
+    // 60 ms.
+    b.switch(ms(5), 0, 20, 0, 30, None);
+    b.switch(ms(40), 0, 10, 1, 0, pipe);
+    b.switch(ms(60), 0, 0, 0, 10, None);
+    b.end(ms(100));
+    let t = b.build();
+    let cp = path(&t, 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Blocked, Some(WaitKind::Other), 0, 5),
+            (10, Cpu, None, 5, 40),
+            (10, Blocked, Some(WaitKind::Ipc), 40, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    let unknown: Vec<bool> = cp.segments.iter().map(|s| s.unknown).collect();
+    assert_eq!(
+        unknown,
+        [true, false, false, false],
+        "only the first is not known"
+    );
+    assert!((cp.unknown_s - 0.005).abs() < 1e-9);
+    assert_adds_up(&cp);
+    // It is said so in JSON, and a known segment says nothing of it.
+    let json = serde_json::to_value(&cp.segments).unwrap();
+    assert_eq!(json[0]["unknown"], true);
+    assert!(json[2].get("unknown").is_none(), "{}", json[2]);
+}

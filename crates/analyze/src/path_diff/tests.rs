@@ -58,6 +58,7 @@ fn path(stretches: &[Stretch]) -> CriticalPath {
                 resource: None,
                 via_resource: None,
                 holding: None,
+                unknown: false,
             };
             t += secs;
             s

@@ -141,6 +141,7 @@ mod tests {
                     resource: None,
                     via_resource: None,
                     holding: None,
+                    unknown: false,
                 };
                 t += secs;
                 s
