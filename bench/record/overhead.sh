@@ -28,13 +28,20 @@
 #   bpf-ring        the flight recorder: `--backend bpf --ring 60` (the last
 #                   minute kept in memory, nothing written until a snapshot;
 #                   the samples on the tick, --ring's default)
-#   bpf-ring-timer  the same with the samples on a timer at 1000 Hz
+#   bpf-ring-before SLOWLAB_BEFORE's flight recorder (`--backend bpf --ring 60`)
+#   bpf-ring-timer  the flight recorder with the samples on a timer at 1000 Hz
 #                   (`--samples-on timer`)
 #   after-ring      the same with perf's backend (`--backend perf --ring 60`:
 #                   perf's ring buffers, written at a snapshot)
 #
 # MODES picks the modes (default: plain, before when given, after,
 # after-no-paths), e.g. MODES="plain after after-no-paths bpf".
+#
+# WORKLOAD picks what is timed:
+#   tar       (the default) the untar and `sync -f` above
+#   launches  process churn, as a build or a shell script makes it: a shell
+#             starting LAUNCHES (500) times `/bin/true` and `ls /`, each a new
+#             process with new stacks (its libraries mapped at new addresses)
 #
 # Usage (root; perf installed):
 #   bench/record/overhead.sh [SLOWLAB_BEFORE]
@@ -51,6 +58,8 @@ BEFORE=${1:-}
 ROUNDS=${ROUNDS:-4}
 RUNS=${RUNS:-5}
 FILES=${FILES:-4000}
+WORKLOAD=${WORKLOAD:-tar}
+LAUNCHES=${LAUNCHES:-500}
 WORK=${WORK:-$(mktemp -d /tmp/slowlab-record-bench.XXXXXX)}
 mkdir -p "$WORK"
 
@@ -99,6 +108,7 @@ case \$mode in
   bpf-tick) bin="$SLOWLAB"; extra="--backend bpf --samples-on tick" ;;
   bpf-timer) bin="$SLOWLAB"; extra="--backend bpf --samples-on timer" ;;
   bpf-ring) bin="$SLOWLAB"; extra="--backend bpf --ring 60" ;;
+  bpf-ring-before) bin="$BEFORE"; extra="--backend bpf --ring 60" ;;
   bpf-ring-timer) bin="$SLOWLAB"; extra="--backend bpf --ring 60 --samples-on timer" ;;
   after-ring) bin="$SLOWLAB"; extra="--backend perf --ring 60" ;;
 esac
@@ -139,16 +149,27 @@ fi
 
 # Rounds of RUNS timed runs per mode, the modes in a rotated order each
 # round: a shared machine's slow spells then fall on every mode alike.
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); workload: $FILES files, $(du -h "$WORK/files.tar" | cut -f1) tar; $ROUNDS rounds of $RUNS runs" >&2
+case $WORKLOAD in
+  tar)
+    prepare="rm -rf $WORK/mnt/x && mkdir $WORK/mnt/x && sync -f $WORK/mnt"
+    timed="tar xf $WORK/files.tar -C $WORK/mnt/x && sync -f $WORK/mnt/x"
+    what="$FILES files, $(du -h "$WORK/files.tar" | cut -f1) tar" ;;
+  launches)
+    prepare=true
+    timed="for i in \$(seq $LAUNCHES); do /bin/true; ls / >/dev/null; done"
+    what="$LAUNCHES launches of /bin/true and ls" ;;
+  *) echo "WORKLOAD is tar or launches, not $WORKLOAD" >&2; exit 2 ;;
+esac
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); workload: $what; $ROUNDS rounds of $RUNS runs" >&2
 for ((round = 0; round < ROUNDS; round++)); do
   for ((k = 0; k < ${#modes[@]}; k++)); do
     mode=${modes[(k + round) % ${#modes[@]}]}
     "$WORK/recorder" start "$mode"
     hyperfine --warmup 1 --runs "$RUNS" --style none \
-      --prepare "rm -rf $WORK/mnt/x && mkdir $WORK/mnt/x && sync -f $WORK/mnt" \
+      --prepare "$prepare" \
       --export-json "$WORK/$mode.$round.json" \
       -n "$mode" \
-      "tar xf $WORK/files.tar -C $WORK/mnt/x && sync -f $WORK/mnt/x" >/dev/null
+      "$timed" >/dev/null
     "$WORK/recorder" stop "$mode"
   done
 done

@@ -7,7 +7,9 @@
 #
 #   sudo bench/record/ring_memory.sh [SLOWLAB] [SECONDS (300)] [BACKEND (bpf)] [RING (2)]
 #
-# RING: the window's seconds (`--ring`); the flight recorder's default is 60.
+# RING: the window's seconds (`--ring`); the flight recorder's default is 60. The window
+# is capped at 8 MiB (SLOWLAB_BPF_RING_MAX_BYTES), or at MAX_BYTES if given ("" for the
+# recorder's own cap).
 #
 # A recorder whose memory is bounded settles within a minute or two and stays there.
 set -eu
@@ -27,7 +29,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 (while :; do /bin/true; ls / >/dev/null; sleep 0.005; done) &
 churn=$!
-SLOWLAB_BPF_RING_MAX_BYTES=8388608 "$SLOWLAB" record -o "$dir/ring.data" \
+SLOWLAB_BPF_RING_MAX_BYTES=${MAX_BYTES-8388608} "$SLOWLAB" record -o "$dir/ring.data" \
     --backend "$BACKEND" --ring "$RING" --keep-snapshots 3 2> "$dir/ring.err" &
 rec=$!
 for s in $(seq "$SECONDS_RUN"); do
