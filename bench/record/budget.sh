@@ -11,6 +11,9 @@
 # programs' counts are those of the timed work only (plus the recorder's idle
 # second before it).
 #
+# WORKLOAD=launches times overhead.sh's process churn instead (LAUNCHES, 500, times
+# `/bin/true` and `ls /` from a shell, a run).
+#
 # Usage (root):
 #   cargo build --profile test-release -p slowlab-bpf --example sched_record
 #   RUNS=5 bench/record/budget.sh [target/test-release/examples/sched_record]
@@ -19,6 +22,8 @@ cd "$(dirname "$0")/../.."
 EXAMPLE=$(realpath "${1:-target/test-release/examples/sched_record}")
 RUNS=${RUNS:-5}
 FILES=${FILES:-4000}
+WORKLOAD=${WORKLOAD:-tar}
+LAUNCHES=${LAUNCHES:-500}
 WORK=${WORK:-$(mktemp -d /tmp/slowlab-record-budget.XXXXXX)}
 [ -x "$EXAMPLE" ] || { echo "no $EXAMPLE: cargo build --profile test-release -p slowlab-bpf --example sched_record" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
@@ -50,7 +55,11 @@ untar() {
   local start end
   start=$(date +%s%N)
   for ((i = 1; i <= RUNS; i++)); do
-    tar xf "$WORK/files.tar" -C "$WORK/mnt/$1$i" && sync -f "$WORK/mnt/$1$i"
+    if [ "$WORKLOAD" = launches ]; then
+      for ((k = 0; k < LAUNCHES; k++)); do /bin/true; ls / >/dev/null; done
+    else
+      tar xf "$WORK/files.tar" -C "$WORK/mnt/$1$i" && sync -f "$WORK/mnt/$1$i"
+    fi
   done
   end=$(date +%s%N)
   echo $(((end - start) / 1000000))

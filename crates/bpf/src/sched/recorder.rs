@@ -266,6 +266,14 @@ fn stacks_issued(skel: &mut crate::sched_skel::SchedSkel) -> u32 {
     }
 }
 
+/// Tells the programs the stack map may have room again (`stack_map_full`): stacks left it.
+fn stack_map_has_room(skel: &mut crate::sched_skel::SchedSkel) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        // SAFETY: as in `stacks_issued`; an aligned u32 written volatile is not torn.
+        unsafe { std::ptr::addr_of_mut!(bss.stack_map_full).write_volatile(0) };
+    }
+}
+
 /// Tells the programs to record nothing more (`recording_stopped`).
 fn stop_recording(skel: &mut crate::sched_skel::SchedSkel) {
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
@@ -339,7 +347,14 @@ fn run(
     } = setup!(load_and_attach(&mut object, &options));
     // The executable mappings processes make from now on, as the kernel reports them.
     let mut mmap_rings = match MmapRings::open(0..possible_cpus() as i32) {
-        Ok(rings) => Some(rings),
+        Ok(rings) => {
+            // The mappings of a new image come in them: no need to wake at each exec.
+            if let Some(data) = skel.maps.data_data.as_deref_mut() {
+                // SAFETY: as in `stacks_issued`; an aligned u32 written volatile.
+                unsafe { std::ptr::addr_of_mut!(data.wake_at_exec).write_volatile(0) };
+            }
+            Some(rings)
+        }
         Err(e) => {
             unattached.push(format!(
                 "executable mappings (a perf event with mmap tracking): {e}; a process gone \
@@ -449,6 +464,7 @@ fn run(
         {
             (evicted_at, forgot_at, added_at_pass) = (now, now, added);
             evict_stacks(&mut skel, &mut d, true);
+            stack_map_has_room(&mut skel);
         } else if unnamed >= options.stack_entries as usize / 2
             && now.duration_since(forgot_at) >= EVICT_FILLING_EVERY
         {
@@ -456,6 +472,7 @@ fn run(
             // churn): forgotten without reading the map, which the next pass does.
             forgot_at = now;
             evict_stacks(&mut skel, &mut d, false);
+            stack_map_has_room(&mut skel);
         } else if d.window().is_none() && (filling || since >= FLUSH_STACKS_EVERY) {
             (evicted_at, added_at_pass) = (now, added);
             match flush_stacks(&skel.maps.stacks, &mut d) {
@@ -464,6 +481,7 @@ fn run(
                     d.error.get_or_insert(e);
                 }
             }
+            stack_map_has_room(&mut skel);
         }
         for ask in requests.try_iter() {
             let (path, answer) = match ask {
