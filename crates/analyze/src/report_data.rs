@@ -249,7 +249,7 @@ fn path_data(trace: &Trace, scope: &Scope, cp: &CriticalPath, tables: &mut Table
         });
         let label = s.top_function.as_deref().or(s.blocked_in.as_deref()).or(s
             .unknown
-            .then_some("not known yet: no scheduler event of it before"));
+            .then_some("not known: no scheduler event of it tells"));
         d.label.push(label.map_or(-1, |l| tables.string(l) as i32));
         d.depth.push(s.depth);
     }

@@ -249,9 +249,10 @@ pub struct Segment {
     /// it (from the trace's lock analysis).
     #[serde(default)]
     pub holding: Option<Resource>,
-    /// The thread's state is not known here: the recording has no scheduler
-    /// event of it yet (the root's first moments, before its first switch or
-    /// wake-up). Counted as blocked (other), and in `unknown_s`.
+    /// The thread's state is not known here: no scheduler event of it tells
+    /// what it did (the root's first moments, before an event that implies
+    /// them, such as its first switch). Counted as blocked (other), and in
+    /// `unknown_s`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unknown: bool,
 }

@@ -59,8 +59,8 @@ fn segment_text(s: &Segment) -> String {
                 .unwrap_or_default()
         ),
         SegmentState::Blocked if s.unknown => {
-            "not known yet: the recording has no scheduler event of it before this \
-             (counted as blocked)"
+            "not known: no scheduler event of it tells what it did here (counted as \
+             blocked)"
                 .to_string()
         }
         SegmentState::Blocked => {
