@@ -21,6 +21,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use super::format::{
     decode_record, parse_maps_line, RecordKind, SchedEnd, SchedWriter, RECORD_LEN,
 };
+use super::globals;
 use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
 use super::ring::{MapStack, Sink, SnapshotInfo, Window};
@@ -310,7 +311,7 @@ impl Drain {
     fn sent_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
         self.stacks_in_ring += 1;
         if let Some(window) = self.window() {
-            window.note_stack(id, kernel, addrs);
+            window.stacks().note_sent(id, kernel, addrs);
             return;
         }
         if let Err(e) = self.writer.stack(id, kernel, &addrs) {
@@ -386,13 +387,24 @@ const MAX_FLUSH_BATCHES: usize = 1024;
 /// File mode: moves every stack now in the kernel's map into the file and out of the map,
 /// so that the map never fills however long the recording (a thread that reuses an id
 /// from its last site names a stack the file already has; a stack walked again is added
-/// again, under a new id). Returns how many were written.
+/// again, under a new id), and tells the programs the map has room. Returns how many
+/// were written.
 ///
 /// Each round starts a batch lookup-and-delete anew, until one finds nothing: a batch of
 /// a hash map stops at a bucket that does not fit, so it can hold fewer stacks than asked
 /// while more are left, and libbpf-rs's iterator takes that for the end (a recording
 /// lost every stack past the first 1,023 of a flush that way).
-pub(crate) fn flush_stacks(map: &dyn MapCore, drain: &mut Drain) -> std::io::Result<u64> {
+pub(crate) fn flush_stacks(
+    skel: &mut crate::sched_skel::SchedSkel,
+    drain: &mut Drain,
+) -> std::io::Result<u64> {
+    let moved = move_stacks(&skel.maps.stacks, drain);
+    stack_map_has_room(skel);
+    moved
+}
+
+/// `flush_stacks`'s batches.
+fn move_stacks(map: &dyn MapCore, drain: &mut Drain) -> std::io::Result<u64> {
     let mut written = 0;
     for _ in 0..MAX_FLUSH_BATCHES {
         let batch: Vec<(Vec<u8>, Vec<u8>)> = map
@@ -422,22 +434,29 @@ pub(crate) fn evict_stacks(
     read_map: bool,
 ) {
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        let generation = std::ptr::addr_of_mut!(bss.stack_generation);
-        // SAFETY: the field lives in the map's memory mapping, which the programs read
-        // concurrently; a volatile read and write of an aligned u32 keeps the compiler
-        // from eliding or tearing them.
-        unsafe { generation.write_volatile(generation.read_volatile().wrapping_add(1)) };
+        let generation = &mut bss.stack_generation;
+        globals::store(generation, globals::load(generation).wrapping_add(1));
     }
     let Some(window) = drain.window() else {
         return;
     };
+    let book = window.stacks();
     let new = if read_map {
-        read_stacks_but(&skel.maps.stacks, |key| window.knows_key(key))
+        read_stacks_but(&skel.maps.stacks, |key| book.knows_key(key))
     } else {
         Vec::new()
     };
-    for key in window.stacks_to_evict(new) {
+    for key in book.eviction_pass(new) {
         let _ = skel.maps.stacks.delete(&key.to_ne_bytes());
+    }
+    stack_map_has_room(skel);
+}
+
+/// Tells the programs the stack map may have room again (`stack_map_full`): stacks left
+/// it. A program that finds it full again sets the flag again.
+fn stack_map_has_room(skel: &mut crate::sched_skel::SchedSkel) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        globals::store(&mut bss.stack_map_full, 0);
     }
 }
 

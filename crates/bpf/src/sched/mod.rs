@@ -15,6 +15,7 @@
 mod attach;
 mod drain;
 pub mod format;
+mod globals;
 mod mmaps;
 mod options;
 mod recorder;

@@ -44,6 +44,7 @@ use slowlab_model::bundle::partial_file;
 use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::SchedEnd;
+use super::globals;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
@@ -258,28 +259,16 @@ impl SchedRecorder {
 
 /// How many stack ids the programs have handed out (`next_stack_id`).
 fn stacks_issued(skel: &mut crate::sched_skel::SchedSkel) -> u32 {
-    match skel.maps.bss_data.as_deref_mut() {
-        // SAFETY: the field lives in the map's memory mapping, which the programs write
-        // concurrently; a volatile read of an aligned u32 is not torn or elided.
-        Some(bss) => unsafe { std::ptr::addr_of!(bss.next_stack_id).read_volatile() },
-        None => 0,
-    }
-}
-
-/// Tells the programs the stack map may have room again (`stack_map_full`): stacks left it.
-fn stack_map_has_room(skel: &mut crate::sched_skel::SchedSkel) {
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        // SAFETY: as in `stacks_issued`; an aligned u32 written volatile is not torn.
-        unsafe { std::ptr::addr_of_mut!(bss.stack_map_full).write_volatile(0) };
-    }
+    skel.maps
+        .bss_data
+        .as_deref()
+        .map_or(0, |bss| globals::load(&bss.next_stack_id))
 }
 
 /// Tells the programs to record nothing more (`recording_stopped`).
 fn stop_recording(skel: &mut crate::sched_skel::SchedSkel) {
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        // SAFETY: the field lives in the map's memory mapping, which the programs read
-        // concurrently; a volatile write of a bool is not torn or elided.
-        unsafe { std::ptr::addr_of_mut!(bss.recording_stopped).write_volatile(true) };
+        globals::store(&mut bss.recording_stopped, true);
     }
 }
 
@@ -350,8 +339,7 @@ fn run(
         Ok(rings) => {
             // The mappings of a new image come in them: no need to wake at each exec.
             if let Some(data) = skel.maps.data_data.as_deref_mut() {
-                // SAFETY: as in `stacks_issued`; an aligned u32 written volatile.
-                unsafe { std::ptr::addr_of_mut!(data.wake_at_exec).write_volatile(0) };
+                globals::store(&mut data.wake_at_exec, 0);
             }
             Some(rings)
         }
@@ -458,13 +446,12 @@ fn run(
         let added = stacks_issued(&mut skel).wrapping_sub(d.stacks_in_ring as u32);
         let filling = added.wrapping_sub(added_at_pass) >= options.stack_entries / 2;
         let since = now.duration_since(evicted_at);
-        let unnamed = d.window().map_or(0, |w| w.stacks_maybe_unnamed());
+        let unnamed = d.window().map_or(0, |w| w.stacks().maybe_unnamed());
         if d.window().is_some()
             && (since >= EVICT_EVERY || (filling && since >= EVICT_FILLING_EVERY))
         {
             (evicted_at, forgot_at, added_at_pass) = (now, now, added);
             evict_stacks(&mut skel, &mut d, true);
-            stack_map_has_room(&mut skel);
         } else if unnamed >= options.stack_entries as usize / 2
             && now.duration_since(forgot_at) >= EVICT_FILLING_EVERY
         {
@@ -472,16 +459,14 @@ fn run(
             // churn): forgotten without reading the map, which the next pass does.
             forgot_at = now;
             evict_stacks(&mut skel, &mut d, false);
-            stack_map_has_room(&mut skel);
         } else if d.window().is_none() && (filling || since >= FLUSH_STACKS_EVERY) {
             (evicted_at, added_at_pass) = (now, added);
-            match flush_stacks(&skel.maps.stacks, &mut d) {
+            match flush_stacks(&mut skel, &mut d) {
                 Ok(n) => stacks_written += n,
                 Err(e) => {
                     d.error.get_or_insert(e);
                 }
             }
-            stack_map_has_room(&mut skel);
         }
         for ask in requests.try_iter() {
             let (path, answer) = match ask {
@@ -586,7 +571,7 @@ fn run(
     // The stacks still in the map.
     let stacks = stacks_written
         + stacks_in_ring
-        + flush_stacks(&skel.maps.stacks, &mut drain).map_err(unfinished)?;
+        + flush_stacks(&mut skel, &mut drain).map_err(unfinished)?;
     let records = drain.writer.records();
     let end = SchedEnd {
         stop_ns,

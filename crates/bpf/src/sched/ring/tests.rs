@@ -1,0 +1,262 @@
+//! The ring window's tests: what a snapshot holds, and how stacks leave the kernel's map
+//! and memory.
+
+use super::*;
+use crate::sched::format::parse_sched;
+
+fn rec(kind: RecordKind, time_ns: u64, tid: u32, a: u32, kstack: Option<u32>) -> SchedRecord {
+    SchedRecord {
+        time_ns,
+        tid,
+        a,
+        b: 0,
+        cpu: 0,
+        kind,
+        c: 0,
+        kstack,
+        ustack: None,
+        comm: None,
+        value: 0,
+        ip: 0,
+        args: [0; 6],
+        path: None,
+    }
+}
+
+/// The raw bytes of a record as the program writes it.
+fn raw(r: &SchedRecord) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&r.time_ns.to_le_bytes());
+    b.extend_from_slice(&r.tid.to_le_bytes());
+    b.extend_from_slice(&r.a.to_le_bytes());
+    b.extend_from_slice(&r.b.to_le_bytes());
+    b.extend_from_slice(&r.cpu.to_le_bytes());
+    b.push(1); // SWITCH
+    b.push(0);
+    b.extend_from_slice(&r.kstack.map_or(-1, |s| s as i32).to_le_bytes());
+    b.extend_from_slice(&(-1i32).to_le_bytes());
+    b
+}
+
+/// A writer into a window of `window_ms` (and `max_bytes`) given `seconds` of
+/// switches, ten a second, each second's in a section of its own naming stack `second`.
+fn a_window(window_ms: u64, max_bytes: u64, seconds: u64) -> SchedWriter<Sink> {
+    let header = Header {
+        start_mono_ns: 1,
+        start_real_ns: 2,
+        nr_cpus: 2,
+        sample_freq: 99,
+        samples_on_tick: false,
+    };
+    let options = RingOptions {
+        window: Duration::from_millis(window_ms),
+        max_bytes,
+    };
+    let sink = Sink::Window(Box::new(Window::new(header, options)));
+    let mut w = SchedWriter::new(sink, 1, 2, 2, 99).unwrap();
+    let Sink::Window(win) = w.out_mut() else {
+        unreachable!()
+    };
+    win.clear_written();
+    win.note_thread(10, 10, "old");
+    win.note_thread(20, 20, "young");
+    win.note_mappings(10, "r-xp /bin/old\n");
+    for second in 0..seconds {
+        add_second(&mut w, second, second as u32);
+    }
+    w
+}
+
+/// Second `second` of the writer's switches, ten of them naming `stack`, in a chunk of
+/// its own (with, in seconds 0 and 1, the processes `a_window` tells of).
+fn add_second(w: &mut SchedWriter<Sink>, second: u64, stack: u32) {
+    for i in 0..10 {
+        let t = second * 1_000_000_000 + i * 100_000_000 + 1;
+        let r = rec(RecordKind::Switch, t, 20, 0, Some(stack));
+        w.record(&raw(&r)).unwrap();
+        window(w).note_record(&r);
+    }
+    let win = window(w);
+    if second == 0 {
+        win.note_record(&rec(RecordKind::Exit, 500_000_000, 10, 10, None));
+        // Processes whose mappings are reported after their exit (the kernel's
+        // reports come in a ring of their own): one mapped before, one not.
+        win.note_mappings(10, "r-xp /bin/old /lib/late.so\n");
+        win.note_record(&rec(RecordKind::Exit, 600_000_000, 30, 30, None));
+        win.note_mappings(30, "r-xp /bin/gone\n");
+        // A process whose pid is used again, below.
+        win.note_mappings(40, "r-xp /bin/first\n");
+        win.note_record(&rec(RecordKind::Exit, 700_000_000, 40, 40, None));
+    }
+    if second == 1 {
+        // Within the window of the first one's exit.
+        let mut fork = rec(RecordKind::Fork, 1_000_000_000, 20, 40, None);
+        fork.b = 40;
+        win.note_record(&fork);
+        win.note_mappings(40, "r-xp /bin/second\n");
+    }
+    w.flush_events().unwrap();
+    window(w).cut();
+}
+
+fn window(w: &mut SchedWriter<Sink>) -> &mut Window {
+    match w.out_mut() {
+        Sink::Window(win) => win,
+        Sink::File(_) => unreachable!(),
+    }
+}
+
+fn stack(id: u32) -> MapStack {
+    (u64::from(id) << 8, id, false, vec![0x1000 + u64::from(id)])
+}
+
+#[test]
+fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = a_window(2_500, 1 << 30, 10);
+    let file = dir.path().join("snap");
+    let in_map = (0..10).map(stack).collect();
+    let info = window(&mut w)
+        .write(&file, in_map, SchedEnd::default())
+        .unwrap();
+    assert!(!dir.path().join("snap.partial").exists());
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+    // The chunks that ended within 2.5 s of the newest record: seconds 7, 8 and 9.
+    assert_eq!(info.records, 30);
+    assert_eq!(log.records.len(), 30);
+    assert_eq!(log.records[0].time_ns, 7_000_000_001);
+    assert_eq!(log.end.unwrap().records, 30);
+    let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
+    assert_eq!(ids, [7, 8, 9], "only the stacks the window names");
+    assert_eq!(log.stacks[0].addrs, [0x1007]);
+    // The thread that exited in second 0 is gone, with its mappings (those reported
+    // after its exit too); the live one stays, as does the process that took pid 40.
+    let tids: Vec<u32> = log.threads.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [20]);
+    let maps: Vec<(u32, &str)> = log.maps.iter().map(|m| (m.pid, m.text.as_str())).collect();
+    assert_eq!(maps, [(40, "r-xp /bin/second\n")]);
+    assert_eq!(
+        (log.start_mono_ns, log.nr_cpus, log.sample_freq),
+        (1, 2, 99)
+    );
+}
+
+#[test]
+fn the_bytes_allowed_bound_the_window_too() {
+    let mut all = a_window(60_000, 1 << 30, 10);
+    let per_second = window(&mut all).bytes() / 10;
+    assert_eq!(window(&mut all).chunks.len(), 10, "a minute holds them all");
+    let mut w = a_window(60_000, 3 * per_second + 10, 10);
+    assert!(window(&mut w).bytes() <= 3 * per_second + 10);
+    assert_eq!(window(&mut w).chunks.len(), 3);
+    assert_eq!(window(&mut w).chunks[0].first_ns, 7_000_000_001);
+}
+
+#[test]
+fn stacks_nothing_names_leave_the_map_then_memory() {
+    let mut w = a_window(2_500, 1 << 30, 10);
+    let win = window(&mut w);
+    let in_map: Vec<MapStack> = (0..12).map(stack).collect();
+    let mut evicted = win.stacks().eviction_pass(in_map);
+    evicted.sort();
+    let want: Vec<u64> = [0u64, 1, 2, 3, 4, 5, 6, 10, 11]
+        .iter()
+        .map(|id| id << 8)
+        .collect();
+    assert_eq!(evicted, want, "named by no record of the window");
+    assert!(win.stacks().knows_key(7 << 8) && !win.stacks().knows_key(6 << 8));
+    assert_eq!(win.stacks().known(), 12, "frames kept a pass longer");
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert_eq!(win.stacks().known(), 3, "then only the named ones");
+}
+
+#[test]
+fn a_stack_goes_once_the_window_moves_past_the_last_record_naming_it() {
+    // Seconds 7, 8 and 9 kept, naming stacks 7, 8 and 9, all learned from the map.
+    let mut w = a_window(2_500, 1 << 30, 10);
+    let in_map: Vec<MapStack> = (7..10).map(stack).collect();
+    assert!(window(&mut w).stacks().eviction_pass(in_map).is_empty());
+    // Second 10 names stack 9 again, and second 11 stack 7 again: the window lets go
+    // of seconds 7 and 8 (the first named 7, the second 8) and keeps 9 to 11.
+    add_second(&mut w, 10, 9);
+    add_second(&mut w, 11, 7);
+    let win = window(&mut w);
+    assert_eq!(win.chunks.len(), 3);
+    assert_eq!(
+        win.stacks().eviction_pass(Vec::new()),
+        [8 << 8],
+        "only 8 is named no more"
+    );
+    assert!(
+        !win.stacks().knows_key(8 << 8)
+            && win.stacks().knows_key(7 << 8)
+            && win.stacks().knows_key(9 << 8)
+    );
+    assert_eq!(win.stacks().known(), 3, "8's frames a pass longer");
+    // A record in the ring buffer named it after all: it stays while named.
+    let late = rec(RecordKind::Switch, 11_950_000_000, 20, 0, Some(8));
+    win.note_record(&late);
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert_eq!(win.stacks().known(), 3);
+    // Seconds 12 to 15, naming stack 99: the chunks naming 7, 8 and 9 go (second 12's
+    // named 8, for the late record), and so do those stacks, from the map at one pass
+    // and from memory at the next.
+    for second in 12..16 {
+        add_second(&mut w, second, 99);
+    }
+    let win = window(&mut w);
+    assert_eq!(win.chunks[0].first_ns, 13_000_000_001);
+    let mut evicted = win.stacks().eviction_pass(Vec::new());
+    evicted.sort_unstable();
+    assert_eq!(evicted, [7 << 8, 9 << 8], "8 was out of the map already");
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert_eq!(win.stacks().known(), 0);
+}
+
+#[test]
+fn a_stack_sent_in_the_ring_is_kept_while_the_window_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = a_window(2_500, 1 << 30, 10);
+    let win = window(&mut w);
+    // The window names stacks 7, 8 and 9; 8 came through the ring, 3 too but unnamed.
+    win.stacks().note_sent(8, true, vec![0xffff_ffff_8100_0008]);
+    win.stacks().note_sent(3, false, vec![0x3003]);
+    let file = dir.path().join("snap");
+    let in_map = [7, 9].into_iter().map(stack).collect();
+    win.write(&file, in_map, SchedEnd::default()).unwrap();
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    let written: Vec<(u32, bool, Vec<u64>)> = log
+        .stacks
+        .iter()
+        .map(|s| (s.id, s.kernel, s.addrs.clone()))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            (7, false, vec![0x1007]),
+            (8, true, vec![0xffff_ffff_8100_0008]),
+            (9, false, vec![0x1009])
+        ]
+    );
+    // Not in the kernel's map, so nothing to delete there; the unnamed one is
+    // forgotten a pass later (a record in the ring may still name it), the named
+    // one kept.
+    let evicted = win.stacks().eviction_pass(Vec::new());
+    assert!(evicted.is_empty(), "{evicted:?}");
+    assert_eq!(win.stacks().known(), 4, "7, 8, 9, and 3 a pass longer");
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert_eq!(win.stacks().known(), 3, "7, 8 and 9");
+}
+
+#[test]
+fn a_snapshot_that_cannot_be_written_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = a_window(2_500, 1 << 30, 3);
+    let file = dir.path().join("missing-dir").join("snap");
+    assert!(window(&mut w)
+        .write(&file, Vec::new(), SchedEnd::default())
+        .is_err());
+    assert!(!file.exists());
+    assert!(!dir.path().join("missing-dir").exists());
+}
