@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder};
 
 use crate::args::free_bytes;
-use crate::bpf_session::{BpfRecorded, RecordedCommand, SecondSignal};
+use crate::bpf_session::{stop_at_once, BpfRecorded, RecordedCommand, SecondSignal};
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
@@ -177,6 +177,9 @@ impl Ring<'_> {
                     if let Some(c) = child.as_ref() {
                         c.forward_stop(sig);
                     }
+                } else {
+                    // The command was told to stop and has not: a second signal.
+                    stop_at_once(sig, self.output, child.as_ref());
                 }
             }
             let exited = match child.as_mut().map(RecordedCommand::try_wait) {

@@ -223,16 +223,31 @@ impl RecordedCommand {
     /// Passes a stop signal on to the command's process group (SIGINT as it is, the
     /// others as SIGTERM), as the perf backend does to perf's group: it may not have had
     /// it from a terminal, and a shell waiting for its child would not stop the child.
+    /// Says so, and what a second signal does.
     pub(crate) fn forward_stop(&self, sig: i32) {
-        let forward = if sig == libc::SIGINT {
+        let name = slowlab_model::signals::name(sig);
+        eprintln!(
+            "\nslowlab: {name}: passed on to {}; the recording ends when it exits ({name} \
+             again kills it and stops at once, without the trace)",
+            self.program
+        );
+        self.signal_group(if sig == libc::SIGINT {
             libc::SIGINT
         } else {
             libc::SIGTERM
-        };
+        });
+    }
+
+    /// Kills the command's process group: it did not stop when told to.
+    pub(crate) fn kill_group(&self) {
+        self.signal_group(libc::SIGKILL);
+    }
+
+    fn signal_group(&self, sig: i32) {
         if let Ok(pid) = i32::try_from(self.child.id()) {
             // SAFETY: kill has no memory preconditions; the child leads the group and is
             // not reaped yet.
-            unsafe { libc::kill(-pid, forward) };
+            unsafe { libc::kill(-pid, sig) };
         }
     }
 }
@@ -310,6 +325,7 @@ pub fn run_bpf(
     let recorder = &recording.recorder;
     let ran = run_until_stopped(
         command,
+        &output,
         &mut signals,
         &|pid| recorder.note_command(pid, command),
         &|| recorder.has_failed(),
@@ -319,8 +335,9 @@ pub fn run_bpf(
 }
 
 /// While the trace is written after a stop signal (a big ring's last window takes
-/// seconds), a second one ends slowlab at once, as `--help` says: the unfinished trace is
-/// removed and slowlab exits with 128 + that signal. Dropped when the trace is written.
+/// seconds), a second one ends slowlab at once, as `--help` says ([`stop_at_once`]).
+/// Dropped when the trace is written. (While a command is waited for, the wait loops
+/// watch for it themselves.)
 pub(crate) struct SecondSignal {
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -331,18 +348,13 @@ impl SecondSignal {
         use std::sync::atomic::Ordering;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watching = std::sync::Arc::clone(&done);
-        let partial = slowlab_model::bundle::partial_file(output);
+        let output = output.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("second-signal".into())
             .spawn(move || {
                 while !watching.load(Ordering::SeqCst) {
-                    if let Some(&sig) = signals.take().first() {
-                        let _ = std::fs::remove_file(&partial);
-                        eprintln!(
-                            "slowlab: {}: stopped at once, without the trace",
-                            slowlab_model::signals::name(sig)
-                        );
-                        std::process::exit(128 + sig);
+                    if let Some(sig) = first_stop(&signals.take()) {
+                        stop_at_once(sig, &output, None);
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -350,6 +362,25 @@ impl SecondSignal {
             .ok();
         SecondSignal { done, thread }
     }
+}
+
+/// A second stop signal: kills the command that did not stop on the first (its whole
+/// group), removes the unfinished trace and exits with 128 + that signal. Snapshots
+/// already written stay: they are whole.
+pub(crate) fn stop_at_once(sig: i32, output: &Path, command: Option<&RecordedCommand>) -> ! {
+    let _ = std::fs::remove_file(slowlab_model::bundle::partial_file(output));
+    let killed = match command {
+        Some(c) => {
+            c.kill_group();
+            format!("{} had not stopped and was killed; ", c.program)
+        }
+        None => String::new(),
+    };
+    eprintln!(
+        "slowlab: {} again: {killed}stopped at once, without the trace",
+        slowlab_model::signals::name(sig)
+    );
+    std::process::exit(128 + sig);
 }
 
 impl Drop for SecondSignal {
@@ -365,9 +396,11 @@ impl Drop for SecondSignal {
 /// `started` its pid: its exit code (0 without one), its pid and the stop signal that
 /// came meanwhile. A recorder that has `failed` (a full disk) ends the wait without a
 /// command, so that its error comes at once; a command is said to run on unrecorded, and
-/// waited for.
+/// waited for. A second stop signal while the command has not stopped kills it and ends
+/// slowlab at once ([`stop_at_once`]), as the perf backend kills perf's group.
 fn run_until_stopped(
     command: &[String],
+    output: &Path,
     signals: &mut StopSignals,
     started: &dyn Fn(u32),
     failed: &dyn Fn() -> bool,
@@ -399,11 +432,14 @@ fn run_until_stopped(
         if failed() {
             child.say_unrecorded_once();
         }
-        // The command is told to stop too; wait for it.
-        if stopped_by.is_none() {
-            stopped_by = first_stop(&signals.take());
-            if let Some(sig) = stopped_by {
-                child.forward_stop(sig);
+        // The command is told to stop too; wait for it, unless a second signal comes.
+        for sig in signals.take().into_iter().filter(|&s| s != libc::SIGUSR2) {
+            match stopped_by {
+                None => {
+                    stopped_by = Some(sig);
+                    child.forward_stop(sig);
+                }
+                Some(_) => stop_at_once(sig, output, Some(&child)),
             }
         }
         std::thread::sleep(Duration::from_millis(5));

@@ -5,7 +5,8 @@
 //! has closed its events (seconds at most; an orphan would run on); the eBPF
 //! recorder exits with 128 + the signal, or its command's code (128 + the
 //! signal that killed it); a perf that will not stop is killed on the second signal, or
-//! after the grace period, with a message saying what was kept; and a
+//! after the grace period, with a message saying what was kept, and so is the eBPF
+//! recorder's command that will not stop; and a
 //! minute of `--ring 3` under a busy file workload keeps every file it
 //! writes bounded while its snapshots hold 2–5 s.
 //!
@@ -411,6 +412,69 @@ fn the_bpf_recorder_exits_as_a_shell_would() {
             says.is_some_and(|s| stderr.contains(s)),
             says.is_some(),
             "{stderr}"
+        );
+    }
+}
+
+/// The eBPF recorder's command that ignores the first stop signal: the second kills it and
+/// ends slowlab at once, without the trace (as the perf backend kills perf's group), in a
+/// recording into a file and in ring mode. Before, slowlab waited on for the command
+/// (file) or took no notice (ring).
+#[test]
+fn a_second_signal_ends_a_bpf_recording_whose_command_does_not_stop() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+        return;
+    }
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for mode in [&[][..], &["--ring", "5"][..]] {
+        let name = if mode.is_empty() { "file" } else { "ring" };
+        let trace = dir.path().join(format!("{name}.data"));
+        let err = dir.path().join(format!("{name}.err"));
+        // `; :` keeps sh from exec'ing sleep: the sleep is the group's second process.
+        let args = [
+            &["record", "--backend", "bpf", "-o", trace.to_str().unwrap()][..],
+            mode,
+            &["--", "sh", "-c", "trap '' INT TERM; sleep 300; :"],
+        ]
+        .concat();
+        let bg = background(&args, &err, None);
+        let sh = wait_for_child(bg.pid, "trap", Duration::from_secs(30));
+        let sleep = wait_for_child(sh, "sleep 300", Duration::from_secs(10));
+        bg.signal(libc::SIGINT);
+        wait_for_text(
+            &err,
+            "SIGINT: passed on to sh; the recording ends when it exits",
+            Duration::from_secs(10),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !is_dead(sleep) && !is_dead(bg.pid),
+            "{name}: the command ignores SIGINT, and slowlab waits for it"
+        );
+        let second = Instant::now();
+        bg.signal(libc::SIGINT);
+        let (status, stderr) = bg.finish(Duration::from_secs(20));
+        assert!(
+            second.elapsed() < Duration::from_secs(5),
+            "{name}: {:?}",
+            second.elapsed()
+        );
+        assert_eq!(status, 130, "{name}: {stderr}");
+        assert!(
+            stderr.contains("SIGINT again: sh had not stopped and was killed"),
+            "{name}: {stderr}"
+        );
+        assert!(
+            all_dead_within(&[sh, sleep], Duration::from_secs(5)).is_some(),
+            "{name}: the command's group is killed"
+        );
+        assert!(!trace.exists(), "{name}: no trace");
+        assert!(
+            !dir.path().join(format!("{name}.data.partial")).exists(),
+            "{name}: the unfinished file is removed"
         );
     }
 }
