@@ -25,7 +25,9 @@ use slowlab_model::bundle::partial_file;
 
 use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
 
+mod packed;
 mod stacks;
+use packed::{Packed, Packer, Unpacker};
 pub(crate) use stacks::{MapStack, StackBook};
 
 /// How much of a recording ring mode keeps.
@@ -105,7 +107,7 @@ impl Header {
 
 /// Whole sections, from one cut to the next.
 struct Chunk {
-    bytes: Vec<u8>,
+    bytes: Packed,
     records: u64,
     first_ns: u64,
     last_ns: u64,
@@ -124,7 +126,9 @@ pub(crate) struct Window {
     header: Header,
     options: RingOptions,
     chunks: VecDeque<Chunk>,
+    /// The chunks' bytes as they came (what `max_bytes` bounds, and a snapshot writes).
     bytes: u64,
+    packer: Packer,
     /// Bytes written since the last cut, and what their records name.
     current: Vec<u8>,
     current_records: u64,
@@ -149,6 +153,7 @@ impl Window {
             options,
             chunks: VecDeque::new(),
             bytes: 0,
+            packer: Packer::new(),
             current: Vec::new(),
             current_records: 0,
             current_span: None,
@@ -233,13 +238,14 @@ impl Window {
         let (first_ns, last_ns) = self.current_span.take().unwrap_or((0, 0));
         let stacks = self.stacks.cut();
         let chunk = Chunk {
-            bytes: std::mem::take(&mut self.current),
+            bytes: self.packer.pack(&self.current),
             records: std::mem::take(&mut self.current_records),
             first_ns,
             last_ns,
             stacks,
         };
-        self.bytes += chunk.bytes.len() as u64;
+        self.current.clear();
+        self.bytes += chunk.bytes.raw_len() as u64;
         self.chunks.push_back(chunk);
         self.trim();
     }
@@ -254,7 +260,7 @@ impl Window {
             if !old && self.bytes <= self.options.max_bytes {
                 break;
             }
-            self.bytes -= front.bytes.len() as u64;
+            self.bytes -= front.bytes.raw_len() as u64;
             if let Some(gone) = self.chunks.pop_front() {
                 self.stacks.let_go(&gone.stacks);
             }
@@ -284,6 +290,12 @@ impl Window {
     /// Bytes of sections kept.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes + self.current.len() as u64
+    }
+
+    /// Bytes of the chunks held in memory (packed).
+    #[cfg(test)]
+    fn bytes_in_memory(&self) -> u64 {
+        self.chunks.iter().map(|c| c.bytes.kept_len() as u64).sum()
     }
 
     /// The window's stacks, for the eviction passes and the stacks that come through the
@@ -330,8 +342,9 @@ impl Window {
             w.maps(*pid, text)?;
         }
         let mut info = SnapshotInfo::default();
+        let mut unpacker = Unpacker::new();
         for c in &self.chunks {
-            w.sections(&c.bytes, c.records)?;
+            w.sections(unpacker.unpack(&c.bytes)?, c.records)?;
             if info.first_ns == 0 {
                 info.first_ns = c.first_ns;
             }

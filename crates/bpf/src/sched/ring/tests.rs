@@ -260,3 +260,43 @@ fn a_snapshot_that_cannot_be_written_leaves_no_file() {
     assert!(!file.exists());
     assert!(!dir.path().join("missing-dir").exists());
 }
+
+#[test]
+fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = a_window(60_000, 1 << 30, 0);
+    let mut times = Vec::new();
+    for i in 0..4_000u64 {
+        let t = 1_000_000_000 + i * 37_003;
+        let r = rec(
+            RecordKind::Switch,
+            t,
+            20 + (i % 5) as u32,
+            0,
+            Some(i as u32 % 40),
+        );
+        w.record(&raw(&r)).unwrap();
+        window(&mut w).note_record(&r);
+        times.push(t);
+    }
+    w.flush_events().unwrap();
+    let win = window(&mut w);
+    win.cut();
+    // 4,000 records of 32 bytes, and the sections' heads: held in a third of that or less.
+    assert!(win.bytes() > 4_000 * 32, "{}", win.bytes());
+    assert!(
+        win.bytes_in_memory() * 3 < win.bytes(),
+        "{} in memory for {}",
+        win.bytes_in_memory(),
+        win.bytes()
+    );
+    let file = dir.path().join("snap");
+    let in_map = (0..40).map(stack).collect();
+    let info = win.write(&file, in_map, SchedEnd::default()).unwrap();
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(log.warnings.is_empty(), "{:?}", log.warnings);
+    assert_eq!(info.records, 4_000);
+    let written: Vec<u64> = log.records.iter().map(|r| r.time_ns).collect();
+    assert_eq!(written, times);
+    assert_eq!(log.records[3_999].kstack, Some(3_999 % 40));
+}
