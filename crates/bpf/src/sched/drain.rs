@@ -311,7 +311,7 @@ impl Drain {
     fn sent_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
         self.stacks_in_ring += 1;
         if let Some(window) = self.window() {
-            window.stacks().note_sent(id, kernel, addrs);
+            window.stacks().note_sent(id, kernel, &addrs);
             return;
         }
         if let Err(e) = self.writer.stack(id, kernel, &addrs) {

@@ -6,8 +6,9 @@
 //! A stack nothing names leaves the kernel's map at one pass (the recorder deletes the keys
 //! [`StackBook::eviction_pass`] gives) and memory at the next, since a record already in the
 //! ring buffer may still name it; one the map could not take, which came through the ring
-//! ([`StackBook::note_sent`]), leaves memory only. It does not talk to the kernel, and of
-//! the window's chunks it knows only the ids each names.
+//! ([`StackBook::note_sent`]), leaves memory only. The frames of all stacks are kept in
+//! one arena, packed again when half of it is holes. It does not talk to the kernel, and
+//! of the window's chunks it knows only the ids each names.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -15,17 +16,47 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 /// its addresses.
 pub(crate) type MapStack = (u64, u32, bool, Vec<u64>);
 
-/// One stack's frames, and its key in the kernel's map while it is there.
+/// One stack: where its frames are in the book's arena, and its key in the kernel's map
+/// while it is there (16 bytes: a window under process churn holds millions of stacks of
+/// ~3 frames, and a `Vec` and an `Option` each took more than the frames).
 struct Stack {
+    key: u64,
+    at: u32,
+    frames: u16,
     kernel: bool,
-    addrs: Vec<u64>,
-    key: Option<u64>,
+    in_map: bool,
 }
+
+/// The frames of every stack of the book, one after the other; those of stacks forgotten
+/// are holes until the arena is packed again ([`StackBook::pack_frames`]).
+#[derive(Default)]
+struct Arena {
+    frames: Vec<u64>,
+    holes: usize,
+}
+
+impl Arena {
+    fn add(&mut self, addrs: &[u64]) -> (u32, u16) {
+        let at = self.frames.len();
+        let n = addrs.len().min(usize::from(u16::MAX));
+        self.frames.extend_from_slice(&addrs[..n]);
+        (at as u32, n as u16)
+    }
+
+    fn get(&self, s: &Stack) -> &[u64] {
+        let at = s.at as usize;
+        &self.frames[at..at + usize::from(s.frames)]
+    }
+}
+
+/// The arena is packed again once it holds more holes than frames, and this many at least.
+const PACK_FROM_HOLES: usize = 1 << 16;
 
 /// The window's stacks (see the module documentation).
 #[derive(Default)]
 pub(crate) struct StackBook {
     stacks: HashMap<u32, Stack>,
+    arena: Arena,
     /// The stacks the records since the window's last cut name.
     current: HashSet<u32>,
     /// How many of the window's chunks name each stack they name (the current one's are
@@ -93,7 +124,48 @@ impl StackBook {
 
     /// Stack `id`'s frames, if known: whether it is a kernel stack, and its addresses.
     pub(super) fn frames(&self, id: u32) -> Option<(bool, &[u64])> {
-        self.stacks.get(&id).map(|s| (s.kernel, s.addrs.as_slice()))
+        self.stacks.get(&id).map(|s| (s.kernel, self.arena.get(s)))
+    }
+
+    /// A stack not known yet, with its frames, to look at in the next pass.
+    fn add(&mut self, id: u32, kernel: bool, addrs: &[u64]) -> &mut Stack {
+        let arena = &mut self.arena;
+        self.stacks.entry(id).or_insert_with(|| {
+            self.maybe_unnamed.push(id);
+            let (at, frames) = arena.add(addrs);
+            Stack {
+                key: 0,
+                at,
+                frames,
+                kernel,
+                in_map: false,
+            }
+        })
+    }
+
+    /// Forgets stack `id`, its frames a hole of the arena.
+    fn forget(&mut self, id: u32) {
+        if let Some(s) = self.stacks.remove(&id) {
+            self.arena.holes += usize::from(s.frames);
+        }
+    }
+
+    /// Packs the arena again when it holds more holes than frames: the frames of the
+    /// stacks known, in a new arena.
+    fn pack_frames(&mut self) {
+        let arena = &self.arena;
+        if arena.holes < PACK_FROM_HOLES || arena.holes * 2 < arena.frames.len() {
+            return;
+        }
+        let mut packed = Arena {
+            frames: Vec::with_capacity(arena.frames.len() - arena.holes),
+            holes: 0,
+        };
+        for s in self.stacks.values_mut() {
+            let (at, _) = packed.add(arena.get(s));
+            s.at = at;
+        }
+        self.arena = packed;
     }
 
     /// Whether the stack under `key` in the kernel's map was learned (see `keys_in_map`):
@@ -105,16 +177,9 @@ impl StackBook {
     /// Stacks read from the kernel's map: their frames, and their keys to delete them by.
     pub(super) fn learn(&mut self, in_map: Vec<MapStack>) {
         for (key, id, kernel, addrs) in in_map {
-            let stack = self.stacks.entry(id).or_insert_with(|| {
-                self.maybe_unnamed.push(id);
-                Stack {
-                    kernel,
-                    addrs,
-                    key: None,
-                }
-            });
-            if stack.key.is_none() {
-                stack.key = Some(key);
+            let stack = self.add(id, kernel, &addrs);
+            if !stack.in_map {
+                (stack.key, stack.in_map) = (key, true);
                 self.keys_in_map.insert(key);
             }
         }
@@ -130,9 +195,10 @@ impl StackBook {
         self.learn(in_map);
         for id in std::mem::take(&mut self.spared) {
             if !self.is_named(id) {
-                self.stacks.remove(&id);
+                self.forget(id);
             }
         }
+        self.pack_frames();
         // Out of the map now, out of memory at the next pass.
         let mut evict = Vec::new();
         for id in std::mem::take(&mut self.maybe_unnamed) {
@@ -142,9 +208,9 @@ impl StackBook {
             let Some(stack) = self.stacks.get_mut(&id) else {
                 continue;
             };
-            if let Some(key) = stack.key.take() {
-                self.keys_in_map.remove(&key);
-                evict.push(key);
+            if std::mem::take(&mut stack.in_map) {
+                self.keys_in_map.remove(&stack.key);
+                evict.push(stack.key);
             }
             self.spared.push(id);
         }
@@ -153,15 +219,8 @@ impl StackBook {
 
     /// A stack the kernel's map could not take, sent in the ring (it has no key there):
     /// kept while the window names it, and a pass longer, as the map's.
-    pub(crate) fn note_sent(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
-        self.stacks.entry(id).or_insert_with(|| {
-            self.maybe_unnamed.push(id);
-            Stack {
-                kernel,
-                addrs,
-                key: None,
-            }
-        });
+    pub(crate) fn note_sent(&mut self, id: u32, kernel: bool, addrs: &[u64]) {
+        self.add(id, kernel, addrs);
     }
 
     /// Stacks that may be named by nothing now (learned, or let go of by the chunks that
@@ -174,5 +233,11 @@ impl StackBook {
     #[cfg(test)]
     pub(crate) fn known(&self) -> usize {
         self.stacks.len()
+    }
+
+    /// Frames held in the arena, holes included.
+    #[cfg(test)]
+    pub(crate) fn frames_held(&self) -> usize {
+        self.arena.frames.len()
     }
 }

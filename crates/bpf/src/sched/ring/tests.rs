@@ -220,8 +220,8 @@ fn a_stack_sent_in_the_ring_is_kept_while_the_window_names_it() {
     let mut w = a_window(2_500, 1 << 30, 10);
     let win = window(&mut w);
     // The window names stacks 7, 8 and 9; 8 came through the ring, 3 too but unnamed.
-    win.stacks().note_sent(8, true, vec![0xffff_ffff_8100_0008]);
-    win.stacks().note_sent(3, false, vec![0x3003]);
+    win.stacks().note_sent(8, true, &[0xffff_ffff_8100_0008]);
+    win.stacks().note_sent(3, false, &[0x3003]);
     let file = dir.path().join("snap");
     let in_map = [7, 9].into_iter().map(stack).collect();
     win.write(&file, in_map, SchedEnd::default()).unwrap();
@@ -299,4 +299,43 @@ fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
     let written: Vec<u64> = log.records.iter().map(|r| r.time_ns).collect();
     assert_eq!(written, times);
     assert_eq!(log.records[3_999].kstack, Some(3_999 % 40));
+}
+
+#[test]
+fn the_frames_of_forgotten_stacks_leave_the_arena_and_the_others_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    // The window names stacks 7, 8 and 9; 8 and 9 came through the ring, around 40,000
+    // stacks nothing names.
+    let mut w = a_window(2_500, 1 << 30, 10);
+    let win = window(&mut w);
+    win.stacks().note_sent(8, false, &[0x8008, 0x8009]);
+    for id in 1_000..41_000u32 {
+        win.stacks()
+            .note_sent(id, false, &[u64::from(id), u64::from(id) + 1]);
+    }
+    win.stacks().note_sent(9, true, &[0xffff_ffff_8100_0009]);
+    assert_eq!(win.stacks().frames_held(), 80_003);
+    // A pass spares the unnamed, the next forgets them: their 80,000 frames are holes,
+    // more than the frames kept, and the arena is packed again.
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
+    assert_eq!(win.stacks().known(), 2);
+    assert_eq!(win.stacks().frames_held(), 3);
+    let file = dir.path().join("snap");
+    win.write(&file, vec![stack(7)], SchedEnd::default())
+        .unwrap();
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    let written: Vec<(u32, bool, Vec<u64>)> = log
+        .stacks
+        .iter()
+        .map(|s| (s.id, s.kernel, s.addrs.clone()))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            (7, false, vec![0x1007]),
+            (8, false, vec![0x8008, 0x8009]),
+            (9, true, vec![0xffff_ffff_8100_0009])
+        ]
+    );
 }
