@@ -110,7 +110,7 @@ pub fn run_bpf_ring(
         warnings,
     };
     let triggers = Watch::new(&always.triggers);
-    let (exit_code, stopped_by) = ring.run(
+    let (exit_code, stopped_by, again) = ring.run(
         &mut child,
         &mut signals,
         control.as_ref(),
@@ -118,6 +118,9 @@ pub fn run_bpf_ring(
         Scheduled::new(after),
     );
     drop(control);
+    if let Some(sig) = again {
+        stop_at_once(sig, &output, child.as_ref());
+    }
     let mut warnings = std::mem::take(&mut ring.warnings);
     let snapshots = ring.snapshots.this_run().to_vec();
     let _at_once = SecondSignal::watch(signals, &output);
@@ -154,7 +157,9 @@ struct Ring<'a> {
 
 impl Ring<'_> {
     /// Serves snapshot requests until the command exits or a stop signal comes: the
-    /// command's exit code (128 + the signal that stopped the recording) and that signal.
+    /// command's exit code (128 + the signal that stopped the recording), that signal, and
+    /// a second one that came while the command had not stopped (the caller then stops at
+    /// once, once the control socket is gone).
     fn run(
         &mut self,
         child: &mut Option<RecordedCommand>,
@@ -162,7 +167,7 @@ impl Ring<'_> {
         control: Option<&ControlSocket>,
         mut triggers: Watch,
         mut scheduled: Scheduled,
-    ) -> (i32, Option<i32>) {
+    ) -> (i32, Option<i32>, Option<i32>) {
         let mut stopped_by = None;
         loop {
             let mut queued: Vec<Request> = Vec::new();
@@ -179,7 +184,7 @@ impl Ring<'_> {
                     }
                 } else {
                     // The command was told to stop and has not: a second signal.
-                    stop_at_once(sig, self.output, child.as_ref());
+                    return (128 + sig, stopped_by, Some(sig));
                 }
             }
             let exited = match child.as_mut().map(RecordedCommand::try_wait) {
@@ -188,18 +193,18 @@ impl Ring<'_> {
                 _ => None,
             };
             if let Some(code) = exited {
-                return (stopped_by.map_or(code, |s| 128 + s), stopped_by);
+                return (stopped_by.map_or(code, |s| 128 + s), stopped_by, None);
             }
             // With a command, wait for its exit: it was told to stop too.
             if stopped_by.is_some() && child.is_none() {
-                return (128 + stopped_by.unwrap_or(0), stopped_by);
+                return (128 + stopped_by.unwrap_or(0), stopped_by, None);
             }
             // A recorder that failed records nothing more: its stop says why (a service
             // must not run on as if it recorded). A command runs on, told so.
             if self.recorder.has_failed() {
                 match child.as_mut() {
                     Some(c) => c.say_unrecorded_once(),
-                    None => return (1, None),
+                    None => return (1, None, None),
                 }
             }
             if let Some(c) = control {

@@ -441,6 +441,7 @@ fn a_second_signal_ends_a_bpf_recording_whose_command_does_not_stop() {
         ]
         .concat();
         let bg = background(&args, &err, None);
+        let bg_pid = bg.pid;
         let sh = wait_for_child(bg.pid, "trap", Duration::from_secs(30));
         let sleep = wait_for_child(sh, "sleep 300", Duration::from_secs(10));
         bg.signal(libc::SIGINT);
@@ -476,6 +477,18 @@ fn a_second_signal_ends_a_bpf_recording_whose_command_does_not_stop() {
             !dir.path().join(format!("{name}.data.partial")).exists(),
             "{name}: the unfinished file is removed"
         );
+        // A ring's control socket and state file (`slowlab record --save`'s way in).
+        let mut run_dirs = vec![
+            PathBuf::from("/run/slowlab"),
+            std::env::temp_dir().join("slowlab-0"),
+        ];
+        run_dirs
+            .extend(std::env::var_os("XDG_RUNTIME_DIR").map(|x| PathBuf::from(x).join("slowlab")));
+        for d in run_dirs {
+            for file in ["sock", "json"].map(|ext| d.join(format!("record.{}.{ext}", bg_pid))) {
+                assert!(!file.exists(), "{name}: {} left behind", file.display());
+            }
+        }
     }
 }
 

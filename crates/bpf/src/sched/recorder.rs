@@ -258,7 +258,7 @@ impl SchedRecorder {
 }
 
 /// How many stack ids the programs have handed out (`next_stack_id`).
-fn stacks_issued(skel: &mut crate::sched_skel::SchedSkel) -> u32 {
+fn stacks_issued(skel: &crate::sched_skel::SchedSkel) -> u32 {
     skel.maps
         .bss_data
         .as_deref()
@@ -443,7 +443,7 @@ fn run(
         // its window names and most new stacks come through the ring; counting every id
         // called for a pass each second, each reading the whole map's keys to find few
         // new ones.)
-        let added = stacks_issued(&mut skel).wrapping_sub(d.stacks_in_ring as u32);
+        let added = stacks_issued(&skel).wrapping_sub(d.stacks_in_ring as u32);
         let filling = added.wrapping_sub(added_at_pass) >= options.stack_entries / 2;
         let since = now.duration_since(evicted_at);
         let unnamed = d.window().map_or(0, |w| w.stacks().maybe_unnamed());

@@ -3,9 +3,10 @@
 //!
 //! The recorder's [`SchedWriter`] writes into a [`Sink`]; in ring mode that is a
 //! [`Window`], which cuts what it is given into chunks where an EVENTS section ends and
-//! keeps the chunks of about the last SECONDS (and at most `max_bytes` of them), with what
-//! they need besides: every thread and process mapping still alive or seen within the
-//! window, and the frames of the stacks they refer to. A snapshot ([`Window::write`]) is
+//! keeps the chunks (packed, `ring/packed.rs`) of about the last SECONDS (and at most
+//! `max_bytes` of them as they came), with what they need besides: every thread and
+//! process mapping still alive or seen within the window, and the frames of the stacks
+//! they refer to. A snapshot ([`Window::write`]) is
 //! a whole recording of the window: the header, those threads and mappings, the chunks,
 //! their stacks and an END.
 //!
