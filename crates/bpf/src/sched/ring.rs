@@ -26,6 +26,7 @@ use slowlab_model::bundle::partial_file;
 
 use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
 
+mod ids;
 mod packed;
 mod stacks;
 use packed::{Packed, Packer, Unpacker};

@@ -6,11 +6,14 @@
 //! A stack nothing names leaves the kernel's map at one pass (the recorder deletes the keys
 //! [`StackBook::eviction_pass`] gives) and memory at the next, since a record already in the
 //! ring buffer may still name it; one the map could not take, which came through the ring
-//! ([`StackBook::note_sent`]), leaves memory only. The frames of all stacks are kept in
-//! one arena, packed again when half of it is holes. It does not talk to the kernel, and
+//! ([`StackBook::note_sent`]), leaves memory only. The stacks are kept by id in pages
+//! (`ring/ids.rs`), and the frames of all of them in one arena, packed again when half of
+//! it is holes. It does not talk to the kernel, and
 //! of the window's chunks it knows only the ids each names.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use super::ids::IdTable;
 
 /// A stack as read from the kernel's map: its key, id, whether it is a kernel stack, and
 /// its addresses.
@@ -55,7 +58,7 @@ const PACK_FROM_HOLES: usize = 1 << 16;
 /// The window's stacks (see the module documentation).
 #[derive(Default)]
 pub(crate) struct StackBook {
-    stacks: HashMap<u32, Stack>,
+    stacks: IdTable<Stack>,
     arena: Arena,
     /// The stacks the records since the window's last cut name.
     current: HashSet<u32>,
@@ -124,13 +127,13 @@ impl StackBook {
 
     /// Stack `id`'s frames, if known: whether it is a kernel stack, and its addresses.
     pub(super) fn frames(&self, id: u32) -> Option<(bool, &[u64])> {
-        self.stacks.get(&id).map(|s| (s.kernel, self.arena.get(s)))
+        self.stacks.get(id).map(|s| (s.kernel, self.arena.get(s)))
     }
 
     /// A stack not known yet, with its frames, to look at in the next pass.
     fn add(&mut self, id: u32, kernel: bool, addrs: &[u64]) -> &mut Stack {
         let arena = &mut self.arena;
-        self.stacks.entry(id).or_insert_with(|| {
+        self.stacks.get_or_insert_with(id, || {
             self.maybe_unnamed.push(id);
             let (at, frames) = arena.add(addrs);
             Stack {
@@ -145,7 +148,7 @@ impl StackBook {
 
     /// Forgets stack `id`, its frames a hole of the arena.
     fn forget(&mut self, id: u32) {
-        if let Some(s) = self.stacks.remove(&id) {
+        if let Some(s) = self.stacks.remove(id) {
             self.arena.holes += usize::from(s.frames);
         }
     }
@@ -205,7 +208,7 @@ impl StackBook {
             if self.is_named(id) {
                 continue;
             }
-            let Some(stack) = self.stacks.get_mut(&id) else {
+            let Some(stack) = self.stacks.get_mut(id) else {
                 continue;
             };
             if std::mem::take(&mut stack.in_map) {
