@@ -32,6 +32,10 @@ mod stacks;
 use packed::{Packed, Packer, Unpacker};
 pub(crate) use stacks::{MapStack, StackBook};
 
+/// How far the window's start moves between two lettings-go of the threads and processes
+/// that exited before it.
+const LET_GO_EVERY_NS: u64 = 1_000_000_000;
+
 /// How much of a recording ring mode keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingOptions {
@@ -144,6 +148,8 @@ pub(crate) struct Window {
     exited: HashMap<u32, u64>,
     /// The stacks the records name, with their frames.
     stacks: StackBook,
+    /// The window's start when `trim` last let go of threads and processes.
+    let_go_at: u64,
     /// The command the recording runs: its pid and arguments.
     command: Option<(u32, Vec<String>)>,
 }
@@ -164,6 +170,7 @@ impl Window {
             mappings: HashMap::default(),
             exited: HashMap::default(),
             stacks: StackBook::default(),
+            let_go_at: 0,
             command: None,
         }
     }
@@ -267,7 +274,14 @@ impl Window {
                 self.stacks.let_go(&gone.stacks);
             }
         }
+        // Letting go walks every thread and exited process: done once the window's start
+        // has moved by LET_GO_EVERY_NS, not at each cut (~80 a second under process churn,
+        // a twentieth of the drain's time); a snapshot leaves out what is not let go yet.
         let since = self.oldest_ns();
+        if since < self.let_go_at.saturating_add(LET_GO_EVERY_NS) {
+            return;
+        }
+        self.let_go_at = since;
         self.threads
             .retain(|_, t| t.exited_ns.is_none_or(|ns| ns >= since));
         let mappings = &mut self.mappings;
@@ -333,12 +347,22 @@ impl Window {
         if let Some((pid, args)) = &self.command {
             w.command(*pid, args)?;
         }
-        let mut threads: Vec<_> = self.threads.iter().collect();
+        // What exited before the window, and `trim` has not let go of yet, stays out.
+        let since = self.oldest_ns();
+        let mut threads: Vec<_> = self
+            .threads
+            .iter()
+            .filter(|(_, t)| t.exited_ns.is_none_or(|ns| ns >= since))
+            .collect();
         threads.sort_by_key(|(tid, _)| **tid);
         for (tid, t) in threads {
             w.thread(t.pid, *tid, &t.comm)?;
         }
-        let mut mappings: Vec<_> = self.mappings.iter().collect();
+        let mut mappings: Vec<_> = self
+            .mappings
+            .iter()
+            .filter(|(pid, _)| self.exited.get(pid).is_none_or(|ns| *ns >= since))
+            .collect();
         mappings.sort_by_key(|(pid, _)| **pid);
         for (pid, text) in mappings {
             w.maps(*pid, text)?;

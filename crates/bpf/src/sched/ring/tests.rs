@@ -339,3 +339,31 @@ fn the_frames_of_forgotten_stacks_leave_the_arena_and_the_others_keep_theirs() {
         ]
     );
 }
+
+#[test]
+fn what_exited_before_the_window_stays_out_of_a_snapshot_before_it_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    // A window of 500 ms; a chunk every 100 ms for 1 s, so the window's start moves by
+    // less than the second after which the window lets go of what exited before it.
+    let mut w = a_window(500, 1 << 30, 0);
+    for i in 0..10u64 {
+        let r = rec(RecordKind::Switch, i * 100_000_000 + 1, 20, 0, Some(1));
+        w.record(&raw(&r)).unwrap();
+        window(&mut w).note_record(&r);
+        if i == 1 {
+            // Process 10 ("old", mapped) exits at 150 ms.
+            window(&mut w).note_record(&rec(RecordKind::Exit, 150_000_000, 10, 10, None));
+        }
+        w.flush_events().unwrap();
+        window(&mut w).cut();
+    }
+    let file = dir.path().join("snap");
+    let info = window(&mut w)
+        .write(&file, vec![stack(1)], SchedEnd::default())
+        .unwrap();
+    assert!(info.first_ns >= 400_000_000, "{info:?}");
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    let tids: Vec<u32> = log.threads.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [20]);
+    assert!(log.maps.is_empty(), "{:?}", log.maps);
+}
