@@ -69,6 +69,17 @@ impl<T> IdTable<T> {
         Some(value)
     }
 
+    /// The ids that have a value, in no order.
+    pub(super) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pages.iter().flat_map(|(&page, p)| {
+            p.slots
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_some())
+                .map(move |(slot, _)| page << PAGE_BITS | slot as u32)
+        })
+    }
+
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
         self.pages
             .values_mut()
@@ -121,5 +132,8 @@ mod tests {
         left.sort_unstable();
         assert_eq!(left.len(), 345);
         assert_eq!((left[0], left[343], left[344]), (256, 599, 0x7fff_fff0));
+        let mut ids: Vec<u32> = table.ids().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, left);
     }
 }

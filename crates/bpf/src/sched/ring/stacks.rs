@@ -7,11 +7,11 @@
 //! [`StackBook::eviction_pass`] gives) and memory at the next, since a record already in the
 //! ring buffer may still name it; one the map could not take, which came through the ring
 //! ([`StackBook::note_sent`]), leaves memory only. The stacks are kept by id in pages
-//! (`ring/ids.rs`), and the frames of all of them in one arena, packed again when half of
-//! it is holes. It does not talk to the kernel, and
-//! of the window's chunks it knows only the ids each names.
+//! (`ring/ids.rs`), as are their counts of chunks, and the frames of all of them in one
+//! arena, packed again when half of it is holes. It does not talk to the kernel, and of
+//! the window's chunks it knows only the ids each names.
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashSet as HashSet;
 
 use super::ids::IdTable;
 
@@ -64,7 +64,7 @@ pub(crate) struct StackBook {
     current: HashSet<u32>,
     /// How many of the window's chunks name each stack they name (the current one's are
     /// in `current`).
-    chunks_naming: HashMap<u32, u32>,
+    chunks_naming: IdTable<u32>,
     /// Stacks that may be named by nothing now, for the next pass: learned since the
     /// last, or let go of by the chunks that named them.
     maybe_unnamed: Vec<u32>,
@@ -89,7 +89,7 @@ impl StackBook {
         let mut stacks: Vec<u32> = self.current.drain().collect();
         stacks.sort_unstable();
         for &id in &stacks {
-            *self.chunks_naming.entry(id).or_default() += 1;
+            *self.chunks_naming.get_or_insert_with(id, || 0) += 1;
         }
         stacks
     }
@@ -98,10 +98,10 @@ impl StackBook {
     /// more may go.
     pub(super) fn let_go(&mut self, stacks: &[u32]) {
         for id in stacks {
-            if let Some(n) = self.chunks_naming.get_mut(id) {
+            if let Some(n) = self.chunks_naming.get_mut(*id) {
                 *n -= 1;
                 if *n == 0 {
-                    self.chunks_naming.remove(id);
+                    self.chunks_naming.remove(*id);
                     self.maybe_unnamed.push(*id);
                 }
             }
@@ -110,16 +110,16 @@ impl StackBook {
 
     /// Whether a record of the window names stack `id`.
     fn is_named(&self, id: u32) -> bool {
-        self.chunks_naming.contains_key(&id) || self.current.contains(&id)
+        self.chunks_naming.get(id).is_some() || self.current.contains(&id)
     }
 
     /// The stack ids the window's records name, in order.
     pub(super) fn named(&self) -> Vec<u32> {
-        let mut named: Vec<u32> = self.chunks_naming.keys().copied().collect();
+        let mut named: Vec<u32> = self.chunks_naming.ids().collect();
         named.extend(
             self.current
                 .iter()
-                .filter(|id| !self.chunks_naming.contains_key(id)),
+                .filter(|&&id| self.chunks_naming.get(id).is_none()),
         );
         named.sort_unstable();
         named
