@@ -110,6 +110,21 @@ fn stack(id: u32) -> MapStack {
     (u64::from(id) << 8, id, false, vec![0x1000 + u64::from(id)])
 }
 
+/// The stacks a snapshot of the window into `file` holds (`in_map` in the kernel's map):
+/// id, kernel or not, addresses.
+fn snapshot_stacks(
+    win: &mut Window,
+    file: &Path,
+    in_map: Vec<MapStack>,
+) -> Vec<(u32, bool, Vec<u64>)> {
+    win.write(file, in_map, SchedEnd::default()).unwrap();
+    let log = parse_sched(&std::fs::read(file).unwrap()).unwrap();
+    log.stacks
+        .iter()
+        .map(|s| (s.id, s.kernel, s.addrs.clone()))
+        .collect()
+}
+
 #[test]
 fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
     let dir = tempfile::tempdir().unwrap();
@@ -222,17 +237,9 @@ fn a_stack_sent_in_the_ring_is_kept_while_the_window_names_it() {
     // The window names stacks 7, 8 and 9; 8 came through the ring, 3 too but unnamed.
     win.stacks().note_sent(8, true, &[0xffff_ffff_8100_0008]);
     win.stacks().note_sent(3, false, &[0x3003]);
-    let file = dir.path().join("snap");
     let in_map = [7, 9].into_iter().map(stack).collect();
-    win.write(&file, in_map, SchedEnd::default()).unwrap();
-    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
-    let written: Vec<(u32, bool, Vec<u64>)> = log
-        .stacks
-        .iter()
-        .map(|s| (s.id, s.kernel, s.addrs.clone()))
-        .collect();
     assert_eq!(
-        written,
+        snapshot_stacks(win, &dir.path().join("snap"), in_map),
         [
             (7, false, vec![0x1007]),
             (8, true, vec![0xffff_ffff_8100_0008]),
@@ -321,17 +328,8 @@ fn the_frames_of_forgotten_stacks_leave_the_arena_and_the_others_keep_theirs() {
     assert!(win.stacks().eviction_pass(Vec::new()).is_empty());
     assert_eq!(win.stacks().known(), 2);
     assert_eq!(win.stacks().frames_held(), 3);
-    let file = dir.path().join("snap");
-    win.write(&file, vec![stack(7)], SchedEnd::default())
-        .unwrap();
-    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
-    let written: Vec<(u32, bool, Vec<u64>)> = log
-        .stacks
-        .iter()
-        .map(|s| (s.id, s.kernel, s.addrs.clone()))
-        .collect();
     assert_eq!(
-        written,
+        snapshot_stacks(win, &dir.path().join("snap"), vec![stack(7)]),
         [
             (7, false, vec![0x1007]),
             (8, false, vec![0x8008, 0x8009]),
