@@ -31,15 +31,6 @@ use std::process::Command;
 mod common;
 use common::{one_recording_at_a_time, slowlab};
 
-fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return false;
-    }
-    true
-}
-
 /// `analyze --critical-path --json` of a trace, rooted at the recorded `sh`.
 fn critical_path(trace: &Path) -> serde_json::Value {
     let out = slowlab()
@@ -91,9 +82,7 @@ fn both_name_slow_digest(answers: &[(String, String)]) {
 #[test]
 fn both_backends_find_the_slow_producer_on_the_critical_path() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let producer = common::why_program("producer");
@@ -120,9 +109,7 @@ fn both_backends_find_the_slow_producer_on_the_critical_path() {
 
 #[test]
 fn a_tiny_ring_loses_events_and_says_how_many() {
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("tiny.data");
@@ -201,9 +188,7 @@ fn waits_in(trace: &Path, is_it: impl Fn(&str) -> bool) -> (u64, u64) {
 
 #[test]
 fn reused_stacks_keep_two_sites_apart() {
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let program = common::compile_workload("bpf/two_sites.c", dir.path(), "two_sites");
@@ -266,9 +251,7 @@ fn calls_from(trace: &Path, comm: &str, syscall: &str, function: &str) -> u64 {
 
 #[test]
 fn reused_call_stacks_keep_two_sites_apart() {
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let program = common::compile_workload("bpf/two_call_sites.c", dir.path(), "two_call_sites");
@@ -318,9 +301,7 @@ fn longest_mutex(path: &serde_json::Value) -> Option<(u64, String, f64)> {
 #[test]
 fn both_backends_name_the_mutex_and_its_holder() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let program = common::why_program("lock_chain");
@@ -357,9 +338,7 @@ fn both_backends_name_the_mutex_and_its_holder() {
 #[test]
 fn diagnose_with_either_backend_names_the_slow_producer() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let producer = common::why_program("producer");
@@ -391,9 +370,7 @@ fn diagnose_with_either_backend_names_the_slow_producer() {
 #[test]
 fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let Some(dir) = common::disk_tempdir() else {
         return;
     };
@@ -493,9 +470,7 @@ fn paths_taken(process: &serde_json::Value, pattern: &str) -> (u64, u64, String)
 #[test]
 fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // `[ -e ]` is the shell's own: one stat of a missing path each.
@@ -530,9 +505,7 @@ fn both_backends_see_the_same_failed_stat_calls_and_their_paths() {
 
 #[test]
 fn the_recorders_own_syscalls_are_left_out_of_its_trace() {
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("self.data");
@@ -559,9 +532,7 @@ fn the_recorders_own_syscalls_are_left_out_of_its_trace() {
 #[test]
 fn auto_records_with_bpf_here_and_with_perf_for_dwarf_stacks() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let magic = |p: &Path| std::fs::read(p).unwrap()[..8].to_vec();
@@ -586,9 +557,7 @@ fn auto_records_with_bpf_here_and_with_perf_for_dwarf_stacks() {
 #[test]
 fn a_small_stack_map_keeps_every_stack_while_it_is_emptied_into_the_file() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let churn = common::why_program("stack_churn");
@@ -676,9 +645,7 @@ fn stacks_through_the_ring(out: &std::process::Output) -> u64 {
 #[test]
 fn stacks_a_tiny_stack_map_cannot_take_come_through_the_ring() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let churn = common::why_program("stack_churn");
@@ -734,9 +701,7 @@ fn top_fault_stack(trace: &Path, comm: &str) -> Vec<String> {
 #[test]
 fn faults_in_a_system_library_are_named_alike_under_both_backends() {
     require_perf!();
-    if !require_root() {
-        return;
-    }
+    require_bpf!();
     if Command::new("python3").arg("-V").output().is_err() {
         slowlab_testkit::skip(format_args!("python3 is not installed"));
         return;

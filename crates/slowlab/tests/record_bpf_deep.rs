@@ -38,10 +38,7 @@ fn heaviest_stack(trace: &Path, dir: &Path, name: &str) -> Vec<String> {
 #[test]
 fn deep_user_stacks_are_walked_whole_and_as_perf_walks_them() {
     require_perf!();
-    if !common::is_root() {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let dir = tempfile::tempdir().unwrap();
     let deep = common::compile_workload("bpf/deep.c", dir.path(), "deep");
     const DEPTH: usize = 100;

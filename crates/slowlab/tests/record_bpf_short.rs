@@ -15,11 +15,7 @@ use common::{json, one_recording_at_a_time, slowlab};
 
 #[test]
 fn short_processes_have_their_own_code_named() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let dir = tempfile::tempdir().unwrap();
     let spin = common::compile_workload("why/spin.c", dir.path(), "spin");
     let trace = dir.path().join("short.slr");

@@ -75,10 +75,7 @@ const INTERRUPT_ENTRY: [&str; 3] = [
 #[test]
 fn tick_samples_see_what_timer_samples_see() {
     require_perf!();
-    if !common::is_root() {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let dir = tempfile::tempdir().unwrap();
     let tick = common::compile_workload("bpf/tick.c", dir.path(), "tick");
     const HALF_SECONDS: f64 = 0.5;

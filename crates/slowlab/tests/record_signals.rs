@@ -306,11 +306,7 @@ fn sigkill_of_slowlab_leaves_no_perf_and_no_command_running() {
 
 #[test]
 fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("k.slr");
@@ -365,11 +361,7 @@ fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
 /// on PATH.
 #[test]
 fn the_bpf_recorder_exits_as_a_shell_would() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     // Stopped by a signal, without a command and with one: 128 + the signal.
@@ -422,11 +414,7 @@ fn the_bpf_recorder_exits_as_a_shell_would() {
 /// (file) or took no notice (ring).
 #[test]
 fn a_second_signal_ends_a_bpf_recording_whose_command_does_not_stop() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     for mode in [&[][..], &["--ring", "5"][..]] {

@@ -209,10 +209,7 @@ fn sweep_critical_path_finds_the_sleeping_grow_as_n2_and_the_cpu_as_n() {
 #[test]
 fn repeat_records_every_run_with_the_backend_given() {
     require_perf!();
-    if !common::is_root() {
-        slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-        return;
-    }
+    require_bpf!();
     let dir = tempfile::tempdir().unwrap();
     // What each run's trace begins with: perf.data's magic, or the eBPF recorder's.
     let magic = |out: &Path, run: usize| -> Vec<u8> {

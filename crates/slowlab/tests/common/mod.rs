@@ -84,6 +84,18 @@ macro_rules! require_perf {
     };
 }
 
+/// Skips the calling test (with the reason on stderr) when the eBPF recorder
+/// cannot run here: it needs root.
+#[macro_export]
+macro_rules! require_bpf {
+    () => {
+        if !common::is_root() {
+            slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
+            return;
+        }
+    };
+}
+
 /// Waits for the child, killing it (and failing the test) after `limit`.
 pub fn finish(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
