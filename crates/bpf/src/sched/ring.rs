@@ -127,6 +127,13 @@ struct Thread {
     exited_ns: Option<u64>,
 }
 
+impl Thread {
+    /// Whether it ran at `since` or after: alive, or exited then.
+    fn seen_since(&self, since: u64) -> bool {
+        self.exited_ns.is_none_or(|ns| ns >= since)
+    }
+}
+
 /// The last seconds of a recording (see the module documentation).
 pub(crate) struct Window {
     header: Header,
@@ -282,8 +289,7 @@ impl Window {
             return;
         }
         self.let_go_at = since;
-        self.threads
-            .retain(|_, t| t.exited_ns.is_none_or(|ns| ns >= since));
+        self.threads.retain(|_, t| t.seen_since(since));
         let mappings = &mut self.mappings;
         self.exited.retain(|pid, ns| {
             let gone = *ns < since;
@@ -352,7 +358,7 @@ impl Window {
         let mut threads: Vec<_> = self
             .threads
             .iter()
-            .filter(|(_, t)| t.exited_ns.is_none_or(|ns| ns >= since))
+            .filter(|(_, t)| t.seen_since(since))
             .collect();
         threads.sort_by_key(|(tid, _)| **tid);
         for (tid, t) in threads {
