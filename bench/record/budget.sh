@@ -47,9 +47,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# untar PREFIX: RUNS untars into fresh directories PREFIX1.., made first; prints
-# the milliseconds they took.
-untar() {
+# timed_runs PREFIX: RUNS untars into fresh directories PREFIX1.., made first (or,
+# with WORKLOAD=launches, RUNS times LAUNCHES launches); prints the milliseconds they
+# took.
+timed_runs() {
   for ((i = 1; i <= RUNS; i++)); do mkdir -p "$WORK/mnt/$1$i"; done
   sync -f "$WORK/mnt"
   local start end
@@ -69,14 +70,14 @@ untar() {
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-untar warm >/dev/null
-plain_ms=$(untar plain)
+timed_runs warm >/dev/null
+plain_ms=$(timed_runs plain)
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
 SCHED_STACKS=${SCHED_STACKS:-blocking} "$EXAMPLE" "$WORK/budget.data" sleep infinity >"$WORK/budget.log" 2>&1 &
 recorder=$!
 sleep 1
 cpu_before=$(cpu_ns "$recorder")
-recorded_ms=$(untar recorded)
+recorded_ms=$(timed_runs recorded)
 drain_ns=$(($(cpu_ns "$recorder") - cpu_before))
 pkill -P "$recorder" -x sleep
 wait "$recorder" || true
