@@ -21,7 +21,9 @@ SLOWLAB_SKIP_LOG=$(mktemp -t slowlab-skips.XXXXXX)
 export SLOWLAB_SKIP_LOG
 trap 'rm -f "$SLOWLAB_SKIP_LOG"' EXIT
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Each step says how long the run has taken so far (minutes:seconds): where a
+# slow CI run spent its time, read from its log.
+step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 step "setup (missing system packages, with the tests' own)"
 bash scripts/setup.sh --tests
