@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::args::{perf_args_to, preflight, tracepoint_exists, Buffers, STREAM_PAGES};
 use crate::companions::Companions;
 use crate::perf_process::{check_perf_exit, PerfProcess};
-use crate::session::{STOP_GRACE, STOP_LIMIT};
+use crate::session::{stop_grace, STOP_LIMIT};
 use crate::{Config, Outcome, RecordError};
 use slowlab_model::bundle::partial_file;
 
@@ -147,7 +147,7 @@ impl Recording {
         };
         perf.signal(libc::SIGINT);
         let partial = partial_file(&self.cfg.output);
-        let finished = perf.wait_bounded(STOP_GRACE, STOP_LIMIT);
+        let finished = perf.wait_bounded(stop_grace(), STOP_LIMIT);
         let lines = perf.lines();
         let companions = self.companions.take();
         let checked = match finished {
@@ -156,7 +156,7 @@ impl Recording {
                 output: self.cfg.output.clone(),
                 why: format!(
                     "it was still not done {} s after the stop",
-                    STOP_GRACE.as_secs()
+                    stop_grace().as_secs()
                 ),
                 kept: "nothing was kept".into(),
                 stopped_by: None,

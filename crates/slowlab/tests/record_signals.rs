@@ -6,8 +6,8 @@
 //! recorder exits with 128 + the signal, or its command's code (128 + the
 //! signal that killed it); a perf that will not stop is killed on the second signal, or
 //! after the grace period, with a message saying what was kept, and so is the eBPF
-//! recorder's command that will not stop; and a
-//! minute of `--ring 3` under a busy file workload keeps every file it
+//! recorder's command that will not stop; and
+//! half a minute of `--ring 3` under a busy file workload keeps every file it
 //! writes bounded while its snapshots hold 2–5 s.
 //!
 //! Every test holds `one_recording_at_a_time()`, also those with a fake
@@ -35,8 +35,8 @@ struct Background {
 
 /// Starts `slowlab ARGS` from a non-interactive `sh` with `&` (POSIX: the
 /// background command starts with SIGINT and SIGQUIT ignored), its stderr
-/// into `stderr`, with `path` as PATH when given.
-fn background(args: &[&str], stderr: &Path, path: Option<&str>) -> Background {
+/// into `stderr`, with the variables of `env` set (PATH among them, for a fake perf).
+fn background(args: &[&str], stderr: &Path, env: &[(&str, &str)]) -> Background {
     let script = r#""$0" "$@" 2>"$SLOWLAB_ERR" & echo $!; wait $!; echo "status $?""#;
     // These are perf's signals and perf's group: `record` records with perf unless the
     // test asks for a backend.
@@ -55,10 +55,8 @@ fn background(args: &[&str], stderr: &Path, path: Option<&str>) -> Background {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         // The shell's own "Killed" notes.
-        .stderr(Stdio::null());
-    if let Some(p) = path {
-        cmd.env("PATH", p);
-    }
+        .stderr(Stdio::null())
+        .envs(env.iter().copied());
     let mut shell = cmd.spawn().expect("sh starts");
     let mut out = BufReader::new(shell.stdout.take().expect("piped"));
     let mut line = String::new();
@@ -224,7 +222,7 @@ fn int_term_and_hup_stop_a_background_recording_with_a_readable_trace() {
         let bg = background(
             &["record", "--freq", "499", "-o", trace.to_str().unwrap()],
             &err,
-            None,
+            &[],
         );
         let perf = wait_for_child(bg.pid, "perf record", Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(1500));
@@ -273,7 +271,7 @@ fn sigkill_of_slowlab_leaves_no_perf_and_no_command_running() {
             "120",
         ],
         &dir.path().join("k.err"),
-        None,
+        &[],
     );
     let perf = wait_for_child(bg.pid, "perf record", Duration::from_secs(30));
     let sleep = wait_for_child(perf, "sleep 120", Duration::from_secs(30));
@@ -324,7 +322,7 @@ fn sigkill_of_slowlab_leaves_no_command_running_with_the_bpf_recorder() {
             "sleep 120; true",
         ],
         &dir.path().join("k.err"),
-        None,
+        &[],
     );
     let sh = wait_for_child(bg.pid, "sleep 120; true", Duration::from_secs(30));
     let sleep = wait_for_child(sh, "sleep", Duration::from_secs(30));
@@ -376,7 +374,7 @@ fn the_bpf_recorder_exits_as_a_shell_would() {
             command,
         ]
         .concat();
-        let bg = background(&args, &err, None);
+        let bg = background(&args, &err, &[]);
         if command.is_empty() {
             wait_for_text(&err, "press Ctrl-C to stop", Duration::from_secs(30));
         } else {
@@ -428,7 +426,7 @@ fn a_second_signal_ends_a_bpf_recording_whose_command_does_not_stop() {
             &["--", "sh", "-c", "trap '' INT TERM; sleep 300; :"],
         ]
         .concat();
-        let bg = background(&args, &err, None);
+        let bg = background(&args, &err, &[]);
         let bg_pid = bg.pid;
         let sh = wait_for_child(bg.pid, "trap", Duration::from_secs(30));
         let sleep = wait_for_child(sh, "sleep 300", Duration::from_secs(10));
@@ -510,7 +508,7 @@ fn a_second_signal_kills_a_perf_that_does_not_stop_and_says_what_was_kept() {
     let bg = background(
         &["record", "--no-paths", "-o", trace.to_str().unwrap()],
         &dir.path().join("s.err"),
-        Some(&path),
+        &[("PATH", &path)],
     );
     let perf = wait_for_child(bg.pid, "sleep 300", Duration::from_secs(30));
     bg.signal(libc::SIGINT);
@@ -546,20 +544,21 @@ fn a_perf_that_does_not_finish_is_killed_after_the_grace_period() {
     let bg = background(
         &["record", "--no-paths", "-o", trace.to_str().unwrap()],
         &dir.path().join("g.err"),
-        Some(&path),
+        &[("PATH", &path), ("SLOWLAB_STOP_GRACE_SECS", "3")],
     );
     let perf = wait_for_child(bg.pid, "sleep 300", Duration::from_secs(30));
     let stop = Instant::now();
     bg.signal(libc::SIGTERM);
     let (status, stderr) = bg.finish(Duration::from_secs(60));
     let took = stop.elapsed();
+    // The grace is 3 s here (30 s by default); perf's CPU is looked at once a second.
     assert!(
-        (Duration::from_secs(30)..Duration::from_secs(40)).contains(&took),
+        (Duration::from_secs(3)..Duration::from_secs(10)).contains(&took),
         "killed after {took:?}"
     );
     assert_eq!(status, 128 + libc::SIGTERM, "{stderr}");
     assert!(
-        stderr.contains("still not done 30 s after the stop"),
+        stderr.contains("still not done 3 s after the stop"),
         "{stderr}"
     );
     assert!(is_dead(perf));
@@ -618,7 +617,7 @@ fn complete_seconds(trace: &Path) -> f64 {
 const PATHS_BOUND: u64 = slowlab_bpf::DEFAULT_RING_MAX_BYTES + 64;
 
 #[test]
-fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
+fn half_a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
     require_perf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -652,17 +651,18 @@ fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
     let bg = background(
         &["record", "--ring", "3", "-o", trace.to_str().unwrap()],
         &err,
-        None,
+        &[],
     );
     wait_for_text(&err, "ring buffers of", Duration::from_secs(60));
     let perf = wait_for_child(bg.pid, "--overwrite", Duration::from_secs(60));
     let started = Instant::now();
     let (mut biggest_partial, mut rss_max, mut total_max) = (0u64, 0u64, 0u64);
     let mut sent = 0;
-    while started.elapsed() < Duration::from_secs(60) {
+    // Half a minute: nine windows of ~3.4 s, each snapshot a window's worth.
+    while started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_secs(1));
         let secs = started.elapsed().as_secs();
-        if (secs >= 20 && sent == 0) || (secs >= 40 && sent == 1) {
+        if (secs >= 10 && sent == 0) || (secs >= 20 && sent == 1) {
             bg.signal(libc::SIGUSR2);
             sent += 1;
         }
@@ -736,7 +736,7 @@ fn a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
         }
     }
     eprintln!(
-        "ring for a minute: directory at most {:.1} MB (two snapshots and their side files \
+        "ring for half a minute: directory at most {:.1} MB (two snapshots and their side files \
          included), partial file at most {biggest_partial} bytes, slowlab at most {rss_max} KiB",
         total_max as f64 / 1e6
     );
@@ -791,7 +791,7 @@ fn ring_3_snapshots_hold_2_to_5_seconds() {
     let bg = background(
         &["record", "--ring", "3", "-o", trace.to_str().unwrap()],
         &err,
-        None,
+        &[],
     );
     wait_for_text(&err, "ring buffers of", Duration::from_secs(60));
     // Each snapshot empties perf's buffers: wait more than they hold.

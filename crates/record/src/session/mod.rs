@@ -68,7 +68,16 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// How long perf may go without using CPU after it was told to stop
 /// before it is killed.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(30);
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// [`STOP_GRACE`], or the seconds `SLOWLAB_STOP_GRACE_SECS` gives (for tests: a
+/// perf that never stops is then killed in seconds, not half a minute).
+pub(crate) fn stop_grace() -> Duration {
+    std::env::var("SLOWLAB_STOP_GRACE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(STOP_GRACE, Duration::from_secs)
+}
 
 /// How long perf may take in all to finish after it was told to stop.
 pub(crate) const STOP_LIMIT: Duration = Duration::from_secs(600);
@@ -291,7 +300,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         }
         for sig in signals.take() {
             if s.on_signal(sig, &perf) && stop_watch.is_none() {
-                stop_watch = Some(StopWatch::new(perf.pid(), STOP_GRACE, STOP_LIMIT));
+                stop_watch = Some(StopWatch::new(perf.pid(), stop_grace(), STOP_LIMIT));
             }
         }
         if s.stop.is_none() {
@@ -335,7 +344,7 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         if s.killed.is_none() && stop_watch.as_mut().is_some_and(|w| w.expired()) {
             s.killed = Some(format!(
                 "it was still not done {} s after the stop",
-                STOP_GRACE.as_secs()
+                stop_grace().as_secs()
             ));
             perf.signal_group(libc::SIGKILL);
         }
