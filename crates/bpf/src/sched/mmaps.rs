@@ -34,6 +34,8 @@ pub(crate) struct ExecMapping {
     pub(crate) end: u64,
     /// As a `/proc/PID/maps` line (without its newline).
     pub(crate) line: String,
+    /// When it was mapped (CLOCK_MONOTONIC ns, from the record's sample id).
+    pub(crate) time_ns: u64,
 }
 
 /// One CPU's event and its ring.
@@ -168,9 +170,9 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// A PERF_RECORD_MMAP2's body (after the header): pid, tid, addr, len, pgoff, maj, min,
 /// ino, ino_generation, prot, flags, the file name (NUL-ended, padded), then the sample
-/// id. An executable mapping of a file, or None.
+/// id (pid, tid, time). An executable mapping of a file, or None.
 fn parse_mmap2(b: &[u8]) -> Option<ExecMapping> {
-    if b.len() < 72 {
+    if b.len() < 72 + 16 {
         return None;
     }
     let (pid, addr, len, pgoff) = (u32_at(b, 0), u64_at(b, 8), u64_at(b, 16), u64_at(b, 24));
@@ -188,6 +190,7 @@ fn parse_mmap2(b: &[u8]) -> Option<ExecMapping> {
         start: addr,
         end,
         line: format!("{addr:x}-{end:x} r-xp {pgoff:08x} {maj:02x}:{min:02x} {ino} {path}"),
+        time_ns: u64_at(b, b.len() - 8),
     })
 }
 
@@ -231,7 +234,9 @@ mod tests {
         while b.len() % 8 != 0 {
             b.push(0);
         }
-        b.extend([0u8; 16]); // sample id: pid, tid, time
+        b.extend(pid.to_ne_bytes()); // sample id: pid, tid, time
+        b.extend((pid + 1).to_ne_bytes());
+        b.extend(5_000_000_007u64.to_ne_bytes());
         b
     }
 
@@ -246,6 +251,7 @@ mod tests {
             m.line,
             "7f0000001000-7f0000003000 r-xp 00003000 08:01 1234 /usr/lib/libc.so.6"
         );
+        assert_eq!(m.time_ns, 5_000_000_007);
     }
 
     #[test]

@@ -77,6 +77,10 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// went on for seconds after the command had ended, the stack map filling meanwhile.)
 const RECORDS_PER_PASS: u32 = 4096;
 
+/// The most passes a snapshot waits for the records to catch up (`catch_up`): ~0.25 M
+/// records, a fraction of a second of the drain's time.
+const CATCH_UP_PASSES: u32 = 64;
+
 /// Ring mode: how often the stacks nothing in the window names leave the kernel's map …
 const EVICT_EVERY: Duration = Duration::from_secs(5);
 
@@ -257,6 +261,34 @@ impl SchedRecorder {
     }
 }
 
+/// Before a snapshot: reads records until they reach `until_ns` (when the kernel's reports
+/// of mappings were last read) or the ring is empty, at most [`CATCH_UP_PASSES`] passes.
+/// A pass takes at most [`RECORDS_PER_PASS`] records, the reports are read whole: under
+/// process churn the records lagged ~0.35 s behind, and a snapshot held the mappings of
+/// hundreds of processes its records did not reach yet, and missed its last 0.35 s.
+fn catch_up(
+    ring: &libbpf_rs::RingBuffer,
+    pass: &std::cell::Cell<Option<u32>>,
+    drain: &std::cell::RefCell<Drain>,
+    until_ns: u64,
+) {
+    for _ in 0..CATCH_UP_PASSES {
+        let newest = drain
+            .borrow_mut()
+            .window()
+            .map_or(u64::MAX, |w| w.newest_ns());
+        if newest >= until_ns {
+            return;
+        }
+        pass.set(Some(0));
+        // A pass cut short says so (EINTR); another error the next read reports.
+        let _ = ring.consume();
+        if pass.get().is_some_and(|taken| taken < RECORDS_PER_PASS) {
+            return;
+        }
+    }
+}
+
 /// How many stack ids the programs have handed out (`next_stack_id`).
 fn stacks_issued(skel: &crate::sched_skel::SchedSkel) -> u32 {
     skel.maps
@@ -432,6 +464,7 @@ fn run(
         if let Some(rings) = mmap_rings.as_mut() {
             rings.read(own_pid, |m| d.mapping(m));
         }
+        let mappings_read_ns = sys::monotonic_ns();
         if d.error.is_some() {
             break;
         }
@@ -468,18 +501,22 @@ fn run(
                 }
             }
         }
+        drop(d);
         for ask in requests.try_iter() {
             let (path, answer) = match ask {
                 Ask::Snapshot(path, answer) => (path, answer),
                 Ask::Command(pid, args) => {
-                    d.command(pid, &args);
+                    drain.borrow_mut().command(pid, &args);
                     continue;
                 }
                 Ask::WindowBytes(answer) => {
-                    let _ = answer.send(d.window().map_or(0, |w| w.bytes()));
+                    let bytes = drain.borrow_mut().window().map_or(0, |w| w.bytes());
+                    let _ = answer.send(bytes);
                     continue;
                 }
             };
+            catch_up(&ring, &pass, &drain, mappings_read_ns);
+            let mut d = drain.borrow_mut();
             let lost = (
                 read_counter(&skel.maps.counters, COUNTER_DROPS),
                 read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
@@ -512,7 +549,12 @@ fn run(
     drop(ring);
     let mut drain = drain.into_inner();
     if let Some(mut rings) = mmap_rings.take() {
-        rings.read(own_pid, |m| drain.mapping(m));
+        // Not those made after the stop: their processes' records are not in the file.
+        rings.read(own_pid, |m| {
+            if m.time_ns <= stop_ns {
+                drain.mapping(m);
+            }
+        });
         if rings.lost > 0 {
             unattached.push(format!(
                 "executable mappings: {} reports lost (the drain fell behind); processes that \

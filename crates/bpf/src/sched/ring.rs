@@ -300,6 +300,11 @@ impl Window {
         });
     }
 
+    /// The newest record's time.
+    pub(crate) fn newest_ns(&self) -> u64 {
+        self.newest_ns
+    }
+
     /// The time the window starts at: its oldest record's.
     fn oldest_ns(&self) -> u64 {
         self.chunks
