@@ -34,8 +34,6 @@ pub(crate) struct ExecMapping {
     pub(crate) end: u64,
     /// As a `/proc/PID/maps` line (without its newline).
     pub(crate) line: String,
-    /// When it was mapped (CLOCK_MONOTONIC ns, from the record's sample id).
-    pub(crate) time_ns: u64,
 }
 
 /// One CPU's event and its ring.
@@ -107,9 +105,10 @@ impl MmapRings {
         }
     }
 
-    /// Hands each executable file mapping recorded since the last read to `each`, but
-    /// those of process `skip_pid` (the recorder's).
-    pub(crate) fn read(&mut self, skip_pid: u32, mut each: impl FnMut(ExecMapping)) {
+    /// Hands each executable file mapping recorded since the last read, up to `until_ns`
+    /// (CLOCK_MONOTONIC; later ones stay for the next read), to `each`, but those of
+    /// process `skip_pid` (the recorder's).
+    pub(crate) fn read(&mut self, skip_pid: u32, until_ns: u64, mut each: impl FnMut(ExecMapping)) {
         let mut record = Vec::new();
         for ring in &self.rings {
             // struct perf_event_mmap_page: data_head at 1024, data_tail at 1032.
@@ -133,6 +132,9 @@ impl MmapRings {
                 }
                 record.clear();
                 record.extend((8..size).map(|i| byte(tail + i)));
+                if sample_time(&record).is_some_and(|t| t > until_ns) {
+                    break;
+                }
                 match kind {
                     PERF_RECORD_LOST if record.len() >= 16 => self.lost += u64_at(&record, 8),
                     PERF_RECORD_MMAP2 => {
@@ -158,6 +160,13 @@ impl Drop for MmapRings {
             unsafe { libc::munmap(ring.base.cast(), ring.mapped) };
         }
     }
+}
+
+/// The time in a record's sample id (its last 8 bytes: every record but a sample carries
+/// it, with `sample_id_all`).
+fn sample_time(body: &[u8]) -> Option<u64> {
+    let at = body.len().checked_sub(8)?;
+    Some(u64_at(body, at))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -190,7 +199,6 @@ fn parse_mmap2(b: &[u8]) -> Option<ExecMapping> {
         start: addr,
         end,
         line: format!("{addr:x}-{end:x} r-xp {pgoff:08x} {maj:02x}:{min:02x} {ino} {path}"),
-        time_ns: u64_at(b, b.len() - 8),
     })
 }
 
@@ -242,7 +250,9 @@ mod tests {
 
     #[test]
     fn an_executable_mapping_becomes_a_proc_maps_line() {
-        let m = parse_mmap2(&mmap2_body(42, 5, "/usr/lib/libc.so.6")).unwrap();
+        let body = mmap2_body(42, 5, "/usr/lib/libc.so.6");
+        assert_eq!(sample_time(&body), Some(5_000_000_007));
+        let m = parse_mmap2(&body).unwrap();
         assert_eq!(
             (m.pid, m.start, m.end),
             (42, 0x7f00_0000_1000, 0x7f00_0000_3000)
@@ -251,7 +261,6 @@ mod tests {
             m.line,
             "7f0000001000-7f0000003000 r-xp 00003000 08:01 1234 /usr/lib/libc.so.6"
         );
-        assert_eq!(m.time_ns, 5_000_000_007);
     }
 
     #[test]

@@ -261,11 +261,11 @@ impl SchedRecorder {
     }
 }
 
-/// Before a snapshot: reads records until they reach `until_ns` (when the kernel's reports
-/// of mappings were last read) or the ring is empty, at most [`CATCH_UP_PASSES`] passes.
-/// A pass takes at most [`RECORDS_PER_PASS`] records, the reports are read whole: under
-/// process churn the records lagged ~0.35 s behind, and a snapshot held the mappings of
-/// hundreds of processes its records did not reach yet, and missed its last 0.35 s.
+/// Before a snapshot: reads records until they reach `until_ns` (when it was asked for) or
+/// the ring is empty, at most [`CATCH_UP_PASSES`] passes. A pass takes at most
+/// [`RECORDS_PER_PASS`] records, and the kernel's reports of mappings are read whole: under
+/// process churn the records lagged behind, and a snapshot missed its last 0.03–0.16 s
+/// and held the mappings of hundreds of processes its records did not reach yet.
 fn catch_up(
     ring: &libbpf_rs::RingBuffer,
     pass: &std::cell::Cell<Option<u32>>,
@@ -462,9 +462,8 @@ fn run(
         }
         let mut d = drain.borrow_mut();
         if let Some(rings) = mmap_rings.as_mut() {
-            rings.read(own_pid, |m| d.mapping(m));
+            rings.read(own_pid, u64::MAX, |m| d.mapping(m));
         }
-        let mappings_read_ns = sys::monotonic_ns();
         if d.error.is_some() {
             break;
         }
@@ -515,8 +514,13 @@ fn run(
                     continue;
                 }
             };
-            catch_up(&ring, &pass, &drain, mappings_read_ns);
+            // The records up to the moment it was asked for, then the mappings up to theirs.
+            catch_up(&ring, &pass, &drain, sys::monotonic_ns());
             let mut d = drain.borrow_mut();
+            if let Some(rings) = mmap_rings.as_mut() {
+                let newest = d.window().map_or(u64::MAX, |w| w.newest_ns());
+                rings.read(own_pid, newest, |m| d.mapping(m));
+            }
             let lost = (
                 read_counter(&skel.maps.counters, COUNTER_DROPS),
                 read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
@@ -550,11 +554,7 @@ fn run(
     let mut drain = drain.into_inner();
     if let Some(mut rings) = mmap_rings.take() {
         // Not those made after the stop: their processes' records are not in the file.
-        rings.read(own_pid, |m| {
-            if m.time_ns <= stop_ns {
-                drain.mapping(m);
-            }
-        });
+        rings.read(own_pid, stop_ns, |m| drain.mapping(m));
         if rings.lost > 0 {
             unattached.push(format!(
                 "executable mappings: {} reports lost (the drain fell behind); processes that \
