@@ -19,12 +19,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{one_recording_at_a_time, slowlab, snapshots_of, status_kib};
+use common::{one_recording_at_a_time, slowlab, snapshots_of, status_kib, Workload};
 
 /// slowlab started as `sh -c 'slowlab ARGS & …'` would start it.
 struct Background {
@@ -636,14 +635,10 @@ fn half_a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
     for i in 0..2 {
         let wdir = churn.path().join(format!("work{i}"));
         std::fs::create_dir_all(&wdir).expect("mkdir");
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg("while :; do i=0; while [ $i -lt 200 ]; do : > f$i; i=$((i+1)); done; rm -f f*; done")
-            .current_dir(&wdir)
-            .process_group(0)
-            .spawn()
-            .expect("workload starts");
-        work.push(child);
+        work.push(Workload::start(
+            "while :; do i=0; while [ $i -lt 200 ]; do : > f$i; i=$((i+1)); done; rm -f f*; done",
+            Some(&wdir),
+        ));
     }
     std::thread::sleep(Duration::from_secs(1));
     let trace = dir.path().join("r.data");
@@ -697,11 +692,7 @@ fn half_a_minute_of_ring_mode_under_busy_file_work_keeps_every_file_bounded() {
     }
     bg.signal(libc::SIGINT);
     let (status, stderr) = bg.finish(Duration::from_secs(120));
-    for mut w in work {
-        // SAFETY: the workload's own process group.
-        unsafe { libc::kill(-(w.id() as i32), libc::SIGKILL) };
-        let _ = w.wait();
-    }
+    drop(work);
     eprintln!("{stderr}");
     assert_eq!(status, 130, "{stderr}");
     assert!(is_dead(perf));

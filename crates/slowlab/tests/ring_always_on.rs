@@ -22,7 +22,7 @@ use common::ring::{
     a_save_is_refused_on_a_full_disk, analyze, named_sleep, on_a_small_disk, perf_of, save_for,
     settled_level, Recorder,
 };
-use common::{one_recording_at_a_time, snapshots_of, status_kib};
+use common::{one_recording_at_a_time, snapshots_of, status_kib, Workload};
 
 #[test]
 fn save_from_another_shell_writes_a_snapshot_analyze_reads() {
@@ -243,11 +243,7 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let name = format!("slowtiny{}", std::process::id() % 100_000);
     let exe = named_sleep(dir.path(), &name);
     // Process churn: a new process every few milliseconds.
-    let mut churn = Command::new("sh")
-        .arg("-c")
-        .arg("while :; do /bin/true; done")
-        .spawn()
-        .expect("churn starts");
+    let churn = Workload::start("while :; do /bin/true; done", None);
     let trace = dir.path().join("tiny.data");
     let trigger = format!("cmd-slower:{name}>1s");
     // perf keeps a little memory with every snapshot: replaced after 1 MiB
@@ -316,8 +312,7 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
             files,
         });
     }
-    let _ = churn.kill();
-    let _ = churn.wait();
+    drop(churn);
     if let Some(mut c) = slow {
         let _ = c.wait();
     }

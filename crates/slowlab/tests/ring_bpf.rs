@@ -1,7 +1,7 @@
 //! `slowlab record --backend bpf --ring` left on (issue 40): a tiny ring left running for
 //! 45 s under process churn, with saves every few seconds, keeps its memory, its files
-//! and its snapshots bounded, each snapshot at most about the ring's seconds and the
-//! mappings of its own processes only; a full
+//! and its snapshots bounded, each snapshot at most about the ring's seconds up to the
+//! moment it was asked for, and the mappings of its own processes only; a full
 //! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on;
 //! a short ring saves on a disk far smaller than the most a window may hold.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
@@ -13,13 +13,23 @@ mod common;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::ring::{
     a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, settled_level, Recorder, Tmpfs,
 };
-use common::{one_recording_at_a_time, snapshots_of, status_kib};
+use common::{one_recording_at_a_time, snapshots_of, status_kib, Workload};
+
+/// CLOCK_MONOTONIC now, in ns: the clock of the recorder's records.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 #[test]
 fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
@@ -27,11 +37,10 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     // Process churn: new processes (and new stacks, faults, paths) all the time.
-    let mut churn = Command::new("sh")
-        .arg("-c")
-        .arg("while :; do /bin/true; ls / >/dev/null; sleep 0.005; done")
-        .spawn()
-        .expect("churn starts");
+    let churn = Workload::start(
+        "while :; do /bin/true; ls / >/dev/null; sleep 0.005; done",
+        None,
+    );
     let trace = dir.path().join("tiny.data");
     // The window's records are capped at 8 MiB: under this churn that is less than the
     // ring's 2 s, so the cap, not the rate, bounds the memory.
@@ -50,8 +59,19 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     while started.elapsed() < RUN {
         std::thread::sleep(Duration::from_secs(1));
         if started.elapsed().as_secs() >= next_save {
+            let asked_ns = monotonic_ns();
             let out = rec.save();
             assert!(out.status.success(), "{}", rec.err());
+            // The records reach the moment of the request (`--save`'s own start is among
+            // them), though under this churn they lag behind the drain's reads.
+            let snapshot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let log = slowlab_bpf::sched::read_sched(snapshot.as_ref()).expect("readable");
+            let newest = log.records.iter().map(|r| r.time_ns).max().unwrap_or(0);
+            assert!(
+                newest >= asked_ns,
+                "{snapshot}: its newest record is {:.3} s before the save was asked for",
+                (asked_ns - newest) as f64 / 1e9
+            );
             next_save += 5;
         }
         let (mut bytes, mut files) = (0, 0);
@@ -65,8 +85,7 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         let anon = status_kib(rec.pid(), "RssAnon:");
         samples.push((started.elapsed().as_secs_f64(), anon, bytes, files));
     }
-    let _ = churn.kill();
-    let _ = churn.wait();
+    drop(churn);
     let (status, err) = rec.stop();
     assert_eq!(status, 130, "{err}");
     for s in samples.iter().step_by(10) {

@@ -6,7 +6,8 @@
 //! programs of `tests/fixtures/why`, built once per test binary, and
 //! `slowlab diagnose` on one of them (findings, critical path, whether it
 //! adds up to the program's own wall time);
-//! a ring recording's snapshots and a process's memory; `ring`: a ring
+//! a ring recording's snapshots and a process's memory; a shell loop in the
+//! background that dies with the test ([`Workload`]); `ring`: a ring
 //! recording in the background and a small tmpfs to fill;
 //! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
@@ -18,6 +19,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// A shell loop run in the background, in a process group of its own, killed with
+/// its group when dropped: at the test's end, and also when an assertion fails
+/// half-way (a loop that outlived its test kept the next tests' recordings busy).
+pub struct Workload(Child);
+
+impl Workload {
+    /// Starts `sh -c script` in `dir` (the test's own directory when `None`).
+    pub fn start(script: &str, dir: Option<&Path>) -> Workload {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).process_group(0);
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
+        Workload(cmd.spawn().expect("the workload starts"))
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        // SAFETY: the workload's own process group.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
 
 /// The binary, keeping its symbol cache in the build's scratch directory
 /// (not the user's `~/.cache`): shared by the tests, so most of them read
