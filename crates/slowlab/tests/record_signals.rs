@@ -69,6 +69,26 @@ fn background(args: &[&str], stderr: &Path, env: &[(&str, &str)]) -> Background 
     }
 }
 
+impl Drop for Background {
+    /// A test that failed half-way stops its slowlab (SIGINT, then SIGKILL 20 s later), so
+    /// that no recording outlives it; `finish` has already waited for it otherwise.
+    fn drop(&mut self) {
+        if self.shell.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        self.signal(libc::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.shell.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                self.signal(libc::SIGKILL);
+                let _ = self.shell.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Background {
     fn signal(&self, sig: i32) {
         // SAFETY: signalling the slowlab this test started.

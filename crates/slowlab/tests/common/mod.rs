@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub struct Workload(Child);
 
 impl Workload {
-    /// Starts `sh -c script` in `dir` (the test's own directory when `None`).
+    /// Starts `sh -c script` in `dir` (the test process's working directory when `None`).
     pub fn start(script: &str, dir: Option<&Path>) -> Workload {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("sh");
