@@ -8,17 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
-use slowlab_bpf::BpfError;
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use slowlab_bpf::{monotonic_ns, BpfError};
 
 #[test]
 fn the_recording_ends_when_stopped_not_when_its_programs_are_detached() {

@@ -20,17 +20,6 @@ use common::ring::{
 };
 use common::{one_recording_at_a_time, snapshots_of, status_kib, Workload};
 
-/// CLOCK_MONOTONIC now, in ns: the clock of the recorder's records.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 #[test]
 fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     require_perf!();
@@ -59,7 +48,7 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     while started.elapsed() < RUN {
         std::thread::sleep(Duration::from_secs(1));
         if started.elapsed().as_secs() >= next_save {
-            let asked_ns = monotonic_ns();
+            let asked_ns = slowlab_bpf::monotonic_ns();
             let out = rec.save();
             assert!(out.status.success(), "{}", rec.err());
             // The records reach the moment of the request (`--save`'s own start is among
