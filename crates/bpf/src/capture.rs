@@ -15,7 +15,6 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -25,7 +24,9 @@ use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
 
 use crate::error::BpfError;
 use crate::format::{PathLogWriter, RECORD_HEAD_LEN};
+use crate::globals;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
+use crate::links::{detach, detach_in_background};
 use crate::ring::{PathRing, RingOptions};
 use crate::sink::{write_ring_file, Sink, Store, RING_HEAD_LEN};
 use crate::skel::PathsSkelBuilder;
@@ -253,8 +254,9 @@ impl PathCapture {
         }
     }
 
-    /// Detaches the probes, drains what is left in the ring buffer, writes the end record,
-    /// flushes the file, and returns the statistics.
+    /// Stops recording, drains what is left in the ring buffer, writes the end record,
+    /// flushes the file, and returns the statistics; the probes are detached in the
+    /// background meanwhile (the process's exit waits for that).
     pub fn stop(mut self) -> Result<CaptureStats, BpfError> {
         self.worker.finish()
     }
@@ -288,21 +290,6 @@ impl Probes {
         let s = Syscall::from_name(program.strip_prefix("enter_")?)?;
         self.available.contains(&s).then_some(AttachPoint::Enter(s))
     }
-}
-
-/// Closes the links, several at a time: the kernel waits for an RCU grace period (tens of
-/// milliseconds) as it detaches each syscall tracepoint, and these waits partly overlap.
-fn detach_all(links: Vec<Link>) {
-    const THREADS: usize = 8;
-    let per_thread = links.len().div_ceil(THREADS).max(1);
-    let mut links = links;
-    thread::scope(|scope| {
-        while !links.is_empty() {
-            let chunk: Vec<Link> = links.drain(..per_thread.min(links.len())).collect();
-            // If no thread can be started, the chunk is dropped (detached) right here.
-            let _ = thread::Builder::new().spawn_scoped(scope, move || drop(chunk));
-        }
-    });
 }
 
 /// Where the capture thread puts the records.
@@ -358,7 +345,7 @@ fn run(
             .is_some();
         prog.set_autoload(wanted);
     }
-    let skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
+    let mut skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
 
     let mut links: Vec<Link> = Vec::with_capacity(probes.available.len() + 1);
     let mut attached = Vec::with_capacity(probes.available.len());
@@ -393,7 +380,7 @@ fn run(
                         message: format!("{e:#}"),
                     },
                 };
-                detach_all(std::mem::take(&mut links));
+                detach(std::mem::take(&mut links));
                 setup!(Err(err))
             }
         };
@@ -474,9 +461,13 @@ fn run(
         }
     }
 
-    // Detach first so nothing new arrives, then drain what is left.
-    detach_all(links);
+    // Nothing new is recorded from here on; what is left is drained and the file finished
+    // while the programs are detached, in the background.
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        globals::store(&mut bss.capture_stopped, true);
+    }
     let stop_ns = sys::monotonic_ns();
+    detach_in_background(links);
     if sink.borrow().error.is_none() {
         if let Err(e) = ring.consume() {
             failure.get_or_insert(BpfError::RingBuffer {

@@ -1,8 +1,9 @@
 //! Real captures (root or CAP_BPF+CAP_PERFMON needed; otherwise each test prints `SKIP:`):
 //! a shell that stats 500 missing numbered names, a 200,000-stat stress loop with the
 //! default and with a tiny ring buffer, a rename's two paths, a name in a page not yet in
-//! memory, stopping by drop; and the errors for a bad option and for a user without
-//! privileges (run in a child process that drops root).
+//! memory, stopping by drop, the capture ending when stopped (not when its probes are
+//! detached, which goes on in the background); and the errors for a bad option and for a user without privileges (run in a
+//! child process that drops root).
 //!
 //! These tests do not involve perf; `tests/perf_clock.rs` does.
 
@@ -192,6 +193,114 @@ fn dropping_the_capture_stops_it_and_finishes_the_file() {
         .events
         .iter()
         .any(|e| e.path.ends_with("probe-by-drop.dat")));
+}
+
+/// This process's threads detaching probes (named `slowlab-detach`, and the threads they
+/// start, which inherit the name).
+fn detaching_threads() -> usize {
+    fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.flatten()
+                .filter(|t| {
+                    fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim_end() == "slowlab-detach")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_capture_ends_when_stopped_not_when_its_probes_are_detached() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("stopped.slp");
+    let Some(capture) = start_or_skip("stop", &out, &CaptureOptions::default()) else {
+        return;
+    };
+    // A thread that calls twenty of the captured syscalls on a missing name every
+    // millisecond: the probes go one at a time (each syscall tracepoint's detach waits for
+    // an RCU grace period, ~1.5 s for all of them here), so some of its syscalls are still
+    // probed long after the first are not.
+    let busy = std::sync::atomic::AtomicBool::new(true);
+    let name = CString::new("/nonexistent/slowlab-capture-stop").expect("no NUL");
+    let (asked, stopped) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let p = name.as_ptr();
+            let at = libc::AT_FDCWD as libc::c_long;
+            while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut buf = [0u8; 256];
+                let b = buf.as_mut_ptr();
+                // SAFETY: each call gets a valid C string, a buffer of 256 bytes where one
+                // is written, and fails with ENOENT before touching anything.
+                unsafe {
+                    libc::syscall(libc::SYS_openat, at, p, libc::O_RDONLY);
+                    libc::syscall(libc::SYS_open, p, libc::O_RDONLY);
+                    libc::syscall(libc::SYS_stat, p, b);
+                    libc::syscall(libc::SYS_lstat, p, b);
+                    libc::syscall(libc::SYS_newfstatat, at, p, b, 0);
+                    libc::syscall(libc::SYS_statx, at, p, 0, 0, b);
+                    libc::syscall(libc::SYS_access, p, 0);
+                    libc::syscall(libc::SYS_faccessat, at, p, 0);
+                    libc::syscall(libc::SYS_unlink, p);
+                    libc::syscall(libc::SYS_unlinkat, at, p, 0);
+                    libc::syscall(libc::SYS_mkdir, p, 0o700);
+                    libc::syscall(libc::SYS_rmdir, p);
+                    libc::syscall(libc::SYS_rename, p, p);
+                    libc::syscall(libc::SYS_readlink, p, b, 256);
+                    libc::syscall(libc::SYS_truncate, p, 0);
+                    libc::syscall(libc::SYS_chdir, p);
+                    libc::syscall(libc::SYS_chmod, p, 0o600);
+                    libc::syscall(libc::SYS_chown, p, 0, 0);
+                    libc::syscall(libc::SYS_utimensat, at, p, 0, 0);
+                    libc::syscall(libc::SYS_statfs, p, b);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let asked = slowlab_bpf::monotonic_ns();
+        capture.stop().expect("the stop");
+        let stopped = slowlab_bpf::monotonic_ns();
+        busy.store(false, std::sync::atomic::Ordering::Relaxed);
+        (asked, stopped)
+    });
+    // The stop returned while the probes are still being let go of (one every ~40 ms, in
+    // the kernel), and they are all let go of soon after.
+    assert!(
+        detaching_threads() > 0,
+        "the stop waited for the detach ({:.1} ms)",
+        (stopped - asked) as f64 / 1e6
+    );
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while detaching_threads() > 0 && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(detaching_threads(), 0, "the detach did not end in 30 s");
+    let log = read_paths(&out).expect("read capture");
+    let busy_calls: Vec<&PathEvent> = log
+        .events
+        .iter()
+        .filter(|e| e.path == "/nonexistent/slowlab-capture-stop")
+        .collect();
+    let kinds: std::collections::HashSet<Syscall> = busy_calls.iter().map(|e| e.syscall).collect();
+    assert!(kinds.len() >= 15, "the busy thread's syscalls: {kinds:?}");
+    let last = busy_calls.iter().map(|e| e.time_ns).max().unwrap_or(0);
+    let ms = |ns: u64| ns as f64 / 1e6;
+    eprintln!(
+        "stop asked at 0 ms, returned at {:.1} ms; last of {} kinds of call at {:.1} ms",
+        ms(stopped - asked),
+        kinds.len(),
+        ms(last.saturating_sub(asked))
+    );
+    // The capture notices the stop within its poll (50 ms); detaching first, it recorded
+    // the busy thread's calls until their probes went.
+    assert!(
+        last < asked + 250_000_000,
+        "calls recorded {:.1} ms after the stop was asked (it returned after {:.1} ms)",
+        ms(last - asked),
+        ms(stopped - asked)
+    );
 }
 
 #[test]

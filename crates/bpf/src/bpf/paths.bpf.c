@@ -92,6 +92,11 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 // sets it before load).
 const volatile bool retry_at_exit = true;
 
+// Set by user space at the stop: nothing more is recorded, and the file is finished while
+// the programs are still being detached (each syscall tracepoint's detach waits for an RCU
+// grace period, ~2 s for all of them).
+bool capture_stopped = false;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 23);  // user space sets the real size before load
@@ -220,6 +225,8 @@ static __always_inline __u64 enter_arg(__u64 time_ns, __u64 pid_tgid, __u16 sysc
 static __always_inline void on_enter(__u16 syscall, bool retry, __u64 ptr0, __u64 ptr1,
 				     bool two)
 {
+	if (capture_stopped)
+		return;
 	__u64 time_ns = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct pending p = {};
@@ -285,6 +292,8 @@ static __always_inline void exit_arg(struct pending *p, __u64 pid_tgid, __u8 arg
 SEC("raw_tracepoint/sys_exit")
 int exit_any(void *ctx)
 {
+	if (capture_stopped)
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct pending *found = bpf_map_lookup_elem(&pending, &pid_tgid);
 	if (!found)

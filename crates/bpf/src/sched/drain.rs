@@ -21,11 +21,11 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use super::format::{
     decode_record, parse_maps_line, RecordKind, SchedEnd, SchedWriter, RECORD_LEN,
 };
-use super::globals;
 use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
 use super::ring::{MapStack, Sink, SnapshotInfo, Window};
 use crate::error::BpfError;
+use crate::globals;
 use crate::sys;
 
 /// Reads `/proc/TID/status`'s `Tgid` and `Name`.

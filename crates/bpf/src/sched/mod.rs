@@ -15,7 +15,6 @@
 mod attach;
 mod drain;
 pub mod format;
-mod globals;
 mod mmaps;
 mod options;
 mod recorder;

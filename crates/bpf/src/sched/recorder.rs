@@ -38,19 +38,20 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::Skel;
-use libbpf_rs::{ErrorKind, Link, PrintLevel, RingBufferBuilder};
+use libbpf_rs::{ErrorKind, PrintLevel, RingBufferBuilder};
 use slowlab_model::bundle::partial_file;
 
 use super::attach::{load_and_attach, possible_cpus, Attached};
 use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::SchedEnd;
-use super::globals;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
 use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
+use crate::globals;
 use crate::libbpf_log::{libbpf_print, take_libbpf_log};
+use crate::links::detach_in_background;
 use crate::sys;
 use crate::worker::{Ready, Worker};
 
@@ -302,34 +303,6 @@ fn stop_recording(skel: &mut crate::sched_skel::SchedSkel) {
     if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
         globals::store(&mut bss.recording_stopped, true);
     }
-}
-
-/// Detaches the programs (and closes the perf events their links own) on a thread nobody
-/// waits for: the programs record nothing once `stop_recording` has run, and the file can
-/// be finished, and `diagnose` analyze it, meanwhile (a `diagnose` of a 0.5 s command
-/// answered after 3.2 s waiting for it, 1.4 s without). The process's exit waits for the
-/// detaches still going (they run in the kernel, in the exiting threads too), so nothing
-/// stays attached after it. Where no thread can be made, they run on this one.
-fn detach_in_background(links: Vec<Link>) {
-    let detaching = std::thread::Builder::new()
-        .name("slowlab-detach".into())
-        .spawn(move || detach(links));
-    // A refused closure is dropped with the error, and the links with it: detached here.
-    drop(detaching);
-}
-
-/// Detaches the programs, each on a thread of its own: a tracepoint's detach waits for an
-/// RCU grace period, and one after the other the ~40 took 3.6 s on a busy machine, 1.8 s
-/// at once (the kernel still lets the syscall tracepoints' perf events go one at a time,
-/// ~40 ms each).
-fn detach(links: Vec<Link>) {
-    std::thread::scope(|scope| {
-        for link in links {
-            // Where no thread can be made, the refused closure is dropped here, and the
-            // link with it: detached on this thread.
-            let _ = std::thread::Builder::new().spawn_scoped(scope, move || drop(link));
-        }
-    });
 }
 
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.

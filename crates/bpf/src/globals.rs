@@ -1,7 +1,8 @@
-//! The programs' global variables as the recorder reads and writes them: the skeleton maps
-//! `sched.bpf.c`'s `.bss` and `.data` into this process, and the programs change them on
-//! any CPU at any time, so every access is one volatile load or store, here and nowhere
-//! else. It does not know which globals there are or what they mean: its callers do.
+//! The programs' global variables as the recorders read and write them: the skeletons map
+//! `sched.bpf.c`'s and `paths.bpf.c`'s `.bss` and `.data` into this process, and the
+//! programs change them on any CPU at any time, so every access is one volatile load or
+//! store, here and nowhere else. It does not know which globals there are or what they
+//! mean: its callers do.
 
 /// The value of a global the programs may change at any time.
 pub(crate) fn load<T: Copy>(global: &T) -> T {
