@@ -3,6 +3,7 @@
 builds: the builds take turns, ROUNDS (5) rounds, and the medians are printed. The answer's
 time is when its first line ("why `CMD` ... took") reaches stdout; the exit's, when the
 process has exited (it waits for the eBPF recorder's programs to be detached).
+BACKEND=perf|bpf passes `--backend` (the default backend otherwise).
 
 Usage (root): python3 bench/record/answer_time.py SLOWLAB... -- CMD [ARGS]
   e.g. python3 bench/record/answer_time.py /tmp/old/slowlab target/test-release/slowlab \\
@@ -22,11 +23,12 @@ def main():
     if not builds or not cmd:
         sys.exit(__doc__)
     rounds = int(os.environ.get("ROUNDS", "5"))
+    backend = ["--backend", os.environ["BACKEND"]] if os.environ.get("BACKEND") else []
     times = {b: [] for b in builds}
     for _ in range(rounds):
         for b in builds:
             start = time.monotonic()
-            p = subprocess.Popen([b, "diagnose", "--", *cmd], stdout=subprocess.PIPE,
+            p = subprocess.Popen([b, "diagnose", *backend, "--", *cmd], stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
             answer = None
             for line in p.stdout:
