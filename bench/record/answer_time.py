@@ -3,7 +3,8 @@
 builds: the builds take turns, ROUNDS (5) rounds, and the medians are printed. The answer's
 time is when its first line ("why `CMD` ... took") reaches stdout; the exit's, when the
 process has exited (it waits for the eBPF recorder's programs to be detached).
-BACKEND=perf|bpf passes `--backend` (the default backend otherwise).
+BACKEND=perf|bpf passes `--backend` (the default backend otherwise). Each run writes
+`slowlab-diagnose/` in the current directory, as `diagnose` does: run it from a scratch one.
 
 Usage (root): python3 bench/record/answer_time.py SLOWLAB... -- CMD [ARGS]
   e.g. python3 bench/record/answer_time.py /tmp/old/slowlab target/test-release/slowlab \\
