@@ -73,19 +73,7 @@ impl Drop for Background {
     /// A test that failed half-way stops its slowlab (SIGINT, then SIGKILL 20 s later), so
     /// that no recording outlives it; `finish` has already waited for it otherwise.
     fn drop(&mut self) {
-        if self.shell.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        self.signal(libc::SIGINT);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.shell.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                self.signal(libc::SIGKILL);
-                let _ = self.shell.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        common::interrupt_then_kill(self.pid, &mut self.shell);
     }
 }
 

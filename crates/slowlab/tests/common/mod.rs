@@ -7,7 +7,8 @@
 //! `slowlab diagnose` on one of them (findings, critical path, whether it
 //! adds up to the program's own wall time);
 //! a ring recording's snapshots and a process's memory; a shell loop in the
-//! background that dies with the test ([`Workload`]); `ring`: a ring
+//! background that dies with the test ([`Workload`]), and a recording a failed
+//! test left running stopped as a user would ([`interrupt_then_kill`]); `ring`: a ring
 //! recording in the background and a small tmpfs to fill;
 //! `browser`: driving a page in headless Chromium.
 #![allow(dead_code)]
@@ -43,6 +44,28 @@ impl Drop for Workload {
         // SAFETY: the workload's own process group.
         unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
         let _ = self.0.wait();
+    }
+}
+
+/// Stops a process a test left running (it failed half-way) as a user would: SIGINT to
+/// `pid`, so that it removes what it made (a recording's socket and state file, its
+/// perf), then SIGKILL if `waited` has not ended 20 s later. `waited` is the child whose
+/// end says `pid` is gone: the same process, or the shell that runs it.
+pub fn interrupt_then_kill(pid: i32, waited: &mut Child) {
+    if waited.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    // SAFETY: signalling a process this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waited.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = waited.wait();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

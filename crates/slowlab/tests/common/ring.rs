@@ -111,20 +111,7 @@ impl Drop for Recorder {
     /// A test that failed half-way stops its recorder as a user would (SIGINT: its socket
     /// and state file go), and kills it only if it has not ended 20 s later.
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        // SAFETY: signalling the recorder this test started.
-        unsafe { libc::kill(self.pid(), libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        super::interrupt_then_kill(self.pid(), &mut self.child);
     }
 }
 
