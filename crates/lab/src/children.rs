@@ -156,7 +156,14 @@ mod tests {
             assert!(parses(&log_probe::launcher_args(naming, "100", dir)));
             assert!(parses(&log_probe::writer_args(naming, dir)));
         }
-        assert!(parses(&teardown_lock::holder_args()));
+        assert!(parses(&teardown_lock::holder_args(
+            1,
+            teardown_lock::Kind::Netns
+        )));
+        assert!(parses(&teardown_lock::holder_args(
+            1,
+            teardown_lock::Kind::Plain
+        )));
         for memory in [working_set_cap::Memory::File, working_set_cap::Memory::Anon] {
             for pageout in [false, true] {
                 assert!(parses(&working_set_cap::scan_args(

@@ -1,12 +1,15 @@
 //! `slowlab lab teardown-lock` run for real: at tiny size, the JSON result
 //! and the direction of the effect; then Ctrl-C (once, and twice) while the
 //! holder processes are alive, also while `--trace` records them (the
-//! interrupted run's directory is removed, the next is not started). Every
+//! interrupted run's directory is removed, the next is not started); a holder
+//! started by the test says it is ready only once in its own namespace. Every
 //! test checks that no holder process outlives slowlab. Holders are recognised by their command line and by a
 //! per-test tag in the environment they inherit.
 //!
 //! Needs root (network namespaces); without it each test prints SKIP.
 
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -153,6 +156,66 @@ fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
         );
     }
     assert_no_holder_left(&tag, &[]);
+}
+
+/// `slowlab __child teardown-holder --parent PID [--netns]`, run by the test itself: the
+/// child, its stdout's first line and the network namespace it is in then.
+fn holder_started_by_us(parent: u32, netns: bool) -> (Child, String, PathBuf) {
+    let mut cmd = Command::new(SLOWLAB);
+    cmd.args([
+        "__child",
+        "teardown-holder",
+        "--parent",
+        &parent.to_string(),
+    ]);
+    if netns {
+        cmd.arg("--netns");
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot run slowlab");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ns = std::fs::read_link(format!("/proc/{}/ns/net", child.id())).unwrap_or_default();
+    (child, line.trim_end().to_string(), ns)
+}
+
+#[test]
+fn a_holder_says_ready_once_it_is_in_a_network_namespace_of_its_own() {
+    if !is_root() {
+        slowlab_testkit::skip(format_args!(
+            "teardown-lock needs root (network namespaces)"
+        ));
+        return;
+    }
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let me = std::process::id();
+    let mut namespaces = Vec::new();
+    for netns in [true, true, false] {
+        let (mut holder, said, ns) = holder_started_by_us(me, netns);
+        assert_eq!(said, "ready");
+        // Still running after it said so: it holds the namespace until killed.
+        assert!(holder.try_wait().unwrap().is_none(), "the holder ended");
+        assert_eq!(
+            ns == ours,
+            !netns,
+            "with --netns {netns}: {ns:?} (ours {ours:?})"
+        );
+        namespaces.push(ns);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+    }
+    assert_ne!(namespaces[0], namespaces[1], "two holders, one namespace");
+    // Started by another process than the one it names: it says why and ends, as it
+    // would if its starter were already gone.
+    let (mut holder, said, _) = holder_started_by_us(1, true);
+    assert!(!said.is_empty() && said != "ready", "{said:?}");
+    assert!(!holder.wait().unwrap().success());
 }
 
 /// Starts the quick run, waits until at least `alive` holders run, sends

@@ -7,8 +7,8 @@
 //! Linux; network namespaces are: their cleanup runs in one kernel worker
 //! that holds the rtnl mutex. So N holder processes (`__child
 //! teardown-holder`, the slowlab binary waiting to be killed), each in its
-//! own network namespace made before it runs (`unshare(CLONE_NEWNET)` after
-//! fork), are started in one process group and killed together with one
+//! own network namespace (`unshare(CLONE_NEWNET)`, made by the holder before
+//! it says it is ready), are started one by one in one process group and killed together with one
 //! SIGKILL. Meanwhile a monitor thread (SCHED_FIFO where allowed, so that
 //! ordinary scheduling delays do not look like lock waits) calls the
 //! SIOCGIFCONF ioctl, which takes rtnl, every 10 ms during creation and
@@ -85,23 +85,57 @@ const SIOCGIFCONF: libc::c_ulong = 0x8912;
 /// The child programs of this scenario (`slowlab __child …`).
 #[derive(clap::Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum Child {
-    /// teardown-lock: wait until killed (the network namespace, if any, was
-    /// made between fork and exec).
-    TeardownHolder,
+    /// teardown-lock: die with the thread that started it (PR_SET_PDEATHSIG; gone at
+    /// once if its process `parent` already is), make a network namespace of its own with
+    /// --netns, say `ready` on stdout (or the error), then wait until killed.
+    TeardownHolder {
+        /// The pid of the process that started it.
+        #[arg(long)]
+        parent: i32,
+        #[arg(long)]
+        netns: bool,
+    },
 }
 
-/// The holder's arguments.
-pub fn holder_args() -> Vec<String> {
-    vec!["teardown-holder".into()]
+/// The holder's arguments: started by the process `parent`, with a network namespace of
+/// its own for [`Kind::Netns`].
+pub fn holder_args(parent: libc::pid_t, kind: Kind) -> Vec<String> {
+    let mut args = vec![
+        "teardown-holder".into(),
+        "--parent".into(),
+        parent.to_string(),
+    ];
+    if kind == Kind::Netns {
+        args.push("--netns".into());
+    }
+    args
 }
 
 /// Runs a child program of this scenario.
 pub fn child_main(child: Child) -> Result<(), LabError> {
     match child {
-        Child::TeardownHolder => loop {
-            // SAFETY: pause has no preconditions; the holder ends by SIGKILL.
-            unsafe { libc::pause() };
-        },
+        Child::TeardownHolder { parent, netns } => {
+            let made = system::die_with_parent(parent).and_then(|()| {
+                // SAFETY: unshare has no memory-safety preconditions.
+                if netns && unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+            let said = match &made {
+                Ok(()) => "ready\n".to_string(),
+                Err(e) => format!("{e}\n"),
+            };
+            // The starter reads this one line and closes the pipe.
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(said.as_bytes());
+            let _ = std::io::stdout().flush();
+            made.map_err(|e| LabError::io("cannot make the holder's network namespace", e))?;
+            loop {
+                // SAFETY: pause has no preconditions; the holder ends by SIGKILL.
+                unsafe { libc::pause() };
+            }
+        }
     }
 }
 

@@ -122,22 +122,24 @@ pub(super) fn run_variant(
     ));
     let t_create = monitor.now_s();
     let mut group = HolderGroup::new(ctx.cancel.clone());
+    // A holder's failure (e.g. no namespace left) is read a few holders later.
+    let not_started = |e: std::io::Error| {
+        LabError::Failed(format!(
+            "cannot start {n} holders{}: {e}",
+            match kind {
+                Kind::Netns => " in network namespaces of their own",
+                Kind::Plain => "",
+            }
+        ))
+    };
     for i in 0..n {
         ctx.check_cancel()?;
-        group.spawn(&ctx.self_exe, kind).map_err(|e| {
-            LabError::Failed(format!(
-                "cannot start holder {} of {n}{}: {e}",
-                i + 1,
-                match kind {
-                    Kind::Netns => " in a new network namespace",
-                    Kind::Plain => "",
-                }
-            ))
-        })?;
+        group.spawn(&ctx.self_exe, kind).map_err(not_started)?;
         if i % 100 == 99 {
             ctx.status(&format!("teardown-lock: {} of {n} processes up", i + 1));
         }
     }
+    group.wait_ready().map_err(not_started)?;
     let t_up = monitor.now_s();
     std::thread::sleep(SETTLE);
     ctx.check_cancel()?;
