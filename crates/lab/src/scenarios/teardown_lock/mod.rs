@@ -8,8 +8,8 @@
 //! that holds the rtnl mutex. So N holder processes (`__child
 //! teardown-holder`, the slowlab binary waiting to be killed), each in its
 //! own network namespace (`unshare(CLONE_NEWNET)`, made by the holder before
-//! it says it is ready), are started one by one in one process group and killed together with one
-//! SIGKILL. Meanwhile a monitor thread (SCHED_FIFO where allowed, so that
+//! it says it is ready), are started in one process group and killed
+//! together with one SIGKILL. Meanwhile a monitor thread (SCHED_FIFO where allowed, so that
 //! ordinary scheduling delays do not look like lock waits) calls the
 //! SIOCGIFCONF ioctl, which takes rtnl, every 10 ms during creation and
 //! destruction, and after the last holder is reaped until the lock has been
@@ -34,6 +34,7 @@ mod tests;
 mod variant;
 mod verdict;
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -122,15 +123,14 @@ pub fn child_main(child: Child) -> Result<(), LabError> {
                 }
                 Ok(())
             });
+            // The one line its starter reads before it closes the pipe.
             let said = match &made {
                 Ok(()) => "ready\n".to_string(),
                 Err(e) => format!("{e}\n"),
             };
-            // The starter reads this one line and closes the pipe.
-            use std::io::Write;
-            let _ = std::io::stdout().write_all(said.as_bytes());
-            let _ = std::io::stdout().flush();
-            made.map_err(|e| LabError::io("cannot make the holder's network namespace", e))?;
+            let mut out = std::io::stdout();
+            let _ = out.write_all(said.as_bytes()).and_then(|()| out.flush());
+            made.map_err(|e| LabError::io("the teardown-lock holder could not start", e))?;
             loop {
                 // SAFETY: pause has no preconditions; the holder ends by SIGKILL.
                 unsafe { libc::pause() };
