@@ -147,9 +147,13 @@ impl Recording {
         };
         perf.signal(libc::SIGINT);
         let partial = partial_file(&self.cfg.output);
-        let finished = perf.wait_bounded(stop_grace(), STOP_LIMIT);
-        let lines = perf.lines();
         let companions = self.companions.take();
+        let finished = perf.wait_bounded(stop_grace(), STOP_LIMIT, || {
+            if let Some(c) = &companions {
+                c.let_path_probes_go();
+            }
+        });
+        let lines = perf.lines();
         let checked = match finished {
             Ok(exit) => check_perf_exit(&self.cfg, exit, &lines, true),
             Err(_) => Err(RecordError::PerfKilled {
