@@ -23,9 +23,7 @@ pub struct LabTracer<'o> {
     running: Option<(Running, PathBuf)>,
 }
 
-/// The recording of the run going on, by either backend. One at a time, so the
-/// variants' sizes (perf's is the larger, by its companions) do not matter.
-#[allow(clippy::large_enum_variant)]
+/// The recording of the run going on, by either backend.
 enum Running {
     Perf(Recording),
     Bpf(BpfRecording),
