@@ -14,7 +14,7 @@ use std::io::BufWriter;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -125,13 +125,7 @@ pub struct PathCapture {
     output: PathBuf,
     /// Ring mode: where [`PathCapture::snapshot`] sends its requests.
     snapshots: Option<mpsc::Sender<SnapshotRequest>>,
-    /// The probes' links, shared with the capture thread: whoever detaches first takes
-    /// them ([`PathCapture::let_probes_go`], or the stop).
-    links: SharedLinks,
 }
-
-/// The attached probes' links, taken once to be detached.
-type SharedLinks = Arc<Mutex<Vec<Link>>>;
 
 /// A request to the capture thread to write the ring's window to `path`.
 #[derive(Debug)]
@@ -196,8 +190,6 @@ impl PathCapture {
         let output_path = output.to_path_buf();
         let ring = options.ring_bytes;
         let retry_at_exit = options.retry_at_exit;
-        let links = SharedLinks::default();
-        let thread_links = Arc::clone(&links);
         let (worker, (attached, missing)) =
             Worker::start("slowlab-bpf", "capture thread", move |stop, ready| {
                 let probes = Probes {
@@ -205,15 +197,7 @@ impl PathCapture {
                     missing,
                     retry_at_exit,
                 };
-                run(
-                    target,
-                    output_path,
-                    ring,
-                    probes,
-                    &thread_links,
-                    stop,
-                    ready,
-                )
+                run(target, output_path, ring, probes, stop, ready)
             })?;
         Ok(PathCapture {
             worker,
@@ -221,7 +205,6 @@ impl PathCapture {
             missing,
             output: output.to_path_buf(),
             snapshots: options.ring.map(|_| snapshot_tx),
-            links,
         })
     }
 
@@ -269,17 +252,6 @@ impl PathCapture {
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(BpfError::ThreadPanicked),
         }
-    }
-
-    /// Detaches the probes now, in the background: nothing more is captured, and what was
-    /// is kept for [`PathCapture::stop`]. For perf's backend, once perf has written its
-    /// trace: the kernel lets a syscall tracepoint go only after an RCU grace period, and
-    /// only when its last user does, so while perf still holds the same tracepoints the
-    /// probes go at once and perf's closing waits for the grace periods alone (after perf,
-    /// they waited ~1.5 s again; `slowlab record --backend bpf -- true` took 2.4–2.6 s
-    /// alone and 0.95–1.04 s beside a perf on the same tracepoints).
-    pub fn let_probes_go(&self) {
-        detach_in_background(take_links(&self.links));
     }
 
     /// Stops recording, drains what is left in the ring buffer, writes the end record,
@@ -334,7 +306,6 @@ fn run(
     output: PathBuf,
     ring_bytes: u32,
     probes: Probes,
-    shared_links: &SharedLinks,
     stop: Arc<AtomicBool>,
     ready: Ready<Attached>,
 ) -> Result<CaptureStats, BpfError> {
@@ -419,7 +390,6 @@ fn run(
         }
     }
     attached.sort();
-    *shared_links.lock().unwrap_or_else(|e| e.into_inner()) = links;
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
@@ -497,7 +467,7 @@ fn run(
         globals::store(&mut bss.capture_stopped, true);
     }
     let stop_ns = sys::monotonic_ns();
-    detach_in_background(take_links(shared_links));
+    detach_in_background(links);
     if sink.borrow().error.is_none() {
         if let Err(e) = ring.consume() {
             failure.get_or_insert(BpfError::RingBuffer {
@@ -542,8 +512,3 @@ fn run(
 
 // The file format's record head and the ring's are the same size by design.
 const _: () = assert!(RECORD_HEAD_LEN == RING_HEAD_LEN);
-
-/// The links not yet taken: all of them the first time, none after.
-fn take_links(links: &SharedLinks) -> Vec<Link> {
-    std::mem::take(&mut *links.lock().unwrap_or_else(|e| e.into_inner()))
-}

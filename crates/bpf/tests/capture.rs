@@ -2,8 +2,7 @@
 //! a shell that stats 500 missing numbered names, a 200,000-stat stress loop with the
 //! default and with a tiny ring buffer, a rename's two paths, a name in a page not yet in
 //! memory, stopping by drop, the capture ending when stopped (not when its probes are
-//! detached, which goes on in the background), probes let go of before the stop (as
-//! perf's backend does once perf has written); and the errors for a bad option and for a
+//! detached, which goes on in the background); and the errors for a bad option and for a
 //! user without privileges (run in a child process that drops root).
 //!
 //! These tests do not involve perf; `tests/perf_clock.rs` does.
@@ -300,37 +299,6 @@ fn the_capture_ends_when_stopped_not_when_its_probes_are_detached() {
         ms(last - asked),
         ms(stopped - asked)
     );
-}
-
-#[test]
-fn probes_let_go_early_capture_nothing_more_and_the_stop_still_writes_the_file() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join("let-go.slp");
-    let Some(capture) = start_or_skip("let go", &out, &CaptureOptions::default()) else {
-        return;
-    };
-    let (tid, _) = stat_loop("/nonexistent/slowlab-before-let-go", 50);
-    // As perf's backend does once perf has written its trace.
-    capture.let_probes_go();
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while detaching_threads() > 0 && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert_eq!(detaching_threads(), 0, "the detach did not end in 30 s");
-    stat_loop("/nonexistent/slowlab-after-let-go", 50);
-    let stats = capture.stop().expect("the stop");
-    let log = read_paths(&out).expect("a finished capture file");
-    assert_eq!(
-        count_for(&log, tid, "/nonexistent/slowlab-before-let-go"),
-        50
-    );
-    assert_eq!(
-        count_for(&log, tid, "/nonexistent/slowlab-after-let-go"),
-        0,
-        "captured after the probes were let go"
-    );
-    assert_eq!(stats.drops, 0);
 }
 
 #[test]

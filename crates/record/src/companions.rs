@@ -145,14 +145,6 @@ impl Companions {
         files
     }
 
-    /// Detaches the path capture's probes now (see `PathCapture::let_probes_go`): perf
-    /// has written its trace, and holds the same tracepoints while it closes.
-    pub fn let_path_probes_go(&self) {
-        if let Some((capture, _)) = &self.paths {
-            capture.let_probes_go();
-        }
-    }
-
     /// Stops both and removes what they wrote (the recording failed: no
     /// side file is left looking like part of a complete trace).
     pub fn discard(self) {

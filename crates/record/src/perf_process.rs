@@ -20,7 +20,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -71,8 +70,6 @@ pub(crate) struct PerfProcess {
     reader: Option<JoinHandle<()>>,
     tail: Arc<Mutex<Vec<String>>>,
     dumps: mpsc::Receiver<PathBuf>,
-    /// perf said "Captured and wrote": its file is finished, and it closes its events.
-    wrote: Arc<AtomicBool>,
     /// The vDSO copies there were before perf started, to remove perf's if it is killed.
     vdso_copies: VdsoCopies,
 }
@@ -130,19 +127,14 @@ impl PerfProcess {
         let guard = GroupGuard::start(pgid, lifeline);
         let tail: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
         let (dump_tx, dumps) = mpsc::channel();
-        let wrote = Arc::new(AtomicBool::new(false));
         let reader = child.stderr.take().map(|err| {
             let tail = Arc::clone(&tail);
-            let wrote = Arc::clone(&wrote);
             std::thread::spawn(move || {
                 let mut stderr = std::io::stderr();
                 for line in BufReader::new(err).lines() {
                     let Ok(line) = line else { break };
                     if let Some(file) = dumped_file(&line) {
                         let _ = dump_tx.send(file);
-                    }
-                    if line.starts_with(WROTE) {
-                        wrote.store(true, Ordering::SeqCst);
                     }
                     // perf repeats a failed write for every buffer; slowlab
                     // says it once (a full disk, `session`).
@@ -169,7 +161,6 @@ impl PerfProcess {
             reader,
             tail,
             dumps,
-            wrote,
             vdso_copies,
         })
     }
@@ -209,13 +200,6 @@ impl PerfProcess {
         self.dumps.try_iter().collect()
     }
 
-    /// Whether perf has said it wrote its file ("Captured and wrote", once, at its end): it
-    /// then closes its events, which takes seconds here (an RCU grace period for each
-    /// tracepoint it was the last to use).
-    pub(crate) fn said_it_wrote(&self) -> bool {
-        self.wrote.load(Ordering::SeqCst)
-    }
-
     /// perf's exit, if it has exited.
     pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, RecordError> {
         match self.child.try_wait().map_err(RecordError::Spawn)? {
@@ -229,22 +213,14 @@ impl PerfProcess {
     }
 
     /// Waits for perf to exit; after `grace` without perf using any CPU (or
-    /// `limit` in all), kills its group and says so with `Err(PerfExit)`. `once_written`
-    /// runs once perf has said it wrote its file, if it does.
+    /// `limit` in all), kills its group and says so with `Err(PerfExit)`.
     pub(crate) fn wait_bounded(
         &mut self,
         grace: Duration,
         limit: Duration,
-        once_written: impl FnOnce(),
     ) -> Result<PerfExit, PerfExit> {
         let mut watch = StopWatch::new(self.pid(), grace, limit);
-        let mut once_written = Some(once_written);
         loop {
-            if self.said_it_wrote() {
-                if let Some(f) = once_written.take() {
-                    f();
-                }
-            }
             match self.try_wait() {
                 Ok(Some(exit)) => return Ok(exit),
                 Ok(None) => {}
@@ -307,9 +283,6 @@ impl Drop for PerfProcess {
         }
     }
 }
-
-/// The line perf writes once its file is finished.
-const WROTE: &str = "[ perf record: Captured and wrote";
 
 /// Where perf copies the vDSO: `/tmp/perf-vdso.so-XXXXXX`, a name fixed in perf's source
 /// (`VDSO__TEMP_FILE_NAME`), not under `$TMPDIR`.
@@ -445,7 +418,10 @@ pub(crate) fn check_perf_exit(
         }
         return Err(e);
     }
-    if lines.iter().any(|l| l.starts_with(WROTE)) {
+    if lines
+        .iter()
+        .any(|l| l.starts_with("[ perf record: Captured and wrote"))
+    {
         return Ok(());
     }
     if lines

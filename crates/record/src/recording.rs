@@ -147,13 +147,9 @@ impl Recording {
         };
         perf.signal(libc::SIGINT);
         let partial = partial_file(&self.cfg.output);
-        let companions = self.companions.take();
-        let finished = perf.wait_bounded(stop_grace(), STOP_LIMIT, || {
-            if let Some(c) = &companions {
-                c.let_path_probes_go();
-            }
-        });
+        let finished = perf.wait_bounded(stop_grace(), STOP_LIMIT);
         let lines = perf.lines();
+        let companions = self.companions.take();
         let checked = match finished {
             Ok(exit) => check_perf_exit(&self.cfg, exit, &lines, true),
             Err(_) => Err(RecordError::PerfKilled {

@@ -190,7 +190,7 @@ fn measure(cfg: &Config, signals: &mut StopSignals) -> Result<Result<f64, String
         std::thread::sleep(Duration::from_millis(20));
     }
     perf.signal(libc::SIGINT);
-    let exit = perf.wait_bounded(Duration::from_secs(10), Duration::from_secs(30), || {});
+    let exit = perf.wait_bounded(Duration::from_secs(10), Duration::from_secs(30));
     let lines = perf.lines();
     let rates = reader.join().unwrap_or_default();
     match rates.per_cpu(SETTLE_NS) {

@@ -225,7 +225,6 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
         _ => None,
     };
     let mut stop_watch: Option<StopWatch> = None;
-    let mut probes_let_go = false;
     let mut perf_started = Instant::now();
     // Not with a command: a new perf would run it again.
     let restart_allowed = s.ring.is_some() && cfg.command.is_empty();
@@ -297,14 +296,6 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
                     continue;
                 }
                 _ => {}
-            }
-        }
-        // perf's file is finished and no new perf can follow: the path capture's probes
-        // go while perf still holds the same tracepoints (see `let_probes_go`).
-        if perf.said_it_wrote() && !(restart_allowed && s.stop.is_none()) && !probes_let_go {
-            probes_let_go = true;
-            if let Some(c) = &s.companions {
-                c.let_path_probes_go();
             }
         }
         for sig in signals.take() {
