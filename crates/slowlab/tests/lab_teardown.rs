@@ -193,6 +193,8 @@ fn a_holder_says_ready_once_it_is_in_a_network_namespace_of_its_own() {
         ));
         return;
     }
+    // Its namespaces take the lock the other tests time.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
     let me = std::process::id();
     let mut namespaces = Vec::new();
