@@ -127,10 +127,11 @@ pub struct PathCapture {
     snapshots: Option<mpsc::Sender<SnapshotRequest>>,
 }
 
-/// A request to the capture thread to write the ring's window to `path`.
+/// A request to the capture thread to write the ring's window to `path`, or with no path
+/// to let go of it ([`PathCapture::forget`]).
 #[derive(Debug)]
 struct SnapshotRequest {
-    path: PathBuf,
+    path: Option<PathBuf>,
     reply: mpsc::SyncSender<Result<u64, BpfError>>,
 }
 
@@ -228,6 +229,19 @@ impl PathCapture {
     /// records written. Fails with [`BpfError::Options`] when the capture is not in ring
     /// mode.
     pub fn snapshot(&self, path: &Path) -> Result<u64, BpfError> {
+        self.ask(Some(path))
+    }
+
+    /// Ring mode: lets go of the paths captured so far; the next snapshot's window starts
+    /// now (one capture gives the paths of each of several runs: `lab --trace`). Fails as
+    /// [`PathCapture::snapshot`] does.
+    pub fn forget(&self) -> Result<(), BpfError> {
+        self.ask(None).map(|_| ())
+    }
+
+    /// Sends the capture thread a snapshot request (or, without a path, a forget) and
+    /// waits for its answer.
+    fn ask(&self, path: Option<&Path>) -> Result<u64, BpfError> {
         let Some(requests) = &self.snapshots else {
             return Err(BpfError::Options {
                 reason: "snapshots need a capture in ring mode (CaptureOptions::ring)".into(),
@@ -235,7 +249,7 @@ impl PathCapture {
         };
         let (reply, answer) = mpsc::sync_channel(1);
         let request = SnapshotRequest {
-            path: path.to_path_buf(),
+            path: path.map(Path::to_path_buf),
             reply,
         };
         if requests.send(request).is_err() {
@@ -245,9 +259,10 @@ impl PathCapture {
             Ok(result) => result,
             Err(mpsc::RecvTimeoutError::Timeout) => Err(BpfError::RingBuffer {
                 message: format!(
-                    "the capture thread did not write the snapshot {} within {} s",
-                    path.display(),
-                    SNAPSHOT_TIMEOUT.as_secs()
+                    "the capture thread did not answer within {} s{}",
+                    SNAPSHOT_TIMEOUT.as_secs(),
+                    path.map(|p| format!(" (the snapshot {})", p.display()))
+                        .unwrap_or_default()
                 ),
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(BpfError::ThreadPanicked),
@@ -447,10 +462,15 @@ fn run(
             let now = sys::monotonic_ns();
             window.expire(now);
             while let Ok(request) = requests.try_recv() {
+                let Some(path) = &request.path else {
+                    window.forget(now);
+                    let _ = request.reply.send(Ok(0));
+                    continue;
+                };
                 let drops = read_counter(&skel.maps.counters, COUNTER_DROPS);
                 let written = write_ring_file(
                     window,
-                    &request.path,
+                    path,
                     now,
                     (start_mono, start_real),
                     &attached,

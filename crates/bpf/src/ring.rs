@@ -60,7 +60,8 @@ pub(crate) struct PathRing {
     chunk_cap: usize,
     chunks: VecDeque<Chunk>,
     bytes: u64,
-    /// Records before this time may have been let go to stay within `max_bytes`.
+    /// Records before this time may have been let go: to stay within `max_bytes`, or
+    /// forgotten ([`PathRing::forget`]).
     space_cut_ns: u64,
 }
 
@@ -139,6 +140,14 @@ impl PathRing {
                 self.bytes -= old.bytes.len() as u64;
             }
         }
+    }
+
+    /// Lets go of every record so far: the window starts at `now_ns` (a record that comes
+    /// late with an earlier time stays out of it).
+    pub(crate) fn forget(&mut self, now_ns: u64) {
+        self.chunks.clear();
+        self.bytes = 0;
+        self.space_cut_ns = self.space_cut_ns.max(now_ns);
     }
 
     /// Where the window ending at `now_ns` starts: `keep` earlier, but not before the
@@ -274,5 +283,20 @@ mod tests {
         assert_eq!(log.events.len(), 2);
         assert!(log.events[1].truncated);
         assert_eq!(log.events[1].path.len(), PATH_CAP);
+    }
+
+    #[test]
+    fn a_forgotten_window_starts_where_it_was_forgotten() {
+        let mut r = ring(3600, DEFAULT_RING_MAX_BYTES);
+        push(&mut r, 2 * S, "/before");
+        r.forget(3 * S);
+        assert_eq!(r.bytes(), 0);
+        // One that comes late, from before the forget, stays out.
+        push(&mut r, 3 * S - 1, "/late");
+        push(&mut r, 4 * S, "/after");
+        let log = read(&r, 5 * S);
+        assert_eq!(log.start_monotonic_ns, 3 * S);
+        let paths: Vec<&str> = log.events.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["/after"]);
     }
 }

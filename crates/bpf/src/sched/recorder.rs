@@ -104,6 +104,8 @@ enum Ask {
     Command(u32, Vec<String>),
     /// Ring mode: the bytes of records the window holds now, answered on the sender.
     WindowBytes(mpsc::Sender<u64>),
+    /// Ring mode: let go of every record so far, answered on the sender once done.
+    Forget(mpsc::Sender<()>),
 }
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
@@ -231,6 +233,24 @@ impl SchedRecorder {
             .send(Ask::Snapshot(path.to_path_buf(), answer))
             .map_err(|_| BpfError::ThreadPanicked)?;
         answered.recv().map_err(|_| BpfError::ThreadPanicked)?
+    }
+
+    /// Ring mode: lets go of every record so far, those of the moment it is asked for
+    /// included, and of the losses counted so far: the next snapshot holds what comes
+    /// after (and the threads and mappings alive then). So one recording gives a trace of
+    /// each of several runs, each snapshot taken at a run's end with a `forget` at its
+    /// start, loading and attaching the programs once (`lab --trace`).
+    pub fn forget(&self) -> Result<(), BpfError> {
+        if !self.ring {
+            return Err(BpfError::Options {
+                reason: "only a ring's records can be let go of".into(),
+            });
+        }
+        let (answer, answered) = mpsc::channel();
+        self.asks
+            .send(Ask::Forget(answer))
+            .map_err(|_| BpfError::ThreadPanicked)?;
+        answered.recv().map_err(|_| BpfError::ThreadPanicked)
     }
 
     /// Ring mode: the bytes of records the window holds now (what a snapshot writes,
@@ -484,6 +504,26 @@ fn run(
                 Ask::WindowBytes(answer) => {
                     let bytes = drain.borrow_mut().window().map_or(0, |w| w.bytes());
                     let _ = answer.send(bytes);
+                    continue;
+                }
+                Ask::Forget(answer) => {
+                    catch_up(&ring, &pass, &drain, sys::monotonic_ns());
+                    let mut d = drain.borrow_mut();
+                    if let Some(rings) = mmap_rings.as_mut() {
+                        let newest = d.window().map_or(u64::MAX, |w| w.newest_ns());
+                        rings.read(own_pid, newest, |m| d.mapping(m));
+                    }
+                    if let Err(e) = d.writer.flush_events() {
+                        d.error.get_or_insert(e);
+                    }
+                    if let Some(w) = d.window() {
+                        w.forget();
+                    }
+                    lost_before = (
+                        read_counter(&skel.maps.counters, COUNTER_DROPS),
+                        read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
+                    );
+                    let _ = answer.send(());
                     continue;
                 }
             };

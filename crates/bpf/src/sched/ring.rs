@@ -266,6 +266,17 @@ impl Window {
         self.trim();
     }
 
+    /// Lets go of every record so far (the caller has cut first): the next snapshot holds
+    /// only what comes after, with the threads and mappings alive then. One recording is
+    /// so cut into runs (`lab --trace`: a trace for each run of a scenario).
+    pub(crate) fn forget(&mut self) {
+        self.cut();
+        while let Some(gone) = self.chunks.pop_front() {
+            self.stacks.let_go(&gone.stacks);
+        }
+        self.bytes = 0;
+    }
+
     /// Lets the chunks go that ended before the window, or beyond the bytes allowed (the
     /// newest stays), and the threads and mappings that exited before the oldest kept.
     fn trim(&mut self) {

@@ -365,3 +365,35 @@ fn what_exited_before_the_window_stays_out_of_a_snapshot_before_it_is_let_go() {
     assert_eq!(tids, [20]);
     assert!(log.maps.is_empty(), "{:?}", log.maps);
 }
+
+#[test]
+fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    // A minute's window holds all of seconds 0 to 4 (stacks 0 to 4); forgotten, then
+    // seconds 5 and 6 come (stacks 5 and 6, and 2 again).
+    let mut w = a_window(60_000, 1 << 30, 5);
+    window(&mut w).forget();
+    assert_eq!(window(&mut w).bytes(), 0);
+    assert_eq!(window(&mut w).chunks.len(), 0);
+    // (Stack 6, which nothing names, is in the map too.)
+    let gone: Vec<u64> = [0u64, 1, 3, 4, 6].iter().map(|id| id << 8).collect();
+    add_second(&mut w, 5, 5);
+    add_second(&mut w, 6, 2);
+    let in_map: Vec<MapStack> = (0..7).map(stack).collect();
+    let file = dir.path().join("run");
+    let info = window(&mut w)
+        .write(&file, in_map.clone(), SchedEnd::default())
+        .unwrap();
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(info.records, 20);
+    assert_eq!(log.records[0].time_ns, 5_000_000_001);
+    let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
+    assert_eq!(ids, [2, 5], "only the stacks of what came after");
+    // The thread that exited in second 0 stays out; the live one is named.
+    let tids: Vec<u32> = log.threads.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [20]);
+    // The stacks only the forgotten records named leave the kernel's map.
+    let mut evicted = window(&mut w).stacks().eviction_pass(in_map);
+    evicted.sort_unstable();
+    assert_eq!(evicted, gone);
+}
