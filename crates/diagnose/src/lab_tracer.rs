@@ -1,18 +1,20 @@
 //! `slowlab lab --trace DIR`: the [`Tracer`] that records the whole system
 //! around one run of a scenario's variant, with perf (`slowlab-record`'s
-//! [`Recording`]) or the eBPF recorder ([`BpfRecording`]), and runs the
-//! detectors on it ([`analyze_into`]). Each run gets `DIR/LABEL/` with its
+//! [`PerfRuns`]) or the eBPF recorder ([`BpfRuns`]): one recording for all
+//! the runs, cut into a trace for each. It runs the detectors on each trace
+//! ([`analyze_into`]). Each run gets `DIR/LABEL/` with its
 //! trace, `findings.json` and `report.html`.
-//! It does not print (the lab's runner reports the runs).
+//! It does not print, but for what the eBPF recorder says of the whole
+//! recording at its stop (the lab's runner reports the runs).
 
 use std::path::{Path, PathBuf};
 
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
-use slowlab_record::{BpfRecording, Recording};
+use slowlab_record::{BpfRuns, PerfRuns};
 
-use crate::bpf_recording::{bpf_options, outcome_of};
+use crate::bpf_recording::bpf_options;
 use crate::{analyze_into, recording, Target, TraceOpener};
 
 pub struct LabTracer<'o> {
@@ -20,13 +22,17 @@ pub struct LabTracer<'o> {
     dir: PathBuf,
     freq: u32,
     bpf: bool,
-    running: Option<(Running, PathBuf)>,
+    /// The recording, from the first run on.
+    runs: Option<Runs>,
+    /// The directory of the run going on.
+    running: Option<PathBuf>,
 }
 
-/// The recording of the run going on, by either backend.
-enum Running {
-    Perf(Recording),
-    Bpf(BpfRecording),
+/// The recording cut into runs, by either backend (boxed: hundreds of bytes each, and
+/// of sizes far apart).
+enum Runs {
+    Perf(Box<PerfRuns>),
+    Bpf(Box<BpfRuns>),
 }
 
 impl<'o> LabTracer<'o> {
@@ -44,6 +50,7 @@ impl<'o> LabTracer<'o> {
             dir: dir.to_owned(),
             freq,
             bpf,
+            runs: None,
             running: None,
         })
     }
@@ -54,37 +61,54 @@ impl Tracer for LabTracer<'_> {
         let run_dir = self.dir.join(label);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
-        let cfg = recording(run_dir.join("trace.data"), self.freq, Vec::new());
-        let running = if self.bpf {
-            // The scenarios' work is partly this process's own (a thread that times the
-            // teardown lock, the namespaces it makes): recorded as any other's.
-            let options = SchedOptions {
-                record_own_process: true,
-                ..bpf_options(&cfg)
-            };
-            Running::Bpf(BpfRecording::start(&cfg.output, &options)?)
-        } else {
-            Running::Perf(Recording::start(&cfg)?)
+        let output = run_dir.join("trace.data");
+        let runs = match &mut self.runs {
+            Some(runs) => runs,
+            None => self.runs.insert(if self.bpf {
+                let cfg = recording(output.clone(), self.freq, Vec::new());
+                // The scenarios' work is partly this process's own (a thread that times
+                // the teardown lock, the namespaces it makes): recorded as any other's.
+                let options = SchedOptions {
+                    record_own_process: true,
+                    ..bpf_options(&cfg)
+                };
+                Runs::Bpf(Box::new(BpfRuns::start(&options)?))
+            } else {
+                // perf writes beside the runs' directories: each run's file is renamed
+                // into its own.
+                let scratch = self.dir.join(".recording.data");
+                Runs::Perf(Box::new(PerfRuns::start(&recording(
+                    scratch,
+                    self.freq,
+                    Vec::new(),
+                ))?))
+            }),
         };
-        self.running = Some((running, run_dir));
+        match runs {
+            Runs::Perf(runs) => runs.begin(&output)?,
+            Runs::Bpf(runs) => runs.begin(&output)?,
+        }
+        self.running = Some(run_dir);
         Ok(())
     }
 
     fn discard(&mut self) {
-        if let Some((running, run_dir)) = self.running.take() {
-            match running {
-                Running::Perf(recording) => drop(recording.stop()),
-                Running::Bpf(recording) => drop(recording.stop()),
+        if let Some(run_dir) = self.running.take() {
+            match &mut self.runs {
+                Some(Runs::Perf(runs)) => runs.discard(),
+                Some(Runs::Bpf(runs)) => runs.discard(),
+                None => {}
             }
             let _ = std::fs::remove_dir_all(run_dir);
         }
     }
 
     fn stop(&mut self) -> Result<TracedRun, TracerError> {
-        let (running, run_dir) = self.running.take().ok_or("no recording is running")?;
-        let outcome = match running {
-            Running::Perf(recording) => recording.stop()?,
-            Running::Bpf(recording) => outcome_of(&recording.stop()?),
+        let run_dir = self.running.take().ok_or("no recording is running")?;
+        let outcome = match &mut self.runs {
+            Some(Runs::Perf(runs)) => runs.end()?,
+            Some(Runs::Bpf(runs)) => runs.end()?,
+            None => return Err("no recording is running".into()),
         };
         let mut warnings = outcome.warnings;
         let label = run_dir
@@ -107,5 +131,21 @@ impl Tracer for LabTracer<'_> {
             titles,
             error: None,
         })
+    }
+}
+
+impl Drop for LabTracer<'_> {
+    /// Stops the recording; the eBPF recorder's warnings of the whole recording are said.
+    fn drop(&mut self) {
+        self.discard();
+        match self.runs.take() {
+            Some(Runs::Perf(runs)) => runs.stop(),
+            Some(Runs::Bpf(runs)) => {
+                for warning in runs.stop() {
+                    eprintln!("slowlab: lab --trace: {warning}");
+                }
+            }
+            None => {}
+        }
     }
 }

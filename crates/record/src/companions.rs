@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 
 pub use slowlab_model::bundle::side_file;
 
+/// The window of [`Companions::start_path_ring`]: what it holds is let go by
+/// [`Companions::forget`], not by its age (the bytes still bound it).
+const NO_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How often new processes' cgroups are looked up.
 const CGROUP_POLL: Duration = Duration::from_millis(200);
 
@@ -67,54 +71,31 @@ impl Companions {
         window: Option<Duration>,
         warnings: &mut Vec<String>,
     ) -> Self {
-        let paths = if capture_paths {
-            let file = side_file(output, "paths");
-            let options = slowlab_bpf::CaptureOptions {
-                ring: window.map(slowlab_bpf::RingOptions::new),
-                ..slowlab_bpf::CaptureOptions::default()
-            };
-            match slowlab_bpf::PathCapture::start_with(&file, &options) {
-                Ok(capture) => Some((capture, file)),
-                Err(e) => {
-                    warnings.push(format!(
-                        "syscall paths are not captured ({e}); the trace has everything else"
-                    ));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let shared = Arc::new(Mutex::new(CgroupNotes {
-            window,
-            ..CgroupNotes::default()
-        }));
-        let mine = Arc::clone(&shared);
-        let notes = std::thread::Builder::new()
-            .name("cgroup-notes".into())
-            .spawn(move || {
-                let mut noted = HashSet::new();
-                loop {
-                    if let Ok(mut notes) = mine.lock() {
-                        notes.poll(&mut noted, Instant::now());
-                    }
-                    if flag.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(CGROUP_POLL);
-                }
-            })
-            .ok()
-            .map(|handle| (shared, stop, handle, side_file(output, "cgroups.json")));
         Companions {
-            paths,
-            notes,
-            side_files: [
-                side_file(output, "paths"),
-                side_file(output, "cgroups.json"),
-            ],
+            paths: start_paths(output, capture_paths, window, warnings),
+            notes: start_notes(output, window),
+            side_files: side_files(output),
+        }
+    }
+
+    /// The path capture alone (if `capture_paths`), in ring mode with no age limit: each
+    /// [`Companions::forget`] lets go of what it holds, each [`Companions::snapshot`]
+    /// writes what came since (one recording cut into runs, [`crate::PerfRuns`], with the
+    /// cgroup notes of each run its own).
+    pub fn start_path_ring(output: &Path, capture_paths: bool, warnings: &mut Vec<String>) -> Self {
+        Companions {
+            paths: start_paths(output, capture_paths, Some(NO_AGE_LIMIT), warnings),
+            notes: None,
+            side_files: side_files(output),
+        }
+    }
+
+    /// Ring mode: lets go of the paths captured so far (see [`Companions::start_path_ring`]).
+    pub fn forget(&self, warnings: &mut Vec<String>) {
+        if let Some((capture, _)) = &self.paths {
+            if let Err(e) = capture.forget() {
+                warnings.push(format!("the path capture: {e}"));
+            }
         }
     }
 
@@ -197,6 +178,69 @@ impl Companions {
         }
         files
     }
+}
+
+/// The side files of `output` the companions write.
+fn side_files(output: &Path) -> [PathBuf; 2] {
+    [
+        side_file(output, "paths"),
+        side_file(output, "cgroups.json"),
+    ]
+}
+
+/// Starts the path capture into `OUTPUT.paths` if `capture_paths` (in ring mode with a
+/// `window`); what cannot start becomes a warning.
+fn start_paths(
+    output: &Path,
+    capture_paths: bool,
+    window: Option<Duration>,
+    warnings: &mut Vec<String>,
+) -> Option<(slowlab_bpf::PathCapture, PathBuf)> {
+    if !capture_paths {
+        return None;
+    }
+    let file = side_file(output, "paths");
+    let options = slowlab_bpf::CaptureOptions {
+        ring: window.map(slowlab_bpf::RingOptions::new),
+        ..slowlab_bpf::CaptureOptions::default()
+    };
+    match slowlab_bpf::PathCapture::start_with(&file, &options) {
+        Ok(capture) => Some((capture, file)),
+        Err(e) => {
+            warnings.push(format!(
+                "syscall paths are not captured ({e}); the trace has everything else"
+            ));
+            None
+        }
+    }
+}
+
+/// Starts the thread that takes the cgroup notes of `output` (in ring mode with a
+/// `window`).
+fn start_notes(output: &Path, window: Option<Duration>) -> Option<NotesThread> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let shared = Arc::new(Mutex::new(CgroupNotes {
+        window,
+        ..CgroupNotes::default()
+    }));
+    let mine = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("cgroup-notes".into())
+        .spawn(move || {
+            let mut noted = HashSet::new();
+            loop {
+                if let Ok(mut notes) = mine.lock() {
+                    notes.poll(&mut noted, Instant::now());
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(CGROUP_POLL);
+            }
+        })
+        .ok()
+        .map(|handle| (shared, stop, handle, side_file(output, "cgroups.json")))
 }
 
 /// Writes `notes` to `file` (through a temporary name) unless they are

@@ -6,7 +6,8 @@
 //! - [`run`] records until the command exits or a signal stops it; in ring
 //!   mode it keeps only the last seconds, sized from the event rate
 //!   measured (`ring`), and saves a snapshot on SIGUSR2 (`session`).
-//! - [`Recording`] is started and stopped by the caller (`lab --trace`).
+//! - [`Recording`] is started and stopped by the caller (`lab --trace`);
+//!   [`PerfRuns`] and [`BpfRuns`] are one recording cut into a trace per run.
 //! - [`perf_args`] is the command line, a pure function of [`Config`] and
 //!   the tracepoints this kernel has (`args`); [`preflight`] the checks.
 //! - [`run_bpf`]: `--backend bpf`, the eBPF scheduler recorder instead of perf
@@ -25,11 +26,13 @@
 
 mod args;
 mod bpf_ring;
+mod bpf_runs;
 mod bpf_session;
 pub mod companions;
 mod control;
 mod group_guard;
 mod perf_process;
+mod perf_runs;
 mod recording;
 mod ring;
 mod session;
@@ -44,10 +47,12 @@ pub use args::{
     TRACEPOINTS,
 };
 pub use bpf_ring::{run_bpf_ring, RING_MAX_BYTES};
+pub use bpf_runs::BpfRuns;
 pub use bpf_session::{run_bpf, BpfRecorded, BpfRecording};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 pub use control::{absolute_output, recorders, save, RecorderInfo};
 pub use perf_process::kill_running;
+pub use perf_runs::PerfRuns;
 pub use recording::Recording;
 pub use triggers::{parse_psi_some_avg10, Pressure, Trigger, TRIGGER_SYNTAX};
 
@@ -209,6 +214,9 @@ pub enum RecordError {
     /// `--save`: the recorder could not save the snapshot.
     #[error("no snapshot was saved: {0}")]
     SaveFailed(String),
+    /// [`BpfRuns`]: a run that cannot be recorded, and why.
+    #[error("the eBPF recorder cannot record this run: {0}")]
+    Run(String),
     /// A `--trigger`, `--after` or `--save` setting that cannot work here.
     #[error("{0}")]
     AlwaysOn(String),

@@ -200,6 +200,22 @@ impl PerfProcess {
         self.dumps.try_iter().collect()
     }
 
+    /// Waits for perf to report the next file it dumped; perf's exit if it exits first, or
+    /// (with SIGKILL) if `limit` passes.
+    pub(crate) fn wait_dump(&mut self, limit: Duration) -> Result<PathBuf, PerfExit> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Ok(file) = self.dumps.recv_timeout(Duration::from_millis(20)) {
+                return Ok(file);
+            }
+            match self.try_wait() {
+                Ok(Some(exit)) => return Err(exit),
+                Ok(None) if std::time::Instant::now() < deadline => {}
+                _ => return Err(self.kill()),
+            }
+        }
+    }
+
     /// perf's exit, if it has exited.
     pub(crate) fn try_wait(&mut self) -> Result<Option<PerfExit>, RecordError> {
         match self.child.try_wait().map_err(RecordError::Spawn)? {

@@ -24,6 +24,9 @@ use slowlab_model::bundle::partial_file;
 /// How long [`Recording::start`] waits for perf to begin recording.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long [`Recording::switch_file`] waits for perf to finish a file (~10–20 ms here).
+const SWITCH_TIMEOUT: Duration = Duration::from_secs(30);
+
 static FIFO_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A recording started and stopped by the caller: [`Recording::start`]
@@ -41,6 +44,13 @@ pub struct Recording {
 
 impl Recording {
     pub fn start(cfg: &Config) -> Result<Recording, RecordError> {
+        Recording::start_with(cfg, false)
+    }
+
+    /// [`Recording::start`]; with `runs`, one recording cut into runs ([`crate::PerfRuns`]):
+    /// perf switches to a new file at each [`Recording::switch_file`], and the path
+    /// capture keeps its paths in memory for [`Recording::paths`]' snapshots.
+    pub(crate) fn start_with(cfg: &Config, runs: bool) -> Result<Recording, RecordError> {
         let mut cfg = cfg.clone();
         cfg.command.clear();
         cfg.ring_seconds = None;
@@ -60,11 +70,11 @@ impl Recording {
         };
         let (ctl, ack) = (rec.fifo_dir.join("ctl"), rec.fifo_dir.join("ack"));
         let (mut ctl_end, ack_end) = (make_fifo(&ctl)?, make_fifo(&ack)?);
-        rec.companions = Some(Companions::start(
-            &rec.cfg.output,
-            rec.cfg.capture_paths,
-            &mut warnings,
-        ));
+        rec.companions = Some(if runs {
+            Companions::start_path_ring(&rec.cfg.output, rec.cfg.capture_paths, &mut warnings)
+        } else {
+            Companions::start(&rec.cfg.output, rec.cfg.capture_paths, &mut warnings)
+        });
         rec.warnings = warnings;
         let partial = partial_file(&rec.cfg.output);
         let _ = std::fs::remove_file(&partial);
@@ -83,6 +93,9 @@ impl Recording {
                 format!("--control=fifo:{},{}", ctl.display(), ack.display()),
             ],
         );
+        if runs {
+            args.push("--switch-output=signal".into());
+        }
         rec.perf = Some(PerfProcess::spawn(&args, false, Stdio::null())?);
         ctl_end.write_all(b"enable\n").map_err(RecordError::Spawn)?;
         rec.wait_for_ack(&ack_end)?;
@@ -134,6 +147,59 @@ impl Recording {
             }
         }
         Ok(())
+    }
+
+    /// The warnings of the start (what the companions could not do).
+    pub(crate) fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The companions: with `runs`, the path capture's ring.
+    pub(crate) fn paths(&self) -> Option<&Companions> {
+        self.companions.as_ref()
+    }
+
+    /// With `runs`: perf finishes the file it writes and goes on in a new one; the
+    /// finished file (`OUTPUT.partial.TIMESTAMP`), or perf's error if it ended.
+    pub(crate) fn switch_file(&mut self) -> Result<PathBuf, RecordError> {
+        let perf = self.perf.as_mut().ok_or_else(|| RecordError::PerfFailed {
+            code: 0,
+            last_line: "perf is not running".into(),
+        })?;
+        perf.signal(libc::SIGUSR2);
+        match perf.wait_dump(SWITCH_TIMEOUT) {
+            Ok(file) => Ok(file),
+            Err(exit) => {
+                let lines = perf.lines();
+                self.perf = None;
+                check_perf_exit(&self.cfg, exit, &lines, false)?;
+                Err(RecordError::PerfFailed {
+                    code: 0,
+                    last_line: format!(
+                        "perf did not switch to a new file within {} s",
+                        SWITCH_TIMEOUT.as_secs()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Stops perf and the companions, and removes every file perf wrote (with `runs`:
+    /// what it recorded after the last run).
+    pub(crate) fn stop_discarding(mut self) {
+        if let Some(mut perf) = self.perf.take() {
+            perf.signal(libc::SIGINT);
+            let _ = perf.wait_bounded(stop_grace(), STOP_LIMIT);
+            // Every line read, so every dump reported.
+            let _ = perf.lines();
+            for dump in perf.dumps() {
+                let _ = std::fs::remove_file(dump);
+            }
+            let _ = std::fs::remove_file(partial_file(&self.cfg.output));
+        }
+        if let Some(c) = self.companions.take() {
+            c.discard();
+        }
     }
 
     /// Stops perf (SIGINT: it writes the file, renamed into place once

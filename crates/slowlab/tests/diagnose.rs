@@ -124,6 +124,15 @@ fn lab_trace_checks(backend: &str, magic: &[u8]) {
                 head.starts_with(magic),
                 "{id}-{variant}: not the {backend} backend's trace"
             );
+            // perf's have the paths of their syscalls beside them (the eBPF recorder's
+            // have them inside).
+            let paths = dir.path().join(format!("{id}-{variant}/trace.data.paths"));
+            assert_eq!(
+                paths.exists(),
+                backend == "perf",
+                "{id}-{variant}: {}",
+                paths.display()
+            );
         }
         let findings: serde_json::Value =
             serde_json::from_slice(&std::fs::read(run_dir.join("findings.json")).unwrap()).unwrap();
@@ -139,6 +148,18 @@ fn lab_trace_checks(backend: &str, magic: &[u8]) {
     }
     assert!(ran >= 3, "only {ran} scenarios could be traced: {stderr}");
     assert!(out.status.success(), "{stderr}");
+    // Nothing of the recording's own is left beside the runs.
+    let runs: Vec<String> = checks
+        .iter()
+        .flat_map(|c| {
+            let id = c["id"].as_str().unwrap_or_default();
+            [format!("{id}-pathological"), format!("{id}-control")]
+        })
+        .collect();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(runs.contains(&name), "{name} left in the lab's directory");
+    }
 }
 
 #[test]

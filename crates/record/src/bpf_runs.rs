@@ -1,0 +1,194 @@
+//! [`BpfRuns`]: one eBPF recording cut into a trace for each of several runs (`slowlab
+//! lab --trace` records both variants of every scenario). The recorder runs in ring mode
+//! from the first run to the last, so its programs are loaded, attached and detached
+//! once, where a recording of each run's own spent ~2 s a run on them. [`BpfRuns::begin`]
+//! lets go of what the recorder holds (the time between runs), [`BpfRuns::end`] writes
+//! what came since as the run's trace, with the run's cgroup notes beside it.
+//!
+//! A run's records are held in memory until its end, packed, and at most
+//! [`RING_MAX_BYTES`] of them as they came: a run that records more keeps its last
+//! records, and its trace says where it begins. It does not analyze the traces.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder, SchedStats};
+
+use crate::bpf_ring::RING_MAX_BYTES;
+use crate::bpf_session::BpfRecorded;
+use crate::companions::Companions;
+use crate::{Outcome, RecordError};
+
+/// A run's records are kept whatever their age: the bytes bound the memory.
+const NO_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A run's first record comes within milliseconds of its begin; one that comes later
+/// than this means the ring let the run's first records go.
+const LATE_START: Duration = Duration::from_secs(1);
+
+/// The run going on: its trace, its cgroup notes, and when it began (CLOCK_MONOTONIC).
+struct Run {
+    output: PathBuf,
+    companions: Companions,
+    warnings: Vec<String>,
+    begun_ns: u64,
+}
+
+/// One eBPF recording, cut into a trace per run (see the module documentation). Start
+/// and stop it on one thread; dropping it stops the recorder and discards a run going on.
+pub struct BpfRuns {
+    recorder: Option<SchedRecorder>,
+    /// Where the ring's last window goes at the stop: emptied first, then removed.
+    scratch: PathBuf,
+    run: Option<Run>,
+}
+
+impl BpfRuns {
+    /// Starts the recorder; nothing is written until a run ends.
+    pub fn start(options: &SchedOptions) -> Result<BpfRuns, RecordError> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let scratch = std::env::temp_dir().join(format!(
+            "slowlab-runs-{}-{}.data",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let ring = RingOptions {
+            window: NO_AGE_LIMIT,
+            max_bytes: RING_MAX_BYTES,
+        };
+        let recorder =
+            SchedRecorder::start_ring(&scratch, options, ring).map_err(RecordError::from_bpf)?;
+        Ok(BpfRuns {
+            recorder: Some(recorder),
+            scratch,
+            run: None,
+        })
+    }
+
+    /// Begins a run whose trace goes into `output`: what was recorded before is let go.
+    pub fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
+        self.discard();
+        let recorder = self.recorder()?;
+        recorder.forget().map_err(RecordError::from_bpf)?;
+        let begun_ns = slowlab_bpf::monotonic_ns();
+        let mut warnings = Vec::new();
+        // The paths are in the recording itself; the cgroup notes are beside it.
+        let companions = Companions::start(output, false, &mut warnings);
+        self.run = Some(Run {
+            output: output.to_owned(),
+            companions,
+            warnings,
+            begun_ns,
+        });
+        Ok(())
+    }
+
+    /// Ends the run: writes what was recorded since its begin into its trace (through
+    /// `OUTPUT.partial`), and its cgroup notes; the recording goes on.
+    pub fn end(&mut self) -> Result<Outcome, RecordError> {
+        let Run {
+            output,
+            companions,
+            mut warnings,
+            begun_ns,
+        } = self.run.take().ok_or_else(|| stopped("no run was begun"))?;
+        let written = self
+            .recorder()
+            .and_then(|r| r.snapshot(&output).map_err(RecordError::from_bpf));
+        let info = match written {
+            Ok(info) => info,
+            Err(e) => {
+                companions.discard();
+                return Err(e);
+            }
+        };
+        let late = Duration::from_nanos(info.first_ns.saturating_sub(begun_ns));
+        if info.records > 0 && late > LATE_START {
+            warnings.push(format!(
+                "the trace begins {:.1} s into the run: the recorder holds at most {} MB of \
+                 a run's records in memory",
+                late.as_secs_f64(),
+                RING_MAX_BYTES >> 20
+            ));
+        }
+        let companions = companions.stop(&mut warnings);
+        Ok(Outcome {
+            exit_code: 0,
+            output,
+            companions,
+            warnings,
+            stopped_by: None,
+            snapshots: Vec::new(),
+            ring_seconds: None,
+        })
+    }
+
+    /// Ends the run going on, if any, writing nothing (it was interrupted).
+    pub fn discard(&mut self) {
+        if let Some(run) = self.run.take() {
+            run.companions.discard();
+        }
+    }
+
+    /// Stops the recorder; what it says of the whole recording (tracepoints it could not
+    /// attach, programs that missed runs) as warning lines.
+    pub fn stop(mut self) -> Vec<String> {
+        self.discard();
+        let Some(recorder) = self.recorder.take() else {
+            return Vec::new();
+        };
+        // Only what came after the last run is left: a small file, removed.
+        let _ = recorder.forget();
+        let stopped = recorder.stop();
+        let _ = std::fs::remove_file(&self.scratch);
+        match stopped {
+            Ok(stats) => recording_warnings(stats),
+            Err(e) => vec![format!("the recorder failed at its stop: {e}")],
+        }
+    }
+
+    fn recorder(&self) -> Result<&SchedRecorder, RecordError> {
+        match &self.recorder {
+            Some(r) if !r.has_failed() => Ok(r),
+            _ => Err(stopped(
+                "the recorder has stopped (an earlier run's error says why)",
+            )),
+        }
+    }
+}
+
+impl Drop for BpfRuns {
+    fn drop(&mut self) {
+        self.discard();
+        if let Some(recorder) = self.recorder.take() {
+            let _ = recorder.forget();
+            drop(recorder.stop());
+            let _ = std::fs::remove_file(&self.scratch);
+        }
+    }
+}
+
+/// A run that cannot be recorded: `why`.
+fn stopped(why: &str) -> RecordError {
+    RecordError::Run(why.to_string())
+}
+
+/// The whole recording's warnings; its losses are each run's, in each run's trace.
+fn recording_warnings(stats: SchedStats) -> Vec<String> {
+    let stats = SchedStats {
+        dropped: 0,
+        stacks_lost: 0,
+        ..stats
+    };
+    BpfRecorded {
+        stats,
+        companions: Vec::new(),
+        companion_warnings: Vec::new(),
+        exit_code: 0,
+        command_pid: None,
+        stopped_by: None,
+        snapshots: Vec::new(),
+        ring_seconds: None,
+    }
+    .warnings()
+}

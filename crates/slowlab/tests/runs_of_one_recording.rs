@@ -1,0 +1,180 @@
+//! One recording cut into runs, as `lab --trace` records its scenarios (root and perf
+//! needed; otherwise `SKIP:`), with perf (`PerfRuns`) and with the eBPF recorder
+//! (`BpfRuns`): each run's trace holds the work of its run, none of the work before it,
+//! between the runs or after them, and (perf's) the paths its syscalls looked up; an
+//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{one_recording_at_a_time, slowlab};
+use slowlab_record::{BpfRuns, Outcome, PerfRuns, RecordError};
+
+/// The work each phase does: a shell named after the phase (its `comm`) that spins
+/// looking up a path named after it too, long enough for samples.
+const PHASES: [&str; 5] = ["before", "first", "between", "second", "after"];
+
+/// A copy of `sh` named `runs-PHASE` in `dir`.
+fn shell_for(dir: &Path, phase: &str) -> PathBuf {
+    let sh = slowlab_record::find_program("sh").expect("sh is installed");
+    let exe = dir.join(format!("runs-{phase}"));
+    std::fs::copy(sh, &exe).expect("copy sh");
+    exe
+}
+
+/// Runs phase `phase`'s work and waits for it.
+fn work(dir: &Path, phase: &str) {
+    let missing = format!("/nonexistent/slowlab-runs/{phase}");
+    let script = format!("i=0; while [ $i -lt 4000 ]; do [ -e {missing} ]; i=$((i+1)); done");
+    let status = Command::new(shell_for(dir, phase))
+        .args(["-c", &script])
+        .status()
+        .expect("the phase's shell runs");
+    assert!(status.success());
+}
+
+/// The commands (`comm`) that got CPU samples in `trace`.
+fn commands_sampled(trace: &Path) -> Vec<String> {
+    let out = slowlab()
+        .args(["analyze", "--json", "--no-symbols"])
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    let v = common::json(&out);
+    v["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p["comm"].as_str())
+        .filter(|c| c.starts_with("runs-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The phases whose path a `.paths` side file holds.
+fn phases_looked_up(paths: &Path) -> Vec<&'static str> {
+    let log = slowlab_bpf::read_paths(paths).expect("the paths read back");
+    PHASES
+        .into_iter()
+        .filter(|phase| {
+            let missing = format!("/nonexistent/slowlab-runs/{phase}");
+            log.events.iter().any(|e| e.path == missing)
+        })
+        .collect()
+}
+
+/// Either backend's recording of runs.
+trait Runs {
+    fn begin(&mut self, output: &Path) -> Result<(), RecordError>;
+    fn end(&mut self) -> Result<Outcome, RecordError>;
+    fn discard(&mut self);
+}
+
+impl Runs for PerfRuns {
+    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
+        PerfRuns::begin(self, output)
+    }
+    fn end(&mut self) -> Result<Outcome, RecordError> {
+        PerfRuns::end(self)
+    }
+    fn discard(&mut self) {
+        PerfRuns::discard(self)
+    }
+}
+
+impl Runs for BpfRuns {
+    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
+        BpfRuns::begin(self, output)
+    }
+    fn end(&mut self) -> Result<Outcome, RecordError> {
+        BpfRuns::end(self)
+    }
+    fn discard(&mut self) {
+        BpfRuns::discard(self)
+    }
+}
+
+/// Records the phases (an interrupted run between them) with `runs`; returns the two
+/// runs' outcomes.
+fn record_phases(runs: &mut dyn Runs, dir: &Path) -> [Outcome; 2] {
+    work(dir, "before");
+    runs.begin(&dir.join("first/trace.data")).expect("begin");
+    work(dir, "first");
+    let first = runs.end().expect("the first run's end");
+    // An interrupted run: nothing of it is written.
+    runs.begin(&dir.join("cut/trace.data")).expect("begin");
+    work(dir, "between");
+    runs.discard();
+    runs.begin(&dir.join("second/trace.data")).expect("begin");
+    work(dir, "second");
+    let second = runs.end().expect("the second run's end");
+    work(dir, "after");
+    [first, second]
+}
+
+/// What each run's trace holds: its own work and none of the others'.
+fn check_runs(dir: &Path, [first, second]: &[Outcome; 2], with_paths: bool) {
+    for (run, outcome) in [("first", first), ("second", second)] {
+        assert_eq!(outcome.output, dir.join(run).join("trace.data"));
+        let want = vec![format!("runs-{run}")];
+        assert_eq!(
+            commands_sampled(&outcome.output),
+            want,
+            "the {run} run's trace: {:?}",
+            outcome.warnings
+        );
+        if with_paths {
+            let paths = slowlab_record::side_file(&outcome.output, "paths");
+            assert!(outcome.companions.contains(&paths), "{outcome:?}");
+            assert_eq!(phases_looked_up(&paths), [run], "the {run} run's paths");
+        }
+    }
+    assert!(!dir.join("cut/trace.data").exists());
+}
+
+/// What is left in `runs_dir` besides the runs' traces and their side files.
+fn left_beside(runs_dir: &Path) -> Vec<String> {
+    std::fs::read_dir(runs_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !["first", "second", "cut"].contains(&n.as_str()) && !n.starts_with("runs-"))
+        .collect()
+}
+
+#[test]
+fn perf_cut_into_runs_gives_each_run_its_own_work_and_paths() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    for run in ["first", "second", "cut"] {
+        std::fs::create_dir(dir.path().join(run)).unwrap();
+    }
+    let cfg = slowlab_diagnose::recording(dir.path().join(".recording.data"), 1000, Vec::new());
+    let mut runs = PerfRuns::start(&cfg).expect("perf starts");
+    let outcomes = record_phases(&mut runs, dir.path());
+    runs.stop();
+    check_runs(dir.path(), &outcomes, true);
+    assert_eq!(left_beside(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
+    require_bpf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    for run in ["first", "second", "cut"] {
+        std::fs::create_dir(dir.path().join(run)).unwrap();
+    }
+    let options = slowlab_bpf::sched::SchedOptions::default();
+    let mut runs = BpfRuns::start(&options).expect("the recorder starts");
+    let outcomes = record_phases(&mut runs, dir.path());
+    let warnings = runs.stop();
+    check_runs(dir.path(), &outcomes, false);
+    assert_eq!(
+        left_beside(dir.path()),
+        Vec::<String>::new(),
+        "{warnings:?}"
+    );
+}
