@@ -77,8 +77,8 @@ pub struct LabArgs {
     /// Instead of measuring: record one run of each variant system-wide into
     /// DIR/SCENARIO-VARIANT/ and check that the scenario's detector fires on
     /// the pathological trace and stays silent on the control's (needs root;
-    /// perf too where the eBPF recorder cannot run, see --backend). Exit code
-    /// 1 when a check fails.
+    /// perf too where the eBPF recorder cannot run, see --backend). One
+    /// recording is cut into a trace per run. Exit code 1 when a check fails.
     #[arg(long, value_name = "DIR")]
     pub trace: Option<PathBuf>,
 

@@ -4,8 +4,8 @@
 //! the runs, cut into a trace for each. It runs the detectors on each trace
 //! ([`analyze_into`]). Each run gets `DIR/LABEL/` with its
 //! trace, `findings.json` and `report.html`.
-//! It does not print, but for what the eBPF recorder says of the whole
-//! recording at its stop (the lab's runner reports the runs).
+//! It does not print (the lab's runner reports the runs, the binary what
+//! [`LabTracer::finish`] says of the whole recording).
 
 use std::path::{Path, PathBuf};
 
@@ -134,18 +134,29 @@ impl Tracer for LabTracer<'_> {
     }
 }
 
-impl Drop for LabTracer<'_> {
-    /// Stops the recording; the eBPF recorder's warnings of the whole recording are said.
-    fn drop(&mut self) {
+impl LabTracer<'_> {
+    /// Stops the recording; what the eBPF recorder says of the whole recording
+    /// (tracepoints it could not attach, programs that missed runs), as warning lines.
+    pub fn finish(mut self) -> Vec<String> {
+        self.stop_recording()
+    }
+
+    fn stop_recording(&mut self) -> Vec<String> {
         self.discard();
         match self.runs.take() {
-            Some(Runs::Perf(runs)) => runs.stop(),
-            Some(Runs::Bpf(runs)) => {
-                for warning in runs.stop() {
-                    eprintln!("slowlab: lab --trace: {warning}");
-                }
+            Some(Runs::Perf(runs)) => {
+                runs.stop();
+                Vec::new()
             }
-            None => {}
+            Some(Runs::Bpf(runs)) => runs.stop(),
+            None => Vec::new(),
         }
+    }
+}
+
+impl Drop for LabTracer<'_> {
+    /// Stops the recording, if [`LabTracer::finish`] did not.
+    fn drop(&mut self) {
+        self.stop_recording();
     }
 }

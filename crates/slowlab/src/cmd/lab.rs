@@ -87,6 +87,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         let checks = trace_lab(&scenarios, &mut ctx, &mut tracer);
         output.finish();
         print_table(&checks_table(&checks), json_to_stdout);
+        for warning in tracer.finish() {
+            eprintln!("slowlab: lab --trace: {warning}");
+        }
         if let Some(path) = &args.json {
             write_atomically(path, &json_lines(&checks)?)?;
         }
