@@ -72,7 +72,10 @@ impl Tracer for LabTracer<'_> {
                     record_own_process: true,
                     ..bpf_options(&cfg)
                 };
-                Runs::Bpf(Box::new(BpfRuns::start(&options)?))
+                Runs::Bpf(Box::new(BpfRuns::start(
+                    &options,
+                    slowlab_record::RING_MAX_BYTES,
+                )?))
             } else {
                 // perf writes beside the runs' directories: each run's file is renamed
                 // into its own.

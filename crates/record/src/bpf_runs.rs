@@ -5,18 +5,20 @@
 //! lets go of what the recorder holds (the time between runs), [`BpfRuns::end`] writes
 //! what came since as the run's trace, with the run's cgroup notes beside it.
 //!
-//! A run's records are held in memory until its end, packed, and at most
-//! [`RING_MAX_BYTES`] of them as they came: a run that records more keeps its last
-//! records, and its trace says where it begins. It does not analyze the traces.
+//! A run's records are held in memory until its end, packed, and at most a bound of
+//! them as they came ([`RING_MAX_BYTES`] for `lab --trace`): a run that records more
+//! keeps its last records, and a warning says where its trace begins. It does not analyze the traces.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder, SchedStats};
 
+#[cfg(doc)]
 use crate::bpf_ring::RING_MAX_BYTES;
 use crate::bpf_session::BpfRecorded;
 use crate::companions::Companions;
+use crate::session::megabytes;
 use crate::{Outcome, RecordError};
 
 /// A run's records are kept whatever their age: the bytes bound the memory.
@@ -41,11 +43,14 @@ pub struct BpfRuns {
     /// Where the ring's last window goes at the stop: emptied first, then removed.
     scratch: PathBuf,
     run: Option<Run>,
+    /// The most bytes of a run's records held.
+    max_bytes: u64,
 }
 
 impl BpfRuns {
-    /// Starts the recorder; nothing is written until a run ends.
-    pub fn start(options: &SchedOptions) -> Result<BpfRuns, RecordError> {
+    /// Starts the recorder, holding at most `max_bytes` of a run's records (as they came;
+    /// [`RING_MAX_BYTES`] is the bound of `--ring`); nothing is written until a run ends.
+    pub fn start(options: &SchedOptions, max_bytes: u64) -> Result<BpfRuns, RecordError> {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let scratch = std::env::temp_dir().join(format!(
             "slowlab-runs-{}-{}.data",
@@ -54,7 +59,7 @@ impl BpfRuns {
         ));
         let ring = RingOptions {
             window: NO_AGE_LIMIT,
-            max_bytes: RING_MAX_BYTES,
+            max_bytes,
         };
         let recorder =
             SchedRecorder::start_ring(&scratch, options, ring).map_err(RecordError::from_bpf)?;
@@ -62,6 +67,7 @@ impl BpfRuns {
             recorder: Some(recorder),
             scratch,
             run: None,
+            max_bytes,
         })
     }
 
@@ -105,10 +111,10 @@ impl BpfRuns {
         let late = Duration::from_nanos(info.first_ns.saturating_sub(begun_ns));
         if info.records > 0 && late > LATE_START {
             warnings.push(format!(
-                "the trace begins {:.1} s into the run: the recorder holds at most {} MB of \
-                 a run's records in memory",
+                "the trace begins {:.1} s into the run: the recorder holds at most {} of a \
+                 run's records in memory",
                 late.as_secs_f64(),
-                RING_MAX_BYTES >> 20
+                megabytes(self.max_bytes)
             ));
         }
         let companions = companions.stop(&mut warnings);

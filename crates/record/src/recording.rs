@@ -176,7 +176,7 @@ impl Recording {
                 Err(RecordError::PerfFailed {
                     code: 0,
                     last_line: format!(
-                        "perf did not switch to a new file within {} s",
+                        "perf ended, or did not switch to a new file within {} s",
                         SWITCH_TIMEOUT.as_secs()
                     ),
                 })

@@ -2,7 +2,8 @@
 //! needed; otherwise `SKIP:`), with perf (`PerfRuns`) and with the eBPF recorder
 //! (`BpfRuns`): each run's trace holds the work of its run, none of the work before it,
 //! between the runs or after them, and (perf's) the paths its syscalls looked up; an
-//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces.
+//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces. A run
+//! the eBPF recorder's bound cannot hold says where its trace begins.
 
 mod common;
 
@@ -168,7 +169,8 @@ fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
         std::fs::create_dir(dir.path().join(run)).unwrap();
     }
     let options = slowlab_bpf::sched::SchedOptions::default();
-    let mut runs = BpfRuns::start(&options).expect("the recorder starts");
+    let mut runs =
+        BpfRuns::start(&options, slowlab_record::RING_MAX_BYTES).expect("the recorder starts");
     let outcomes = record_phases(&mut runs, dir.path());
     let warnings = runs.stop();
     check_runs(dir.path(), &outcomes, false);
@@ -177,4 +179,44 @@ fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
         Vec::<String>::new(),
         "{warnings:?}"
     );
+}
+
+#[test]
+fn a_run_the_ebpf_recorders_bound_cannot_hold_says_where_its_trace_begins() {
+    require_bpf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let options = slowlab_bpf::sched::SchedOptions::default();
+    // 64 KiB: a few passes of the drain on a busy machine.
+    let mut runs = BpfRuns::start(&options, 64 << 10).expect("the recorder starts");
+    let small = dir.path().join("small.data");
+    runs.begin(&small).expect("begin");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let held = runs.end().expect("end");
+    let big = dir.path().join("big.data");
+    runs.begin(&big).expect("begin");
+    // 2.5 s of another process's work (the recorder leaves this one's out): a launch
+    // every few milliseconds, each tens of records, far more than the bound.
+    let status = Command::new("sh")
+        .args([
+            "-c",
+            "i=0; while [ $i -lt 5000 ]; do /bin/true; i=$((i+1)); done & sleep 2.5; kill $!",
+        ])
+        .status()
+        .expect("sh runs");
+    assert!(status.success());
+    let cut = runs.end().expect("end");
+    let warnings = runs.stop();
+    assert!(
+        !held.warnings.iter().any(|w| w.contains("into the run")),
+        "{:?}",
+        held.warnings
+    );
+    let said = cut
+        .warnings
+        .iter()
+        .find(|w| w.contains("into the run"))
+        .unwrap_or_else(|| panic!("no warning of the cut: {:?} {warnings:?}", cut.warnings));
+    eprintln!("{said}");
+    assert!(said.contains("at most 0.1 MB"), "{said}");
 }

@@ -495,8 +495,7 @@ fn run(
         }
         drop(d);
         for ask in requests.try_iter() {
-            let (path, answer) = match ask {
-                Ask::Snapshot(path, answer) => (path, answer),
+            match ask {
                 Ask::Command(pid, args) => {
                     drain.borrow_mut().command(pid, &args);
                     continue;
@@ -506,28 +505,10 @@ fn run(
                     let _ = answer.send(bytes);
                     continue;
                 }
-                Ask::Forget(answer) => {
-                    catch_up(&ring, &pass, &drain, sys::monotonic_ns());
-                    let mut d = drain.borrow_mut();
-                    if let Some(rings) = mmap_rings.as_mut() {
-                        let newest = d.window().map_or(u64::MAX, |w| w.newest_ns());
-                        rings.read(own_pid, newest, |m| d.mapping(m));
-                    }
-                    if let Err(e) = d.writer.flush_events() {
-                        d.error.get_or_insert(e);
-                    }
-                    if let Some(w) = d.window() {
-                        w.forget();
-                    }
-                    lost_before = (
-                        read_counter(&skel.maps.counters, COUNTER_DROPS),
-                        read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
-                    );
-                    let _ = answer.send(());
-                    continue;
-                }
-            };
-            // The records up to the moment it was asked for, then the mappings up to theirs.
+                Ask::Snapshot(..) | Ask::Forget(_) => {}
+            }
+            // A snapshot or a forget: the records up to the moment it was asked for, then
+            // the mappings up to theirs.
             catch_up(&ring, &pass, &drain, sys::monotonic_ns());
             let mut d = drain.borrow_mut();
             if let Some(rings) = mmap_rings.as_mut() {
@@ -538,11 +519,26 @@ fn run(
                 read_counter(&skel.maps.counters, COUNTER_DROPS),
                 read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
             );
-            let written = write_window(&skel, &mut d, &path, lost, lost_before);
-            if written.is_ok() {
-                lost_before = lost;
+            match ask {
+                Ask::Snapshot(path, answer) => {
+                    let written = write_window(&skel, &mut d, &path, lost, lost_before);
+                    if written.is_ok() {
+                        lost_before = lost;
+                    }
+                    let _ = answer.send(written);
+                }
+                Ask::Forget(answer) => {
+                    if let Err(e) = d.writer.flush_events() {
+                        d.error.get_or_insert(e);
+                    }
+                    if let Some(w) = d.window() {
+                        w.forget();
+                    }
+                    lost_before = lost;
+                    let _ = answer.send(());
+                }
+                Ask::Command(..) | Ask::WindowBytes(_) => {}
             }
-            let _ = answer.send(written);
         }
     }
 
