@@ -118,15 +118,7 @@ impl BpfRuns {
             ));
         }
         let companions = companions.stop(&mut warnings);
-        Ok(Outcome {
-            exit_code: 0,
-            output,
-            companions,
-            warnings,
-            stopped_by: None,
-            snapshots: Vec::new(),
-            ring_seconds: None,
-        })
+        Ok(Outcome::written(output, companions, warnings))
     }
 
     /// Ends the run going on, if any, writing nothing (it was interrupted).
@@ -186,15 +178,5 @@ fn recording_warnings(stats: SchedStats) -> Vec<String> {
         stacks_lost: 0,
         ..stats
     };
-    BpfRecorded {
-        stats,
-        companions: Vec::new(),
-        companion_warnings: Vec::new(),
-        exit_code: 0,
-        command_pid: None,
-        stopped_by: None,
-        snapshots: Vec::new(),
-        ring_seconds: None,
-    }
-    .warnings()
+    BpfRecorded::of(stats).warnings()
 }

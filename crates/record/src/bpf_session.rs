@@ -45,6 +45,20 @@ pub struct BpfRecorded {
 }
 
 impl BpfRecorded {
+    /// What a recording of no command wrote: `stats`, and nothing beside.
+    pub(crate) fn of(stats: SchedStats) -> BpfRecorded {
+        BpfRecorded {
+            stats,
+            companions: Vec::new(),
+            companion_warnings: Vec::new(),
+            exit_code: 0,
+            command_pid: None,
+            stopped_by: None,
+            snapshots: Vec::new(),
+            ring_seconds: None,
+        }
+    }
+
     /// The line that says what was written (and beside it) and how to analyze it.
     pub fn wrote_line(&self) -> String {
         let s = &self.stats;
@@ -470,23 +484,9 @@ mod tests {
     use super::*;
     use slowlab_bpf::sched::{ProgramCost, SchedStats};
 
-    /// A recording that wrote `stats`, and nothing beside.
-    fn recorded(stats: SchedStats) -> BpfRecorded {
-        BpfRecorded {
-            stats,
-            companions: Vec::new(),
-            companion_warnings: Vec::new(),
-            exit_code: 0,
-            command_pid: None,
-            stopped_by: None,
-            snapshots: Vec::new(),
-            ring_seconds: None,
-        }
-    }
-
     #[test]
     fn losses_become_warnings() {
-        let mut r = recorded(SchedStats::default());
+        let mut r = BpfRecorded::of(SchedStats::default());
         assert!(r.warnings().is_empty());
         r.stats.dropped = 3;
         r.stats.stacks_lost = 5;
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_when_many_stacks_came_through_the_ring() {
-        let mut r = recorded(SchedStats {
+        let mut r = BpfRecorded::of(SchedStats {
             stacks: 583,
             stacks_in_ring: 427,
             output: "/x/t.data".into(),

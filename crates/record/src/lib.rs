@@ -282,6 +282,24 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A trace written with nothing run and no signal: a run of [`PerfRuns`] or
+    /// [`BpfRuns`], or the caller's [`Recording`].
+    pub(crate) fn written(
+        output: PathBuf,
+        companions: Vec<PathBuf>,
+        warnings: Vec<String>,
+    ) -> Self {
+        Outcome {
+            exit_code: 0,
+            output,
+            companions,
+            warnings,
+            stopped_by: None,
+            snapshots: Vec::new(),
+            ring_seconds: None,
+        }
+    }
+
     /// The line that says what was written (and beside it) and how to analyze it.
     pub fn wrote_line(&self) -> String {
         let size = std::fs::metadata(&self.output).map_or(0, |m| m.len());

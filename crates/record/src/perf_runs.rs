@@ -100,15 +100,7 @@ impl PerfRuns {
         if let Some(paths) = recording.paths() {
             companions.extend(paths.snapshot(&output, &mut warnings));
         }
-        Ok(Outcome {
-            exit_code: 0,
-            output,
-            companions,
-            warnings,
-            stopped_by: None,
-            snapshots: Vec::new(),
-            ring_seconds: None,
-        })
+        Ok(Outcome::written(output, companions, warnings))
     }
 
     /// Ends the run going on, if any, keeping nothing of it (it was interrupted).

@@ -245,15 +245,7 @@ impl Recording {
         let files = companions
             .map(|c| c.stop(&mut warnings))
             .unwrap_or_default();
-        Ok(Outcome {
-            exit_code: 0,
-            output: self.cfg.output.clone(),
-            companions: files,
-            warnings,
-            stopped_by: None,
-            snapshots: Vec::new(),
-            ring_seconds: None,
-        })
+        Ok(Outcome::written(self.cfg.output.clone(), files, warnings))
     }
 }
 
