@@ -70,12 +70,7 @@ fn lab_trace_with_the_bpf_recorder_fires_and_stays_silent_as_with_perf() {
 /// detector fires on the pathological trace and stays silent on the control's.
 fn lab_trace_checks(backend: &str, magic: &[u8]) {
     require_perf!();
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "the scenarios and the eBPF recorder need root"
-        ));
-        return;
-    }
+    require_root!("the scenarios and the eBPF recorder need root");
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = slowlab()
@@ -348,10 +343,7 @@ impl Drop for NamedNamespaces {
 #[test]
 fn namespaces_churned_with_ip_netns_are_found() {
     require_perf!();
-    if !is_root() {
-        slowlab_testkit::skip(format_args!("`ip netns add` needs root"));
-        return;
-    }
+    require_root!("`ip netns add` needs root");
     if Command::new("ip").arg("-V").output().is_err() {
         slowlab_testkit::skip(format_args!("ip (iproute2) is not installed"));
         return;

@@ -179,12 +179,7 @@ fn log_probe_launches_children_and_probing_costs_more() {
 
 #[test]
 fn notify_buffer_size_does_not_matter_but_a_permission_watcher_does() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "notify-buffer needs root (mount namespaces, fanotify)"
-        ));
-        return;
-    }
+    require_root!("notify-buffer needs root (mount namespaces, fanotify)");
     let (r, human) = run_tiny("notify-buffer");
     assert_documented_fields(&r);
     assert_eq!(r["status"], "ran", "{r}");

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{finish, is_root, result_json};
+use common::{finish, result_json};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 const TAG_VAR: &str = "SLOWLAB_TEST_TAG";
@@ -88,12 +88,7 @@ fn assert_no_holder_left(tag: &str, seen: &[u32]) {
 
 #[test]
 fn tiny_run_stalls_the_monitor_more_with_namespaces_and_leaves_nothing() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "teardown-lock needs root (network namespaces)"
-        ));
-        return;
-    }
+    require_root!("teardown-lock needs root (network namespaces)");
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tag = tag("tiny");
     let out = finish(start(&tag, &["--tiny"]), Duration::from_secs(120));
@@ -187,12 +182,7 @@ fn holder_started_by_us(parent: u32, netns: bool) -> (Child, String, PathBuf) {
 
 #[test]
 fn a_holder_says_ready_once_it_is_in_a_network_namespace_of_its_own() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "teardown-lock needs root (network namespaces)"
-        ));
-        return;
-    }
+    require_root!("teardown-lock needs root (network namespaces)");
     // Its namespaces take the lock the other tests time.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
@@ -283,32 +273,19 @@ fn interrupt_while_holders_are_alive(name: &str, extra: usize, gap: Duration) {
 
 #[test]
 fn ctrl_c_while_the_holders_are_alive_kills_them_and_exits_130() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "teardown-lock needs root (network namespaces)"
-        ));
-        return;
-    }
+    require_root!("teardown-lock needs root (network namespaces)");
     interrupt_while_holders_are_alive("sigint", 0, Duration::ZERO);
 }
 
 #[test]
 fn a_second_ctrl_c_still_kills_every_holder() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!(
-            "teardown-lock needs root (network namespaces)"
-        ));
-        return;
-    }
+    require_root!("teardown-lock needs root (network namespaces)");
     interrupt_while_holders_are_alive("sigint-twice", 1, Duration::from_millis(1));
 }
 
 #[test]
 fn ctrl_c_while_tracing_leaves_no_run_that_looks_complete() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!("teardown-lock and its recording need root"));
-        return;
-    }
+    require_root!("teardown-lock and its recording need root");
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _one = common::one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();

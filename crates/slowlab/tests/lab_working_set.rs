@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{finish, is_root, result_json};
+use common::{finish, result_json};
 
 const SLOWLAB: &str = env!("CARGO_BIN_EXE_slowlab");
 const TAG_VAR: &str = "SLOWLAB_TEST_TAG";
@@ -119,10 +119,7 @@ fn assert_nothing_left(pid: u32, tag: &str, work: &Path) {
 
 #[test]
 fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!("working-set-cap needs root (memory cgroups)"));
-        return;
-    }
+    require_root!("working-set-cap needs root (memory cgroups)");
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tag = format!("lab-working-set-tiny-{}", std::process::id());
     let work = work_dir();
@@ -196,10 +193,7 @@ fn tiny_run_is_a_cliff_and_the_anonymous_scanner_is_oom_killed() {
 
 #[test]
 fn ctrl_c_while_the_capped_scanner_runs_removes_the_cgroup_and_the_file() {
-    if !is_root() {
-        slowlab_testkit::skip(format_args!("working-set-cap needs root (memory cgroups)"));
-        return;
-    }
+    require_root!("working-set-cap needs root (memory cgroups)");
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tag = format!("lab-working-set-sigint-{}", std::process::id());
     let work = work_dir();

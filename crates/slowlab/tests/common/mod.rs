@@ -134,15 +134,24 @@ macro_rules! require_perf {
     };
 }
 
+/// Skips the calling test unless it runs as root, saying why it needs root
+/// (the arguments are `format_args!`'s).
+#[macro_export]
+macro_rules! require_root {
+    ($($why:tt)+) => {
+        if !common::is_root() {
+            slowlab_testkit::skip(format_args!($($why)+));
+            return;
+        }
+    };
+}
+
 /// Skips the calling test (with the reason on stderr) when the eBPF recorder
 /// cannot run here: it needs root.
 #[macro_export]
 macro_rules! require_bpf {
     () => {
-        if !common::is_root() {
-            slowlab_testkit::skip(format_args!("the eBPF recorder needs root"));
-            return;
-        }
+        require_root!("the eBPF recorder needs root")
     };
 }
 
