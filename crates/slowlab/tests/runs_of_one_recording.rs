@@ -147,6 +147,7 @@ fn left_beside(runs_dir: &Path) -> Vec<String> {
 #[test]
 fn perf_cut_into_runs_gives_each_run_its_own_work_and_paths() {
     require_perf!();
+    require_root!("the path capture beside perf needs root");
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     for run in ["first", "second", "cut"] {
