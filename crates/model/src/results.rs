@@ -448,6 +448,18 @@ impl TraceCheck {
     pub fn passed(&self) -> bool {
         self.fired == Some(true) && self.silent == Some(true)
     }
+
+    /// Not judged: it could not run here, or was interrupted before its pathological run
+    /// was (its reason says which).
+    pub fn skipped(&self) -> bool {
+        self.reason.is_some() && self.fired.is_none()
+    }
+
+    /// Judged and does not hold: a detector silent on the pathological trace or firing
+    /// on the control's, or a run that could not be recorded or analyzed.
+    pub fn failed(&self) -> bool {
+        !self.skipped() && !self.passed()
+    }
 }
 
 /// `slowlab lab --profile`: a profiled sweep of one scenario's
@@ -494,6 +506,44 @@ mod tests {
             serde_json::to_string(&FunctionVerdict::TooFewSamples).unwrap(),
             "\"too-few-samples\""
         );
+    }
+
+    #[test]
+    fn a_check_whose_run_could_not_be_recorded_fails_and_a_skipped_one_does_not() {
+        let run = |error: Option<&str>| TracedRun {
+            trace: String::new(),
+            findings: Vec::new(),
+            titles: Vec::new(),
+            error: error.map(str::to_string),
+        };
+        let check = |reason: Option<&str>, fired, silent| TraceCheck {
+            id: "log-probe".into(),
+            detector: "linear-probe-names".into(),
+            status: ScenarioStatus::Ran,
+            reason: reason.map(str::to_string),
+            pathological: Some(run(None)),
+            control: Some(run(None)),
+            fired,
+            silent,
+        };
+        let passed = check(None, Some(true), Some(true));
+        assert!(passed.passed() && !passed.failed() && !passed.skipped());
+        let silent = check(None, Some(false), Some(true));
+        assert!(silent.failed() && !silent.skipped());
+        // Neither run could be recorded (a full disk): nothing was judged, yet it ran.
+        let unrecorded = TraceCheck {
+            pathological: Some(run(Some("the disk filled"))),
+            control: Some(run(Some("the disk filled"))),
+            ..check(None, None, None)
+        };
+        assert!(unrecorded.failed() && !unrecorded.skipped());
+        let skipped = TraceCheck {
+            status: ScenarioStatus::Skipped,
+            pathological: None,
+            control: None,
+            ..check(Some("needs root"), None, None)
+        };
+        assert!(skipped.skipped() && !skipped.failed());
     }
 
     #[test]

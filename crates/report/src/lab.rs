@@ -157,9 +157,9 @@ pub fn checks_table(checks: &[TraceCheck]) -> String {
         None => "-".to_string(),
     };
     for c in checks {
-        let result = match (&c.reason, c.passed()) {
-            (Some(r), _) if c.fired.is_none() => format!("skipped: {r}"),
-            (_, true) => "PASS".to_string(),
+        let result = match &c.reason {
+            Some(r) if c.skipped() => format!("skipped: {r}"),
+            _ if c.passed() => "PASS".to_string(),
             _ => "FAIL".to_string(),
         };
         out.push_str(&format!(

@@ -312,3 +312,39 @@ fn lab_profile_names_the_growing_functions_of_the_mmap_path() {
         "{closing}"
     );
 }
+
+#[test]
+fn lab_trace_that_can_record_nothing_fails_every_check_and_exits_1() {
+    require_perf!();
+    require_root!("a tmpfs of its own needs root");
+    let fs = match common::ring::Tmpfs::mount(2) {
+        Ok(fs) => fs,
+        Err(why) => {
+            slowlab_testkit::skip(format_args!("cannot mount a tmpfs: {why}"));
+            return;
+        }
+    };
+    // 2 MB free: perf's backend refuses to start a recording there.
+    let dir = fs.path().join("traces");
+    let out = slowlab(&[
+        "lab",
+        "--tiny",
+        "--backend",
+        "perf",
+        "--trace",
+        dir.to_str().unwrap(),
+        "topdown-alloc",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("failed: only") && stdout.contains("free some space"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("topdown-alloc "))
+        .unwrap_or_else(|| panic!("no row: {stdout}"));
+    assert!(row.ends_with("FAIL"), "{row}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+}

@@ -9,6 +9,7 @@ use slowlab_cli::lab::LabArgs;
 use slowlab_diagnose::LabTracer;
 use slowlab_lab::runner::{select, trace_lab};
 use slowlab_lab::{run_lab, LabContext, Profile};
+use slowlab_model::results::TraceCheck;
 use slowlab_report::lab::{checks_table, json_lines, profiles_summary, render_verdicts_within};
 use slowlab_report::{check_writable, write_atomically};
 use slowlab_sweep::Cancel;
@@ -93,7 +94,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         if let Some(path) = &args.json {
             write_atomically(path, &json_lines(&checks)?)?;
         }
-        let failed = checks.iter().any(|c| c.fired.is_some() && !c.passed());
+        // A run that could not be recorded or analyzed fails its check, as the table says.
+        let failed = checks.iter().any(TraceCheck::failed);
         return Ok(if cancel.is_cancelled() {
             crate::signals::exit_code()
         } else if failed {
