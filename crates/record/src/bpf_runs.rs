@@ -7,7 +7,8 @@
 //!
 //! A run's records are held in memory until its end, packed, and at most a bound of
 //! them as they came ([`RING_MAX_BYTES`] for `lab --trace`): a run that records more
-//! keeps its last records, and a warning says where its trace begins. It does not analyze the traces.
+//! keeps its last records, and a warning says where its trace begins. It does not
+//! analyze the traces.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,12 +18,9 @@ use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder, SchedStats};
 #[cfg(doc)]
 use crate::bpf_ring::RING_MAX_BYTES;
 use crate::bpf_session::BpfRecorded;
-use crate::companions::Companions;
+use crate::companions::{Companions, NO_AGE_LIMIT};
 use crate::session::megabytes;
 use crate::{Outcome, RecordError};
-
-/// A run's records are kept whatever their age: the bytes bound the memory.
-const NO_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A run's first record comes within milliseconds of its begin; one that comes later
 /// than this means the ring let the run's first records go.

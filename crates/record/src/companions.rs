@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 pub use slowlab_model::bundle::side_file;
 
-/// The window of [`Companions::start_path_ring`]: what it holds is let go by
-/// [`Companions::forget`], not by its age (the bytes still bound it).
-const NO_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The window of [`Companions::start_path_ring`] and of [`crate::BpfRuns`]: what they
+/// hold is let go by a forget, not by its age (their bytes still bound it).
+pub(crate) const NO_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How often new processes' cgroups are looked up.
 const CGROUP_POLL: Duration = Duration::from_millis(200);

@@ -266,9 +266,9 @@ impl Window {
         self.trim();
     }
 
-    /// Lets go of every record so far (the caller has cut first): the next snapshot holds
-    /// only what comes after, with the threads and mappings alive then. One recording is
-    /// so cut into runs (`lab --trace`: a trace for each run of a scenario).
+    /// Lets go of every record so far (the writer's events flushed first): the next
+    /// snapshot holds only what comes after, with the threads and mappings alive then. One
+    /// recording is so cut into runs (`lab --trace`: a trace for each run of a scenario).
     pub(crate) fn forget(&mut self) {
         self.cut();
         while let Some(gone) = self.chunks.pop_front() {
