@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
-use slowlab_record::{BpfRuns, PerfRuns};
+use slowlab_record::{BpfRuns, PerfRuns, RunRecorder};
 
 use crate::bpf_recording::bpf_options;
 use crate::{analyze_into, recording, Target, TraceOpener};
@@ -23,16 +23,9 @@ pub struct LabTracer<'o> {
     freq: u32,
     bpf: bool,
     /// The recording, from the first run on.
-    runs: Option<Runs>,
+    runs: Option<Box<dyn RunRecorder>>,
     /// The directory of the run going on.
     running: Option<PathBuf>,
-}
-
-/// The recording cut into runs, by either backend (boxed: hundreds of bytes each, and
-/// of sizes far apart).
-enum Runs {
-    Perf(Box<PerfRuns>),
-    Bpf(Box<BpfRuns>),
 }
 
 impl<'o> LabTracer<'o> {
@@ -72,35 +65,23 @@ impl Tracer for LabTracer<'_> {
                     record_own_process: true,
                     ..bpf_options(&cfg)
                 };
-                Runs::Bpf(Box::new(BpfRuns::start(
-                    &options,
-                    slowlab_record::RING_MAX_BYTES,
-                )?))
+                Box::new(BpfRuns::start(&options, slowlab_record::RING_MAX_BYTES)?)
             } else {
                 // perf writes beside the runs' directories: each run's file is renamed
                 // into its own.
                 let scratch = self.dir.join(".recording.data");
-                Runs::Perf(Box::new(PerfRuns::start(&recording(
-                    scratch,
-                    self.freq,
-                    Vec::new(),
-                ))?))
+                Box::new(PerfRuns::start(&recording(scratch, self.freq, Vec::new()))?)
             }),
         };
-        match runs {
-            Runs::Perf(runs) => runs.begin(&output)?,
-            Runs::Bpf(runs) => runs.begin(&output)?,
-        }
+        runs.begin(&output)?;
         self.running = Some(run_dir);
         Ok(())
     }
 
     fn discard(&mut self) {
         if let Some(run_dir) = self.running.take() {
-            match &mut self.runs {
-                Some(Runs::Perf(runs)) => runs.discard(),
-                Some(Runs::Bpf(runs)) => runs.discard(),
-                None => {}
+            if let Some(runs) = &mut self.runs {
+                runs.discard();
             }
             let _ = std::fs::remove_dir_all(run_dir);
         }
@@ -108,11 +89,7 @@ impl Tracer for LabTracer<'_> {
 
     fn stop(&mut self) -> Result<TracedRun, TracerError> {
         let run_dir = self.running.take().ok_or("no recording is running")?;
-        let outcome = match &mut self.runs {
-            Some(Runs::Perf(runs)) => runs.end()?,
-            Some(Runs::Bpf(runs)) => runs.end()?,
-            None => return Err("no recording is running".into()),
-        };
+        let outcome = self.runs.as_mut().ok_or("no recording is running")?.end()?;
         let mut warnings = outcome.warnings;
         let label = run_dir
             .file_name()
@@ -146,14 +123,7 @@ impl LabTracer<'_> {
 
     fn stop_recording(&mut self) -> Vec<String> {
         self.discard();
-        match self.runs.take() {
-            Some(Runs::Perf(runs)) => {
-                runs.stop();
-                Vec::new()
-            }
-            Some(Runs::Bpf(runs)) => runs.stop(),
-            None => Vec::new(),
-        }
+        self.runs.take().map(|runs| runs.stop()).unwrap_or_default()
     }
 }
 

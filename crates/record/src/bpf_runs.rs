@@ -20,7 +20,7 @@ use crate::bpf_ring::RING_MAX_BYTES;
 use crate::bpf_session::BpfRecorded;
 use crate::companions::{Companions, NO_AGE_LIMIT};
 use crate::session::megabytes;
-use crate::{Outcome, RecordError};
+use crate::{Outcome, RecordError, RunRecorder};
 
 /// A run's first record comes within milliseconds of its begin; one that comes later
 /// than this means the ring let the run's first records go.
@@ -69,8 +69,19 @@ impl BpfRuns {
         })
     }
 
+    fn recorder(&self) -> Result<&SchedRecorder, RecordError> {
+        match &self.recorder {
+            Some(r) if !r.has_failed() => Ok(r),
+            _ => Err(stopped(
+                "the recorder has stopped (an earlier run's error says why)",
+            )),
+        }
+    }
+}
+
+impl RunRecorder for BpfRuns {
     /// Begins a run whose trace goes into `output`: what was recorded before is let go.
-    pub fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
+    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
         self.discard();
         let recorder = self.recorder()?;
         recorder.forget().map_err(RecordError::from_bpf)?;
@@ -89,7 +100,7 @@ impl BpfRuns {
 
     /// Ends the run: writes what was recorded since its begin into its trace (through
     /// `OUTPUT.partial`), and its cgroup notes; the recording goes on.
-    pub fn end(&mut self) -> Result<Outcome, RecordError> {
+    fn end(&mut self) -> Result<Outcome, RecordError> {
         let Run {
             output,
             companions,
@@ -120,7 +131,7 @@ impl BpfRuns {
     }
 
     /// Ends the run going on, if any, writing nothing (it was interrupted).
-    pub fn discard(&mut self) {
+    fn discard(&mut self) {
         if let Some(run) = self.run.take() {
             run.companions.discard();
         }
@@ -128,7 +139,7 @@ impl BpfRuns {
 
     /// Stops the recorder; what it says of the whole recording (tracepoints it could not
     /// attach, programs that missed runs) as warning lines.
-    pub fn stop(mut self) -> Vec<String> {
+    fn stop(mut self: Box<Self>) -> Vec<String> {
         self.discard();
         let Some(recorder) = self.recorder.take() else {
             return Vec::new();
@@ -140,15 +151,6 @@ impl BpfRuns {
         match stopped {
             Ok(stats) => recording_warnings(stats),
             Err(e) => vec![format!("the recorder failed at its stop: {e}")],
-        }
-    }
-
-    fn recorder(&self) -> Result<&SchedRecorder, RecordError> {
-        match &self.recorder {
-            Some(r) if !r.has_failed() => Ok(r),
-            _ => Err(stopped(
-                "the recorder has stopped (an earlier run's error says why)",
-            )),
         }
     }
 }

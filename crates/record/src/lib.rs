@@ -56,6 +56,20 @@ pub use perf_runs::PerfRuns;
 pub use recording::Recording;
 pub use triggers::{parse_psi_some_avg10, Pressure, Trigger, TRIGGER_SYNTAX};
 
+/// One recording cut into a trace per run, by either backend ([`PerfRuns`], [`BpfRuns`]):
+/// what `lab --trace` records its runs with.
+pub trait RunRecorder {
+    /// Begins a run whose trace goes into `output`: what was recorded before is let go.
+    fn begin(&mut self, output: &std::path::Path) -> Result<(), RecordError>;
+    /// Ends the run: what was recorded since its begin becomes its trace, with its side
+    /// files; the recording goes on.
+    fn end(&mut self) -> Result<Outcome, RecordError>;
+    /// Ends the run going on, if any, keeping nothing of it (it was interrupted).
+    fn discard(&mut self);
+    /// Stops the recording; what it says of the whole recording, as warning lines.
+    fn stop(self: Box<Self>) -> Vec<String>;
+}
+
 /// What a ring recording does besides keeping the ring (`--save`,
 /// `--trigger`, `--after`, `--keep-snapshots`); ignored without ring mode.
 #[derive(Clone, Debug, Default)]

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::companions::Companions;
 use crate::recording::Recording;
-use crate::{Config, Outcome, RecordError};
+use crate::{Config, Outcome, RecordError, RunRecorder};
 
 /// The run going on: its trace and its cgroup notes.
 struct Run {
@@ -43,9 +43,20 @@ impl PerfRuns {
         })
     }
 
+    fn recording(&mut self) -> Result<&mut Recording, RecordError> {
+        self.recording
+            .as_mut()
+            .ok_or_else(|| RecordError::PerfFailed {
+                code: 0,
+                last_line: "perf is not running".into(),
+            })
+    }
+}
+
+impl RunRecorder for PerfRuns {
     /// Begins a run whose trace goes into `output`: what perf and the path capture
     /// recorded before is let go.
-    pub fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
+    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
         self.discard();
         let recording = self.recording()?;
         let before = recording.switch_file()?;
@@ -65,7 +76,7 @@ impl PerfRuns {
 
     /// Ends the run: what perf recorded since its begin becomes its trace, with the paths
     /// captured meanwhile and its cgroup notes beside it; perf goes on.
-    pub fn end(&mut self) -> Result<Outcome, RecordError> {
+    fn end(&mut self) -> Result<Outcome, RecordError> {
         let Run {
             output,
             notes,
@@ -104,27 +115,20 @@ impl PerfRuns {
     }
 
     /// Ends the run going on, if any, keeping nothing of it (it was interrupted).
-    pub fn discard(&mut self) {
+    fn discard(&mut self) {
         if let Some(run) = self.run.take() {
             run.notes.discard();
         }
     }
 
-    /// Stops perf and the path capture, removing what they recorded after the last run.
-    pub fn stop(mut self) {
+    /// Stops perf and the path capture, removing what they recorded after the last run;
+    /// perf says nothing of the whole recording.
+    fn stop(mut self: Box<Self>) -> Vec<String> {
         self.discard();
         if let Some(recording) = self.recording.take() {
             recording.stop_discarding();
         }
-    }
-
-    fn recording(&mut self) -> Result<&mut Recording, RecordError> {
-        self.recording
-            .as_mut()
-            .ok_or_else(|| RecordError::PerfFailed {
-                code: 0,
-                last_line: "perf is not running".into(),
-            })
+        Vec::new()
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{one_recording_at_a_time, slowlab};
-use slowlab_record::{BpfRuns, Outcome, PerfRuns, RecordError};
+use slowlab_record::{BpfRuns, Outcome, PerfRuns, RunRecorder};
 
 /// The work each phase does: a shell named after the phase (its `comm`) that spins
 /// looking up a path named after it too, long enough for samples.
@@ -66,40 +66,9 @@ fn phases_looked_up(paths: &Path) -> Vec<&'static str> {
         .collect()
 }
 
-/// Either backend's recording of runs.
-trait Runs {
-    fn begin(&mut self, output: &Path) -> Result<(), RecordError>;
-    fn end(&mut self) -> Result<Outcome, RecordError>;
-    fn discard(&mut self);
-}
-
-impl Runs for PerfRuns {
-    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
-        PerfRuns::begin(self, output)
-    }
-    fn end(&mut self) -> Result<Outcome, RecordError> {
-        PerfRuns::end(self)
-    }
-    fn discard(&mut self) {
-        PerfRuns::discard(self)
-    }
-}
-
-impl Runs for BpfRuns {
-    fn begin(&mut self, output: &Path) -> Result<(), RecordError> {
-        BpfRuns::begin(self, output)
-    }
-    fn end(&mut self) -> Result<Outcome, RecordError> {
-        BpfRuns::end(self)
-    }
-    fn discard(&mut self) {
-        BpfRuns::discard(self)
-    }
-}
-
 /// Records the phases (an interrupted run between them) with `runs`; returns the two
 /// runs' outcomes.
-fn record_phases(runs: &mut dyn Runs, dir: &Path) -> [Outcome; 2] {
+fn record_phases(runs: &mut dyn RunRecorder, dir: &Path) -> [Outcome; 2] {
     work(dir, "before");
     runs.begin(&dir.join("first/trace.data")).expect("begin");
     work(dir, "first");
@@ -156,7 +125,7 @@ fn perf_cut_into_runs_gives_each_run_its_own_work_and_paths() {
     let cfg = slowlab_diagnose::recording(dir.path().join(".recording.data"), 1000, Vec::new());
     let mut runs = PerfRuns::start(&cfg).expect("perf starts");
     let outcomes = record_phases(&mut runs, dir.path());
-    runs.stop();
+    Box::new(runs).stop();
     check_runs(dir.path(), &outcomes, true);
     assert_eq!(left_beside(dir.path()), Vec::<String>::new());
 }
@@ -173,7 +142,7 @@ fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
     let mut runs =
         BpfRuns::start(&options, slowlab_record::RING_MAX_BYTES).expect("the recorder starts");
     let outcomes = record_phases(&mut runs, dir.path());
-    let warnings = runs.stop();
+    let warnings = Box::new(runs).stop();
     check_runs(dir.path(), &outcomes, false);
     assert_eq!(
         left_beside(dir.path()),
@@ -207,7 +176,7 @@ fn a_run_the_ebpf_recorders_bound_cannot_hold_says_where_its_trace_begins() {
         .expect("sh runs");
     assert!(status.success());
     let cut = runs.end().expect("end");
-    let warnings = runs.stop();
+    let warnings = Box::new(runs).stop();
     assert!(
         !held.warnings.iter().any(|w| w.contains("into the run")),
         "{:?}",
