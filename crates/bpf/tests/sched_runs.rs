@@ -49,6 +49,7 @@ fn a_snapshot_after_forget_holds_only_its_run_and_names_what_runs_on() {
     let ring = RingOptions {
         window: Duration::from_secs(3600),
         max_bytes: 64 << 20,
+        spill: false,
     };
     let recorder = match SchedRecorder::start_ring(&dir.path().join("last.slr"), &options, ring) {
         Ok(r) => r,

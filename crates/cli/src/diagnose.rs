@@ -35,7 +35,8 @@ use clap::Args;
 /// compares, with the runs' own spread as its noise. Ctrl-C stops between
 /// runs (or stops the run being recorded, whose directory is removed) and
 /// keeps the finished runs. Returns 130 then, else the first non-zero
-/// exit code of CMD.
+/// exit code of CMD. One recording serves every run, cut into a trace per
+/// run: the recorder starts and stops once, not once a run.
 ///
 /// With --pid PID instead of CMD, attaches to a process that is already
 /// running: records the whole system for --seconds (Ctrl-C ends early,

@@ -42,7 +42,8 @@ use crate::PROFILE_FREQ_HZ;
 /// (user-space samples of your own command only).
 ///
 /// With --critical-path, every run is recorded and analyzed as `slowlab
-/// diagnose` does (system-wide, then the command's critical path), and
+/// diagnose` does (system-wide, then the command's critical path; one
+/// recording for all the runs, cut into a trace per run), and
 /// the time of each cause of the path — as `slowlab diff` keys them: on a
 /// CPU (by function), waiting for a CPU, or blocked on a lock, the disk, a
 /// sleep, another thread or process, a page fault (by resource or where it

@@ -9,13 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
-use slowlab_bpf::sched::SchedOptions;
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
-use slowlab_record::{BpfRuns, PerfRuns, RunRecorder};
+use slowlab_record::RunRecorder;
+#[cfg(doc)]
+use slowlab_record::{BpfRuns, PerfRuns};
 
-use crate::bpf_recording::bpf_options;
-use crate::{analyze_into, recording, Target, TraceOpener};
+use crate::command_runs::start_runs;
+use crate::{analyze_into, Target, TraceOpener};
 
 pub struct LabTracer<'o> {
     opener: &'o dyn TraceOpener,
@@ -57,21 +58,11 @@ impl Tracer for LabTracer<'_> {
         let output = run_dir.join("trace.data");
         let runs = match &mut self.runs {
             Some(runs) => runs,
-            None => self.runs.insert(if self.bpf {
-                let cfg = recording(output.clone(), self.freq, Vec::new());
-                // The scenarios' work is partly this process's own (a thread that times
-                // the teardown lock, the namespaces it makes): recorded as any other's.
-                let options = SchedOptions {
-                    record_own_process: true,
-                    ..bpf_options(&cfg)
-                };
-                Box::new(BpfRuns::start(&options, slowlab_record::RING_MAX_BYTES)?)
-            } else {
-                // perf writes beside the runs' directories: each run's file is renamed
-                // into its own.
-                let scratch = self.dir.join(".recording.data");
-                Box::new(PerfRuns::start(&recording(scratch, self.freq, Vec::new()))?)
-            }),
+            // The scenarios' work is partly this process's own (a thread that times the
+            // teardown lock, the namespaces it makes): recorded as any other's.
+            None => self
+                .runs
+                .insert(start_runs(&self.dir, self.freq, self.bpf, true)?),
         };
         runs.begin(&output)?;
         self.running = Some(run_dir);

@@ -3,9 +3,9 @@
 //! analysis of that recording written into a directory ([`analyze_into`]:
 //! `critical_path.json`, `findings.json`, `report.html` and the exports
 //! asked for), for the command or for a process that was already running
-//! ([`Target`]). [`record_and_analyze`] is both, as `diagnose` does for
-//! each run; [`CommandDiagnoser`] is that for `sweep --critical-path`, and
-//! [`LabTracer`] for `lab --trace`.
+//! ([`Target`]). [`CommandRuns`] is both for every run of a command, in one
+//! recording (`diagnose --repeat`); [`CommandDiagnoser`] is that for `sweep
+//! --critical-path`, and [`LabTracer`] for `lab --trace`.
 //!
 //! What it does not do: read the environment, draw progress (a
 //! [`TraceOpener`] given by the binary opens traces, with its own progress
@@ -20,15 +20,17 @@ use slowlab_exports::{Export, ExportError, Request};
 use slowlab_model::bundle::TraceBundle;
 use slowlab_model::critical_path::CriticalPath;
 use slowlab_open::OpenError;
-use slowlab_record::{Outcome, RecordError};
+use slowlab_record::RecordError;
 use slowlab_report::critical_path::critical_path_text;
 use slowlab_report::trace_views::findings_text;
 use slowlab_report::{write_atomically, ReportError};
 
 mod bpf_recording;
+mod command_runs;
 mod lab_tracer;
 
 pub use bpf_recording::{record_with, Recorded};
+pub use command_runs::{CommandDiagnoser, CommandRunDiagnosed, CommandRuns};
 pub use lab_tracer::LabTracer;
 
 /// Why a recording could not be made or answered.
@@ -190,87 +192,9 @@ pub fn analyze_into(
     })
 }
 
-/// Records `command` system-wide into `dir/trace.data` as `diagnose` does
-/// (with the eBPF recorder when `bpf`, else perf: [`record_with`]) and
-/// makes its analysis into `dir` ([`analyze_into`]): what `--repeat` and
-/// `sweep --critical-path` do for each run. Returns the recording's
-/// outcome, the diagnosis and the warnings of both.
-pub fn record_and_analyze(
-    opener: &dyn TraceOpener,
-    command: &[String],
-    dir: &Path,
-    freq: u32,
-    bpf: bool,
-) -> Result<(Outcome, Diagnosis, Vec<String>), DiagnoseError> {
-    let trace_path = dir.join("trace.data");
-    let recorded = record_with(&recording(trace_path.clone(), freq, command.to_vec()), bpf)?;
-    let mut warnings = recorded.outcome.warnings.clone();
-    let diagnosis = analyze_into(
-        opener,
-        &trace_path,
-        dir,
-        command,
-        recorded.target(),
-        &[],
-        &mut warnings,
-    )?;
-    Ok((recorded.outcome, diagnosis, warnings))
-}
-
-/// `sweep --critical-path`'s runs: each one recorded and analyzed as
-/// `diagnose` does ([`record_and_analyze`]).
-pub struct CommandDiagnoser<'o> {
-    pub opener: &'o dyn TraceOpener,
-    pub freq: u32,
-    /// Recorded by the eBPF recorder, else by perf.
-    pub bpf: bool,
-    /// The warnings of every run, once per kind.
-    pub warnings: Vec<String>,
-}
-
-impl slowlab_runs::Diagnoser for CommandDiagnoser<'_> {
-    fn diagnose(
-        &mut self,
-        command: &[String],
-        dir: &Path,
-    ) -> Result<slowlab_runs::Diagnosed, String> {
-        let (outcome, diagnosis, warnings) =
-            record_and_analyze(self.opener, command, dir, self.freq, self.bpf)
-                .map_err(|e| e.to_string())?;
-        for w in warnings {
-            if !self.warnings.iter().any(|seen| same_kind(seen, &w)) {
-                self.warnings.push(w);
-            }
-        }
-        Ok(slowlab_runs::Diagnosed {
-            path: diagnosis.path,
-            exit_code: outcome.exit_code,
-            interrupted: outcome.stopped_by.is_some(),
-        })
-    }
-}
-
-/// Two warnings of one kind: "3 binaries could not be…" and "4 binaries…".
-fn same_kind(a: &str, b: &str) -> bool {
-    let shape = |w: &str| w.replace(|c: char| c.is_ascii_digit(), "");
-    shape(a) == shape(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn warnings_that_differ_only_in_their_numbers_are_one_kind() {
-        assert!(same_kind(
-            "3 binaries could not be symbolized",
-            "14 binaries could not be symbolized"
-        ));
-        assert!(!same_kind(
-            "3 binaries could not be symbolized",
-            "3 events were lost"
-        ));
-    }
 
     #[test]
     fn the_recording_is_system_wide_with_paths_and_frame_pointers() {

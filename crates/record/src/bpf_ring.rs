@@ -68,6 +68,7 @@ pub fn run_bpf_ring(
     let ring = RingOptions {
         window: Duration::from_secs(u64::from(ring_seconds)),
         max_bytes,
+        spill: false,
     };
     let recorder =
         SchedRecorder::start_ring(&output, options, ring).map_err(RecordError::from_bpf)?;

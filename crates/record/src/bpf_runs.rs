@@ -1,37 +1,28 @@
 //! [`BpfRuns`]: one eBPF recording cut into a trace for each of several runs (`slowlab
-//! lab --trace` records both variants of every scenario). The recorder runs in ring mode
-//! from the first run to the last, so its programs are loaded, attached and detached
-//! once, where a recording of each run's own spent ~2 s a run on them. [`BpfRuns::begin`]
-//! lets go of what the recorder holds (the time between runs), [`BpfRuns::end`] writes
-//! what came since as the run's trace, with the run's cgroup notes beside it.
+//! lab --trace` records both variants of every scenario, `diagnose --repeat` each run of
+//! its command). The recorder runs in ring mode from the first run to the last, so its
+//! programs are loaded, attached and detached once, where a recording of each run's own
+//! spent ~2 s a run on them. [`BpfRuns::begin`] lets go of what the recorder holds (the
+//! time between runs), [`BpfRuns::end`] writes what came since as the run's trace, with
+//! the run's cgroup notes beside it.
 //!
-//! A run's records are held in memory until its end, packed, and at most a bound of
-//! them as they came ([`RING_MAX_BYTES`] for `lab --trace`): a run that records more
-//! keeps its last records, and a warning says where its trace begins. It does not
-//! analyze the traces.
+//! A run's records wait for its end in a spill file beside the runs (unlinked: nothing is
+//! left of it however slowlab ends), not in memory: a run of minutes keeps all of its
+//! trace, as a recording of its own would. It does not analyze the traces.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use slowlab_bpf::sched::{RingOptions, SchedOptions, SchedRecorder, SchedStats};
 
-#[cfg(doc)]
-use crate::bpf_ring::RING_MAX_BYTES;
 use crate::bpf_session::BpfRecorded;
 use crate::companions::{Companions, NO_AGE_LIMIT};
-use crate::session::megabytes;
 use crate::{Outcome, RecordError, RunRecorder};
 
-/// A run's first record comes within milliseconds of its begin; one that comes later
-/// than this means the ring let the run's first records go.
-const LATE_START: Duration = Duration::from_secs(1);
-
-/// The run going on: its trace, its cgroup notes, and when it began (CLOCK_MONOTONIC).
+/// The run going on: its trace and its cgroup notes.
 struct Run {
     output: PathBuf,
     companions: Companions,
     warnings: Vec<String>,
-    begun_ns: u64,
 }
 
 /// One eBPF recording, cut into a trace per run (see the module documentation). Start
@@ -41,23 +32,18 @@ pub struct BpfRuns {
     /// Where the ring's last window goes at the stop: emptied first, then removed.
     scratch: PathBuf,
     run: Option<Run>,
-    /// The most bytes of a run's records held.
-    max_bytes: u64,
 }
 
 impl BpfRuns {
-    /// Starts the recorder, holding at most `max_bytes` of a run's records (as they came;
-    /// [`RING_MAX_BYTES`] is the bound of `--ring`); nothing is written until a run ends.
-    pub fn start(options: &SchedOptions, max_bytes: u64) -> Result<BpfRuns, RecordError> {
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let scratch = std::env::temp_dir().join(format!(
-            "slowlab-runs-{}-{}.data",
-            std::process::id(),
-            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+    /// Starts the recorder, its runs' records spilled into `dir` (on the runs' file
+    /// system: give the directory their traces go to); nothing is written until a run
+    /// ends.
+    pub fn start(options: &SchedOptions, dir: &Path) -> Result<BpfRuns, RecordError> {
+        let scratch = dir.join(".recording.data");
         let ring = RingOptions {
             window: NO_AGE_LIMIT,
-            max_bytes,
+            max_bytes: u64::MAX,
+            spill: true,
         };
         let recorder =
             SchedRecorder::start_ring(&scratch, options, ring).map_err(RecordError::from_bpf)?;
@@ -65,7 +51,6 @@ impl BpfRuns {
             recorder: Some(recorder),
             scratch,
             run: None,
-            max_bytes,
         })
     }
 
@@ -85,7 +70,6 @@ impl RunRecorder for BpfRuns {
         self.discard();
         let recorder = self.recorder()?;
         recorder.forget().map_err(RecordError::from_bpf)?;
-        let begun_ns = slowlab_bpf::monotonic_ns();
         let mut warnings = Vec::new();
         // The paths are in the recording itself; the cgroup notes are beside it.
         let companions = Companions::start(output, false, &mut warnings);
@@ -93,7 +77,6 @@ impl RunRecorder for BpfRuns {
             output: output.to_owned(),
             companions,
             warnings,
-            begun_ns,
         });
         Ok(())
     }
@@ -105,26 +88,13 @@ impl RunRecorder for BpfRuns {
             output,
             companions,
             mut warnings,
-            begun_ns,
         } = self.run.take().ok_or_else(|| stopped("no run was begun"))?;
         let written = self
             .recorder()
             .and_then(|r| r.snapshot(&output).map_err(RecordError::from_bpf));
-        let info = match written {
-            Ok(info) => info,
-            Err(e) => {
-                companions.discard();
-                return Err(e);
-            }
-        };
-        let late = Duration::from_nanos(info.first_ns.saturating_sub(begun_ns));
-        if info.records > 0 && late > LATE_START {
-            warnings.push(format!(
-                "the trace begins {:.1} s into the run: the recorder holds at most {} of a \
-                 run's records in memory",
-                late.as_secs_f64(),
-                megabytes(self.max_bytes)
-            ));
+        if let Err(e) = written {
+            companions.discard();
+            return Err(e);
         }
         let companions = companions.stop(&mut warnings);
         Ok(Outcome::written(output, companions, warnings))
@@ -152,6 +122,16 @@ impl RunRecorder for BpfRuns {
             Ok(stats) => recording_warnings(stats),
             Err(e) => vec![format!("the recorder failed at its stop: {e}")],
         }
+    }
+
+    fn note_command(&self, pid: u32, args: &[String]) {
+        if let Some(recorder) = &self.recorder {
+            recorder.note_command(pid, args);
+        }
+    }
+
+    fn has_failed(&self) -> bool {
+        self.recorder.as_ref().is_none_or(SchedRecorder::has_failed)
     }
 }
 

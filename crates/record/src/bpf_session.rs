@@ -339,10 +339,10 @@ pub fn run_bpf(
     let recorder = &recording.recorder;
     let ran = run_until_stopped(
         command,
-        &output,
         &mut signals,
         &|pid| recorder.note_command(pid, command),
         &|| recorder.has_failed(),
+        &|sig, child| stop_at_once(sig, &output, Some(child)),
     );
     let _at_once = SecondSignal::watch(signals, &output);
     recording.finish(ran)
@@ -410,14 +410,15 @@ impl Drop for SecondSignal {
 /// `started` its pid: its exit code (0 without one), its pid and the stop signal that
 /// came meanwhile. A recorder that has `failed` (a full disk) ends the wait without a
 /// command, so that its error comes at once; a command is said to run on unrecorded, and
-/// waited for. A second stop signal while the command has not stopped kills it and ends
-/// slowlab at once ([`stop_at_once`]), as the perf backend kills perf's group.
-fn run_until_stopped(
+/// waited for. A second stop signal while the command has not stopped goes to
+/// `second_signal` (`run_bpf`: kill it and end slowlab at once, [`stop_at_once`], as the
+/// perf backend kills perf's group).
+pub(crate) fn run_until_stopped(
     command: &[String],
-    output: &Path,
     signals: &mut StopSignals,
     started: &dyn Fn(u32),
     failed: &dyn Fn() -> bool,
+    second_signal: &dyn Fn(i32, &RecordedCommand),
 ) -> Result<(i32, Option<u32>, Option<i32>), RecordError> {
     let mut stopped_by = None;
     let Some((program, args)) = command.split_first() else {
@@ -453,7 +454,7 @@ fn run_until_stopped(
                     stopped_by = Some(sig);
                     child.forward_stop(sig);
                 }
-                Some(_) => stop_at_once(sig, output, Some(&child)),
+                Some(_) => second_signal(sig, &child),
             }
         }
         std::thread::sleep(Duration::from_millis(5));

@@ -7,7 +7,8 @@
 //!   mode it keeps only the last seconds, sized from the event rate
 //!   measured (`ring`), and saves a snapshot on SIGUSR2 (`session`).
 //! - [`Recording`] is started and stopped by the caller (`lab --trace`);
-//!   [`PerfRuns`] and [`BpfRuns`] are one recording cut into a trace per run.
+//!   [`PerfRuns`] and [`BpfRuns`] are one recording cut into a trace per run,
+//!   and [`run_command`] runs a command as one of them.
 //! - [`perf_args`] is the command line, a pure function of [`Config`] and
 //!   the tracepoints this kernel has (`args`); [`preflight`] the checks.
 //! - [`run_bpf`]: `--backend bpf`, the eBPF scheduler recorder instead of perf
@@ -28,6 +29,7 @@ mod args;
 mod bpf_ring;
 mod bpf_runs;
 mod bpf_session;
+mod command_run;
 pub mod companions;
 mod control;
 mod group_guard;
@@ -49,6 +51,7 @@ pub use args::{
 pub use bpf_ring::{run_bpf_ring, RING_MAX_BYTES};
 pub use bpf_runs::BpfRuns;
 pub use bpf_session::{run_bpf, BpfRecorded, BpfRecording};
+pub use command_run::{run_command, CommandRun};
 pub use companions::{memory_cgroup, side_file, CgroupNotes, Companions};
 pub use control::{absolute_output, recorders, save, RecorderInfo};
 pub use perf_process::kill_running;
@@ -57,7 +60,8 @@ pub use recording::Recording;
 pub use triggers::{parse_psi_some_avg10, Pressure, Trigger, TRIGGER_SYNTAX};
 
 /// One recording cut into a trace per run, by either backend ([`PerfRuns`], [`BpfRuns`]):
-/// what `lab --trace` records its runs with.
+/// what `lab --trace` records its runs with, and `diagnose --repeat` and `sweep
+/// --critical-path` their command's runs ([`run_command`]).
 pub trait RunRecorder {
     /// Begins a run whose trace goes into `output`: what was recorded before is let go.
     fn begin(&mut self, output: &std::path::Path) -> Result<(), RecordError>;
@@ -68,6 +72,13 @@ pub trait RunRecorder {
     fn discard(&mut self);
     /// Stops the recording; what it says of the whole recording, as warning lines.
     fn stop(self: Box<Self>) -> Vec<String>;
+    /// The run's command has started as process `pid` (the eBPF recorder names it in
+    /// the run's trace, the root of its analysis).
+    fn note_command(&self, _pid: u32, _args: &[String]) {}
+    /// Whether the recording has failed by itself (a full disk) and records no more.
+    fn has_failed(&self) -> bool {
+        false
+    }
 }
 
 /// What a ring recording does besides keeping the ring (`--save`,

@@ -75,6 +75,10 @@ impl<D> PathExecutor<D> {
     pub fn diagnoser(&self) -> &D {
         &self.diagnoser
     }
+
+    pub fn diagnoser_mut(&mut self) -> &mut D {
+        &mut self.diagnoser
+    }
 }
 
 impl<D: Diagnoser> Executor for PathExecutor<D> {

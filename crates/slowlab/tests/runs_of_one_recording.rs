@@ -2,8 +2,9 @@
 //! needed; otherwise `SKIP:`), with perf (`PerfRuns`) and with the eBPF recorder
 //! (`BpfRuns`): each run's trace holds the work of its run, none of the work before it,
 //! between the runs or after them, and (perf's) the paths its syscalls looked up; an
-//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces. A run
-//! the eBPF recorder's bound cannot hold says where its trace begins.
+//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces. A long
+//! run's records wait for its end in the eBPF recorder's spill file, not in memory, and
+//! its trace holds all of it.
 
 mod common;
 
@@ -139,8 +140,7 @@ fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
         std::fs::create_dir(dir.path().join(run)).unwrap();
     }
     let options = slowlab_bpf::sched::SchedOptions::default();
-    let mut runs =
-        BpfRuns::start(&options, slowlab_record::RING_MAX_BYTES).expect("the recorder starts");
+    let mut runs = BpfRuns::start(&options, dir.path()).expect("the recorder starts");
     let outcomes = record_phases(&mut runs, dir.path());
     let warnings = Box::new(runs).stop();
     check_runs(dir.path(), &outcomes, false);
@@ -151,22 +151,30 @@ fn the_ebpf_recorder_cut_into_runs_gives_each_run_its_own_work() {
     );
 }
 
+/// The size of the file this process holds open, unlinked, at `path` (the spill).
+fn unlinked_file_size(path: &Path) -> Option<u64> {
+    let wanted = format!("{} (deleted)", path.display());
+    std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .flatten()
+        .find_map(|fd| {
+            let target = std::fs::read_link(fd.path()).ok()?;
+            (target.to_string_lossy() == wanted).then(|| std::fs::metadata(fd.path()).ok())?
+        })
+        .map(|m| m.len())
+}
+
 #[test]
-fn a_run_the_ebpf_recorders_bound_cannot_hold_says_where_its_trace_begins() {
+fn a_long_run_of_the_ebpf_recorder_waits_on_disk_and_is_kept_whole() {
     require_bpf!();
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let options = slowlab_bpf::sched::SchedOptions::default();
-    // 64 KiB: a few passes of the drain on a busy machine.
-    let mut runs = BpfRuns::start(&options, 64 << 10).expect("the recorder starts");
-    let small = dir.path().join("small.data");
-    runs.begin(&small).expect("begin");
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let held = runs.end().expect("end");
+    let mut runs = BpfRuns::start(&options, dir.path()).expect("the recorder starts");
     let big = dir.path().join("big.data");
     runs.begin(&big).expect("begin");
     // 2.5 s of another process's work (the recorder leaves this one's out): a launch
-    // every few milliseconds, each tens of records, far more than the bound.
+    // every few milliseconds, each tens of records.
     let status = Command::new("sh")
         .args([
             "-c",
@@ -175,18 +183,23 @@ fn a_run_the_ebpf_recorders_bound_cannot_hold_says_where_its_trace_begins() {
         .status()
         .expect("sh runs");
     assert!(status.success());
-    let cut = runs.end().expect("end");
+    // The run's records wait in the spill file beside the runs, unlinked, not in memory.
+    let spilled = unlinked_file_size(&dir.path().join(".recording.data.partial"))
+        .expect("the recorder's spill file, open and unlinked");
+    let outcome = runs.end().expect("end");
     let warnings = Box::new(runs).stop();
+    let trace = std::fs::metadata(&outcome.output).unwrap().len();
     assert!(
-        !held.warnings.iter().any(|w| w.contains("into the run")),
-        "{:?}",
-        held.warnings
+        spilled > 1 << 20 && spilled * 2 > trace,
+        "{spilled} bytes spilled for a trace of {trace}"
     );
-    let said = cut
-        .warnings
-        .iter()
-        .find(|w| w.contains("into the run"))
-        .unwrap_or_else(|| panic!("no warning of the cut: {:?} {warnings:?}", cut.warnings));
-    eprintln!("{said}");
-    assert!(said.contains("at most 0.1 MB"), "{said}");
+    // All of the run is in its trace, from its begin: 2.5 s.
+    let out = slowlab()
+        .args(["analyze", "--json", "--no-symbols"])
+        .arg(&outcome.output)
+        .output()
+        .unwrap();
+    let duration = common::json(&out)["duration_s"].as_f64().unwrap();
+    assert!(duration > 2.4, "{duration} s of a 2.5 s run: {warnings:?}");
+    assert_eq!(left_beside(dir.path()), ["big.data"]);
 }

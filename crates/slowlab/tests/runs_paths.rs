@@ -6,12 +6,14 @@
 //! (`tests/fixtures/why/grow_sleep.c`: 1 ms sleeps N² times, CPU work ∝ N)
 //! finds the sleeping grow as N² and the CPU as N. Bad `--repeat` values
 //! are one-line errors. `--repeat` records every run with the backend given
-//! (`--backend`, auto by default, as a single diagnose does).
+//! (`--backend`, auto by default, as a single diagnose does), in one
+//! recording cut into a trace per run: each run's trace has its own command
+//! and not the other runs'.
 //!
-//! Each diagnose run takes about 4 s here (mostly the recording's start
-//! and stop): 3 for the repeat, 9 for the sweep (a warm-up, 2 baseline
-//! runs, 2 runs at each of 3 sizes). Tests skip, with the reason, where
-//! perf is missing.
+//! The recording starts once (~1 s with the eBPF recorder, ~4 s with perf)
+//! and each run's trace is then cut from it: 3 runs for the repeat, 9 for
+//! the sweep (a warm-up, 2 baseline runs, 2 runs at each of 3 sizes).
+//! Tests skip, with the reason, where perf is missing.
 
 use std::path::Path;
 
@@ -206,8 +208,23 @@ fn sweep_critical_path_finds_the_sleeping_grow_as_n2_and_the_cpu_as_n() {
     assert!(line.trim_start().starts_with("sleeping"), "{stdout}");
 }
 
+/// The pids of the processes that got CPU samples in `trace`.
+fn pids_sampled(trace: &Path) -> Vec<u64> {
+    let out = slowlab()
+        .args(["analyze", "--json", "--no-symbols"])
+        .arg(trace)
+        .output()
+        .unwrap();
+    json(&out)["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect()
+}
+
 #[test]
-fn repeat_records_every_run_with_the_backend_given() {
+fn repeat_records_every_run_with_the_backend_given_each_run_in_its_own_trace() {
     require_perf!();
     require_bpf!();
     let dir = tempfile::tempdir().unwrap();
@@ -219,23 +236,125 @@ fn repeat_records_every_run_with_the_backend_given() {
     };
     for (backend, expected) in [("perf", &b"PERFILE2"[..]), ("bpf", &b"SLSCHED\x01"[..])] {
         let out = dir.path().join(backend);
+        // Each run says its pid, then spins long enough to be sampled.
+        let pids_file = dir.path().join(format!("{backend}.pids"));
+        let script = format!(
+            "echo $$ >> {}; i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done",
+            pids_file.display()
+        );
         let run = {
             let _one = one_recording_at_a_time();
             slowlab()
                 .args(["diagnose", "--repeat", "2", "--backend", backend, "-o"])
                 .arg(&out)
-                .args(["--", "sleep", "0.1"])
+                .args(["--", "sh", "-c", &script])
                 .output()
                 .unwrap()
         };
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "{backend}: {stderr}");
-        for k in [1, 2] {
+        let pids: Vec<u64> = std::fs::read_to_string(&pids_file)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2, "{backend}: {pids:?}");
+        for (k, (own, other)) in [(1, (pids[0], pids[1])), (2, (pids[1], pids[0]))] {
             assert_eq!(magic(&out, k), expected, "{backend}, run {k}");
+            // Its path is its own command's; its trace has its work and not the other's
+            // (one recording serves both runs).
+            let run_dir = out.join(format!("run-{k}"));
+            let cp = read_json(&run_dir.join("critical_path.json"));
+            assert_eq!(cp["root"]["pid"], own, "{backend}, run {k}: {cp:#}");
+            let sampled = pids_sampled(&run_dir.join("trace.data"));
+            assert!(
+                sampled.contains(&own) && !sampled.contains(&other),
+                "{backend}, run {k}: sampled {sampled:?}, runs {pids:?}"
+            );
         }
-        // Each run's path is the command's, whichever recorded it.
-        let cp = read_json(&out.join("run-1").join("critical_path.json"));
-        assert_eq!(cp["root"]["comm"], "sleep", "{backend}: {cp:#}");
+        // The recording leaves nothing beside the runs.
+        let left: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("run-"))
+            .collect();
+        assert!(left.is_empty(), "{backend}: {left:?}");
+    }
+}
+
+/// Whether a process whose command line mentions `text` is running.
+fn running_with(text: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(text))
+    })
+}
+
+#[test]
+fn ctrl_c_in_a_repeats_second_run_keeps_the_first_and_leaves_nothing_running() {
+    require_perf!();
+    require_bpf!();
+    let dir = tempfile::tempdir().unwrap();
+    for backend in ["perf", "bpf"] {
+        let out = dir.path().join(backend);
+        let pids_file = dir.path().join(format!("{backend}.pids"));
+        let script = format!("echo $$ >> {}; sleep 3", pids_file.display());
+        let _one = one_recording_at_a_time();
+        let child = slowlab()
+            .args(["diagnose", "--repeat", "3", "--backend", backend, "-o"])
+            .arg(&out)
+            .args(["--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The second run's command is running once it has said its pid.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let count_pids = || std::fs::read_to_string(&pids_file).map_or(0, |t| t.lines().count());
+        while count_pids() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(count_pids(), 2, "{backend}: the second run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: signalling the slowlab this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let run = common::finish(child, std::time::Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(130), "{backend}: {stderr}");
+        assert!(
+            stderr.contains("run 2 was interrupted"),
+            "{backend}: {stderr}"
+        );
+        // The first run is whole; nothing of the second, nor a third, nor the recording.
+        for file in [
+            "trace.data",
+            "findings.json",
+            "critical_path.json",
+            "report.html",
+        ] {
+            assert!(out.join("run-1").join(file).is_file(), "{backend}: {file}");
+        }
+        let mut left: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["run-1"], "{backend}: {stderr}");
+        let second: i32 = std::fs::read_to_string(&pids_file)
+            .unwrap()
+            .lines()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            !std::path::Path::new(&format!("/proc/{second}")).exists(),
+            "{backend}: the second run's command is still running"
+        );
+        assert!(
+            !running_with(&out.to_string_lossy()),
+            "{backend}: a process of the recording is still running"
+        );
     }
 }
 

@@ -300,7 +300,10 @@ impl Drain {
             w.note_record(&r);
             // An EVENTS section just ended: what was written since the last cut is whole.
             if flushed {
-                w.cut();
+                if let Err(e) = w.cut() {
+                    self.error.get_or_insert(e);
+                    return -1;
+                }
             }
         }
         0
@@ -479,7 +482,7 @@ pub(crate) fn write_window(
             reason: "snapshots are taken only in ring mode".into(),
         });
     };
-    window.cut();
+    window.cut().map_err(|e| BpfError::io(path, e))?;
     let end = SchedEnd {
         stop_ns: sys::monotonic_ns(),
         dropped: lost.0.saturating_sub(before.0),

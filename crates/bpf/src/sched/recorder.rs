@@ -46,7 +46,7 @@ use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
 use super::format::SchedEnd;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
-use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Window};
+use super::ring::{Header, RingOptions, Sink, SnapshotInfo, Spill, Window};
 use crate::counters::read_counter;
 use crate::error::BpfError;
 use crate::globals;
@@ -174,13 +174,21 @@ impl SchedRecorder {
         // Written as `OUTPUT.partial` and renamed once finished: a recording cut short
         // (slowlab killed, a full disk) is never named as a finished one.
         let partial = partial_file(output);
-        let file = File::create(&partial).map_err(|e| BpfError::io(output, e))?;
+        // Read too: a spilling window reads its chunks back from it.
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&partial)
+            .map_err(|e| BpfError::io(output, e))?;
         let sink = match window {
-            // Nothing is written until a snapshot: the file only showed it can be.
+            // Nothing is written until a snapshot: the file only showed it can be, or, when
+            // the window spills, it is the spill, unlinked so that it goes with the recorder
+            // however that ends.
             Some(ring) => {
-                drop(file);
                 let _ = fs::remove_file(&partial);
-                Err(ring)
+                Err((ring, ring.spill.then(|| Spill::new(file))))
             }
             None => Ok(file),
         };
@@ -327,7 +335,7 @@ fn stop_recording(skel: &mut crate::sched_skel::SchedSkel) {
 
 /// The recording thread: sets up, reports readiness, drains until `stop`, finishes the file.
 fn run(
-    sink: Result<File, RingOptions>,
+    sink: Result<File, (RingOptions, Option<Spill>)>,
     requests: mpsc::Receiver<Ask>,
     output: PathBuf,
     options: SchedOptions,
@@ -395,7 +403,7 @@ fn run(
     };
     let sink = match sink {
         Ok(file) => Sink::File(BufWriter::with_capacity(1 << 20, file)),
-        Err(ring) => Sink::Window(Box::new(Window::new(header, ring))),
+        Err((ring, spill)) => Sink::Window(Box::new(Window::new(header, ring, spill))),
     };
     let mut writer = setup!(header.writer(sink).map_err(|e| BpfError::io(&output, e)));
     if let Sink::Window(w) = writer.out_mut() {
@@ -531,8 +539,8 @@ fn run(
                     if let Err(e) = d.writer.flush_events() {
                         d.error.get_or_insert(e);
                     }
-                    if let Some(w) = d.window() {
-                        w.forget();
+                    if let Some(Err(e)) = d.window().map(|w| w.forget()) {
+                        d.error.get_or_insert(e);
                     }
                     lost_before = lost;
                     let _ = answer.send(());

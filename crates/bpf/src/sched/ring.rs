@@ -8,7 +8,9 @@
 //! process mapping still alive or seen within the window, and the frames of the stacks
 //! they refer to. A snapshot ([`Window::write`]) is
 //! a whole recording of the window: the header, those threads and mappings, the chunks,
-//! their stacks and an END.
+//! their stacks and an END. A window that spills ([`RingOptions::spill`]) keeps its
+//! chunks, as they came, in a file instead of memory: one recording cut into runs keeps
+//! all of a long run that way, as a file recording does.
 //!
 //! Bounded however long it runs: chunks older than the window go; threads and processes
 //! that exited before it go; a stack nothing in the window refers to goes from the
@@ -18,6 +20,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,6 +46,10 @@ pub struct RingOptions {
     pub window: Duration,
     /// At most this many bytes of sections (the oldest go first), whatever the window.
     pub max_bytes: u64,
+    /// The chunks go, as they came, to a file on the output's file system (unlinked at
+    /// once: it goes with the recorder) instead of being packed in memory; `max_bytes`
+    /// still bounds them.
+    pub spill: bool,
 }
 
 /// What a snapshot holds.
@@ -111,9 +118,56 @@ impl Header {
     }
 }
 
+/// Where a chunk's bytes are kept.
+enum Stored {
+    /// Packed, in memory.
+    Memory(Packed),
+    /// As they came, at `at` in the spill file.
+    Spilled { at: u64, len: usize },
+}
+
+impl Stored {
+    /// The bytes as they came.
+    fn raw_len(&self) -> usize {
+        match self {
+            Stored::Memory(p) => p.raw_len(),
+            Stored::Spilled { len, .. } => *len,
+        }
+    }
+}
+
+/// The file a spilling window keeps its chunks in, one after the other.
+pub(crate) struct Spill {
+    file: File,
+    len: u64,
+}
+
+impl Spill {
+    pub(crate) fn new(file: File) -> Spill {
+        Spill { file, len: 0 }
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<Stored> {
+        let at = self.len;
+        self.file.write_all_at(bytes, at)?;
+        self.len += bytes.len() as u64;
+        Ok(Stored::Spilled {
+            at,
+            len: bytes.len(),
+        })
+    }
+
+    /// Lets go of every chunk in it (their space goes back to the file system).
+    fn clear(&mut self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        self.len = 0;
+        Ok(())
+    }
+}
+
 /// Whole sections, from one cut to the next.
 struct Chunk {
-    bytes: Packed,
+    bytes: Stored,
     records: u64,
     first_ns: u64,
     last_ns: u64,
@@ -142,6 +196,8 @@ pub(crate) struct Window {
     /// The chunks' bytes as they came (what `max_bytes` bounds, and a snapshot writes).
     bytes: u64,
     packer: Packer,
+    /// Where the chunks go instead of memory, when the window spills.
+    spill: Option<Spill>,
     /// Bytes written since the last cut, and what their records name.
     current: Vec<u8>,
     current_records: u64,
@@ -162,13 +218,15 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    pub(crate) fn new(header: Header, options: RingOptions) -> Window {
+    /// A window of `options`, its chunks in `spill` when given (see [`RingOptions::spill`]).
+    pub(crate) fn new(header: Header, options: RingOptions, spill: Option<Spill>) -> Window {
         Window {
             header,
             options,
             chunks: VecDeque::new(),
             bytes: 0,
             packer: Packer::new(),
+            spill,
             current: Vec::new(),
             current_records: 0,
             current_span: None,
@@ -246,15 +304,20 @@ impl Window {
     }
 
     /// Ends a chunk with what was written since the last cut (call it when no record is
-    /// gathered outside a section), and lets the oldest go.
-    pub(crate) fn cut(&mut self) {
+    /// gathered outside a section), and lets the oldest go. Fails only when the spill file
+    /// cannot take the chunk (a full disk).
+    pub(crate) fn cut(&mut self) -> io::Result<()> {
         if self.current.is_empty() {
-            return;
+            return Ok(());
         }
+        let bytes = match &mut self.spill {
+            Some(spill) => spill.append(&self.current)?,
+            None => Stored::Memory(self.packer.pack(&self.current)),
+        };
         let (first_ns, last_ns) = self.current_span.take().unwrap_or((0, 0));
         let stacks = self.stacks.cut();
         let chunk = Chunk {
-            bytes: self.packer.pack(&self.current),
+            bytes,
             records: std::mem::take(&mut self.current_records),
             first_ns,
             last_ns,
@@ -264,17 +327,22 @@ impl Window {
         self.bytes += chunk.bytes.raw_len() as u64;
         self.chunks.push_back(chunk);
         self.trim();
+        Ok(())
     }
 
     /// Lets go of every record so far (the writer's events flushed first): the next
     /// snapshot holds only what comes after, with the threads and mappings alive then. One
     /// recording is so cut into runs (`lab --trace`: a trace for each run of a scenario).
-    pub(crate) fn forget(&mut self) {
-        self.cut();
+    pub(crate) fn forget(&mut self) -> io::Result<()> {
+        self.cut()?;
         while let Some(gone) = self.chunks.pop_front() {
             self.stacks.let_go(&gone.stacks);
         }
         self.bytes = 0;
+        match &mut self.spill {
+            Some(spill) => spill.clear(),
+            None => Ok(()),
+        }
     }
 
     /// Lets the chunks go that ended before the window, or beyond the bytes allowed (the
@@ -333,7 +401,17 @@ impl Window {
     /// Bytes of the chunks held in memory (packed).
     #[cfg(test)]
     fn bytes_in_memory(&self) -> u64 {
-        self.chunks.iter().map(|c| c.bytes.kept_len() as u64).sum()
+        let in_memory = |c: &Chunk| match &c.bytes {
+            Stored::Memory(p) => p.kept_len() as u64,
+            Stored::Spilled { .. } => 0,
+        };
+        self.chunks.iter().map(in_memory).sum()
+    }
+
+    /// Bytes of the spill file (0 without one).
+    #[cfg(test)]
+    fn bytes_spilled(&self) -> u64 {
+        self.spill.as_ref().map_or(0, |s| s.len)
     }
 
     /// The window's stacks, for the eviction passes and the stacks that come through the
@@ -391,8 +469,20 @@ impl Window {
         }
         let mut info = SnapshotInfo::default();
         let mut unpacker = Unpacker::new();
+        let mut spilled = Vec::new();
         for c in &self.chunks {
-            w.sections(unpacker.unpack(&c.bytes)?, c.records)?;
+            let raw = match (&c.bytes, &self.spill) {
+                (Stored::Memory(packed), _) => unpacker.unpack(packed)?,
+                (Stored::Spilled { at, len }, Some(spill)) => {
+                    spilled.resize(*len, 0);
+                    spill.file.read_exact_at(&mut spilled, *at)?;
+                    &spilled
+                }
+                (Stored::Spilled { .. }, None) => {
+                    return Err(io::Error::other("a spilled chunk without its spill file"))
+                }
+            };
+            w.sections(raw, c.records)?;
             if info.first_ns == 0 {
                 info.first_ns = c.first_ns;
             }

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use slowlab_cli::diagnose::DiagnoseArgs;
-use slowlab_diagnose::{analyze_into, record_and_analyze, recording, Target};
+use slowlab_diagnose::{analyze_into, recording, CommandRunDiagnosed, CommandRuns, Target};
 use slowlab_exports::{Export, ParquetOptions};
 
 use super::input::Opener;
@@ -167,8 +167,9 @@ fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i
     let mut runs = Vec::new();
     let mut interrupted = false;
     let opener = Opener::new(true)?;
-    // One backend for every run, so that their times compare.
+    // One backend for every run, so that their times compare; one recording for all.
     let bpf = super::record::diagnose_with_bpf(args.backend);
+    let mut recorded = CommandRuns::new(&opener, &args.output, args.freq, bpf);
     for i in 1..=n {
         if cancel.is_cancelled() {
             interrupted = true;
@@ -178,9 +179,12 @@ fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i
         eprintln!("slowlab: run {i} of {n} → {}", dir.display());
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let (outcome, diagnosis, warnings) =
-            record_and_analyze(&opener, &args.command, &dir, args.freq, bpf)?;
-        if outcome.stopped_by.is_some() {
+        let CommandRunDiagnosed {
+            outcome,
+            diagnosis,
+            warnings,
+        } = recorded.run(&args.command, &dir)?;
+        let Some(diagnosis) = diagnosis else {
             let _ = std::fs::remove_dir_all(&dir);
             eprintln!(
                 "slowlab: run {i} was interrupted: removed {}; the finished runs are kept",
@@ -188,7 +192,7 @@ fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i
             );
             interrupted = true;
             break;
-        }
+        };
         for w in warnings {
             eprintln!("slowlab: warning: run {i}: {w}");
         }
@@ -199,6 +203,9 @@ fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i
             exit_code: outcome.exit_code,
             answer: diagnosis.path.map(|p| p.summary),
         });
+    }
+    for w in recorded.finish() {
+        eprintln!("slowlab: warning: {w}");
     }
     let first_failure = runs.iter().map(|r| r.exit_code).find(|&c| c != 0);
     let summary = slowlab_runs::summarize(&args.command, n, runs, interrupted);

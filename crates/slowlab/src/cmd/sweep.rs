@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use slowlab_cli::sweep::SweepArgs;
-use slowlab_diagnose::CommandDiagnoser;
+use slowlab_diagnose::{CommandDiagnoser, CommandRuns};
 use slowlab_model::results::SweepResult;
 use slowlab_report::sweep::{
     render_text, CsvExporter, Exporter, JsonExporter, MarkdownExporter, SvgExporter,
@@ -133,12 +133,9 @@ fn critical_path_sweep(
         }
     };
     let opener = Opener::new(true)?;
-    let diagnoser = CommandDiagnoser {
-        opener: &opener,
-        freq: args.freq,
-        bpf: super::record::diagnose_with_bpf(args.backend),
-        warnings: Vec::new(),
-    };
+    // One recording for every run, kept in the work directory, stopped after the last.
+    let bpf = super::record::diagnose_with_bpf(args.backend);
+    let diagnoser = CommandDiagnoser::new(CommandRuns::new(&opener, work_dir, args.freq, bpf));
     let mut exec = PathExecutor::new(
         args.command.clone(),
         diagnoser,
@@ -146,7 +143,9 @@ fn critical_path_sweep(
         args.keep_runs.is_some(),
         cancel.clone(),
     );
-    let mut result = run_sweep(&mut exec, args.command.clone(), config, bar, cancel)?;
+    let swept = run_sweep(&mut exec, args.command.clone(), config, bar, cancel);
+    exec.diagnoser_mut().finish();
+    let mut result = swept?;
     let fits = fit_causes(&exec.runs, config.warmup, config.seed);
     result.cause_groups = fits.groups;
     result.causes = fits.causes;

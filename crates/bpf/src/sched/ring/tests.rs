@@ -41,6 +41,16 @@ fn raw(r: &SchedRecord) -> Vec<u8> {
 /// A writer into a window of `window_ms` (and `max_bytes`) given `seconds` of
 /// switches, ten a second, each second's in a section of its own naming stack `second`.
 fn a_window(window_ms: u64, max_bytes: u64, seconds: u64) -> SchedWriter<Sink> {
+    a_window_spilling(window_ms, max_bytes, seconds, None)
+}
+
+/// The same, keeping its chunks in `spill` when given.
+fn a_window_spilling(
+    window_ms: u64,
+    max_bytes: u64,
+    seconds: u64,
+    spill: Option<File>,
+) -> SchedWriter<Sink> {
     let header = Header {
         start_mono_ns: 1,
         start_real_ns: 2,
@@ -51,8 +61,13 @@ fn a_window(window_ms: u64, max_bytes: u64, seconds: u64) -> SchedWriter<Sink> {
     let options = RingOptions {
         window: Duration::from_millis(window_ms),
         max_bytes,
+        spill: spill.is_some(),
     };
-    let sink = Sink::Window(Box::new(Window::new(header, options)));
+    let sink = Sink::Window(Box::new(Window::new(
+        header,
+        options,
+        spill.map(Spill::new),
+    )));
     let mut w = SchedWriter::new(sink, 1, 2, 2, 99).unwrap();
     let Sink::Window(win) = w.out_mut() else {
         unreachable!()
@@ -96,7 +111,7 @@ fn add_second(w: &mut SchedWriter<Sink>, second: u64, stack: u32) {
         win.note_mappings(40, "r-xp /bin/second\n");
     }
     w.flush_events().unwrap();
-    window(w).cut();
+    window(w).cut().unwrap();
 }
 
 fn window(w: &mut SchedWriter<Sink>) -> &mut Window {
@@ -288,7 +303,7 @@ fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
     }
     w.flush_events().unwrap();
     let win = window(&mut w);
-    win.cut();
+    win.cut().unwrap();
     // 4,000 records of 32 bytes, and the sections' heads: held in a third of that or less.
     assert!(win.bytes() > 4_000 * 32, "{}", win.bytes());
     assert!(
@@ -353,7 +368,7 @@ fn what_exited_before_the_window_stays_out_of_a_snapshot_before_it_is_let_go() {
             window(&mut w).note_record(&rec(RecordKind::Exit, 150_000_000, 10, 10, None));
         }
         w.flush_events().unwrap();
-        window(&mut w).cut();
+        window(&mut w).cut().unwrap();
     }
     let file = dir.path().join("snap");
     let info = window(&mut w)
@@ -372,7 +387,7 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
     // A minute's window holds all of seconds 0 to 4 (stacks 0 to 4); forgotten, then
     // seconds 5 and 6 come (stacks 5 and 6, and 2 again).
     let mut w = a_window(60_000, 1 << 30, 5);
-    window(&mut w).forget();
+    window(&mut w).forget().unwrap();
     assert_eq!(window(&mut w).bytes(), 0);
     assert_eq!(window(&mut w).chunks.len(), 0);
     // (Stack 6, which nothing names, is in the map too.)
@@ -396,4 +411,66 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
     let mut evicted = window(&mut w).stacks().eviction_pass(in_map);
     evicted.sort_unstable();
     assert_eq!(evicted, gone);
+}
+
+#[test]
+fn a_spilling_window_keeps_its_chunks_in_its_file_and_writes_the_same_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill_path = dir.path().join("spill");
+    let spill = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&spill_path)
+        .unwrap();
+    let mut kept = a_window(60_000, 1 << 30, 5);
+    let mut spilled = a_window_spilling(60_000, 1 << 30, 5, Some(spill));
+    let in_map: Vec<MapStack> = (0..7).map(stack).collect();
+    let snapshot = |w: &mut SchedWriter<Sink>, name: &str| {
+        let file = dir.path().join(name);
+        let info = window(w)
+            .write(&file, in_map.clone(), SchedEnd::default())
+            .unwrap();
+        (info, std::fs::read(&file).unwrap())
+    };
+    // Nothing of the five seconds is in memory: all of it is in the file.
+    let win = window(&mut spilled);
+    assert_eq!(win.bytes_in_memory(), 0);
+    assert!(win.bytes() > 50 * 32, "{}", win.bytes());
+    assert_eq!(win.bytes_spilled(), win.bytes());
+    assert_eq!(std::fs::metadata(&spill_path).unwrap().len(), win.bytes());
+    let (info, bytes) = snapshot(&mut spilled, "spilled");
+    assert_eq!(
+        (info, bytes),
+        snapshot(&mut kept, "kept"),
+        "the same, byte for byte"
+    );
+    // Forgotten, the file gives its space back; what comes after is written as before.
+    window(&mut spilled).forget().unwrap();
+    assert_eq!(std::fs::metadata(&spill_path).unwrap().len(), 0);
+    window(&mut kept).forget().unwrap();
+    for w in [&mut kept, &mut spilled] {
+        add_second(w, 5, 5);
+        add_second(w, 6, 2);
+    }
+    let (info, bytes) = snapshot(&mut spilled, "spilled-after");
+    assert_eq!(info.records, 20);
+    assert_eq!((info, bytes.clone()), snapshot(&mut kept, "kept-after"));
+    let log = parse_sched(&bytes).unwrap();
+    assert_eq!(log.records[0].time_ns, 5_000_000_001);
+}
+
+#[test]
+fn a_chunk_the_spill_file_cannot_take_is_an_error() {
+    // A file opened read-only takes no chunk: the cut says so (as a full disk would).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spill");
+    std::fs::write(&path, b"").unwrap();
+    let read_only = File::open(&path).unwrap();
+    let mut w = a_window_spilling(60_000, 1 << 30, 0, Some(read_only));
+    let r = rec(RecordKind::Switch, 1, 20, 0, Some(1));
+    w.record(&raw(&r)).unwrap();
+    window(&mut w).note_record(&r);
+    w.flush_events().unwrap();
+    assert!(window(&mut w).cut().is_err());
 }
