@@ -38,7 +38,7 @@ run() { # run BUILD-LABEL BINARY BACKEND WHAT
     fi
     end=$(date +%s.%N)
     rm -rf "$dir"
-    printf '%s\t%s\t%s\t%s\n' "$1" "$3 $4" "$(echo "$end - $start" | bc)" | tee -a "$times" >&2
+    printf '%s\t%s\t%s\n' "$1" "$3 $4" "$(echo "$end - $start" | bc)" | tee -a "$times" >&2
 }
 
 for round in $(seq "$rounds"); do

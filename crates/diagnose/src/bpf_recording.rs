@@ -9,8 +9,9 @@
 //! longest process started in a system-wide recording (the fallback) can be anyone's.
 //!
 //! The paths are in the recording; the cgroup notes beside it, as with perf. It has no
-//! ring mode and does not print. `lab --trace` starts and stops its bpf recordings itself
-//! (`lab_tracer`), with the options and the outcome made here.
+//! ring mode and does not print. `lab --trace`, `diagnose --repeat` and `sweep
+//! --critical-path` record all their runs in one recording (`command_runs`), with the
+//! options made here.
 
 use slowlab_bpf::sched::SchedOptions;
 use slowlab_record::{Config, Outcome};

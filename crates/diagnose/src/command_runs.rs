@@ -74,6 +74,8 @@ impl<'o> CommandRuns<'o> {
         command: &[String],
         run_dir: &Path,
     ) -> Result<CommandRunDiagnosed, DiagnoseError> {
+        // Before the recording starts: a command not found is said at once.
+        slowlab_record::command_found(command)?;
         let runs = match &mut self.runs {
             Some(runs) => runs,
             None => self

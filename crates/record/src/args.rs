@@ -161,7 +161,7 @@ pub fn find_program(prog: &str) -> Option<PathBuf> {
 
 /// The command's program can be found (on PATH, or as a path), before any recording
 /// starts: a one-line error otherwise.
-pub(crate) fn command_found(command: &[String]) -> Result<(), RecordError> {
+pub fn command_found(command: &[String]) -> Result<(), RecordError> {
     match command.first() {
         Some(cmd) if find_program(cmd).is_none() => Err(RecordError::CommandNotFound(cmd.clone())),
         _ => Ok(()),

@@ -110,18 +110,7 @@ impl RunRecorder for BpfRuns {
     /// Stops the recorder; what it says of the whole recording (tracepoints it could not
     /// attach, programs that missed runs) as warning lines.
     fn stop(mut self: Box<Self>) -> Vec<String> {
-        self.discard();
-        let Some(recorder) = self.recorder.take() else {
-            return Vec::new();
-        };
-        // Only what came after the last run is left: a small file, removed.
-        let _ = recorder.forget();
-        let stopped = recorder.stop();
-        let _ = std::fs::remove_file(&self.scratch);
-        match stopped {
-            Ok(stats) => recording_warnings(stats),
-            Err(e) => vec![format!("the recorder failed at its stop: {e}")],
-        }
+        self.stop_recorder()
     }
 
     fn note_command(&self, pid: u32, args: &[String]) {
@@ -135,14 +124,27 @@ impl RunRecorder for BpfRuns {
     }
 }
 
+impl BpfRuns {
+    /// Discards the run going on and stops the recorder, if not yet: its warnings.
+    fn stop_recorder(&mut self) -> Vec<String> {
+        self.discard();
+        let Some(recorder) = self.recorder.take() else {
+            return Vec::new();
+        };
+        // Only what came after the last run is left: a small file, removed.
+        let _ = recorder.forget();
+        let stopped = recorder.stop();
+        let _ = std::fs::remove_file(&self.scratch);
+        match stopped {
+            Ok(stats) => recording_warnings(stats),
+            Err(e) => vec![format!("the recorder failed at its stop: {e}")],
+        }
+    }
+}
+
 impl Drop for BpfRuns {
     fn drop(&mut self) {
-        self.discard();
-        if let Some(recorder) = self.recorder.take() {
-            let _ = recorder.forget();
-            drop(recorder.stop());
-            let _ = std::fs::remove_file(&self.scratch);
-        }
+        self.stop_recorder();
     }
 }
 

@@ -45,8 +45,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use args::{
-    find_program, perf_args, preflight, ring_pages, tracepoint_exists, STREAM_PAGES, SYSCALLS,
-    TRACEPOINTS,
+    command_found, find_program, perf_args, preflight, ring_pages, tracepoint_exists, STREAM_PAGES,
+    SYSCALLS, TRACEPOINTS,
 };
 pub use bpf_ring::{run_bpf_ring, RING_MAX_BYTES};
 pub use bpf_runs::BpfRuns;

@@ -124,19 +124,23 @@ impl RunRecorder for PerfRuns {
     /// Stops perf and the path capture, removing what they recorded after the last run;
     /// perf says nothing of the whole recording.
     fn stop(mut self: Box<Self>) -> Vec<String> {
+        self.stop_recording();
+        Vec::new()
+    }
+}
+
+impl PerfRuns {
+    /// Discards the run going on and stops perf and the path capture, if not yet.
+    fn stop_recording(&mut self) {
         self.discard();
         if let Some(recording) = self.recording.take() {
             recording.stop_discarding();
         }
-        Vec::new()
     }
 }
 
 impl Drop for PerfRuns {
     fn drop(&mut self) {
-        self.discard();
-        if let Some(recording) = self.recording.take() {
-            recording.stop_discarding();
-        }
+        self.stop_recording();
     }
 }

@@ -359,6 +359,26 @@ fn ctrl_c_in_a_repeats_second_run_keeps_the_first_and_leaves_nothing_running() {
 }
 
 #[test]
+fn a_repeat_of_a_command_not_found_is_one_line_and_makes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rep");
+    let run = slowlab()
+        .args(["diagnose", "--repeat", "2", "-o"])
+        .arg(&out)
+        .args(["--", "no-such-command-slowlab"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("command not found: no-such-command-slowlab"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "{} was made", out.display());
+}
+
+#[test]
 fn a_bad_repeat_count_is_a_one_line_error() {
     for bad in ["0", "three", "101"] {
         let out = slowlab()

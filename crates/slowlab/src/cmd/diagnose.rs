@@ -148,6 +148,8 @@ fn json_only_stdout() -> anyhow::Result<File> {
 
 /// `--repeat N`: N diagnose runs, then the summary.
 fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i32> {
+    // Before anything is made: a command not found leaves no directory behind.
+    slowlab_record::command_found(&args.command)?;
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let stale = slowlab_runs::stale_runs(&args.output, n);
