@@ -7,6 +7,7 @@
 #
 # BACKENDS="bpf perf" by default; WORK is where the traces go (removed after each run).
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 before=${1:?usage: lab_trace.sh BEFORE AFTER}
 after=${2:?usage: lab_trace.sh BEFORE AFTER}
 rounds=${ROUNDS:-3}
@@ -41,17 +42,4 @@ for round in $(seq "$rounds"); do
     done
 done
 
-python3 - "$times" <<'EOF'
-import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
-by = {}
-for build, backend, secs in rows:
-    by.setdefault((backend, build), []).append(float(secs))
-print("\n| backend | before: median (runs) | after: median (runs) | after / before |")
-print("|---|---|---|---|")
-for backend in dict.fromkeys(b for b, _ in by):
-    b, a = by[(backend, "before")], by[(backend, "after")]
-    mb, ma = statistics.median(b), statistics.median(a)
-    runs = lambda xs: ", ".join(f"{x:.1f}" for x in xs)
-    print(f"| {backend} | {mb:.1f} s ({runs(b)}) | {ma:.1f} s ({runs(a)}) | {ma / mb:.2f} |")
-EOF
+python3 "$here/builds_table.py" "$times" "backend"

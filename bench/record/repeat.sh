@@ -10,6 +10,7 @@
 #
 # BACKENDS="bpf perf" by default; WORK is where the runs go (removed after each).
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 cd "$(dirname "$0")/../.."
 before=$(realpath "${1:?usage: repeat.sh BEFORE AFTER}")
 after=$(realpath "${2:?usage: repeat.sh BEFORE AFTER}")
@@ -55,17 +56,4 @@ for round in $(seq "$rounds"); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$times" <<'PY'
-import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
-by = {}
-for build, what, secs in rows:
-    by.setdefault((what, build), []).append(float(secs))
-print("| backend and command | before: median (runs) | after: median (runs) | after / before |")
-print("|---|---|---|---|")
-for what in dict.fromkeys(w for w, _ in by):
-    b, a = by[(what, "before")], by[(what, "after")]
-    mb, ma = statistics.median(b), statistics.median(a)
-    runs = lambda xs: ", ".join(f"{x:.1f}" for x in xs)
-    print(f"| {what} | {mb:.1f} s ({runs(b)}) | {ma:.1f} s ({runs(a)}) | {ma / mb:.2f} |")
-PY
+python3 "$here/builds_table.py" "$times" "backend and command"

@@ -3,8 +3,8 @@
 //! started at the first run and stopped after the last, so that its start and stop, ~2 s
 //! with the eBPF recorder and ~4 s with perf, are paid once), each run's trace analyzed
 //! into the run's directory as `diagnose` does ([`analyze_into`]). [`CommandDiagnoser`] is
-//! that for `sweep --critical-path`. [`start_runs`] starts the recording for `lab --trace`
-//! too. It does not print.
+//! that for `sweep --critical-path`. [`RunsRecording`] is the recording started at the
+//! first run, for `lab --trace` too. It does not print.
 
 use std::path::{Path, PathBuf};
 
@@ -14,36 +14,65 @@ use slowlab_record::{BpfRuns, CommandRun, Outcome, PerfRuns, RecordError, RunRec
 use crate::bpf_recording::bpf_options;
 use crate::{analyze_into, recording, DiagnoseError, Diagnosis, Target, TraceOpener};
 
-/// Starts one recording for runs whose directories are in `dir` (where it keeps what it
-/// has not written yet), with the eBPF recorder when `bpf` (recording this process's own
-/// threads too when `own_process`), else with perf, sampling at `freq` Hz.
-pub(crate) fn start_runs(
-    dir: &Path,
+/// One recording for runs whose directories are in `dir` (where it keeps what it has not
+/// written yet), started at the first run: with the eBPF recorder when `bpf` (recording
+/// this process's own threads too when `own_process`), else with perf, sampling at `freq`
+/// Hz. Dropping it stops the recording.
+pub(crate) struct RunsRecording {
+    dir: PathBuf,
     freq: u32,
     bpf: bool,
     own_process: bool,
-) -> Result<Box<dyn RunRecorder>, RecordError> {
-    let cfg = recording(dir.join(".recording.data"), freq, Vec::new());
-    Ok(if bpf {
-        let options = SchedOptions {
-            record_own_process: own_process,
-            ..bpf_options(&cfg)
+    runs: Option<Box<dyn RunRecorder>>,
+}
+
+impl RunsRecording {
+    pub(crate) fn new(dir: &Path, freq: u32, bpf: bool, own_process: bool) -> Self {
+        RunsRecording {
+            dir: dir.to_owned(),
+            freq,
+            bpf,
+            own_process,
+            runs: None,
+        }
+    }
+
+    /// The recording, started now if it was not.
+    pub(crate) fn get(&mut self) -> Result<&mut (dyn RunRecorder + 'static), RecordError> {
+        let runs: Box<dyn RunRecorder> = match self.runs.take() {
+            Some(runs) => runs,
+            None => {
+                let cfg = recording(self.dir.join(".recording.data"), self.freq, Vec::new());
+                if self.bpf {
+                    let options = SchedOptions {
+                        record_own_process: self.own_process,
+                        ..bpf_options(&cfg)
+                    };
+                    Box::new(BpfRuns::start(&options, &self.dir)?)
+                } else {
+                    Box::new(PerfRuns::start(&cfg)?)
+                }
+            }
         };
-        Box::new(BpfRuns::start(&options, dir)?)
-    } else {
-        Box::new(PerfRuns::start(&cfg)?)
-    })
+        Ok(self.runs.insert(runs).as_mut())
+    }
+
+    /// The recording, if it has started.
+    pub(crate) fn started(&mut self) -> Option<&mut (dyn RunRecorder + 'static)> {
+        self.runs.as_deref_mut()
+    }
+
+    /// Stops the recording, if it has started: what it says of the whole of it
+    /// (tracepoints it could not attach, programs that missed runs), as warning lines.
+    pub(crate) fn finish(&mut self) -> Vec<String> {
+        self.runs.take().map(|runs| runs.stop()).unwrap_or_default()
+    }
 }
 
 /// The runs of a command in one recording (see the module documentation).
 pub struct CommandRuns<'o> {
     opener: &'o dyn TraceOpener,
-    /// The runs' parent directory.
-    dir: PathBuf,
-    freq: u32,
-    bpf: bool,
-    /// The recording, from the first run on.
-    runs: Option<Box<dyn RunRecorder>>,
+    recording: RunsRecording,
 }
 
 /// A run of the command: how it ended, its diagnosis (none when a stop signal ended it:
@@ -60,10 +89,7 @@ impl<'o> CommandRuns<'o> {
     pub fn new(opener: &'o dyn TraceOpener, dir: &Path, freq: u32, bpf: bool) -> Self {
         CommandRuns {
             opener,
-            dir: dir.to_owned(),
-            freq,
-            bpf,
-            runs: None,
+            recording: RunsRecording::new(dir, freq, bpf, false),
         }
     }
 
@@ -76,15 +102,9 @@ impl<'o> CommandRuns<'o> {
     ) -> Result<CommandRunDiagnosed, DiagnoseError> {
         // Before the recording starts: a command not found is said at once.
         slowlab_record::command_found(command)?;
-        let runs = match &mut self.runs {
-            Some(runs) => runs,
-            None => self
-                .runs
-                .insert(start_runs(&self.dir, self.freq, self.bpf, false)?),
-        };
         let trace = run_dir.join("trace.data");
         let CommandRun { outcome, pid } =
-            slowlab_record::run_command(runs.as_mut(), command, &trace)?;
+            slowlab_record::run_command(self.recording.get()?, command, &trace)?;
         if outcome.stopped_by.is_some() {
             return Ok(CommandRunDiagnosed {
                 outcome,
@@ -115,7 +135,7 @@ impl<'o> CommandRuns<'o> {
     /// Stops the recording (dropping it does too); what it says of the whole of it
     /// (tracepoints it could not attach, programs that missed runs), as warning lines.
     pub fn finish(&mut self) -> Vec<String> {
-        self.runs.take().map(|runs| runs.stop()).unwrap_or_default()
+        self.recording.finish()
     }
 }
 

@@ -11,20 +11,17 @@ use std::path::{Path, PathBuf};
 
 use slowlab_lab::runner::{Tracer, TracerError};
 use slowlab_model::results::TracedRun;
-use slowlab_record::RunRecorder;
 #[cfg(doc)]
 use slowlab_record::{BpfRuns, PerfRuns};
 
-use crate::command_runs::start_runs;
+use crate::command_runs::RunsRecording;
 use crate::{analyze_into, Target, TraceOpener};
 
 pub struct LabTracer<'o> {
     opener: &'o dyn TraceOpener,
     dir: PathBuf,
-    freq: u32,
-    bpf: bool,
     /// The recording, from the first run on.
-    runs: Option<Box<dyn RunRecorder>>,
+    recording: RunsRecording,
     /// The directory of the run going on.
     running: Option<PathBuf>,
 }
@@ -42,9 +39,9 @@ impl<'o> LabTracer<'o> {
         Ok(LabTracer {
             opener,
             dir: dir.to_owned(),
-            freq,
-            bpf,
-            runs: None,
+            // The scenarios' work is partly this process's own (a thread that times the
+            // teardown lock, the namespaces it makes): recorded as any other's.
+            recording: RunsRecording::new(dir, freq, bpf, true),
             running: None,
         })
     }
@@ -56,22 +53,14 @@ impl Tracer for LabTracer<'_> {
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
         let output = run_dir.join("trace.data");
-        let runs = match &mut self.runs {
-            Some(runs) => runs,
-            // The scenarios' work is partly this process's own (a thread that times the
-            // teardown lock, the namespaces it makes): recorded as any other's.
-            None => self
-                .runs
-                .insert(start_runs(&self.dir, self.freq, self.bpf, true)?),
-        };
-        runs.begin(&output)?;
+        self.recording.get()?.begin(&output)?;
         self.running = Some(run_dir);
         Ok(())
     }
 
     fn discard(&mut self) {
         if let Some(run_dir) = self.running.take() {
-            if let Some(runs) = &mut self.runs {
+            if let Some(runs) = self.recording.started() {
                 runs.discard();
             }
             let _ = std::fs::remove_dir_all(run_dir);
@@ -80,7 +69,11 @@ impl Tracer for LabTracer<'_> {
 
     fn stop(&mut self) -> Result<TracedRun, TracerError> {
         let run_dir = self.running.take().ok_or("no recording is running")?;
-        let outcome = self.runs.as_mut().ok_or("no recording is running")?.end()?;
+        let outcome = self
+            .recording
+            .started()
+            .ok_or("no recording is running")?
+            .end()?;
         let mut warnings = outcome.warnings;
         let label = run_dir
             .file_name()
@@ -114,7 +107,7 @@ impl LabTracer<'_> {
 
     fn stop_recording(&mut self) -> Vec<String> {
         self.discard();
-        self.runs.take().map(|runs| runs.stop()).unwrap_or_default()
+        self.recording.finish()
     }
 }
 
