@@ -195,6 +195,29 @@ impl PerfProcess {
         unsafe { libc::kill(-self.pid(), sig) };
     }
 
+    /// Waits, at most `limit`, until perf is idle: in a window of [`IDLE_WINDOW`] it ran
+    /// or waited to run for less than a fifth of it. After reporting a file it dumped,
+    /// perf reads every process's threads and mappings from /proc to open the next file
+    /// (~80 ms of a CPU here): a run begun before that shares a CPU with it, and its trace
+    /// holds perf's work.
+    pub(crate) fn wait_idle(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut last = busy_ns(self.pid());
+        while Instant::now() < deadline {
+            std::thread::sleep(IDLE_WINDOW);
+            let now = busy_ns(self.pid());
+            match (last, now) {
+                (Some(before), Some(after))
+                    if after.saturating_sub(before) < IDLE_WINDOW.as_nanos() as u64 / 5 =>
+                {
+                    return
+                }
+                (_, None) => return,
+                _ => last = now,
+            }
+        }
+    }
+
     /// Files perf reported dumping since the last call.
     pub(crate) fn dumps(&self) -> Vec<PathBuf> {
         self.dumps.try_iter().collect()
@@ -399,6 +422,17 @@ impl StopWatch {
         now.duration_since(self.last_busy) > self.grace
             || now.duration_since(self.started) > self.limit
     }
+}
+
+/// How long [`PerfProcess::wait_idle`] watches perf at a time.
+const IDLE_WINDOW: Duration = Duration::from_millis(5);
+
+/// The time process `pid`'s main thread has run or waited to run so far, in ns (the first
+/// two fields of /proc/PID/schedstat): a thread that waits for a CPU is not idle.
+fn busy_ns(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some(fields.next()?? + fields.next()??)
 }
 
 /// User plus system CPU ticks of process `pid` so far.

@@ -61,6 +61,8 @@ impl RunRecorder for PerfRuns {
         let recording = self.recording()?;
         let before = recording.switch_file()?;
         let _ = std::fs::remove_file(before);
+        // perf's work for the new file comes before the run's, not beside it.
+        recording.wait_perf_idle();
         let mut warnings = recording.warnings().to_vec();
         if let Some(paths) = recording.paths() {
             paths.forget(&mut warnings);

@@ -27,6 +27,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long [`Recording::switch_file`] waits for perf to finish a file (~10–20 ms here).
 const SWITCH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long [`Recording::wait_perf_idle`] waits for perf to open its next file.
+const IDLE_LIMIT: Duration = Duration::from_secs(2);
+
 static FIFO_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A recording started and stopped by the caller: [`Recording::start`]
@@ -181,6 +184,14 @@ impl Recording {
                     ),
                 })
             }
+        }
+    }
+
+    /// Waits (at most [`IDLE_LIMIT`]) until perf has opened the file it switched to: it
+    /// reads every process's threads and mappings for it after the switch is reported.
+    pub(crate) fn wait_perf_idle(&self) {
+        if let Some(perf) = &self.perf {
+            perf.wait_idle(IDLE_LIMIT);
         }
     }
 

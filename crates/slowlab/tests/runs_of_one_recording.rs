@@ -2,7 +2,8 @@
 //! needed; otherwise `SKIP:`), with perf (`PerfRuns`) and with the eBPF recorder
 //! (`BpfRuns`): each run's trace holds the work of its run, none of the work before it,
 //! between the runs or after them, and (perf's) the paths its syscalls looked up; an
-//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces. A long
+//! interrupted run leaves no file; the stop leaves nothing beside the runs' traces; perf's
+//! opening of each run's file comes before the run's work, not beside it. A long
 //! run's records wait for its end in the eBPF recorder's spill file, not in memory, and
 //! its trace holds all of it.
 
@@ -53,6 +54,38 @@ fn commands_sampled(trace: &Path) -> Vec<String> {
         .filter(|c| c.starts_with("runs-"))
         .map(str::to_string)
         .collect()
+}
+
+/// The CPU seconds `comm` has in `trace` from the first 10 ms in which `first` ran on.
+fn cpu_from_the_start_of(trace: &Path, first: &str, comm: &str) -> f64 {
+    let out = slowlab()
+        .args([
+            "analyze",
+            "--timeline",
+            "--bucket",
+            "0.01",
+            "--json",
+            "--no-symbols",
+        ])
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    let v = common::json(&out);
+    let cpu_of = |bucket: &serde_json::Value, name: &str| -> f64 {
+        bucket["cpu"]
+            .as_array()
+            .expect("cpu")
+            .iter()
+            .filter(|p| p["comm"] == name)
+            .filter_map(|p| p["cpu_s"].as_f64())
+            .sum()
+    };
+    let buckets = v["buckets"].as_array().expect("buckets");
+    let start = buckets
+        .iter()
+        .position(|b| cpu_of(b, first) > 0.0)
+        .unwrap_or_else(|| panic!("{first} never ran in {}", trace.display()));
+    buckets[start..].iter().map(|b| cpu_of(b, comm)).sum()
 }
 
 /// The phases whose path a `.paths` side file holds.
@@ -129,6 +162,13 @@ fn perf_cut_into_runs_gives_each_run_its_own_work_and_paths() {
     Box::new(runs).stop();
     check_runs(dir.path(), &outcomes, true);
     assert_eq!(left_beside(dir.path()), Vec::<String>::new());
+    // perf opens each run's file (~50-80 ms of a CPU reading /proc) before the run begins,
+    // not beside its work.
+    for (run, outcome) in [("first", &outcomes[0]), ("second", &outcomes[1])] {
+        let perf = cpu_from_the_start_of(&outcome.output, &format!("runs-{run}"), "perf");
+        eprintln!("the {run} run: perf ran {perf:.3} s beside it");
+        assert!(perf < 0.01, "the {run} run: perf ran {perf:.3} s beside it");
+    }
 }
 
 #[test]

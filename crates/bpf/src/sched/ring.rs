@@ -47,8 +47,9 @@ pub struct RingOptions {
     /// At most this many bytes of sections (the oldest go first), whatever the window.
     pub max_bytes: u64,
     /// The chunks go, as they came, to a file on the output's file system (unlinked at
-    /// once: it goes with the recorder) instead of being packed in memory; `max_bytes`
-    /// still bounds them.
+    /// once: it goes with the recorder) instead of being packed in memory. The window and
+    /// `max_bytes` still bound what a snapshot holds, but the file gives its space back
+    /// only at a forget: for one recording cut into runs, with no age limit or bound.
     pub spill: bool,
 }
 
