@@ -198,7 +198,7 @@ impl PerfProcess {
     /// Waits, at most `limit`, until perf is idle: in a window of [`IDLE_WINDOW`] it ran
     /// or waited to run for less than a fifth of it. After reporting a file it dumped,
     /// perf reads every process's threads and mappings from /proc to open the next file
-    /// (~80 ms of a CPU here): a run begun before that shares a CPU with it, and its trace
+    /// (~55 ms of a CPU here): a run begun before that shares a CPU with it, and its trace
     /// holds perf's work.
     pub(crate) fn wait_idle(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
