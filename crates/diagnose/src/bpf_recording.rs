@@ -29,10 +29,7 @@ impl Recorded {
     /// Whose critical path to answer for when the target is the command: its process by
     /// pid when known, else the command as `Root::Command` finds it.
     pub fn target(&self) -> Target {
-        match self.command_pid.and_then(|p| i32::try_from(p).ok()) {
-            Some(pid) => Target::Pid(pid),
-            None => Target::Command,
-        }
+        Target::command(self.command_pid)
     }
 }
 

@@ -113,15 +113,12 @@ impl<'o> CommandRuns<'o> {
             });
         }
         let mut warnings = outcome.warnings.clone();
-        let target = pid
-            .and_then(|p| i32::try_from(p).ok())
-            .map_or(Target::Command, Target::Pid);
         let diagnosis = analyze_into(
             self.opener,
             &trace,
             run_dir,
             command,
-            target,
+            Target::command(pid),
             &[],
             &mut warnings,
         )?;

@@ -79,6 +79,17 @@ pub enum Target {
     Pid(i32),
 }
 
+impl Target {
+    /// The command recorded: its process by pid when known, else the command as
+    /// `Root::Command` finds it.
+    pub fn command(pid: Option<u32>) -> Target {
+        match pid.and_then(|p| i32::try_from(p).ok()) {
+            Some(pid) => Target::Pid(pid),
+            None => Target::Command,
+        }
+    }
+}
+
 /// What [`analyze_into`] produced.
 pub struct Diagnosis {
     /// The critical path and the findings ranked, as text for the terminal.

@@ -22,13 +22,13 @@ pub struct CommandRun {
 
 /// Runs `command` while `runs` records it into `output`; a stop signal (SIGINT, SIGTERM,
 /// SIGHUP) is passed on to the command and the run is discarded once it exits, and a
-/// second one kills it.
+/// second one kills it. The caller checks that the command exists
+/// ([`command_found`](crate::command_found)) before it starts the recording.
 pub fn run_command(
     runs: &mut dyn RunRecorder,
     command: &[String],
     output: &Path,
 ) -> Result<CommandRun, RecordError> {
-    crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
     runs.begin(output)?;
     let ran = run_until_stopped(
