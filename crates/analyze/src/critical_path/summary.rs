@@ -3,7 +3,6 @@
 //! `slowlab diagnose` ("`sh` ran 2.51 s: 64% on a CPU in producer
 //! (slow_digest), 31% …"). Pure; nothing here prints.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use slowlab_model::critical_path::{
@@ -102,11 +101,16 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
 
 /// The answer: the root's wall time and where the largest shares went,
 /// from `parts` (largest first): grouped by process, state, kind and the
-/// wait followed; a CPU group named by its largest function. When the root
-/// or a process it started was killed, the sentence says so first, and
-/// `parts` are those of the time before the kill ("`timeout` ran 1.20 s:
-/// bash was killed by timeout (SIGTERM) after 1.20 s; until then 97% on a
-/// CPU in h_producer (slow_digest)").
+/// wait followed. A CPU group names its functions: the one that holds
+/// nearly all of it ("74% on a CPU in producer (slow_digest)"), else the
+/// largest with their shares and the rest ("85% on a CPU in rustc
+/// (exc_page_fault 4%, clear_page_erms 3%, memcpy 1%, the rest 77%)"), so
+/// that a build's compiler, whose time is spread over thousands of
+/// functions, is one piece and not thirty of 3% each. When the root or a
+/// process it started was killed, the sentence says so first, and `parts`
+/// are those of the time before the kill ("`timeout` ran 1.20 s: bash was
+/// killed by timeout (SIGTERM) after 1.20 s; until then 97% on a CPU in
+/// h_producer (slow_digest)").
 pub fn sentence(
     root: &PathRoot,
     wall_s: f64,
@@ -116,41 +120,45 @@ pub fn sentence(
     if wall_s <= 0.0 {
         return format!("`{}` ran for no measurable time in the trace", root.comm);
     }
-    // Parts said in the same words are one piece of the answer: each
-    // part's words made once, and found again by them (a build's path has
-    // thousands of parts: comparing every part's words with every piece's
-    // took 25 s of a minute-long build's diagnose).
-    let mut merged: Vec<PathPart> = Vec::new();
+    // Parts said in the same words, but for their function, are one piece
+    // of the answer: each part's words made once, and found again by them
+    // (a build's path has thousands of parts: comparing every part's words
+    // with every piece's took 25 s of a minute-long build's diagnose).
+    let mut pieces: Vec<Piece> = Vec::new();
     let mut by_words: HashMap<(SegmentState, String), usize> = HashMap::new();
     for p in parts {
-        let mut first = p.clone();
-        if first.state != SegmentState::Cpu {
-            first.function = None;
-        }
-        let words = describe_part_in(&first, root.pid, &root.comm);
-        match by_words.entry((p.state, words)) {
-            // Parts come largest first: the group keeps its first function.
-            Entry::Occupied(at) => {
-                let m = &mut merged[*at.get()];
-                m.seconds += p.seconds;
-                m.share += p.share;
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(merged.len());
-                merged.push(first);
-            }
+        let unnamed = PathPart {
+            function: None,
+            seconds: 0.0,
+            share: 0.0,
+            ..p.clone()
+        };
+        let words = describe_part_in(&unnamed, root.pid, &root.comm);
+        let at = *by_words.entry((p.state, words)).or_insert_with(|| {
+            pieces.push(Piece {
+                part: unnamed,
+                functions: HashMap::new(),
+            });
+            pieces.len() - 1
+        });
+        let piece = &mut pieces[at];
+        piece.part.seconds += p.seconds;
+        piece.part.share += p.share;
+        if let (SegmentState::Cpu, Some(f)) = (p.state, &p.function) {
+            *piece.functions.entry(f.clone()).or_default() += p.seconds;
         }
     }
-    merged.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-    let mut pieces: Vec<String> = merged
+    pieces.sort_by(|a, b| b.part.seconds.total_cmp(&a.part.seconds));
+    let mut pieces: Vec<String> = pieces
         .iter()
-        .filter(|p| p.share >= 0.03)
+        .filter(|p| p.part.share >= 0.03)
         .take(4)
         .map(|p| {
+            let functions = cpu_functions(&p.functions, p.part.seconds, wall_s);
             format!(
                 "{:.0}% {}",
-                p.share * 100.0,
-                describe_part_in(p, root.pid, &root.comm)
+                p.part.share * 100.0,
+                describe_part_with(&p.part, root.pid, &root.comm, functions.as_ref())
             )
         })
         .collect();
@@ -179,6 +187,59 @@ pub fn sentence(
         k.at_s,
         pieces.join(", ")
     )
+}
+
+/// A piece of the answer: parts said in the same words but for their
+/// function, summed; a CPU piece's time by function.
+struct Piece {
+    part: PathPart,
+    functions: HashMap<String, f64>,
+}
+
+/// A CPU part's functions in words.
+enum Functions {
+    /// The one function it ran in (or nearly all of it).
+    One(String),
+    /// The largest functions with their shares of the path, and the rest:
+    /// "exc_page_fault 4%, clear_page_erms 3%, the rest 78%".
+    Shares(String),
+}
+
+/// Of a CPU piece's time, the functions with at least this share of the
+/// path are named with their shares (at most [`NAMED_FUNCTIONS`]); less
+/// than this left over is not said.
+const FUNCTION_SHARE: f64 = 0.01;
+const NAMED_FUNCTIONS: usize = 3;
+/// A CPU piece this much in one function is named by it alone.
+const ONE_FUNCTION: f64 = 0.9;
+
+/// A CPU piece of `piece_s` seconds in words by its `functions`' seconds:
+/// one function when it holds [`ONE_FUNCTION`] of the piece, else the
+/// largest with their shares and the rest. None when no function was
+/// sampled.
+fn cpu_functions(functions: &HashMap<String, f64>, piece_s: f64, wall_s: f64) -> Option<Functions> {
+    let mut largest: Vec<(&String, f64)> = functions.iter().map(|(f, s)| (f, *s)).collect();
+    largest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let &(top, top_s) = largest.first()?;
+    if top_s >= piece_s * ONE_FUNCTION {
+        return Some(Functions::One(top.clone()));
+    }
+    let named: Vec<(&String, f64)> = largest
+        .iter()
+        .take(NAMED_FUNCTIONS)
+        .enumerate()
+        .take_while(|(i, (_, s))| *i == 0 || s / wall_s >= FUNCTION_SHARE)
+        .map(|(_, f)| *f)
+        .collect();
+    let mut words: Vec<String> = named
+        .iter()
+        .map(|(f, s)| format!("{f} {:.0}%", s / wall_s * 100.0))
+        .collect();
+    let rest_s = piece_s - named.iter().map(|(_, s)| s).sum::<f64>();
+    if rest_s / wall_s >= FUNCTION_SHARE {
+        words.push(format!("the rest {:.0}%", rest_s / wall_s * 100.0));
+    }
+    Some(Functions::Shares(words.join(", ")))
 }
 
 /// What a blocked thread was waiting on, in words, when the trace names
@@ -331,6 +392,17 @@ pub fn describe_part(part: &PathPart, root_pid: i32) -> String {
 /// main thread is `root_comm`): another thread of the root's process is
 /// named too.
 pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> String {
+    let function = part.function.clone().map(Functions::One);
+    describe_part_with(part, root_pid, root_comm, function.as_ref())
+}
+
+/// [`describe_part_in`] with a CPU part's functions given in words.
+fn describe_part_with(
+    part: &PathPart,
+    root_pid: i32,
+    root_comm: &str,
+    functions: Option<&Functions>,
+) -> String {
     let who = if part.pid != root_pid {
         format!(" in {}", part.comm)
     } else if part.comm != root_comm {
@@ -339,9 +411,10 @@ pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> Stri
         String::new()
     };
     let mut text = match part.state {
-        SegmentState::Cpu => match &part.function {
-            Some(f) if who.is_empty() => format!("on a CPU in {f}"),
-            Some(f) => format!("on a CPU{who} {}", unnamed::in_parens(f)),
+        SegmentState::Cpu => match functions {
+            Some(Functions::One(f)) if who.is_empty() => format!("on a CPU in {f}"),
+            Some(Functions::One(f)) => format!("on a CPU{who} {}", unnamed::in_parens(f)),
+            Some(Functions::Shares(shares)) => format!("on a CPU{who} ({shares})"),
             None => format!("on a CPU{who}"),
         },
         SegmentState::Runnable => format!("runnable{who}, waiting for a CPU"),
@@ -377,3 +450,7 @@ pub fn describe_part_in(part: &PathPart, root_pid: i32, root_comm: &str) -> Stri
     }
     text
 }
+
+#[cfg(test)]
+#[path = "summary_tests.rs"]
+mod tests;
