@@ -6,9 +6,9 @@
 //! time between runs), [`BpfRuns::end`] writes what came since as the run's trace, with
 //! the run's cgroup notes beside it.
 //!
-//! A run's records wait for its end in a spill file beside the runs (unlinked: nothing is
-//! left of it however slowlab ends), not in memory: a run of minutes keeps all of its
-//! trace, as a recording of its own would. It does not analyze the traces.
+//! A run's records and stacks wait for its end in a spill file beside the runs (unlinked:
+//! nothing is left of it however slowlab ends), not in memory: a run of minutes keeps all
+//! of its trace, as a recording of its own would. It does not analyze the traces.
 
 use std::path::{Path, PathBuf};
 

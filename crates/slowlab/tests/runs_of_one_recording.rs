@@ -5,7 +5,8 @@
 //! interrupted run leaves no file; the stop leaves nothing beside the runs' traces; perf's
 //! opening of each run's file comes before the run's work, not beside it. A long
 //! run's records wait for its end in the eBPF recorder's spill file, not in memory, and
-//! its trace holds all of it.
+//! its trace holds all of it; so do its stacks, and every stack a run's records name is
+//! in its trace, also for a thread that calls from the same site in every run.
 
 mod common;
 
@@ -242,4 +243,61 @@ fn a_long_run_of_the_ebpf_recorder_waits_on_disk_and_is_kept_whole() {
     let duration = common::json(&out)["duration_s"].as_f64().unwrap();
     assert!(duration > 2.4, "{duration} s of a 2.5 s run: {warnings:?}");
     assert_eq!(left_beside(dir.path()), ["big.data"]);
+}
+
+/// The stack ids the records of `log` name that it has no stack of, and how many
+/// records named a user stack.
+fn stacks_missing(log: &slowlab_bpf::sched::SchedLog) -> (Vec<u32>, usize) {
+    let known: std::collections::HashSet<u32> = log.stacks.iter().map(|s| s.id).collect();
+    let mut missing: Vec<u32> = log
+        .records
+        .iter()
+        .flat_map(|r| [r.kstack, r.ustack])
+        .flatten()
+        .filter(|id| !known.contains(id))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    let user = log.records.iter().filter(|r| r.ustack.is_some()).count();
+    (missing, user)
+}
+
+#[test]
+fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
+    require_bpf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let options = slowlab_bpf::sched::SchedOptions::default();
+    let mut runs = BpfRuns::start(&options, dir.path()).expect("the recorder starts");
+    // A shell that looks up a path from the same call site through both runs and the
+    // time between them: a thread reuses its last site's stack id, and the stacks of the
+    // first run go with its trace.
+    let mut looker = Command::new("sh")
+        .args(["-c", "while :; do [ -e /nonexistent/slowlab-stacks ]; done"])
+        .spawn()
+        .expect("sh runs");
+    let mut traces = Vec::new();
+    for run in ["first", "second"] {
+        let trace = dir.path().join(format!("{run}.data"));
+        runs.begin(&trace).expect("begin");
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        traces.push(runs.end().expect("end").output);
+    }
+    let _ = looker.kill();
+    let _ = looker.wait();
+    let warnings = Box::new(runs).stop();
+    for (run, trace) in ["first", "second"].iter().zip(&traces) {
+        let log = slowlab_bpf::sched::read_sched(trace).expect("the run reads back");
+        let (missing, user) = stacks_missing(&log);
+        assert!(
+            user > 100,
+            "the {run} run: {user} records with a user stack"
+        );
+        assert!(
+            missing.is_empty(),
+            "the {run} run names {} stacks it does not have ({:?} …): {warnings:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
+    }
 }

@@ -2,10 +2,10 @@
 //! ring buffer gives, names the threads and maps the processes the records need (from
 //! `/proc`), and hands them to the writer (a file, or in ring mode the window); the
 //! kernel's stack map read whole for a snapshot ([`read_stack_map`]), moved into the file
-//! as it goes ([`flush_stacks`]) or emptied of what the window no longer names, reading
-//! only the stacks the window has not learned ([`evict_stacks`]),
-//! and the stacks the map could not take, which come in the ring; and a window written as
-//! a snapshot ([`write_window`]).
+//! (or a spilling window's chunks) as it goes ([`flush_stacks`]) or emptied of what the
+//! window no longer names, reading only the stacks the window has not learned
+//! ([`evict_stacks`]), and the stacks the map could not take, which come in the ring; and
+//! a window written as a snapshot ([`write_window`]).
 //! It loads and attaches nothing (`recorder`).
 
 use std::collections::VecDeque;
@@ -23,7 +23,7 @@ use super::format::{
 };
 use super::mmaps::ExecMapping;
 use super::recorder::STACK_DEPTH;
-use super::ring::{MapStack, Sink, SnapshotInfo, Window};
+use super::ring::{MapStack, Sink, SnapshotInfo, StackBook, Window};
 use crate::error::BpfError;
 use crate::globals;
 use crate::sys;
@@ -138,6 +138,12 @@ impl Drain {
             Sink::Window(w) => Some(w),
             Sink::File(_) => None,
         }
+    }
+
+    /// The window's stacks, in ring mode when the window keeps them (a spilling window's
+    /// go into its chunks, as a file's do).
+    pub(crate) fn stack_book(&mut self) -> Option<&mut StackBook> {
+        self.window().filter(|w| !w.spills()).map(|w| w.stacks())
     }
 
     /// A THREAD section.
@@ -310,11 +316,12 @@ impl Drain {
     }
 
     /// A stack the kernel's map could not take, sent in the ring: kept as the map's are,
-    /// written into the file now or learned by the ring's window.
+    /// written into the file (or a spilling window's chunks) now, or learned by the ring's
+    /// window.
     fn sent_stack(&mut self, id: u32, kernel: bool, addrs: Vec<u64>) {
         self.stacks_in_ring += 1;
-        if let Some(window) = self.window() {
-            window.stacks().note_sent(id, kernel, &addrs);
+        if let Some(book) = self.stack_book() {
+            book.note_sent(id, kernel, &addrs);
             return;
         }
         if let Err(e) = self.writer.stack(id, kernel, &addrs) {
@@ -387,11 +394,11 @@ fn read_stacks_but(map: &dyn MapCore, known: impl Fn(u64) -> bool) -> Vec<MapSta
 /// Most batches one flush takes (the programs may add stacks while it runs).
 const MAX_FLUSH_BATCHES: usize = 1024;
 
-/// File mode: moves every stack now in the kernel's map into the file and out of the map,
-/// so that the map never fills however long the recording (a thread that reuses an id
-/// from its last site names a stack the file already has; a stack walked again is added
-/// again, under a new id), and tells the programs the map has room. Returns how many
-/// were written.
+/// File mode, and a spilling window: moves every stack now in the kernel's map into the
+/// file (the window's chunks) and out of the map, so that the map never fills however
+/// long the recording (a thread that reuses an id from its last site names a stack the
+/// file already has; a stack walked again is added again, under a new id), and tells the
+/// programs the map has room. Returns how many were written.
 ///
 /// Each round starts a batch lookup-and-delete anew, until one finds nothing: a batch of
 /// a hash map stops at a bucket that does not fit, so it can hold fewer stacks than asked
@@ -436,14 +443,10 @@ pub(crate) fn evict_stacks(
     drain: &mut Drain,
     read_map: bool,
 ) {
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        let generation = &mut bss.stack_generation;
-        globals::store(generation, globals::load(generation).wrapping_add(1));
-    }
-    let Some(window) = drain.window() else {
+    new_stack_generation(skel);
+    let Some(book) = drain.stack_book() else {
         return;
     };
-    let book = window.stacks();
     let new = if read_map {
         read_stacks_but(&skel.maps.stacks, |key| book.knows_key(key))
     } else {
@@ -455,6 +458,15 @@ pub(crate) fn evict_stacks(
     stack_map_has_room(skel);
 }
 
+/// Bumps the stacks' generation: no thread reuses a stack id from its last site after
+/// this (each walks its stack again, and the map gives it the id the map has for it now).
+pub(crate) fn new_stack_generation(skel: &mut crate::sched_skel::SchedSkel) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        let generation = &mut bss.stack_generation;
+        globals::store(generation, globals::load(generation).wrapping_add(1));
+    }
+}
+
 /// Tells the programs the stack map may have room again (`stack_map_full`): stacks left
 /// it. A program that finds it full again sets the flag again.
 fn stack_map_has_room(skel: &mut crate::sched_skel::SchedSkel) {
@@ -464,9 +476,11 @@ fn stack_map_has_room(skel: &mut crate::sched_skel::SchedSkel) {
 }
 
 /// Ring mode: writes the window into `path` (what was gathered first), with the losses
-/// counted since the last snapshot (`lost` now, `before` at the last one).
+/// counted since the last snapshot (`lost` now, `before` at the last one). A window that
+/// keeps its stacks learns those in the kernel's map; a spilling one has the map's stacks
+/// moved into its chunks first.
 pub(crate) fn write_window(
-    skel: &crate::sched_skel::SchedSkel,
+    skel: &mut crate::sched_skel::SchedSkel,
     drain: &mut Drain,
     path: &Path,
     lost: (u64, u64),
@@ -476,7 +490,12 @@ pub(crate) fn write_window(
         .writer
         .flush_events()
         .map_err(|e| BpfError::io(path, e))?;
-    let in_map = read_stack_map(&skel.maps.stacks);
+    let (in_map, moved) = if drain.stack_book().is_some() {
+        (read_stack_map(&skel.maps.stacks), 0)
+    } else {
+        let moved = flush_stacks(skel, drain).map_err(|e| BpfError::io(path, e))?;
+        (Vec::new(), moved)
+    };
     let Some(window) = drain.window() else {
         return Err(BpfError::Options {
             reason: "snapshots are taken only in ring mode".into(),
@@ -489,9 +508,11 @@ pub(crate) fn write_window(
         stacks_lost: lost.1.saturating_sub(before.1),
         records: 0,
     };
-    window
+    let mut info = window
         .write(path, in_map, end)
-        .map_err(|e| BpfError::io(path, e))
+        .map_err(|e| BpfError::io(path, e))?;
+    info.stacks += moved;
+    Ok(info)
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ use libbpf_rs::{ErrorKind, PrintLevel, RingBufferBuilder};
 use slowlab_model::bundle::partial_file;
 
 use super::attach::{load_and_attach, possible_cpus, Attached};
-use super::drain::{evict_stacks, flush_stacks, write_window, Drain};
+use super::drain::{evict_stacks, flush_stacks, new_stack_generation, write_window, Drain};
 use super::format::SchedEnd;
 use super::mmaps::MmapRings;
 use super::options::{program_cost, ProgramCost, SchedOptions, SchedStats};
@@ -479,10 +479,9 @@ fn run(
         let added = stacks_issued(&skel).wrapping_sub(d.stacks_in_ring as u32);
         let filling = added.wrapping_sub(added_at_pass) >= options.stack_entries / 2;
         let since = now.duration_since(evicted_at);
-        let unnamed = d.window().map_or(0, |w| w.stacks().maybe_unnamed());
-        if d.window().is_some()
-            && (since >= EVICT_EVERY || (filling && since >= EVICT_FILLING_EVERY))
-        {
+        let keeps_stacks = d.stack_book().is_some();
+        let unnamed = d.stack_book().map_or(0, |book| book.maybe_unnamed());
+        if keeps_stacks && (since >= EVICT_EVERY || (filling && since >= EVICT_FILLING_EVERY)) {
             (evicted_at, forgot_at, added_at_pass) = (now, now, added);
             evict_stacks(&mut skel, &mut d, true);
         } else if unnamed >= options.stack_entries as usize / 2
@@ -492,7 +491,7 @@ fn run(
             // churn): forgotten without reading the map, which the next pass does.
             forgot_at = now;
             evict_stacks(&mut skel, &mut d, false);
-        } else if d.window().is_none() && (filling || since >= FLUSH_STACKS_EVERY) {
+        } else if !keeps_stacks && (filling || since >= FLUSH_STACKS_EVERY) {
             (evicted_at, added_at_pass) = (now, added);
             match flush_stacks(&mut skel, &mut d) {
                 Ok(n) => stacks_written += n,
@@ -515,6 +514,14 @@ fn run(
                 }
                 Ask::Snapshot(..) | Ask::Forget(_) => {}
             }
+            // A spilling window's stacks go with what it forgets: from here on no thread
+            // names one of them again from its last site (what it names before comes
+            // before the forget).
+            if matches!(ask, Ask::Forget(_))
+                && drain.borrow_mut().window().is_some_and(|w| w.spills())
+            {
+                new_stack_generation(&mut skel);
+            }
             // A snapshot or a forget: the records up to the moment it was asked for, then
             // the mappings up to theirs.
             catch_up(&ring, &pass, &drain, sys::monotonic_ns());
@@ -529,7 +536,7 @@ fn run(
             );
             match ask {
                 Ask::Snapshot(path, answer) => {
-                    let written = write_window(&skel, &mut d, &path, lost, lost_before);
+                    let written = write_window(&mut skel, &mut d, &path, lost, lost_before);
                     if written.is_ok() {
                         lost_before = lost;
                     }
@@ -619,7 +626,7 @@ fn run(
     };
     if drain.window().is_some() {
         // The last seconds, into the output.
-        let info = write_window(&skel, &mut drain, &output, lost, lost_before)?;
+        let info = write_window(&mut skel, &mut drain, &output, lost, lost_before)?;
         let since = (
             lost.0.saturating_sub(lost_before.0),
             lost.1.saturating_sub(lost_before.1),

@@ -2,7 +2,7 @@
 //! and memory.
 
 use super::*;
-use crate::sched::format::parse_sched;
+use crate::sched::format::{parse_sched, SchedLog};
 
 fn rec(kind: RecordKind, time_ns: u64, tid: u32, a: u32, kstack: Option<u32>) -> SchedRecord {
     SchedRecord {
@@ -414,7 +414,7 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
 }
 
 #[test]
-fn a_spilling_window_keeps_its_chunks_in_its_file_and_writes_the_same_snapshots() {
+fn a_spilling_window_keeps_its_chunks_and_stacks_in_its_file_and_snapshots_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let spill_path = dir.path().join("spill");
     let spill = File::options()
@@ -426,38 +426,64 @@ fn a_spilling_window_keeps_its_chunks_in_its_file_and_writes_the_same_snapshots(
     let mut kept = a_window(60_000, 1 << 30, 5);
     let mut spilled = a_window_spilling(60_000, 1 << 30, 5, Some(spill));
     let in_map: Vec<MapStack> = (0..7).map(stack).collect();
-    let snapshot = |w: &mut SchedWriter<Sink>, name: &str| {
+    // A window that keeps its stacks learns the kernel's map at the snapshot; the drain
+    // moves the map's stacks into a spilling window's chunks instead, as into a file.
+    let snapshot = |w: &mut SchedWriter<Sink>, name: &str, stacks: &[u32]| {
         let file = dir.path().join(name);
-        let info = window(w)
-            .write(&file, in_map.clone(), SchedEnd::default())
-            .unwrap();
-        (info, std::fs::read(&file).unwrap())
+        let in_map = if window(w).spills() {
+            for &id in stacks {
+                let (_, id, kernel, addrs) = stack(id);
+                w.stack(id, kernel, &addrs).unwrap();
+            }
+            window(w).cut().unwrap();
+            Vec::new()
+        } else {
+            in_map.clone()
+        };
+        window(w).write(&file, in_map, SchedEnd::default()).unwrap();
+        parse_sched(&std::fs::read(&file).unwrap()).unwrap()
     };
-    // Nothing of the five seconds is in memory: all of it is in the file.
+    let sorted_stacks = |log: &SchedLog| {
+        let mut stacks: Vec<_> = log
+            .stacks
+            .iter()
+            .map(|s| (s.id, s.kernel, s.addrs.clone()))
+            .collect();
+        stacks.sort();
+        stacks
+    };
+    // Nothing of the five seconds is in memory, not even a stack: all of it is in the file.
     let win = window(&mut spilled);
     assert_eq!(win.bytes_in_memory(), 0);
     assert!(win.bytes() > 50 * 32, "{}", win.bytes());
     assert_eq!(win.bytes_spilled(), win.bytes());
     assert_eq!(std::fs::metadata(&spill_path).unwrap().len(), win.bytes());
-    let (info, bytes) = snapshot(&mut spilled, "spilled");
-    assert_eq!(
-        (info, bytes),
-        snapshot(&mut kept, "kept"),
-        "the same, byte for byte"
+    assert!(win.stacks().named().is_empty() && win.stacks().known() == 0);
+    let (from_spill, from_memory) = (
+        snapshot(&mut spilled, "spilled", &[0, 1, 2, 3, 4]),
+        snapshot(&mut kept, "kept", &[]),
     );
+    assert_eq!(from_spill.records, from_memory.records);
+    assert_eq!(from_spill.threads, from_memory.threads);
+    assert_eq!(from_spill.maps, from_memory.maps);
+    assert_eq!(sorted_stacks(&from_spill), sorted_stacks(&from_memory));
+    assert_eq!(from_spill.records.len(), 50);
     // Forgotten, the file gives its space back; what comes after is written as before.
     window(&mut spilled).forget().unwrap();
     assert_eq!(std::fs::metadata(&spill_path).unwrap().len(), 0);
     window(&mut kept).forget().unwrap();
     for w in [&mut kept, &mut spilled] {
         add_second(w, 5, 5);
-        add_second(w, 6, 2);
+        add_second(w, 6, 6);
     }
-    let (info, bytes) = snapshot(&mut spilled, "spilled-after");
-    assert_eq!(info.records, 20);
-    assert_eq!((info, bytes.clone()), snapshot(&mut kept, "kept-after"));
-    let log = parse_sched(&bytes).unwrap();
-    assert_eq!(log.records[0].time_ns, 5_000_000_001);
+    let (from_spill, from_memory) = (
+        snapshot(&mut spilled, "spilled-after", &[5, 6]),
+        snapshot(&mut kept, "kept-after", &[]),
+    );
+    assert_eq!(from_spill.records.len(), 20);
+    assert_eq!(from_spill.records, from_memory.records);
+    assert_eq!(sorted_stacks(&from_spill), sorted_stacks(&from_memory));
+    assert_eq!(from_spill.records[0].time_ns, 5_000_000_001);
 }
 
 #[test]
