@@ -80,12 +80,12 @@ pub fn captured_paths(log: &SchedLog) -> Vec<CapturedPath> {
         .iter()
         .filter(|r| r.kind == RecordKind::Path && r.value & path_flags::UNREADABLE == 0)
         .filter_map(|r| {
-            let path = r.path.as_ref().filter(|p| !p.is_empty())?;
+            let path = r.path().filter(|p| !p.is_empty())?;
             Some(CapturedPath {
                 time_ns: r.time_ns,
                 tid: r.tid as i32,
                 syscall: RecordedSyscall::from_u8(r.c)?.name().to_string(),
-                path: path.clone(),
+                path: path.to_string(),
             })
         })
         .collect()
@@ -222,9 +222,9 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                 s.period.push(period);
             }
             RecordKind::Fork => life.fork(&mut trace, r.tid, r.a, r.b, t),
-            RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm(), t),
             RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
-            RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm.as_deref(), t),
+            RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm(), t),
             RecordKind::Block => {
                 seen.block = true;
                 let thread = life.thread(&mut trace, r.tid, t);
@@ -279,7 +279,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
                     stack,
                     EventKind::SyscallEnter {
                         name,
-                        args: r.args,
+                        args: r.args(),
                         file_op: None,
                     },
                 );
@@ -413,7 +413,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowlab_bpf::sched::format::{SchedEnd, SchedRecord, SchedThread};
+    use slowlab_bpf::sched::format::{RecordExtra, SchedEnd, SchedRecord, SchedThread};
 
     fn record(
         kind: RecordKind,
@@ -434,18 +434,16 @@ mod tests {
             c,
             kstack: None,
             ustack: None,
-            comm: None,
             value,
             ip: 0,
-            args: [0; 6],
-            path: None,
+            extra: None,
         }
     }
 
     #[test]
     fn readable_paths_become_captured_paths_of_their_call() {
         let path = |time, c, flags, p: &str| SchedRecord {
-            path: Some(p.to_string()),
+            extra: Some(Box::new(RecordExtra::Path(p.to_string()))),
             ..record(RecordKind::Path, time, 12, c, 10, p.len() as u32, flags)
         };
         let log = SchedLog {

@@ -275,7 +275,7 @@ impl Window {
                 }
             }
             RecordKind::Exec => {
-                if let Some(comm) = &r.comm {
+                if let Some(comm) = r.comm() {
                     self.note_thread(r.a, r.tid, comm);
                 }
                 self.born_again(r.a);

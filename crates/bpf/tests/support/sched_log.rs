@@ -9,6 +9,6 @@ use slowlab_bpf::sched::SchedLog;
 pub fn path_records(log: &SchedLog, path: &str) -> usize {
     log.records
         .iter()
-        .filter(|r| r.kind == RecordKind::Path && r.path.as_deref() == Some(path))
+        .filter(|r| r.kind == RecordKind::Path && r.path() == Some(path))
         .count()
 }

@@ -71,7 +71,7 @@ fn a_written_recording_reads_back() {
         (RecordKind::Switch, 11, 12, 7, 2)
     );
     assert_eq!((s.kstack, s.ustack), (Some(3), None));
-    assert_eq!(log.records[1].comm.as_deref(), Some("newname"));
+    assert_eq!(log.records[1].comm(), Some("newname"));
     assert_eq!(log.maps[0].from_record, 1);
     assert_eq!(log.threads[0].comm, "worker");
     assert_eq!(
@@ -147,7 +147,7 @@ fn a_syscall_record_has_a_value_and_no_stacks() {
     }
     let (r, n) = decode_record(&call).unwrap();
     assert_eq!((r.kind, n, r.ustack), (RecordKind::SysCall, 80, Some(3)));
-    assert_eq!(r.args, [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
+    assert_eq!(r.args(), [0x100, 0x200, 0x300, 0x400, 0x500, 0x600]);
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn a_path_record_is_as_long_as_its_path_rounded_to_8_bytes() {
         rec.extend_from_slice(&raw(2, 220, 11, 12, 3, None));
         let (r, n) = decode_record(&rec).unwrap();
         assert_eq!((r.kind, n), (RecordKind::Path, len));
-        assert_eq!(r.path.as_deref().map(str::as_bytes), Some(p));
+        assert_eq!(r.path().map(str::as_bytes), Some(p));
         assert_eq!((r.c, r.value, r.kstack), (9, path_flags::TRUNCATED, None));
         assert_eq!(decode_record(&rec[n..]).unwrap().0.kind, RecordKind::Waking);
         assert!(decode_record(&rec[..len - 1]).is_none(), "a cut path");

@@ -15,11 +15,9 @@ fn rec(kind: RecordKind, time_ns: u64, tid: u32, a: u32, kstack: Option<u32>) ->
         c: 0,
         kstack,
         ustack: None,
-        comm: None,
         value: 0,
         ip: 0,
-        args: [0; 6],
-        path: None,
+        extra: None,
     }
 }
 
