@@ -90,11 +90,15 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
             }
         })
         .collect();
+    // Equal times are told apart by their words, so that the order does not follow the
+    // hash map's (one run's parts came in another order than the next's).
     out.sort_by(|a, b| {
         b.seconds
             .total_cmp(&a.seconds)
             .then(a.pid.cmp(&b.pid))
             .then(a.function.cmp(&b.function))
+            .then_with(|| a.comm.cmp(&b.comm))
+            .then_with(|| describe_part(a, a.pid).cmp(&describe_part(b, b.pid)))
     });
     out
 }

@@ -84,3 +84,38 @@ fn the_roots_own_functions_are_named_with_their_shares() {
         "`make` ran 1.00 s: 100% on a CPU (parse 50%, hash 30%, stat 20%)"
     );
 }
+
+#[test]
+fn parts_of_equal_time_come_in_the_same_order_every_time() {
+    // Eight threads of one process runnable for the same time: the hash map that
+    // groups them iterates in another order each time it is made.
+    let segments: Vec<Segment> = (0..8)
+        .map(|i| Segment {
+            from_s: f64::from(i),
+            to_s: f64::from(i) + 0.5,
+            pid: 7,
+            tid: 70 + i,
+            comm: format!("worker-{i}"),
+            state: SegmentState::Runnable,
+            kind: None,
+            top_function: None,
+            woken_by: None,
+            ended_by: None,
+            ran_instead: None,
+            blocked_in: None,
+            depth: 1,
+            via: None,
+            waiter: None,
+            resource: None,
+            via_resource: None,
+            holding: None,
+            unknown: false,
+        })
+        .collect();
+    let order = |parts: Vec<PathPart>| parts.into_iter().map(|p| p.comm).collect::<Vec<_>>();
+    let first = order(parts(&segments, 8.0));
+    for _ in 0..20 {
+        assert_eq!(order(parts(&segments, 8.0)), first);
+    }
+    assert_eq!(first[0], "worker-0");
+}
