@@ -262,6 +262,16 @@ fn stacks_missing(log: &slowlab_bpf::sched::SchedLog) -> (Vec<u32>, usize) {
     (missing, user)
 }
 
+/// A child killed and reaped on drop, also when the test fails.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
     require_bpf!();
@@ -272,10 +282,12 @@ fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
     // A shell that looks up a path from the same call site through both runs and the
     // time between them: a thread reuses its last site's stack id, and the stacks of the
     // first run go with its trace.
-    let mut looker = Command::new("sh")
-        .args(["-c", "while :; do [ -e /nonexistent/slowlab-stacks ]; done"])
-        .spawn()
-        .expect("sh runs");
+    let looker = KilledOnDrop(
+        Command::new("sh")
+            .args(["-c", "while :; do [ -e /nonexistent/slowlab-stacks ]; done"])
+            .spawn()
+            .expect("sh runs"),
+    );
     let mut traces = Vec::new();
     for run in ["first", "second"] {
         let trace = dir.path().join(format!("{run}.data"));
@@ -283,8 +295,7 @@ fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
         std::thread::sleep(std::time::Duration::from_millis(700));
         traces.push(runs.end().expect("end").output);
     }
-    let _ = looker.kill();
-    let _ = looker.wait();
+    drop(looker);
     let warnings = Box::new(runs).stop();
     for (run, trace) in ["first", "second"].iter().zip(&traces) {
         let log = slowlab_bpf::sched::read_sched(trace).expect("the run reads back");

@@ -107,10 +107,10 @@ pub fn parts(segments: &[Segment], wall_s: f64) -> Vec<PathPart> {
 /// from `parts` (largest first): grouped by process, state, kind and the
 /// wait followed. A CPU group names its functions: the one that holds
 /// nearly all of it ("74% on a CPU in producer (slow_digest)"), else the
-/// largest with their shares and the rest ("85% on a CPU in rustc
-/// (exc_page_fault 4%, clear_page_erms 3%, memcpy 1%, the rest 77%)"), so
-/// that a build's compiler, whose time is spread over thousands of
-/// functions, is one piece and not thirty of 3% each. When the root or a
+/// largest with their shares and the rest ("64% on a CPU in cc1 (hot 4%,
+/// f00 2%, f01 2%, the rest 57%)"), so that a build's compiler, whose time
+/// is spread over thousands of functions, is one piece and not many, each
+/// under the 3% the answer says. When the root or a
 /// process it started was killed, the sentence says so first, and `parts`
 /// are those of the time before the kill ("`timeout` ran 1.20 s: bash was
 /// killed by timeout (SIGTERM) after 1.20 s; until then 97% on a CPU in
@@ -205,7 +205,7 @@ enum Functions {
     /// The one function it ran in (or nearly all of it).
     One(String),
     /// The largest functions with their shares of the path, and the rest:
-    /// "exc_page_fault 4%, clear_page_erms 3%, the rest 78%".
+    /// "hot 4%, f00 2%, f01 2%, the rest 57%".
     Shares(String),
 }
 

@@ -208,3 +208,9 @@ fn a_maps_line_gives_its_range_offset_and_path() {
     assert_eq!(parse_maps_line("not a maps line"), None);
     assert_eq!(parse_maps_line(""), None);
 }
+
+#[test]
+fn a_decoded_record_takes_64_bytes_whatever_its_kind() {
+    // A trace of minutes is millions of records: what only a few kinds carry is boxed.
+    assert_eq!(std::mem::size_of::<SchedRecord>(), 64);
+}
