@@ -262,16 +262,6 @@ fn stacks_missing(log: &slowlab_bpf::sched::SchedLog) -> (Vec<u32>, usize) {
     (missing, user)
 }
 
-/// A child killed and reaped on drop, also when the test fails.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
     require_bpf!();
@@ -282,12 +272,8 @@ fn every_stack_a_run_of_the_ebpf_recorder_names_is_in_its_trace() {
     // A shell that looks up a path from the same call site through both runs and the
     // time between them: a thread reuses its last site's stack id, and the stacks of the
     // first run go with its trace.
-    let looker = KilledOnDrop(
-        Command::new("sh")
-            .args(["-c", "while :; do [ -e /nonexistent/slowlab-stacks ]; done"])
-            .spawn()
-            .expect("sh runs"),
-    );
+    let looker =
+        common::Workload::start("while :; do [ -e /nonexistent/slowlab-stacks ]; done", None);
     let mut traces = Vec::new();
     for run in ["first", "second"] {
         let trace = dir.path().join(format!("{run}.data"));
