@@ -123,7 +123,8 @@ pub struct RecordArgs {
     /// Ring mode: save a snapshot when COND becomes true, once until it
     /// clears (repeatable): psi-cpu>P%, psi-io>P%, psi-memory>P% (PSI
     /// `some avg10`), cmd-slower:NAME>Ds (a process named NAME running
-    /// longer than D seconds).
+    /// longer than D seconds; its snapshot's line says how to ask for that
+    /// process's critical path).
     #[arg(long, value_name = "COND", requires = "ring", value_parser = parse_trigger)]
     pub trigger: Vec<slowlab_record::Trigger>,
     /// Ring mode: seconds between a trigger and its snapshot, so that it

@@ -24,10 +24,10 @@ use crate::bpf_session::{stop_at_once, BpfRecorded, RecordedCommand, SecondSigna
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
-use crate::session::snapshots::{disk_full, snapshot_need, Kept};
+use crate::session::snapshots::{disk_full, snapshot_need, subject_hint, Kept};
 use crate::session::{megabytes, trigger_delay};
 use crate::signals::StopSignals;
-use crate::triggers::{Scheduled, Watch};
+use crate::triggers::{Scheduled, Subject, Watch};
 use crate::{AlwaysOn, RecordError};
 use slowlab_model::bundle::directory_of;
 
@@ -43,9 +43,11 @@ pub const RING_MAX_BYTES: u64 = 512 << 20;
 /// mappings.
 const SNAPSHOT_OVERHEAD: u64 = 32 << 20;
 
-/// A snapshot asked for: by whom, and the client waiting for the answer.
+/// A snapshot asked for: by whom, the process it is about (a `cmd-slower` trigger's),
+/// and the client waiting for the answer.
 struct Request {
     why: String,
+    subject: Option<Subject>,
     client: Option<std::os::unix::net::UnixStream>,
 }
 
@@ -176,6 +178,7 @@ impl Ring<'_> {
                 if sig == libc::SIGUSR2 {
                     queued.push(Request {
                         why: "SIGUSR2".into(),
+                        subject: None,
                         client: None,
                     });
                 } else if stopped_by.is_none() {
@@ -212,12 +215,17 @@ impl Ring<'_> {
                 for client in c.requests() {
                     queued.push(Request {
                         why: "slowlab record --save".into(),
+                        subject: None,
                         client: Some(client),
                     });
                 }
             }
             let due = scheduled.due(&mut triggers, Instant::now());
-            queued.extend(due.into_iter().map(|why| Request { why, client: None }));
+            queued.extend(due.into_iter().map(|due| Request {
+                why: due.why,
+                subject: due.subject,
+                client: None,
+            }));
             if !queued.is_empty() && stopped_by.is_none() {
                 self.snapshot(queued);
             }
@@ -225,19 +233,22 @@ impl Ring<'_> {
         }
     }
 
-    /// Writes one snapshot for the requests, or says why none was, to each.
+    /// Writes one snapshot for the requests, or says why none was, to each. The first
+    /// process a request is about is the snapshot's command (its analysis's default root).
     fn snapshot(&mut self, requests: Vec<Request>) {
         let why: Vec<String> = requests.iter().map(|r| r.why.clone()).collect();
-        let result = self.save();
+        let subject = requests.iter().find_map(|r| r.subject.as_ref());
+        let result = self.save(subject);
         match &result {
             Ok((trace, files)) => eprintln!(
-                "slowlab: snapshot {}{} for {}",
+                "slowlab: snapshot {}{} for {}{}",
                 trace.display(),
                 files
                     .iter()
                     .map(|f| format!(" (and {})", f.display()))
                     .collect::<String>(),
-                why.join(", ")
+                why.join(", "),
+                subject_hint(trace, subject)
             ),
             Err(e) => eprintln!("slowlab: no snapshot for {}: {e}", why.join(", ")),
         }
@@ -254,9 +265,9 @@ impl Ring<'_> {
         }
     }
 
-    /// Writes a snapshot and its side files; the snapshot's path and the side files', or
-    /// why there is none.
-    fn save(&mut self) -> Result<(PathBuf, Vec<PathBuf>), String> {
+    /// Writes a snapshot (about `subject`, if any) and its side files; the snapshot's path
+    /// and the side files', or why there is none.
+    fn save(&mut self, subject: Option<&Subject>) -> Result<(PathBuf, Vec<PathBuf>), String> {
         let dir = directory_of(self.output);
         // What this window needs, not the fullest one's: a ring of seconds on a quiet
         // machine holds megabytes, where its bound is half a gigabyte.
@@ -268,7 +279,8 @@ impl Ring<'_> {
             return Err(disk_full(free, dir, need));
         }
         let trace = side_file(self.output, &timestamp());
-        if let Err(e) = self.recorder.snapshot(&trace) {
+        let about = subject.map(|s| (s.pid, s.args.clone()));
+        if let Err(e) = self.recorder.snapshot_about(&trace, about) {
             return Err(format!(
                 "{e} ({} free in {}); the ring is kept and recording goes on",
                 megabytes(free_bytes(dir).unwrap_or(0)),

@@ -177,6 +177,37 @@ pub struct Fired {
     pub trigger: String,
     /// What was seen (`some avg10 = 45.10%`, `make (pid 123) has run 2.1 s`).
     pub seen: String,
+    /// The process a `cmd-slower` trigger fired for (a PSI trigger names none).
+    pub subject: Option<Subject>,
+}
+
+/// The process a snapshot is about: the slow one of a `cmd-slower` trigger, which its
+/// critical path should start from rather than from the longest-running process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subject {
+    pub pid: u32,
+    /// Its command line when the trigger fired (`/proc/PID/cmdline`), else its name.
+    pub args: Vec<String>,
+}
+
+impl Subject {
+    /// The process `pid` named `comm`, its command line read now if it is still there.
+    fn of(pid: u32, comm: &str) -> Subject {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        Subject {
+            pid,
+            args: if args.is_empty() {
+                vec![comm.to_owned()]
+            } else {
+                args
+            },
+        }
+    }
 }
 
 /// One trigger and whether its episode is going on.
@@ -188,13 +219,14 @@ struct Armed {
 impl Armed {
     /// Takes what the condition's look saw (`None`: it is false); returns
     /// the firing when an episode starts.
-    fn update(&mut self, seen: Option<String>) -> Option<Fired> {
+    fn update(&mut self, seen: Option<(String, Option<Subject>)>) -> Option<Fired> {
         match seen {
-            Some(seen) if !self.in_episode => {
+            Some((seen, subject)) if !self.in_episode => {
                 self.in_episode = true;
                 Some(Fired {
                     trigger: self.trigger.to_string(),
                     seen,
+                    subject,
                 })
             }
             Some(_) => None,
@@ -226,8 +258,16 @@ pub struct Watch {
 
 /// The snapshots the triggers asked for, each due `after` its trigger fired.
 pub(crate) struct Scheduled {
-    pending: Vec<(Instant, String)>,
+    pending: Vec<(Instant, Due)>,
     after: Duration,
+}
+
+/// A snapshot a trigger asked for, now due.
+pub(crate) struct Due {
+    /// Why (`trigger COND`).
+    pub why: String,
+    /// The process it is about, if the trigger named one.
+    pub subject: Option<Subject>,
 }
 
 impl Scheduled {
@@ -238,9 +278,9 @@ impl Scheduled {
         }
     }
 
-    /// Looks at `watch`'s conditions, says on stderr which fired, and returns why each
-    /// snapshot due by `now` was asked for (`trigger COND`).
-    pub(crate) fn due(&mut self, watch: &mut Watch, now: Instant) -> Vec<String> {
+    /// Looks at `watch`'s conditions, says on stderr which fired, and returns the
+    /// snapshots due by `now`.
+    pub(crate) fn due(&mut self, watch: &mut Watch, now: Instant) -> Vec<Due> {
         if !watch.is_empty() {
             for fired in watch.poll(now) {
                 eprintln!(
@@ -249,13 +289,16 @@ impl Scheduled {
                     fired.seen,
                     self.after.as_secs_f64()
                 );
-                self.pending
-                    .push((now + self.after, format!("trigger {}", fired.trigger)));
+                let due = Due {
+                    why: format!("trigger {}", fired.trigger),
+                    subject: fired.subject,
+                };
+                self.pending.push((now + self.after, due));
             }
         }
         let (due, later): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(at, _)| *at <= now);
         self.pending = later;
-        due.into_iter().map(|(_, why)| why).collect()
+        due.into_iter().map(|(_, due)| due).collect()
     }
 }
 
@@ -265,7 +308,7 @@ impl Scheduled {
 impl Drop for Scheduled {
     fn drop(&mut self) {
         let now = Instant::now();
-        for (at, why) in self.pending.drain(..) {
+        for (at, Due { why, .. }) in self.pending.drain(..) {
             eprintln!(
                 "slowlab: the snapshot of {why} was not saved: the recording stopped {:.1} s \
                  before it was due; the final trace holds the last seconds",
@@ -335,15 +378,11 @@ impl Watch {
                     let Some(avg10) = parse_psi_some_avg10(&text) else {
                         continue;
                     };
-                    (avg10 > *above).then(|| format!("some avg10 = {avg10:.2}%"))
+                    (avg10 > *above).then(|| (format!("some avg10 = {avg10:.2}%"), None))
                 }
                 Trigger::CmdSlower { name, longer_than } => {
                     let Some(up) = uptime else { continue };
-                    self.slowest(name, up)
-                        .filter(|(_, age)| age > longer_than)
-                        .map(|(pid, age)| {
-                            format!("{} (pid {pid}) has run {:.1} s", name, age.as_secs_f64())
-                        })
+                    self.slower(name, *longer_than, up)
                 }
             };
             if let Some(f) = self.armed[i].update(seen) {
@@ -372,6 +411,21 @@ impl Watch {
             }
         }
         self.processes = alive;
+    }
+
+    /// What a `cmd-slower:NAME>D` trigger sees: the oldest process named `name` when it
+    /// has run longer than `longer_than`, said, with the process.
+    fn slower(
+        &self,
+        name: &str,
+        longer_than: Duration,
+        uptime_ticks: u64,
+    ) -> Option<(String, Option<Subject>)> {
+        let (pid, age) = self
+            .slowest(name, uptime_ticks)
+            .filter(|(_, age)| *age > longer_than)?;
+        let seen = format!("{name} (pid {pid}) has run {:.1} s", age.as_secs_f64());
+        Some((seen, Some(Subject::of(pid, name))))
     }
 
     /// The oldest running process named `name`, and how long it has run.
@@ -526,7 +580,7 @@ mod tests {
         for (i, text) in texts.iter().enumerate() {
             let seen = parse_psi_some_avg10(text)
                 .filter(|&v| v > 20.0)
-                .map(|v| format!("{v}"));
+                .map(|v| (format!("{v}"), None));
             if let Some(f) = armed.update(seen) {
                 assert_eq!(f.trigger, "psi-io>20%");
                 fired_at.push(i);
@@ -587,15 +641,18 @@ mod tests {
                     (pid, seen)
                 })
                 .collect();
-            let seen = w
-                .slowest("make", up)
-                .filter(|(_, age)| *age > Duration::from_secs(2))
-                .map(|(pid, age)| format!("{pid} {}", age.as_secs()));
+            let seen = w.slower("make", Duration::from_secs(2), up);
             if let Some(f) = w.armed[0].update(seen) {
-                fired.push((i, f.seen));
+                fired.push((i, f.seen, f.subject.map(|s| s.pid)));
             }
         }
-        assert_eq!(fired, vec![(1, "10 3".into()), (5, "13 3".into())]);
+        assert_eq!(
+            fired,
+            vec![
+                (1, "make (pid 10) has run 3.0 s".into(), Some(10)),
+                (5, "make (pid 13) has run 3.0 s".into(), Some(13))
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `slowlab record --save` from another process writes a snapshot that
 //! `slowlab analyze` reads, and says so in one line when no recorder runs;
 //! a `cmd-slower:` trigger fires once per slow episode with the seconds
-//! before and after it in its snapshot; a tiny ring left running for a
+//! before and after it in its snapshot, which says how to ask for the slow
+//! process's critical path (the eBPF recorder's makes it the default); a tiny ring left running for a
 //! minute and a half under process churn, with saves and triggers, keeps
 //! its memory, its files and its snapshots bounded; and a full disk stops
 //! a snapshot with a clear line, not the recording.
@@ -160,6 +161,9 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
     .concat();
     let rec = Recorder::start(&trace, &dir.path().join("t.err"), &args, &[]);
     let fired = format!("trigger {trigger} fired");
+    // A process of another name that runs longer in the snapshot than the slow one: the
+    // trace's longest-running process, not what the snapshot is about.
+    let _bystander = Workload::start("exec sleep 60", None);
     // Quick ones: nothing.
     for _ in 0..2 {
         let st = Command::new(&exe).arg("0.5").status().expect("runs");
@@ -167,8 +171,9 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
     }
     // One slow one: one snapshot, 3 s after it crossed 2 s.
     let started = Instant::now();
-    let st = Command::new(&exe).arg("3").status().expect("runs");
-    assert!(st.success());
+    let mut slow = Command::new(&exe).arg("3").spawn().expect("runs");
+    let slow_pid = slow.id();
+    assert!(slow.wait().expect("waits").success());
     let ended = Instant::now();
     rec.wait_for("slowlab: snapshot ", 1, Duration::from_secs(30));
     let snapped = Instant::now();
@@ -220,6 +225,23 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
         span - end >= 1.5,
         "at least 1.5 s after the process ended: {span:.2} s in all, it ended at {end:.2}"
     );
+    // Its line says how to ask why the slow process was slow, and that works.
+    let ask = format!(
+        "slowlab analyze {} --critical-path --root {slow_pid}",
+        snaps[0].display()
+    );
+    assert!(err.contains(&ask), "no `{ask}` in: {err}");
+    let root = |extra: &[&str]| {
+        analyze(&snaps[0], &[&["--critical-path"], extra].concat())["root"].clone()
+    };
+    let asked = root(&["--root", &slow_pid.to_string()]);
+    assert_eq!(asked["comm"], name.as_str(), "{asked}");
+    // The eBPF recorder's snapshot names it as its command, so that its critical path is
+    // the default one (perf's snapshot cannot: it is perf's file).
+    if backend.contains(&"bpf") {
+        let default = root(&[]);
+        assert_eq!(default["pid"], slow_pid, "the default root: {default}");
+    }
 }
 
 /// One look at a running recorder.

@@ -485,6 +485,7 @@ pub(crate) fn write_window(
     path: &Path,
     lost: (u64, u64),
     before: (u64, u64),
+    about: Option<&(u32, Vec<String>)>,
 ) -> Result<SnapshotInfo, BpfError> {
     drain
         .writer
@@ -509,7 +510,7 @@ pub(crate) fn write_window(
         records: 0,
     };
     let mut info = window
-        .write(path, in_map, end)
+        .write(path, in_map, end, about)
         .map_err(|e| BpfError::io(path, e))?;
     info.stacks += moved;
     Ok(info)

@@ -98,8 +98,13 @@ const FLUSH_STACKS_EVERY: Duration = Duration::from_secs(10);
 
 /// What the drain thread is asked while it records.
 enum Ask {
-    /// Ring mode: a snapshot into the path, answered on the sender.
-    Snapshot(PathBuf, mpsc::Sender<Result<SnapshotInfo, BpfError>>),
+    /// Ring mode: a snapshot into the path, about a process (its pid and arguments) or
+    /// the recording's command, answered on the sender.
+    Snapshot(
+        PathBuf,
+        Option<(u32, Vec<String>)>,
+        mpsc::Sender<Result<SnapshotInfo, BpfError>>,
+    ),
     /// The command the recording runs: its pid and arguments.
     Command(u32, Vec<String>),
     /// Ring mode: the bytes of records the window holds now, answered on the sender.
@@ -231,6 +236,17 @@ impl SchedRecorder {
     /// Ring mode: writes the seconds kept into `path` (through `PATH.partial`, which a
     /// failure removes) and says what it holds; the recording goes on either way.
     pub fn snapshot(&self, path: &Path) -> Result<SnapshotInfo, BpfError> {
+        self.snapshot_about(path, None)
+    }
+
+    /// [`Self::snapshot`], naming the process `about` (pid and arguments) as the
+    /// snapshot's command, in place of the recording's: its analysis's default root (a
+    /// slow process a trigger fired for).
+    pub fn snapshot_about(
+        &self,
+        path: &Path,
+        about: Option<(u32, Vec<String>)>,
+    ) -> Result<SnapshotInfo, BpfError> {
         if !self.ring {
             return Err(BpfError::Options {
                 reason: "snapshots are taken only in ring mode".into(),
@@ -238,7 +254,7 @@ impl SchedRecorder {
         }
         let (answer, answered) = mpsc::channel();
         self.asks
-            .send(Ask::Snapshot(path.to_path_buf(), answer))
+            .send(Ask::Snapshot(path.to_path_buf(), about, answer))
             .map_err(|_| BpfError::ThreadPanicked)?;
         answered.recv().map_err(|_| BpfError::ThreadPanicked)?
     }
@@ -535,8 +551,9 @@ fn run(
                 read_counter(&skel.maps.counters, COUNTER_STACK_LOST),
             );
             match ask {
-                Ask::Snapshot(path, answer) => {
-                    let written = write_window(&mut skel, &mut d, &path, lost, lost_before);
+                Ask::Snapshot(path, about, answer) => {
+                    let about = about.as_ref();
+                    let written = write_window(&mut skel, &mut d, &path, lost, lost_before, about);
                     if written.is_ok() {
                         lost_before = lost;
                     }
@@ -626,7 +643,7 @@ fn run(
     };
     if drain.window().is_some() {
         // The last seconds, into the output.
-        let info = write_window(&mut skel, &mut drain, &output, lost, lost_before)?;
+        let info = write_window(&mut skel, &mut drain, &output, lost, lost_before, None)?;
         let since = (
             lost.0.saturating_sub(lost_before.0),
             lost.1.saturating_sub(lost_before.1),

@@ -435,16 +435,19 @@ impl Window {
 
     /// Writes the window as a recording into `path` (through `PATH.partial`, renamed once
     /// whole; removed on failure), with `end`'s counts of losses and its stop time; the
-    /// caller has cut first. `in_map`: the kernel's stacks now, learned first.
+    /// caller has cut first. `in_map`: the kernel's stacks now, learned first. `about`:
+    /// the process this snapshot is about (pid and arguments), named as its command in
+    /// place of the recording's, so that its analysis starts from it.
     pub(crate) fn write(
         &mut self,
         path: &Path,
         in_map: Vec<MapStack>,
         end: SchedEnd,
+        about: Option<&(u32, Vec<String>)>,
     ) -> io::Result<SnapshotInfo> {
         self.stacks.learn(in_map);
         let partial = partial_file(path);
-        let result = self.write_to(&partial, end).and_then(|info| {
+        let result = self.write_to(&partial, end, about).and_then(|info| {
             std::fs::rename(&partial, path)?;
             Ok(info)
         });
@@ -454,10 +457,15 @@ impl Window {
         result
     }
 
-    fn write_to(&self, file: &Path, end: SchedEnd) -> io::Result<SnapshotInfo> {
+    fn write_to(
+        &self,
+        file: &Path,
+        end: SchedEnd,
+        about: Option<&(u32, Vec<String>)>,
+    ) -> io::Result<SnapshotInfo> {
         let out = BufWriter::with_capacity(1 << 20, File::create(file)?);
         let mut w = self.header.writer(out)?;
-        if let Some((pid, args)) = &self.command {
+        if let Some((pid, args)) = about.or(self.command.as_ref()) {
             w.command(*pid, args)?;
         }
         // What exited before the window, and `trim` has not let go of yet, stays out.

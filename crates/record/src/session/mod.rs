@@ -58,7 +58,7 @@ use crate::control::{answer, ControlSocket};
 use crate::perf_process::{check_perf_exit, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
-use crate::triggers::{check_available, Scheduled, Watch};
+use crate::triggers::{check_available, Scheduled, Subject, Watch};
 use crate::{default_after, AlwaysOn, Config, Outcome, RecordError};
 use slowlab_model::bundle::partial_file;
 use snapshots::{snapshot_need, Kept};
@@ -105,9 +105,11 @@ const SNAPSHOT_OVERHEAD: u64 = 8 << 20;
 /// `SLOWLAB_PERF_GROWTH_LIMIT_BYTES` replaces it (for tests).
 const PERF_GROWTH_LIMIT: u64 = 64 << 20;
 
-/// Who asked for a snapshot, and the client waiting for its answer.
+/// Who asked for a snapshot, the process it is about (a `cmd-slower` trigger's), and
+/// the client waiting for its answer.
 struct Request {
     why: String,
+    subject: Option<Subject>,
     client: Option<UnixStream>,
 }
 
@@ -308,12 +310,17 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
                 for client in c.requests() {
                     s.queued.push(Request {
                         why: "slowlab record --save".into(),
+                        subject: None,
                         client: Some(client),
                     });
                 }
             }
-            for why in scheduled.due(&mut watch, Instant::now()) {
-                s.queued.push(Request { why, client: None });
+            for due in scheduled.due(&mut watch, Instant::now()) {
+                s.queued.push(Request {
+                    why: due.why,
+                    subject: due.subject,
+                    client: None,
+                });
             }
         }
         // perf writes a dump into OUTPUT.partial before it names it: one
@@ -397,6 +404,7 @@ impl Session<'_> {
             } else if self.stop.is_none() {
                 self.queued.push(Request {
                     why: "SIGUSR2".into(),
+                    subject: None,
                     client: None,
                 });
             }

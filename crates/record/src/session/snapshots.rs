@@ -11,6 +11,7 @@ use super::{join, megabytes, Session};
 use crate::args::free_bytes;
 use crate::companions::side_file;
 use crate::control::answer;
+use crate::triggers::Subject;
 use crate::DEFAULT_KEEP_SNAPSHOTS;
 use slowlab_model::bundle::{directory_of, partial_file};
 
@@ -122,8 +123,9 @@ impl Session<'_> {
             self.warn(w);
         }
         let why: Vec<String> = self.in_dump.iter().map(|r| r.why.clone()).collect();
+        let subject = self.in_dump.iter().find_map(|r| r.subject.as_ref());
         eprintln!(
-            "slowlab: snapshot {}{}{}",
+            "slowlab: snapshot {}{}{}{}",
             trace.display(),
             if files.is_empty() {
                 String::new()
@@ -134,11 +136,26 @@ impl Session<'_> {
                 String::new()
             } else {
                 format!(" for {}", why.join(", "))
-            }
+            },
+            subject_hint(&trace, subject)
         );
         self.snapshots.add(trace.clone());
         trace
     }
+}
+
+/// What to run for the process a trigger's snapshot is about (none: nothing), to end
+/// the line that names the snapshot: the critical path from it, not from the
+/// longest-running process.
+pub(crate) fn subject_hint(trace: &Path, subject: Option<&Subject>) -> String {
+    subject.map_or_else(String::new, |s| {
+        format!(
+            "; why pid {} was slow: slowlab analyze {} --critical-path --root {}",
+            s.pid,
+            trace.display(),
+            s.pid
+        )
+    })
 }
 
 /// The snapshots kept beside OUTPUT, oldest first: those an earlier run left, then this

@@ -130,7 +130,7 @@ fn snapshot_stacks(
     file: &Path,
     in_map: Vec<MapStack>,
 ) -> Vec<(u32, bool, Vec<u64>)> {
-    win.write(file, in_map, SchedEnd::default()).unwrap();
+    win.write(file, in_map, SchedEnd::default(), None).unwrap();
     let log = parse_sched(&std::fs::read(file).unwrap()).unwrap();
     log.stacks
         .iter()
@@ -145,7 +145,7 @@ fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
     let file = dir.path().join("snap");
     let in_map = (0..10).map(stack).collect();
     let info = window(&mut w)
-        .write(&file, in_map, SchedEnd::default())
+        .write(&file, in_map, SchedEnd::default(), None)
         .unwrap();
     assert!(!dir.path().join("snap.partial").exists());
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
@@ -275,7 +275,7 @@ fn a_snapshot_that_cannot_be_written_leaves_no_file() {
     let mut w = a_window(2_500, 1 << 30, 3);
     let file = dir.path().join("missing-dir").join("snap");
     assert!(window(&mut w)
-        .write(&file, Vec::new(), SchedEnd::default())
+        .write(&file, Vec::new(), SchedEnd::default(), None)
         .is_err());
     assert!(!file.exists());
     assert!(!dir.path().join("missing-dir").exists());
@@ -312,7 +312,7 @@ fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
     );
     let file = dir.path().join("snap");
     let in_map = (0..40).map(stack).collect();
-    let info = win.write(&file, in_map, SchedEnd::default()).unwrap();
+    let info = win.write(&file, in_map, SchedEnd::default(), None).unwrap();
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
     assert!(log.warnings.is_empty(), "{:?}", log.warnings);
     assert_eq!(info.records, 4_000);
@@ -370,7 +370,7 @@ fn what_exited_before_the_window_stays_out_of_a_snapshot_before_it_is_let_go() {
     }
     let file = dir.path().join("snap");
     let info = window(&mut w)
-        .write(&file, vec![stack(1)], SchedEnd::default())
+        .write(&file, vec![stack(1)], SchedEnd::default(), None)
         .unwrap();
     assert!(info.first_ns >= 400_000_000, "{info:?}");
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
@@ -395,7 +395,7 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
     let in_map: Vec<MapStack> = (0..7).map(stack).collect();
     let file = dir.path().join("run");
     let info = window(&mut w)
-        .write(&file, in_map.clone(), SchedEnd::default())
+        .write(&file, in_map.clone(), SchedEnd::default(), None)
         .unwrap();
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(info.records, 20);
@@ -438,7 +438,9 @@ fn a_spilling_window_keeps_its_chunks_and_stacks_in_its_file_and_snapshots_the_s
         } else {
             in_map.clone()
         };
-        window(w).write(&file, in_map, SchedEnd::default()).unwrap();
+        window(w)
+            .write(&file, in_map, SchedEnd::default(), None)
+            .unwrap();
         parse_sched(&std::fs::read(&file).unwrap()).unwrap()
     };
     let sorted_stacks = |log: &SchedLog| {
