@@ -3,7 +3,8 @@
 //! and its snapshots bounded, each snapshot at most about the ring's seconds up to the
 //! moment it was asked for, and the mappings of its own processes only; a full
 //! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on;
-//! a short ring saves on a disk far smaller than the most a window may hold.
+//! a short ring saves on a disk far smaller than the most a window may hold; a process
+//! blocked for longer than the ring keeps has its wait, with its stack, in a snapshot.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
 //!
 //! Every test holds `one_recording_at_a_time()` and skips with its reason where perf (and
@@ -16,9 +17,57 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::ring::{
-    a_save_is_refused_on_a_full_disk, analyze, on_a_small_disk, settled_level, Recorder, Tmpfs,
+    a_save_is_refused_on_a_full_disk, analyze, named_sleep, on_a_small_disk, settled_level,
+    Recorder, Tmpfs,
 };
-use common::{one_recording_at_a_time, snapshots_of, status_kib, Workload};
+use common::{json, one_recording_at_a_time, slowlab, snapshots_of, status_kib, Workload};
+
+#[test]
+fn a_process_blocked_longer_than_the_ring_keeps_has_its_wait_in_a_snapshot() {
+    require_perf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("hung.data");
+    // Records enough to cut the window's chunks often: it then keeps about its 2 s (on an
+    // idle machine one chunk may hold more).
+    let _churn = Workload::start("while :; do /bin/true; sleep 0.01; done", None);
+    let rec = Recorder::start(
+        &trace,
+        &dir.path().join("hung.err"),
+        &["--backend", "bpf", "--ring", "2", "--no-paths"],
+        &[],
+    );
+    // It goes to sleep once, after the recording started, and not again: by the save the
+    // window (2 s) has moved past its one switch.
+    let name = format!("hung{}", std::process::id() % 100_000);
+    let exe = named_sleep(dir.path(), &name);
+    let hung = Workload::start(&format!("exec {} 60", exe.display()), None);
+    std::thread::sleep(Duration::from_secs(5));
+    let out = rec.save();
+    assert!(out.status.success(), "{}", rec.err());
+    let snapshot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+    // Symbolized: the wait's kind comes from its kernel stack (do_nanosleep).
+    let out = slowlab()
+        .args(["analyze", "--json", "--critical-path", "--root"])
+        .arg(hung.pid().to_string())
+        .arg(&snapshot)
+        .output()
+        .expect("analyze runs");
+    let v = json(&out);
+    assert_eq!(v["root"]["comm"], name.as_str(), "{v}");
+    let wall = v["wall_s"].as_f64().expect("wall_s");
+    let sleep = v["breakdown"]["blocked"]["sleep"].as_f64().expect("sleep");
+    eprintln!("{name}: {wall:.2} s in the snapshot, {sleep:.2} s of it asleep");
+    assert!(
+        (1.5..4.0).contains(&wall),
+        "the snapshot holds the window, not the process's 5 s since its one switch: {v}"
+    );
+    // Without its blocking switch, its time was "not known" (blocked, other).
+    assert!(sleep >= 0.99 * wall, "its wait is a sleep: {v}");
+    assert_eq!(v["unknown_s"].as_f64(), Some(0.0), "{v}");
+}
 
 #[test]
 fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {

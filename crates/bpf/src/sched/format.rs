@@ -223,10 +223,13 @@ impl RecordedSyscall {
     }
 }
 
+/// The `kind` byte of a [`RecordKind::Switch`] record.
+pub(crate) const KIND_SWITCH: u8 = 1;
+
 impl RecordKind {
     fn from_u8(k: u8) -> Option<RecordKind> {
         Some(match k {
-            1 => RecordKind::Switch,
+            KIND_SWITCH => RecordKind::Switch,
             2 => RecordKind::Waking,
             3 => RecordKind::Sample,
             4 => RecordKind::Fork,

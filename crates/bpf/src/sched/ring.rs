@@ -8,7 +8,10 @@
 //! process mapping still alive or seen within the window, and the frames of the stacks
 //! they refer to. A snapshot ([`Window::write`]) is
 //! a whole recording of the window: the header, those threads and mappings, the chunks,
-//! their stacks and an END. A window that spills ([`RingOptions::spill`]) keeps its
+//! their stacks and an END; it begins with the switch that blocked each thread still
+//! waiting since before the window (a hung process has no record in a window shorter than
+//! its wait), moved to the window's start, so that its wait has its stack and state. A
+//! window that spills ([`RingOptions::spill`]) keeps its
 //! chunks, as they came, in a file instead of memory, and the stacks in its chunks (the
 //! drain moves them there): one recording cut into runs keeps all of a long run that way,
 //! as a file recording does.
@@ -28,7 +31,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap as HashMap;
 use slowlab_model::bundle::partial_file;
 
-use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter};
+use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, RECORD_LEN};
 
 mod ids;
 mod packed;
@@ -193,6 +196,37 @@ impl Thread {
     }
 }
 
+/// The switch that blocked a thread, kept until it runs again or exits.
+struct Wait {
+    time_ns: u64,
+    cpu: u16,
+    /// The switch's state index (see [`RecordKind::Switch`]).
+    state: u8,
+    kstack: Option<u32>,
+    ustack: Option<u32>,
+}
+
+impl Wait {
+    /// The stacks it names.
+    fn stacks(&self) -> Vec<u32> {
+        self.kstack.into_iter().chain(self.ustack).collect()
+    }
+
+    /// Its SWITCH record at `time_ns`, to the idle task (who ran next then is not known).
+    fn record_at(&self, tid: u32, time_ns: u64) -> [u8; RECORD_LEN] {
+        let mut r = [0u8; RECORD_LEN];
+        r[0..8].copy_from_slice(&time_ns.to_le_bytes());
+        r[8..12].copy_from_slice(&tid.to_le_bytes());
+        r[20..22].copy_from_slice(&self.cpu.to_le_bytes());
+        r[22] = KIND_SWITCH;
+        r[23] = self.state;
+        let id = |s: Option<u32>| s.map_or(-1, |id| id as i32).to_le_bytes();
+        r[24..28].copy_from_slice(&id(self.kstack));
+        r[28..32].copy_from_slice(&id(self.ustack));
+        r
+    }
+}
+
 /// The last seconds of a recording (see the module documentation).
 pub(crate) struct Window {
     header: Header,
@@ -220,6 +254,9 @@ pub(crate) struct Window {
     let_go_at: u64,
     /// The command the recording runs: its pid and arguments.
     command: Option<(u32, Vec<String>)>,
+    /// Each blocked thread's blocking switch, by tid, its stacks held named while it is
+    /// kept (not in a spilling window, which keeps no stacks).
+    waits: HashMap<u32, Wait>,
 }
 
 impl Window {
@@ -242,6 +279,7 @@ impl Window {
             stacks: StackBook::default(),
             let_go_at: 0,
             command: None,
+            waits: HashMap::default(),
         }
     }
 
@@ -266,7 +304,9 @@ impl Window {
             self.stacks.name(r.ustack);
         }
         match r.kind {
+            RecordKind::Switch if self.spill.is_none() => self.note_switch(r),
             RecordKind::Exit => {
+                self.ran(r.tid);
                 if let Some(t) = self.threads.get_mut(&r.tid) {
                     t.exited_ns = Some(r.time_ns);
                 }
@@ -283,6 +323,34 @@ impl Window {
             // A new process (thread `a` of process `b`, its first).
             RecordKind::Fork if r.a == r.b => self.born_again(r.b),
             _ => {}
+        }
+    }
+
+    /// A switch: the thread switched out into a wait is kept as waiting, with its stacks;
+    /// one that stays runnable, and the thread switched in, are not.
+    fn note_switch(&mut self, r: &SchedRecord) {
+        self.ran(r.a);
+        if r.c == 0 || r.c == 0xff {
+            self.ran(r.tid);
+            return;
+        }
+        let wait = Wait {
+            time_ns: r.time_ns,
+            cpu: r.cpu,
+            state: r.c,
+            kstack: r.kstack,
+            ustack: r.ustack,
+        };
+        self.stacks.hold(&wait.stacks());
+        if let Some(old) = self.waits.insert(r.tid, wait) {
+            self.stacks.let_go(&old.stacks());
+        }
+    }
+
+    /// Thread `tid` runs (or exited): it waits no more.
+    fn ran(&mut self, tid: u32) {
+        if let Some(old) = self.waits.remove(&tid) {
+            self.stacks.let_go(&old.stacks());
         }
     }
 
@@ -344,6 +412,9 @@ impl Window {
         self.cut()?;
         while let Some(gone) = self.chunks.pop_front() {
             self.stacks.let_go(&gone.stacks);
+        }
+        for (_, wait) in std::mem::take(&mut self.waits) {
+            self.stacks.let_go(&wait.stacks());
         }
         self.bytes = 0;
         match &mut self.spill {
@@ -487,6 +558,17 @@ impl Window {
         mappings.sort_by_key(|(pid, _)| **pid);
         for (pid, text) in mappings {
             w.maps(*pid, text)?;
+        }
+        // The threads blocked since before the window: their blocking switches first, at
+        // its start.
+        let mut waiting: Vec<_> = self
+            .waits
+            .iter()
+            .filter(|(_, w)| w.time_ns < since)
+            .collect();
+        waiting.sort_by_key(|(tid, w)| (w.time_ns, **tid));
+        for (tid, wait) in waiting {
+            w.record(&wait.record_at(*tid, since))?;
         }
         let mut info = SnapshotInfo::default();
         let mut unpacker = Unpacker::new();

@@ -37,6 +37,11 @@ impl Workload {
         }
         Workload(cmd.spawn().expect("the workload starts"))
     }
+
+    /// The shell's pid (the program's, when the script `exec`s it).
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
 }
 
 impl Drop for Workload {

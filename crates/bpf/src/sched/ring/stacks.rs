@@ -94,6 +94,14 @@ impl StackBook {
         stacks
     }
 
+    /// Stacks a record kept outside the chunks names (a blocked thread's switch), each
+    /// counted as named by one chunk more until [`StackBook::let_go`] of them.
+    pub(super) fn hold(&mut self, stacks: &[u32]) {
+        for &id in stacks {
+            *self.chunks_naming.get_or_insert_with(id, || 0) += 1;
+        }
+    }
+
     /// The stacks a chunk that left the window named, named once less; those named no
     /// more may go.
     pub(super) fn let_go(&mut self, stacks: &[u32]) {

@@ -30,9 +30,9 @@ fn raw(r: &SchedRecord) -> Vec<u8> {
     b.extend_from_slice(&r.b.to_le_bytes());
     b.extend_from_slice(&r.cpu.to_le_bytes());
     b.push(1); // SWITCH
-    b.push(0);
+    b.push(r.c);
     b.extend_from_slice(&r.kstack.map_or(-1, |s| s as i32).to_le_bytes());
-    b.extend_from_slice(&(-1i32).to_le_bytes());
+    b.extend_from_slice(&r.ustack.map_or(-1, |s| s as i32).to_le_bytes());
     b
 }
 
@@ -499,4 +499,71 @@ fn a_chunk_the_spill_file_cannot_take_is_an_error() {
     window(&mut w).note_record(&r);
     w.flush_events().unwrap();
     assert!(window(&mut w).cut().is_err());
+}
+
+#[test]
+fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start() {
+    let mut w = a_window(1_500, u64::MAX, 0);
+    window(&mut w).note_thread(50, 50, "hung");
+    window(&mut w).note_thread(60, 60, "woken");
+    // Thread 50 blocks (state index 1, sleeping) with kernel stack 7 and user stack 8,
+    // and never runs again; thread 60 blocks and is switched in again.
+    let blocks = |t: u64, tid: u32| SchedRecord {
+        c: 1,
+        ustack: Some(8),
+        ..rec(RecordKind::Switch, t, tid, 0, Some(7))
+    };
+    let records = [
+        blocks(50_000_000, 50),
+        blocks(60_000_000, 60),
+        rec(RecordKind::Switch, 70_000_000, 20, 60, None),
+    ];
+    for r in &records {
+        w.record(&raw(r)).unwrap();
+        window(&mut w).note_record(r);
+    }
+    for second in 0..4 {
+        add_second(&mut w, second, second as u32);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hung.data");
+    let in_map: Vec<MapStack> = (0..9).map(stack).collect();
+    let read = |win: &mut Window, in_map: Vec<MapStack>| -> SchedLog {
+        win.write(&file, in_map, SchedEnd::default(), None).unwrap();
+        parse_sched(&std::fs::read(&file).unwrap()).unwrap()
+    };
+    let log = read(window(&mut w), in_map.clone());
+    // The window holds seconds 2 and 3; its first record is thread 50's blocking switch,
+    // at the window's start, with its state and stacks, and nothing of thread 60.
+    let first = &log.records[0];
+    assert_eq!(
+        (
+            first.kind,
+            first.tid,
+            first.a,
+            first.c,
+            first.kstack,
+            first.ustack
+        ),
+        (RecordKind::Switch, 50, 0, 1, Some(7), Some(8)),
+        "{:?}",
+        &log.records[..2]
+    );
+    assert_eq!(
+        first.time_ns, log.records[1].time_ns,
+        "at the window's start"
+    );
+    assert_eq!(log.records[1].time_ns, 2_000_000_001);
+    assert!(log.records[1..].iter().all(|r| r.tid != 50 && r.tid != 60));
+    let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
+    assert!(ids.contains(&7) && ids.contains(&8), "its stacks: {ids:?}");
+    assert!(log.threads.iter().any(|t| t.tid == 50), "its thread");
+    // Once it runs, a snapshot has no such switch.
+    let runs = rec(RecordKind::Switch, 4_000_000_001, 20, 50, None);
+    w.record(&raw(&runs)).unwrap();
+    window(&mut w).note_record(&runs);
+    add_second(&mut w, 4, 4);
+    let log = read(window(&mut w), in_map);
+    assert_eq!(log.records[0].tid, 20, "{:?}", log.records[0]);
+    assert_eq!(log.records.iter().filter(|r| r.tid == 50).count(), 0);
 }
