@@ -196,6 +196,11 @@ impl Thread {
     }
 }
 
+/// The state indexes of a switch away from a thread that does not wait (see
+/// [`RecordKind::Switch`]): runnable, preempted, and a thread's last switch, as it dies
+/// (EXIT_DEAD, EXIT_ZOMBIE: `1 << 4`, `1 << 5`).
+const NOT_WAITING: [u8; 4] = [0, 0xff, 5, 6];
+
 /// The switch that blocked a thread, kept until it runs again or exits.
 struct Wait {
     time_ns: u64,
@@ -327,10 +332,11 @@ impl Window {
     }
 
     /// A switch: the thread switched out into a wait is kept as waiting, with its stacks;
-    /// one that stays runnable, and the thread switched in, are not.
+    /// one that stays runnable or is gone (its last switch, after its EXIT), and the
+    /// thread switched in, are not.
     fn note_switch(&mut self, r: &SchedRecord) {
         self.ran(r.a);
-        if r.c == 0 || r.c == 0xff {
+        if NOT_WAITING.contains(&r.c) {
             self.ran(r.tid);
             return;
         }

@@ -513,10 +513,18 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
         ustack: Some(8),
         ..rec(RecordKind::Switch, t, tid, 0, Some(7))
     };
+    // Thread 70 exits: its last switch (state index 6, EXIT_ZOMBIE) comes after its EXIT,
+    // and is no wait.
+    let last = SchedRecord {
+        c: 6,
+        ..rec(RecordKind::Switch, 90_000_000, 70, 0, Some(7))
+    };
     let records = [
         blocks(50_000_000, 50),
         blocks(60_000_000, 60),
         rec(RecordKind::Switch, 70_000_000, 20, 60, None),
+        rec(RecordKind::Exit, 80_000_000, 70, 70, None),
+        last,
     ];
     for r in &records {
         w.record(&raw(r)).unwrap();
@@ -554,7 +562,9 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
         "at the window's start"
     );
     assert_eq!(log.records[1].time_ns, 2_000_000_001);
-    assert!(log.records[1..].iter().all(|r| r.tid != 50 && r.tid != 60));
+    assert!(log.records[1..]
+        .iter()
+        .all(|r| r.tid != 50 && r.tid != 60 && r.tid != 70));
     let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
     assert!(ids.contains(&7) && ids.contains(&8), "its stacks: {ids:?}");
     assert!(log.threads.iter().any(|t| t.tid == 50), "its thread");
