@@ -225,6 +225,8 @@ impl RecordedSyscall {
 
 /// The `kind` byte of a [`RecordKind::Switch`] record.
 pub(crate) const KIND_SWITCH: u8 = 1;
+/// The `kind` byte of a [`RecordKind::SysEnter`] record.
+pub(crate) const KIND_SYS_ENTER: u8 = 8;
 
 impl RecordKind {
     fn from_u8(k: u8) -> Option<RecordKind> {
@@ -236,7 +238,7 @@ impl RecordKind {
             5 => RecordKind::Exec,
             6 => RecordKind::Exit,
             7 => RecordKind::Rename,
-            8 => RecordKind::SysEnter,
+            KIND_SYS_ENTER => RecordKind::SysEnter,
             9 => RecordKind::SysExit,
             10 => RecordKind::Block,
             11 => RecordKind::MajorFault,

@@ -10,8 +10,9 @@
 //! a whole recording of the window: the header, those threads and mappings, the chunks,
 //! their stacks and an END; it begins with the switch that blocked each thread still
 //! waiting since before the window (a hung process has no record in a window shorter than
-//! its wait), moved to the window's start, so that its wait has its stack and state. A
-//! window that spills ([`RingOptions::spill`]) keeps its
+//! its wait), moved to the window's start, after the entry of the wait's syscall (futex,
+//! wait4, waitid, flock) if it is in one, so that its wait has its stack, its state and
+//! what it waits on. A window that spills ([`RingOptions::spill`]) keeps its
 //! chunks, as they came, in a file instead of memory, and the stacks in its chunks (the
 //! drain moves them there): one recording cut into runs keeps all of a long run that way,
 //! as a file recording does.
@@ -31,7 +32,9 @@ use std::time::Duration;
 use rustc_hash::FxHashMap as HashMap;
 use slowlab_model::bundle::partial_file;
 
-use super::format::{RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, RECORD_LEN};
+use super::format::{
+    RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, KIND_SYS_ENTER, RECORD_LEN,
+};
 
 mod ids;
 mod packed;
@@ -201,6 +204,35 @@ impl Thread {
 /// (EXIT_DEAD, EXIT_ZOMBIE: `1 << 4`, `1 << 5`).
 const NOT_WAITING: [u8; 4] = [0, 0xff, 5, 6];
 
+/// A thread's entry into a wait's syscall (futex, wait4, waitid, flock: SYS_ENTER), kept
+/// until it returns: what a thread blocked in it waits on (the futex's address, the
+/// child waited for).
+struct Call {
+    time_ns: u64,
+    cpu: u16,
+    /// The syscall, its first argument and the low 32 bits of its second and third.
+    which: u8,
+    value: u64,
+    a: u32,
+    b: u32,
+}
+
+impl Call {
+    /// Its SYS_ENTER record at `time_ns`.
+    fn record_at(&self, tid: u32, time_ns: u64) -> [u8; RECORD_LEN] {
+        let mut r = [0u8; RECORD_LEN];
+        r[0..8].copy_from_slice(&time_ns.to_le_bytes());
+        r[8..12].copy_from_slice(&tid.to_le_bytes());
+        r[12..16].copy_from_slice(&self.a.to_le_bytes());
+        r[16..20].copy_from_slice(&self.b.to_le_bytes());
+        r[20..22].copy_from_slice(&self.cpu.to_le_bytes());
+        r[22] = KIND_SYS_ENTER;
+        r[23] = self.which;
+        r[24..32].copy_from_slice(&self.value.to_le_bytes());
+        r
+    }
+}
+
 /// The switch that blocked a thread, kept until it runs again or exits.
 struct Wait {
     time_ns: u64,
@@ -262,6 +294,8 @@ pub(crate) struct Window {
     /// Each blocked thread's blocking switch, by tid, its stacks held named while it is
     /// kept (not in a spilling window, which keeps no stacks).
     waits: HashMap<u32, Wait>,
+    /// Each thread's wait syscall in progress, by tid (not in a spilling window either).
+    calls: HashMap<u32, Call>,
 }
 
 impl Window {
@@ -285,6 +319,7 @@ impl Window {
             let_go_at: 0,
             command: None,
             waits: HashMap::default(),
+            calls: HashMap::default(),
         }
     }
 
@@ -310,8 +345,23 @@ impl Window {
         }
         match r.kind {
             RecordKind::Switch if self.spill.is_none() => self.note_switch(r),
+            RecordKind::SysEnter if self.spill.is_none() => {
+                let call = Call {
+                    time_ns: r.time_ns,
+                    cpu: r.cpu,
+                    which: r.c,
+                    value: r.value,
+                    a: r.a,
+                    b: r.b,
+                };
+                self.calls.insert(r.tid, call);
+            }
+            RecordKind::SysExit => {
+                self.calls.remove(&r.tid);
+            }
             RecordKind::Exit => {
                 self.ran(r.tid);
+                self.calls.remove(&r.tid);
                 if let Some(t) = self.threads.get_mut(&r.tid) {
                     t.exited_ns = Some(r.time_ns);
                 }
@@ -422,6 +472,7 @@ impl Window {
         for (_, wait) in std::mem::take(&mut self.waits) {
             self.stacks.let_go(&wait.stacks());
         }
+        self.calls.clear();
         self.bytes = 0;
         match &mut self.spill {
             Some(spill) => spill.clear(),
@@ -566,7 +617,7 @@ impl Window {
             w.maps(*pid, text)?;
         }
         // The threads blocked since before the window: their blocking switches first, at
-        // its start.
+        // its start, each after its wait syscall's entry (which came before the switch).
         let mut waiting: Vec<_> = self
             .waits
             .iter()
@@ -574,6 +625,9 @@ impl Window {
             .collect();
         waiting.sort_by_key(|(tid, w)| (w.time_ns, **tid));
         for (tid, wait) in waiting {
+            if let Some(call) = self.calls.get(tid).filter(|c| c.time_ns <= wait.time_ns) {
+                w.record(&call.record_at(*tid, since))?;
+            }
             w.record(&wait.record_at(*tid, since))?;
         }
         let mut info = SnapshotInfo::default();

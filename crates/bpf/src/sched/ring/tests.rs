@@ -501,6 +501,28 @@ fn a_chunk_the_spill_file_cannot_take_is_an_error() {
     assert!(window(&mut w).cut().is_err());
 }
 
+/// A SYS_ENTER (`enter`) or SYS_EXIT record of futex (syscall 1) by `tid`: its first
+/// argument `value`, and the low bits of its second and third in `a` and `b`.
+fn futex(enter: bool, time_ns: u64, tid: u32, value: u64) -> (SchedRecord, Vec<u8>) {
+    let kind = if enter {
+        RecordKind::SysEnter
+    } else {
+        RecordKind::SysExit
+    };
+    let r = SchedRecord {
+        a: 0x80,
+        b: 2,
+        c: 1,
+        kstack: None,
+        value,
+        ..rec(kind, time_ns, tid, 0, None)
+    };
+    let mut b = raw(&r);
+    b[22] = if enter { 8 } else { 9 };
+    b[24..32].copy_from_slice(&value.to_le_bytes());
+    (r, b)
+}
+
 #[test]
 fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start() {
     let mut w = a_window(1_500, u64::MAX, 0);
@@ -526,7 +548,19 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
         rec(RecordKind::Exit, 80_000_000, 70, 70, None),
         last,
     ];
-    for r in &records {
+    // Thread 50 waits in a futex call it entered before it blocked; thread 80 blocks
+    // after a futex call that returned.
+    window(&mut w).note_thread(80, 80, "idle");
+    let calls = [
+        futex(true, 40_000_000, 50, 0x7f00_1234),
+        futex(true, 10_000_000, 80, 0x7f00_9999),
+        futex(false, 20_000_000, 80, 0),
+    ];
+    for (r, bytes) in &calls {
+        w.record(bytes).unwrap();
+        window(&mut w).note_record(r);
+    }
+    for r in records.iter().chain([&blocks(30_000_000, 80)]) {
         w.record(&raw(r)).unwrap();
         window(&mut w).note_record(r);
     }
@@ -541,30 +575,31 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
         parse_sched(&std::fs::read(&file).unwrap()).unwrap()
     };
     let log = read(window(&mut w), in_map.clone());
-    // The window holds seconds 2 and 3; its first record is thread 50's blocking switch,
-    // at the window's start, with its state and stacks, and nothing of thread 60.
-    let first = &log.records[0];
+    // The window holds seconds 2 and 3. It begins at its start with thread 80's blocking
+    // switch (the older), alone, then thread 50's futex entry and blocking switch, with
+    // their states, stacks and arguments; nothing of threads 60 and 70.
+    let head: Vec<_> = log.records[..3]
+        .iter()
+        .map(|r| (r.kind, r.tid, r.a, r.c, r.kstack, r.ustack, r.value))
+        .collect();
     assert_eq!(
-        (
-            first.kind,
-            first.tid,
-            first.a,
-            first.c,
-            first.kstack,
-            first.ustack
-        ),
-        (RecordKind::Switch, 50, 0, 1, Some(7), Some(8)),
+        head,
+        [
+            (RecordKind::Switch, 80, 0, 1, Some(7), Some(8), 0),
+            (RecordKind::SysEnter, 50, 0x80, 1, None, None, 0x7f00_1234),
+            (RecordKind::Switch, 50, 0, 1, Some(7), Some(8), 0),
+        ],
         "{:?}",
-        &log.records[..2]
+        &log.records[..4]
     );
-    assert_eq!(
-        first.time_ns, log.records[1].time_ns,
+    assert_eq!(log.records[3].time_ns, 2_000_000_001);
+    assert!(
+        log.records[..3].iter().all(|r| r.time_ns == 2_000_000_001),
         "at the window's start"
     );
-    assert_eq!(log.records[1].time_ns, 2_000_000_001);
-    assert!(log.records[1..]
+    assert!(log.records[3..]
         .iter()
-        .all(|r| r.tid != 50 && r.tid != 60 && r.tid != 70));
+        .all(|r| ![50, 60, 70, 80].contains(&r.tid)));
     let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
     assert!(ids.contains(&7) && ids.contains(&8), "its stacks: {ids:?}");
     assert!(log.threads.iter().any(|t| t.tid == 50), "its thread");
@@ -574,6 +609,7 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
     window(&mut w).note_record(&runs);
     add_second(&mut w, 4, 4);
     let log = read(window(&mut w), in_map);
-    assert_eq!(log.records[0].tid, 20, "{:?}", log.records[0]);
+    assert_eq!(log.records[0].tid, 80, "{:?}", log.records[0]);
+    assert_eq!(log.records[1].tid, 20, "{:?}", log.records[1]);
     assert_eq!(log.records.iter().filter(|r| r.tid == 50).count(), 0);
 }
