@@ -4,7 +4,8 @@
 //! moment it was asked for, and the mappings of its own processes only; a full
 //! disk stops a snapshot with a clear line, leaves no partial file, and recording goes on;
 //! a short ring saves on a disk far smaller than the most a window may hold; a process
-//! blocked for longer than the ring keeps has its wait, with its stack, in a snapshot.
+//! blocked for longer than the ring keeps has its wait, with its stack and the lock it
+//! waits on, in a snapshot.
 //! (`ring_always_on.rs` runs `--save` and a trigger with this backend too.)
 //!
 //! Every test holds `one_recording_at_a_time()` and skips with its reason where perf (and
@@ -42,6 +43,19 @@ fn a_process_blocked_longer_than_the_ring_keeps_has_its_wait_in_a_snapshot() {
     let name = format!("hung{}", std::process::id() % 100_000);
     let exe = named_sleep(dir.path(), &name);
     let hung = Workload::start(&format!("exec {} 60", exe.display()), None);
+    // A process whose main thread waits on a lock its other thread keeps (and sleeps).
+    let script = dir.path().join("locked.py");
+    std::fs::write(
+        &script,
+        "import threading, time\n\
+         lock = threading.Lock()\n\
+         def keep():\n    with lock:\n        time.sleep(60)\n\
+         threading.Thread(target=keep).start()\n\
+         time.sleep(0.2)\n\
+         lock.acquire()\n",
+    )
+    .expect("script");
+    let locked = Workload::start(&format!("exec python3 {}", script.display()), None);
     std::thread::sleep(Duration::from_secs(5));
     let out = rec.save();
     assert!(out.status.success(), "{}", rec.err());
@@ -49,13 +63,22 @@ fn a_process_blocked_longer_than_the_ring_keeps_has_its_wait_in_a_snapshot() {
     let (status, err) = rec.stop();
     assert_eq!(status, 130, "{err}");
     // Symbolized: the wait's kind comes from its kernel stack (do_nanosleep).
-    let out = slowlab()
-        .args(["analyze", "--json", "--critical-path", "--root"])
-        .arg(hung.pid().to_string())
-        .arg(&snapshot)
-        .output()
-        .expect("analyze runs");
-    let v = json(&out);
+    let critical_path = |pid: u32| {
+        let out = slowlab()
+            .args(["analyze", "--json", "--critical-path", "--root"])
+            .arg(pid.to_string())
+            .arg(&snapshot)
+            .output()
+            .expect("analyze runs");
+        json(&out)
+    };
+    // The lock's waiter: its futex call's entry came before the window too, and says
+    // what it waits on.
+    let v = critical_path(locked.pid());
+    let resource = &v["segments"][0]["resource"];
+    assert_eq!(resource["kind"], "futex", "{v}");
+    assert!(resource["address"].is_string(), "the lock's address: {v}");
+    let v = critical_path(hung.pid());
     assert_eq!(v["root"]["comm"], name.as_str(), "{v}");
     let wall = v["wall_s"].as_f64().expect("wall_s");
     let sleep = v["breakdown"]["blocked"]["sleep"].as_f64().expect("sleep");
