@@ -403,7 +403,9 @@ fn an_fsync_loop_waits_for_the_same_device_under_both_backends() {
             .unwrap_or_else(|| panic!("{backend}: no io-wait in {findings}"));
         assert_eq!(f["culprit"]["comm"], "fsync_loop", "{backend}: {f}");
         let e = &f["evidence"];
-        // The device comes from the completed disk requests during the waits.
+        // The device comes from the disk requests during the waits: those completed, or
+        // those issued when perf kept none of their completions (it keeps 0 to 12 of
+        // ~900 here).
         assert!(e["device"].is_string(), "{backend}: {f}");
         assert!(e["device_requests"].as_u64().unwrap() > 0, "{backend}: {f}");
         devices.push(e["device"].clone());
