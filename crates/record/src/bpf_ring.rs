@@ -61,10 +61,8 @@ pub fn run_bpf_ring(
     command: &[String],
 ) -> Result<BpfRecorded, RecordError> {
     let after = trigger_delay(Some(ring_seconds), always)?;
-    let max_bytes = std::env::var("SLOWLAB_BPF_RING_MAX_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(RING_MAX_BYTES);
+    let max_bytes =
+        crate::overrides::from_env("SLOWLAB_BPF_RING_MAX_BYTES").unwrap_or(RING_MAX_BYTES);
     crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
     let ring = RingOptions {

@@ -11,7 +11,7 @@
 //!
 //! In ring mode ([`Companions::start_with`] with a window) both are rings
 //! like perf's: they hold only the last window (the paths in memory, bounded
-//! in bytes too; the processes seen and the refaults counted within the
+//! in bytes too, 32 MiB or `SLOWLAB_PATH_RING_MAX_BYTES`; the processes seen and the refaults counted within the
 //! window), write it for each snapshot ([`Companions::snapshot`]) and at the
 //! stop, and write nothing in between, however long the recording runs.
 
@@ -201,7 +201,11 @@ fn start_paths(
     }
     let file = side_file(output, "paths");
     let options = slowlab_bpf::CaptureOptions {
-        ring: window.map(slowlab_bpf::RingOptions::new),
+        ring: window.map(|keep| slowlab_bpf::RingOptions {
+            keep,
+            max_bytes: crate::overrides::from_env("SLOWLAB_PATH_RING_MAX_BYTES")
+                .unwrap_or(slowlab_bpf::DEFAULT_RING_MAX_BYTES),
+        }),
         ..slowlab_bpf::CaptureOptions::default()
     };
     match slowlab_bpf::PathCapture::start_with(&file, &options) {

@@ -33,6 +33,7 @@ mod command_run;
 pub mod companions;
 mod control;
 mod group_guard;
+mod overrides;
 mod perf_process;
 mod perf_runs;
 mod recording;

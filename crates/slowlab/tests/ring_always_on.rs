@@ -264,13 +264,23 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     let dir = tempfile::tempdir().expect("temp dir");
     let name = format!("slowtiny{}", std::process::id() % 100_000);
     let exe = named_sleep(dir.path(), &name);
-    // Process churn: a new process every few milliseconds.
-    let churn = Workload::start("while :; do /bin/true; done", None);
+    // Process churn: a new process every few milliseconds, each looking for its
+    // libraries in 8 directories that do not exist, paths for the path capture.
+    let churn = Workload::start(
+        "export LD_LIBRARY_PATH=/nonexistent/1:/nonexistent/2:/nonexistent/3:/nonexistent/4:\
+         /nonexistent/5:/nonexistent/6:/nonexistent/7:/nonexistent/8; while :; do /bin/true; done",
+        None,
+    );
     let trace = dir.path().join("tiny.data");
     let trigger = format!("cmd-slower:{name}>1s");
     // perf keeps a little memory with every snapshot: replaced after 1 MiB
     // here (64 MiB by default), so the bound is seen within the test.
     const GROWTH: u64 = 1 << 20;
+    // The paths the capture holds in memory, bounded by their bytes (32 MiB by default)
+    // or their age: a quarter MiB here, which the churn's paths fill in a tenth of the
+    // window on this VM. Held by their age, their memory would follow the churn's pace,
+    // which the host moves by megabytes (CI once measured 27 to 34 MB this way).
+    const PATH_BYTES: u64 = 256 << 10;
     let rec = Recorder::start(
         &trace,
         &dir.path().join("tiny.err"),
@@ -286,7 +296,10 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
             "--keep-snapshots",
             "3",
         ],
-        &[("SLOWLAB_PERF_GROWTH_LIMIT_BYTES", &GROWTH.to_string())],
+        &[
+            ("SLOWLAB_PERF_GROWTH_LIMIT_BYTES", &GROWTH.to_string()),
+            ("SLOWLAB_PATH_RING_MAX_BYTES", &PATH_BYTES.to_string()),
+        ],
     );
     const RUN: Duration = Duration::from_secs(90);
     let started = Instant::now();
@@ -417,6 +430,16 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         assert!(
             v["samples"].as_u64().unwrap_or(0) > 0,
             "{}: {v}",
+            s.display()
+        );
+        // The paths held to their bound (header and end record besides), and near
+        // it: the churn filled it, so their memory was pinned, not the churn's pace.
+        let paths = std::fs::metadata(slowlab_record::side_file(s, "paths"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(
+            (PATH_BYTES * 3 / 4..=PATH_BYTES + 64).contains(&paths),
+            "{}: {paths} bytes of paths, bound {PATH_BYTES}",
             s.display()
         );
     }

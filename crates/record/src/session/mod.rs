@@ -73,10 +73,7 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// [`STOP_GRACE`], or the seconds `SLOWLAB_STOP_GRACE_SECS` gives (for tests: a
 /// perf that never stops is then killed in seconds, not half a minute).
 pub(crate) fn stop_grace() -> Duration {
-    std::env::var("SLOWLAB_STOP_GRACE_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(STOP_GRACE, Duration::from_secs)
+    crate::overrides::from_env("SLOWLAB_STOP_GRACE_SECS").map_or(STOP_GRACE, Duration::from_secs)
 }
 
 /// How long perf may take in all to finish after it was told to stop.
@@ -232,10 +229,8 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     let restart_allowed = s.ring.is_some() && cfg.command.is_empty();
     // perf's memory after its first snapshot, and the growth allowed.
     let mut perf_memory: Option<u64> = None;
-    let growth_limit = std::env::var("SLOWLAB_PERF_GROWTH_LIMIT_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(PERF_GROWTH_LIMIT);
+    let growth_limit =
+        crate::overrides::from_env("SLOWLAB_PERF_GROWTH_LIMIT_BYTES").unwrap_or(PERF_GROWTH_LIMIT);
     let exit = loop {
         match perf.try_wait() {
             Ok(Some(exit)) => {

@@ -229,10 +229,7 @@ pub(crate) fn disk_full(free: u64, dir: &Path, need: u64) -> String {
 /// The free bytes a snapshot asks for: `SLOWLAB_SNAPSHOT_NEED_BYTES` (tests fill the disk
 /// with it), else `otherwise`.
 pub(crate) fn snapshot_need(otherwise: impl FnOnce() -> u64) -> u64 {
-    std::env::var("SLOWLAB_SNAPSHOT_NEED_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(otherwise)
+    crate::overrides::from_env("SLOWLAB_SNAPSHOT_NEED_BYTES").unwrap_or_else(otherwise)
 }
 
 /// Removes a snapshot and its side files, and says so.
