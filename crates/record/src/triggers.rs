@@ -217,12 +217,17 @@ struct Armed {
 }
 
 impl Armed {
-    /// Takes what the condition's look saw (`None`: it is false); returns
-    /// the firing when an episode starts.
-    fn update(&mut self, seen: Option<(String, Option<Subject>)>) -> Option<Fired> {
+    /// Takes what the condition's look saw (`None`: it is false), with the process it
+    /// saw; returns the firing when an episode starts, with that process's command line
+    /// read then (once an episode, not at every look while it lasts).
+    fn update(&mut self, seen: Option<(String, Option<u32>)>) -> Option<Fired> {
         match seen {
-            Some((seen, subject)) if !self.in_episode => {
+            Some((seen, pid)) if !self.in_episode => {
                 self.in_episode = true;
+                let subject = match (&self.trigger, pid) {
+                    (Trigger::CmdSlower { name, .. }, Some(pid)) => Some(Subject::of(pid, name)),
+                    _ => None,
+                };
                 Some(Fired {
                     trigger: self.trigger.to_string(),
                     seen,
@@ -414,18 +419,18 @@ impl Watch {
     }
 
     /// What a `cmd-slower:NAME>D` trigger sees: the oldest process named `name` when it
-    /// has run longer than `longer_than`, said, with the process.
+    /// has run longer than `longer_than`, said, with its pid.
     fn slower(
         &self,
         name: &str,
         longer_than: Duration,
         uptime_ticks: u64,
-    ) -> Option<(String, Option<Subject>)> {
+    ) -> Option<(String, Option<u32>)> {
         let (pid, age) = self
             .slowest(name, uptime_ticks)
             .filter(|(_, age)| *age > longer_than)?;
         let seen = format!("{name} (pid {pid}) has run {:.1} s", age.as_secs_f64());
-        Some((seen, Some(Subject::of(pid, name))))
+        Some((seen, Some(pid)))
     }
 
     /// The oldest running process named `name`, and how long it has run.
