@@ -343,6 +343,42 @@ fn comm_text(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
+/// A record's 32-byte head as the BPF program lays it out (what [`decode_record`] reads),
+/// for the records userspace writes itself (a ring's held waits).
+pub(crate) struct Head {
+    pub time_ns: u64,
+    pub tid: u32,
+    pub a: u32,
+    pub b: u32,
+    pub cpu: u16,
+    pub kind: u8,
+    pub c: u8,
+    /// The stack ids (kernel in the low half, user in the high, -1 for none), or the
+    /// value of SYS_ENTER, SYS_EXIT and BLOCK.
+    pub tail: u64,
+}
+
+impl Head {
+    /// The tail of a record naming the stacks `kstack` and `ustack`.
+    pub fn stacks(kstack: Option<u32>, ustack: Option<u32>) -> u64 {
+        let id = |s: Option<u32>| u64::from(s.unwrap_or(u32::MAX));
+        id(kstack) | id(ustack) << 32
+    }
+
+    pub fn bytes(&self) -> [u8; RECORD_LEN] {
+        let mut r = [0u8; RECORD_LEN];
+        r[0..8].copy_from_slice(&self.time_ns.to_le_bytes());
+        r[8..12].copy_from_slice(&self.tid.to_le_bytes());
+        r[12..16].copy_from_slice(&self.a.to_le_bytes());
+        r[16..20].copy_from_slice(&self.b.to_le_bytes());
+        r[20..22].copy_from_slice(&self.cpu.to_le_bytes());
+        r[22] = self.kind;
+        r[23] = self.c;
+        r[24..32].copy_from_slice(&self.tail.to_le_bytes());
+        r
+    }
+}
+
 /// Decodes the record at the start of `b`; `None` when it is cut or of no known kind.
 /// Returns the record and its length.
 pub fn decode_record(b: &[u8]) -> Option<(SchedRecord, usize)> {

@@ -33,7 +33,7 @@ use rustc_hash::FxHashMap as HashMap;
 use slowlab_model::bundle::partial_file;
 
 use super::format::{
-    RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, KIND_SYS_ENTER, RECORD_LEN,
+    Head, RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, KIND_SYS_ENTER, RECORD_LEN,
 };
 
 mod ids;
@@ -220,16 +220,17 @@ struct Call {
 impl Call {
     /// Its SYS_ENTER record at `time_ns`.
     fn record_at(&self, tid: u32, time_ns: u64) -> [u8; RECORD_LEN] {
-        let mut r = [0u8; RECORD_LEN];
-        r[0..8].copy_from_slice(&time_ns.to_le_bytes());
-        r[8..12].copy_from_slice(&tid.to_le_bytes());
-        r[12..16].copy_from_slice(&self.a.to_le_bytes());
-        r[16..20].copy_from_slice(&self.b.to_le_bytes());
-        r[20..22].copy_from_slice(&self.cpu.to_le_bytes());
-        r[22] = KIND_SYS_ENTER;
-        r[23] = self.which;
-        r[24..32].copy_from_slice(&self.value.to_le_bytes());
-        r
+        Head {
+            time_ns,
+            tid,
+            a: self.a,
+            b: self.b,
+            cpu: self.cpu,
+            kind: KIND_SYS_ENTER,
+            c: self.which,
+            tail: self.value,
+        }
+        .bytes()
     }
 }
 
@@ -251,16 +252,17 @@ impl Wait {
 
     /// Its SWITCH record at `time_ns`, to the idle task (who ran next then is not known).
     fn record_at(&self, tid: u32, time_ns: u64) -> [u8; RECORD_LEN] {
-        let mut r = [0u8; RECORD_LEN];
-        r[0..8].copy_from_slice(&time_ns.to_le_bytes());
-        r[8..12].copy_from_slice(&tid.to_le_bytes());
-        r[20..22].copy_from_slice(&self.cpu.to_le_bytes());
-        r[22] = KIND_SWITCH;
-        r[23] = self.state;
-        let id = |s: Option<u32>| s.map_or(-1, |id| id as i32).to_le_bytes();
-        r[24..28].copy_from_slice(&id(self.kstack));
-        r[28..32].copy_from_slice(&id(self.ustack));
-        r
+        Head {
+            time_ns,
+            tid,
+            a: 0,
+            b: 0,
+            cpu: self.cpu,
+            kind: KIND_SWITCH,
+            c: self.state,
+            tail: Head::stacks(self.kstack, self.ustack),
+        }
+        .bytes()
     }
 }
 

@@ -214,3 +214,30 @@ fn a_decoded_record_takes_64_bytes_whatever_its_kind() {
     // A trace of minutes is millions of records: what only a few kinds carry is boxed.
     assert_eq!(std::mem::size_of::<SchedRecord>(), 64);
 }
+
+#[test]
+fn a_head_written_by_userspace_reads_back_as_the_program_would_have_written_it() {
+    let head = |kind, c, tail| Head {
+        time_ns: 1_000_000_007,
+        tid: 4242,
+        a: 9,
+        b: 11,
+        cpu: 1,
+        kind,
+        c,
+        tail,
+    };
+    let (switch, len) =
+        decode_record(&head(KIND_SWITCH, 2, Head::stacks(Some(5), None)).bytes()).unwrap();
+    assert_eq!(len, RECORD_LEN);
+    assert_eq!(
+        (switch.time_ns, switch.tid, switch.a, switch.b, switch.cpu),
+        (1_000_000_007, 4242, 9, 11, 1)
+    );
+    assert_eq!((switch.kind, switch.c), (RecordKind::Switch, 2));
+    assert_eq!((switch.kstack, switch.ustack), (Some(5), None));
+    let (enter, _) = decode_record(&head(KIND_SYS_ENTER, 3, 0x7f00_1234_5678).bytes()).unwrap();
+    assert_eq!((enter.kind, enter.c), (RecordKind::SysEnter, 3));
+    assert_eq!(enter.value, 0x7f00_1234_5678);
+    assert_eq!((enter.kstack, enter.ustack), (None, None));
+}
