@@ -4,7 +4,7 @@
 //! `critical_path.json`, `findings.json`, `report.html` and the exports
 //! asked for), for the command or for a process that was already running
 //! ([`Target`]). [`CommandRuns`] is both for every run of a command, in one
-//! recording (`diagnose --repeat`); [`CommandDiagnoser`] is that for `sweep
+//! recording, and [`repeat`] the runs of `diagnose --repeat`; [`CommandDiagnoser`] is that for `sweep
 //! --critical-path`, and [`LabTracer`] for `lab --trace`.
 //!
 //! What it does not do: read the environment, draw progress (a
@@ -28,10 +28,12 @@ use slowlab_report::{write_atomically, ReportError};
 mod bpf_recording;
 mod command_runs;
 mod lab_tracer;
+mod repeat;
 
 pub use bpf_recording::{record_with, Recorded};
 pub use command_runs::{CommandDiagnoser, CommandRunDiagnosed, CommandRuns};
 pub use lab_tracer::LabTracer;
+pub use repeat::{repeat, Repeated};
 
 /// Why a recording could not be made or answered.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,11 @@ pub enum DiagnoseError {
     Write(#[from] ReportError),
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// How traces are opened: the binary's options (read from the environment

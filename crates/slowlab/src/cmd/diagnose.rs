@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use slowlab_cli::diagnose::DiagnoseArgs;
-use slowlab_diagnose::{analyze_into, recording, CommandRunDiagnosed, CommandRuns, Target};
+use slowlab_diagnose::{analyze_into, recording, CommandRuns, Target};
 use slowlab_exports::{Export, ParquetOptions};
 
 use super::input::Opener;
@@ -148,76 +148,33 @@ fn json_only_stdout() -> anyhow::Result<File> {
 
 /// `--repeat N`: N diagnose runs, then the summary.
 fn repeat(args: &DiagnoseArgs, n: usize, json: Option<File>) -> anyhow::Result<i32> {
-    // Before anything is made: a command not found leaves no directory behind.
-    slowlab_record::command_found(&args.command)?;
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let stale = slowlab_runs::stale_runs(&args.output, n);
-    if !stale.is_empty() {
-        eprintln!(
-            "slowlab: warning: {} run directories of an earlier --repeat are left in {} ({} …): \
-             remove them, or a run-* pattern takes them as runs of this one",
-            stale.len(),
-            args.output.display(),
-            stale[0].display()
-        );
-    }
-    // Ctrl-C between runs: the finished runs are kept and summarized (the
-    // recording of a run handles its own Ctrl-C, in slowlab-record).
+    // Ctrl-C between runs: the finished runs are kept and summarized.
     let cancel = slowlab_sweep::Cancel::new();
     crate::signals::cancel_on_interrupt(cancel.clone())?;
-    let mut runs = Vec::new();
-    let mut interrupted = false;
     let opener = Opener::new(true)?;
     // One backend for every run, so that their times compare; one recording for all.
     let bpf = super::record::diagnose_with_bpf(args.backend);
-    let mut recorded = CommandRuns::new(&opener, &args.output, args.freq, bpf);
-    for i in 1..=n {
-        if cancel.is_cancelled() {
-            interrupted = true;
-            break;
-        }
-        let dir = slowlab_runs::run_dir(&args.output, i);
-        eprintln!("slowlab: run {i} of {n} → {}", dir.display());
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let CommandRunDiagnosed {
-            outcome,
-            diagnosis,
-            warnings,
-        } = recorded.run(&args.command, &dir)?;
-        let Some(diagnosis) = diagnosis else {
-            let _ = std::fs::remove_dir_all(&dir);
-            eprintln!(
-                "slowlab: run {i} was interrupted: removed {}; the finished runs are kept",
-                dir.display()
-            );
-            interrupted = true;
-            break;
-        };
-        for w in warnings {
-            eprintln!("slowlab: warning: run {i}: {w}");
-        }
-        runs.push(slowlab_runs::RepeatRun {
-            run: i,
-            dir,
-            wall_s: diagnosis.path.as_ref().map(|p| p.wall_s),
-            exit_code: outcome.exit_code,
-            answer: diagnosis.path.map(|p| p.summary),
-        });
-    }
-    for w in recorded.finish() {
+    let runs = CommandRuns::new(&opener, &args.output, args.freq, bpf);
+    let repeated = slowlab_diagnose::repeat(
+        runs,
+        &args.command,
+        &args.output,
+        n,
+        &|| cancel.is_cancelled(),
+        &mut |line| eprintln!("slowlab: {line}"),
+    )?;
+    for w in repeated.warnings {
         eprintln!("slowlab: warning: {w}");
     }
-    let first_failure = runs.iter().map(|r| r.exit_code).find(|&c| c != 0);
-    let summary = slowlab_runs::summarize(&args.command, n, runs, interrupted);
+    let first_failure = repeated.runs.iter().map(|r| r.exit_code).find(|&c| c != 0);
+    let summary = slowlab_runs::summarize(&args.command, n, repeated.runs, repeated.interrupted);
     if let Some(mut json) = json {
         eprint!("{}", summary.text());
         writeln!(json, "{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
         print!("{}", summary.text());
     }
-    Ok(if interrupted {
+    Ok(if repeated.interrupted {
         crate::signals::exit_code()
     } else {
         first_failure.unwrap_or(0)
