@@ -3,9 +3,9 @@
 //! detector), print the answer first and the findings ranked by what they
 //! cost, and write the trace, `critical_path.json`, `findings.json` and a
 //! self-contained `report.html` (and the exports asked for) into one
-//! directory; with `--repeat N`, N such directories and a summary across
-//! them (`slowlab_runs::repeat`). The recording and the analysis are
-//! `slowlab-diagnose`'s; this is glue.
+//! directory; with `--repeat N`, N such directories (`slowlab_diagnose::repeat`)
+//! and a summary across them (`slowlab_runs::summarize`). The recording and the
+//! analysis are `slowlab-diagnose`'s; this is glue.
 
 use std::fs::File;
 use std::io::Write;
