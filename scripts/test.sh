@@ -7,7 +7,8 @@
 # of each corpus: no panic, no abort), and last runs the analyze benchmarks'
 # scripts once each on traces of two seconds (bench/analyze/smoke.sh: they
 # keep working; the figures are not kept).
-# The tests build with the `test-release` profile: `release` optimized,
+# Every test binary runs even when one fails (`--no-fail-fast`), so that one
+# run shows every failure. The tests build with the `test-release` profile: `release` optimized,
 # without its LTO (see Cargo.toml).
 #
 # A test that cannot run here (no root, perf, cgroup controller, tool) says
@@ -36,7 +37,7 @@ cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 cargo clippy -p slowlab -p slowlab-exports --quiet -- -D warnings
 
 step "cargo test (optimized: profile test-release; every feature, the fleet's too)"
-cargo test --workspace --all-features --profile test-release
+cargo test --workspace --all-features --profile test-release --no-fail-fast
 
 if [ -x probes/windows/test.sh ] || [ -f probes/windows/test.sh ]; then
   step "Windows probes under Wine (and slowlab import of their results)"

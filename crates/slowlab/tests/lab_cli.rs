@@ -285,10 +285,23 @@ fn lab_profile_names_the_growing_functions_of_the_mmap_path() {
     assert!(mmap["share_at_max"].as_f64().unwrap() > 0.5, "{mmap}");
     assert_eq!(mmap["verdict"], "superlinear", "{human}");
     // Where the growth lives comes first: a superlinear own cost in the
-    // kernel (the placement search under mmap), near N^2.
-    let top = &functions[0];
+    // kernel (the placement search under mmap), near N^2. Its only rival for
+    // the first place is the syscall's own wrapper: on this VM a CPU sample
+    // often comes as the syscall returns and lands on the wrapper's next
+    // instruction (80% of `__mmap`'s own samples, `perf annotate`), so `__mmap`
+    // has an "own" cost that grows as the kernel's does (23–27% of the run,
+    // against `mt_find`'s 15–20%).
+    assert_eq!(functions[0]["self_verdict"], "superlinear", "{human}");
+    let top = functions
+        .iter()
+        .take(2)
+        .find(|f| f["kernel"] == true)
+        .unwrap_or_else(|| panic!("no kernel function in the first two: {human}"));
+    assert!(
+        functions[0]["kernel"] == true || functions[0]["name"] == "__mmap",
+        "{human}"
+    );
     assert_eq!(top["self_verdict"], "superlinear", "{human}");
-    assert_eq!(top["kernel"], true, "{human}");
     let k = top["self_exponent"].as_f64().unwrap();
     assert!((1.4..=2.6).contains(&k), "N^{k}: {human}");
     // The kernel's own mmap functions are among the growing ones when the
@@ -306,7 +319,7 @@ fn lab_profile_names_the_growing_functions_of_the_mmap_path() {
         .split("where each pathological variant's cost grows:")
         .nth(1)
         .unwrap_or_else(|| panic!("no closing lines: {human}"));
-    let name = top["name"].as_str().unwrap();
+    let name = functions[0]["name"].as_str().unwrap();
     assert!(
         closing.contains("topdown-alloc") && closing.contains(&format!("`{name}`")),
         "{closing}"
