@@ -219,13 +219,14 @@ impl Drain {
         }
     }
 
-    /// A COMMAND section; in ring mode, kept for every snapshot.
+    /// A COMMAND section; in ring mode, kept for the start of every snapshot and not
+    /// written among the records: read last, it would take the place of the process a
+    /// snapshot is about.
     pub(crate) fn command(&mut self, pid: u32, args: &[String]) {
-        if let Err(e) = self.writer.command(pid, args) {
-            self.error.get_or_insert(e);
-        }
         if let Some(w) = self.window() {
             w.note_command(pid, args);
+        } else if let Err(e) = self.writer.command(pid, args) {
+            self.error.get_or_insert(e);
         }
     }
 

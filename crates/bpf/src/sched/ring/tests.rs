@@ -139,6 +139,26 @@ fn snapshot_stacks(
 }
 
 #[test]
+fn a_ring_commands_process_is_the_snapshots_command_unless_the_snapshot_is_about_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut drain = crate::sched::drain::Drain::new(a_window(2_500, 1 << 30, 1));
+    // `record --ring -- make`: the command's process, told as it starts.
+    drain.command(7, &["make".into()]);
+    add_second(&mut drain.writer, 1, 1);
+    let win = window(&mut drain.writer);
+    let (plain, about) = (dir.path().join("plain"), dir.path().join("about"));
+    win.write(&plain, Vec::new(), SchedEnd::default(), None)
+        .unwrap();
+    let slow = (9, vec!["slow".to_string()]);
+    win.write(&about, Vec::new(), SchedEnd::default(), Some(&slow))
+        .unwrap();
+    let command = |file: &Path| parse_sched(&std::fs::read(file).unwrap()).unwrap().command;
+    assert_eq!(command(&plain), Some((7, vec!["make".to_string()])));
+    // A trigger's snapshot about process 9: its COMMAND is read, not the ring's.
+    assert_eq!(command(&about), Some(slow));
+}
+
+#[test]
 fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = a_window(2_500, 1 << 30, 10);
