@@ -124,7 +124,8 @@ pub struct RecordArgs {
     /// clears (repeatable): psi-cpu>P%, psi-io>P%, psi-memory>P% (PSI
     /// `some avg10`), cmd-slower:NAME>Ds (a process named NAME running
     /// longer than D seconds; its snapshot's line says how to ask for that
-    /// process's critical path).
+    /// process's critical path, and its `.waits.txt` what the process's
+    /// threads waited on, and on whom, as the trigger fired).
     #[arg(long, value_name = "COND", requires = "ring", value_parser = parse_trigger)]
     pub trigger: Vec<slowlab_record::Trigger>,
     /// Ring mode: seconds between a trigger and its snapshot, so that it

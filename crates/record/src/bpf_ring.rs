@@ -24,7 +24,7 @@ use crate::bpf_session::{stop_at_once, BpfRecorded, RecordedCommand, SecondSigna
 use crate::companions::{side_file, Companions};
 use crate::control::{answer, ControlSocket};
 use crate::ring::side_window;
-use crate::session::snapshots::{disk_full, snapshot_need, subject_hint, Kept};
+use crate::session::snapshots::{disk_full, snapshot_need, subject_hint, write_waits, Kept};
 use crate::session::{megabytes, trigger_delay};
 use crate::signals::StopSignals;
 use crate::triggers::{Scheduled, Subject, Watch};
@@ -285,7 +285,12 @@ impl Ring<'_> {
                 dir.display()
             ));
         }
-        let files = self.companions.snapshot(&trace, &mut self.warnings);
+        let mut files = self.companions.snapshot(&trace, &mut self.warnings);
+        match write_waits(&trace, subject) {
+            Some(Ok(file)) => files.push(file),
+            Some(Err(e)) => self.warnings.push(e),
+            None => {}
+        }
         self.snapshots.add(trace.clone());
         Ok((trace, files))
     }

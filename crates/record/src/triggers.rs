@@ -20,7 +20,9 @@
 //!   while a slow process still runs (a hung one too) rather than after
 //!   it ends. A process that lives less than a poll is never seen, which
 //!   is harmless: only those slower than D matter. The episode lasts while
-//!   any process named NAME older than D runs.
+//!   any process named NAME older than D runs. As it fires, what that process's
+//!   threads do and wait on then is walked (`slowlab-hang`), said in part and kept
+//!   for the snapshot's `.waits.txt` ([`Subject::waits`]).
 //!
 //! It does not save anything: `session` schedules the snapshot.
 
@@ -188,6 +190,10 @@ pub struct Subject {
     pub pid: u32,
     /// Its command line when the trigger fired (`/proc/PID/cmdline`), else its name.
     pub args: Vec<String>,
+    /// What its threads did and waited on when the trigger fired, and who held that
+    /// (`slowlab hang --all-threads PID`'s text): the snapshot's `.waits.txt`. A wait that began
+    /// before the ring's window, a lock taken long ago, is named there only.
+    pub waits: Option<String>,
 }
 
 impl Subject {
@@ -206,9 +212,29 @@ impl Subject {
             } else {
                 args
             },
+            waits: None,
         }
     }
+
+    /// Walks what its threads do and wait on now (see [`Subject::waits`]); returns each
+    /// thread's chain in one sentence. Nothing when it cannot be walked (it has exited).
+    fn walk_waits(&mut self) -> Vec<String> {
+        // Every thread: one on a CPU, or asleep on a timer, is an answer too.
+        let options = slowlab_hang::Options { all_threads: true };
+        let Ok(report) = slowlab_hang::walk(Path::new("/"), self.pid as i32, &options) else {
+            return Vec::new();
+        };
+        self.waits = Some(slowlab_hang::render::text(&report));
+        report
+            .threads
+            .iter()
+            .map(slowlab_hang::render::sentence)
+            .collect()
+    }
 }
+
+/// The most chains a trigger's firing says on stderr (the rest are in `.waits.txt`).
+const CHAINS_SAID: usize = 3;
 
 /// One trigger and whether its episode is going on.
 struct Armed {
@@ -287,13 +313,22 @@ impl Scheduled {
     /// snapshots due by `now`.
     pub(crate) fn due(&mut self, watch: &mut Watch, now: Instant) -> Vec<Due> {
         if !watch.is_empty() {
-            for fired in watch.poll(now) {
+            for mut fired in watch.poll(now) {
                 eprintln!(
                     "slowlab: trigger {} fired: {}; saving a snapshot in {:.1} s",
                     fired.trigger,
                     fired.seen,
                     self.after.as_secs_f64()
                 );
+                let chains = fired.subject.as_mut().map(Subject::walk_waits);
+                for chain in chains.iter().flatten().take(CHAINS_SAID) {
+                    eprintln!("slowlab:   now {chain}");
+                }
+                if let Some(more) = chains.map(|c| c.len().saturating_sub(CHAINS_SAID)) {
+                    if more > 0 {
+                        eprintln!("slowlab:   … and {more} more, in the snapshot's .waits.txt");
+                    }
+                }
                 let due = Due {
                     why: format!("trigger {}", fired.trigger),
                     subject: fired.subject,

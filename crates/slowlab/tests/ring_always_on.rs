@@ -236,6 +236,19 @@ fn trigger_fires_once_per_episode(backend: &[&str]) {
     };
     let asked = root(&["--root", &slow_pid.to_string()]);
     assert_eq!(asked["comm"], name.as_str(), "{asked}");
+    // What it was doing when the trigger fired, said then and kept beside the snapshot
+    // (a wait that began before the window is named there only).
+    let now = format!("slowlab:   now {name} [{slow_pid}] sleeps on a timer (clock_nanosleep)");
+    assert!(err.contains(&now), "no `{now}` in: {err}");
+    let waits_file = slowlab_record::side_file(&snaps[0], "waits.txt");
+    let waits = std::fs::read_to_string(&waits_file).unwrap_or_default();
+    assert!(
+        waits.contains(&format!("{name} [{slow_pid}]: sleeping"))
+            && waits.contains("clock_nanosleep"),
+        "{}: {waits}",
+        waits_file.display()
+    );
+    assert!(err.contains(&waits_file.display().to_string()), "{err}");
     // The eBPF recorder's snapshot names it as its command, so that its critical path is
     // the default one (perf's snapshot cannot: it is perf's file).
     if backend.contains(&"bpf") {
@@ -417,9 +430,10 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         perf_most <= perf_least + GROWTH / 1024 + 1024,
         "perf grew: {perf_least} → {perf_most} KiB"
     );
-    // Three snapshots with their two side files, one more while the oldest
-    // is removed, the partial file and a dump under way.
-    assert!(most_files <= 4 * 3 + 2, "{most_files} files");
+    // Three snapshots with their side files (the paths, the cgroups, a trigger's
+    // waits), one more while the oldest is removed, the partial file and a dump under
+    // way.
+    assert!(most_files <= 4 * 4 + 2, "{most_files} files");
     let snaps = snapshots_of(&trace);
     assert_eq!(snaps.len(), 3, "--keep-snapshots 3: {err}");
     let fired = err.matches(&format!("trigger {trigger} fired")).count();

@@ -115,15 +115,20 @@ impl Session<'_> {
             }
         };
         let mut warnings = Vec::new();
-        let files = match &self.companions {
+        let mut files = match &self.companions {
             Some(c) => c.snapshot(&trace, &mut warnings),
             None => Vec::new(),
         };
+        let subject = self.in_dump.iter().find_map(|r| r.subject.clone());
+        match write_waits(&trace, subject.as_ref()) {
+            Some(Ok(file)) => files.push(file),
+            Some(Err(e)) => warnings.push(e),
+            None => {}
+        }
         for w in warnings {
             self.warn(w);
         }
         let why: Vec<String> = self.in_dump.iter().map(|r| r.why.clone()).collect();
-        let subject = self.in_dump.iter().find_map(|r| r.subject.as_ref());
         eprintln!(
             "slowlab: snapshot {}{}{}{}",
             trace.display(),
@@ -137,7 +142,7 @@ impl Session<'_> {
             } else {
                 format!(" for {}", why.join(", "))
             },
-            subject_hint(&trace, subject)
+            subject_hint(&trace, subject.as_ref())
         );
         self.snapshots.add(trace.clone());
         trace
@@ -157,6 +162,26 @@ pub(crate) fn subject_hint(trace: &Path, subject: Option<&Subject>) -> String {
         )
     })
 }
+
+/// Writes `TRACE.waits.txt`, what the process a trigger's snapshot is about waited on
+/// when the trigger fired ([`Subject::waits`]), if walked; the file, or why it is not
+/// there (a full disk).
+pub(crate) fn write_waits(
+    trace: &Path,
+    subject: Option<&Subject>,
+) -> Option<Result<PathBuf, String>> {
+    let text = subject?.waits.as_ref()?;
+    let file = side_file(trace, WAITS);
+    let partial = partial_file(&file);
+    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &file));
+    Some(written.map(|()| file.clone()).map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        format!("cannot write {}: {e}", file.display())
+    }))
+}
+
+/// The side file of [`write_waits`].
+const WAITS: &str = "waits.txt";
 
 /// The snapshots kept beside OUTPUT, oldest first: those an earlier run left, then this
 /// run's; at most `keep` of them (the oldest go, with their side files).
@@ -235,7 +260,7 @@ pub(crate) fn snapshot_need(otherwise: impl FnOnce() -> u64) -> u64 {
 /// Removes a snapshot and its side files, and says so.
 fn remove_snapshot(old: &Path, keep: usize) {
     let _ = std::fs::remove_file(old);
-    for side in ["paths", "cgroups.json"] {
+    for side in ["paths", "cgroups.json", WAITS] {
         let _ = std::fs::remove_file(side_file(old, side));
     }
     eprintln!(
