@@ -191,8 +191,8 @@ pub struct Subject {
     /// Its command line when the trigger fired (`/proc/PID/cmdline`), else its name.
     pub args: Vec<String>,
     /// What its threads did and waited on when the trigger fired, and who held that
-    /// (`slowlab hang --all-threads PID`'s text): the snapshot's `.waits.txt`. A wait that began
-    /// before the ring's window, a lock taken long ago, is named there only.
+    /// (`slowlab hang --all-threads PID`'s text): the snapshot's `.waits.txt`. A wait
+    /// that began before the ring's window, a lock taken long ago, is named there only.
     pub waits: Option<String>,
 }
 
@@ -320,12 +320,12 @@ impl Scheduled {
                     fired.seen,
                     self.after.as_secs_f64()
                 );
-                let chains = fired.subject.as_mut().map(Subject::walk_waits);
-                for chain in chains.iter().flatten().take(CHAINS_SAID) {
-                    eprintln!("slowlab:   now {chain}");
-                }
-                if let Some(more) = chains.map(|c| c.len().saturating_sub(CHAINS_SAID)) {
-                    if more > 0 {
+                if let Some(chains) = fired.subject.as_mut().map(Subject::walk_waits) {
+                    for chain in chains.iter().take(CHAINS_SAID) {
+                        eprintln!("slowlab:   now {chain}");
+                    }
+                    if chains.len() > CHAINS_SAID {
+                        let more = chains.len() - CHAINS_SAID;
                         eprintln!("slowlab:   … and {more} more, in the snapshot's .waits.txt");
                     }
                 }
