@@ -11,9 +11,10 @@
 //!
 //! In ring mode ([`Companions::start_with`] with a window) both are rings
 //! like perf's: they hold only the last window (the paths in memory, bounded
-//! in bytes too, 32 MiB or `SLOWLAB_PATH_RING_MAX_BYTES`; the processes seen and the refaults counted within the
-//! window), write it for each snapshot ([`Companions::snapshot`]) and at the
-//! stop, and write nothing in between, however long the recording runs.
+//! in bytes too, 32 MiB or `SLOWLAB_PATH_RING_MAX_BYTES`; the processes seen
+//! and the refaults counted within the window), write it for each snapshot
+//! ([`Companions::snapshot`]) and at the stop, and write nothing in between,
+//! however long the recording runs.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};

@@ -290,9 +290,10 @@ fn a_tiny_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
     // here (64 MiB by default), so the bound is seen within the test.
     const GROWTH: u64 = 1 << 20;
     // The paths the capture holds in memory, bounded by their bytes (32 MiB by default)
-    // or their age: a quarter MiB here, which the churn's paths fill in a tenth of the
-    // window on this VM. Held by their age, their memory would follow the churn's pace,
-    // which the host moves by megabytes (CI once measured 27 to 34 MB this way).
+    // or their age: a quarter MiB here, which the churn's paths (megabytes a second)
+    // fill many times over in the window. Held by their age, their memory would follow
+    // the churn's pace, which the host moves by megabytes (CI once measured 27 to 34 MB
+    // this way).
     const PATH_BYTES: u64 = 256 << 10;
     let rec = Recorder::start(
         &trace,
