@@ -22,16 +22,16 @@
 // `tp_btf/sched_process_exec`, `tp_btf/sched_process_exit`, `tp_btf/task_rename`,
 // `on_sample` (a `perf_event` program user space attaches to one PERF_COUNT_SW_CPU_CLOCK
 // event per CPU) or, for samples on the scheduler's tick, `on_tick`
-// (`tp_btf/hrtimer_expire_entry`), and `enter_NAME`/`exit_NAME` on the `syscalls:sys_enter_NAME` and
-// `sys_exit_NAME` tracepoints of the four waiting syscalls (the kernel runs them only for
-// those syscalls: the filter is its per-syscall bitmap, not a test here),
-// `on_block_issue`/`on_block_complete` (`block:block_rq_*`), `on_page_fault_user`/`_kernel`
-// (`tp_btf/page_fault_*`) and `on_major_fault` (a `perf_event` program on one `major-faults`
-// software event per CPU), and `call_NAME`/`ret_NAME` on the detectors' syscalls (their
+// (`tp_btf/hrtimer_expire_entry`), `on_block_issue`/`on_block_complete`
+// (`block:block_rq_*`), `on_page_fault_user`/`_kernel` (`tp_btf/page_fault_*`) and
+// `on_major_fault` (a `perf_event` program on one `major-faults` software event per CPU),
+// and the syscalls: the four waiting ones (entry and exit) and the detectors' (their
 // entry with arguments and user stack, and, for those that take a path, a PATH record
-// with it; their exit). Records lost because the ring was full are counted in
-// `counters[COUNTER_DROPS]`, stacks neither the stack map nor the ring could take in
-// `counters[COUNTER_STACK_LOST]`.
+// with it; their exit), from `on_raw_sys_enter`/`on_raw_sys_exit` (`tp_btf/sys_enter`,
+// `sys_exit`: x86-64, by number) or, elsewhere, from `enter_NAME`/`exit_NAME` and
+// `call_NAME`/`ret_NAME` on each syscall's own tracepoints. Records lost because the
+// ring was full are counted in `counters[COUNTER_DROPS]`, stacks neither the stack map
+// nor the ring could take in `counters[COUNTER_STACK_LOST]`.
 //
 // It filters no process but the recorder's own (recorder_tgid; or only its draining
 // thread, recorder_tid), reads no /proc and names
@@ -124,6 +124,8 @@ typedef _Bool bool;
 // (CONFIG_THREAD_INFO_IN_TASK, as on x86-64 and arm64).
 struct thread_info {
 	unsigned int cpu;
+	unsigned int status;  // x86-64: TS_COMPAT while a 32-bit syscall runs (read by the raw
+			      // syscall programs only, which load on x86-64 only)
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -145,6 +147,9 @@ struct hrtimer {
 
 // The user registers saved at the kernel's entry (x86-64 names), from bpf_task_pt_regs.
 struct pt_regs {
+	unsigned long r10;
+	unsigned long r9;
+	unsigned long r8;
 	unsigned long bp;
 	unsigned long dx;
 	unsigned long si;
@@ -1259,116 +1264,67 @@ struct sys_exit_ctx {
 // recorder's own threads out, as `sys_exit`'s does): no stacks (the wait's stack is its
 // blocking switch's, as perf records these without a call graph).
 // `nargs`: the syscall's arguments; no more are read (the kernel refuses to attach a
-// program that reads past its tracepoint's record: EACCES).
-static __always_inline int sys_enter(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+// tracepoint program that reads past its tracepoint's record: EACCES).
+static __always_inline int sys_enter(const __u64 *args, __u8 which, __u32 nargs)
 {
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
 		return 0;
 	r->c = which;
-	r->a = (__u32)ctx->args[1];
+	r->a = (__u32)args[1];
 	if (nargs > 2)
-		r->b = (__u32)ctx->args[2];
-	r->value = ctx->args[0];
+		r->b = (__u32)args[2];
+	r->value = args[0];
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
 
 // Its SYS_EXIT record, with the return value.
-static __always_inline int sys_exit(struct sys_exit_ctx *ctx, __u8 which)
+static __always_inline int sys_exit(__s64 ret, __u8 which)
 {
 	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
 						      (__u32)bpf_get_current_pid_tgid());
 	if (!r)
 		return 0;
 	r->c = which;
-	r->value = (__u64)ctx->ret;
+	r->value = (__u64)ret;
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return 0;
 }
 
-#define SYSCALL_PROBES(name, which, nargs)                              \
+// The waiting syscalls: X(name, which, nargs, x86-64 number).
+#define WAIT_SYSCALLS(X)                  \
+	X(futex, SYS_FUTEX, 6, 202)        \
+	X(wait4, SYS_WAIT4, 4, 61)         \
+	X(waitid, SYS_WAITID, 5, 247)      \
+	X(flock, SYS_FLOCK, 2, 73)
+
+// Their programs on the syscalls' own tracepoints (the fallback where the raw ones below
+// do not load: other architectures than x86-64).
+#define SYSCALL_PROBES(name, which, nargs, nr)                          \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int enter_##name(struct sys_enter_ctx *ctx)                     \
 	{                                                               \
 		if (current_is_recorder())                              \
 			return 0;                                       \
-		return sys_enter(ctx, which, nargs);                    \
+		return sys_enter(ctx->args, which, nargs);              \
 	}                                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
 	int exit_##name(struct sys_exit_ctx *ctx)                       \
 	{                                                               \
 		if (current_is_recorder())                              \
 			return 0;                                       \
-		return sys_exit(ctx, which);                            \
+		return sys_exit(ctx->ret, which);                       \
 	}
 
-// The same records from `tp_btf/sys_enter` and `sys_exit` (raw_syscalls), which run for
-// every syscall and pick the four here (x86-64 numbers): to measure against the
-// per-syscall tracepoints above (SchedOptions::raw_syscalls), which the kernel filters
-// before any program runs but reaches through perf's syscall-event code.
-static __always_inline __u8 recorded_syscall(long nr)
-{
-	switch (nr) {
-	case 202:
-		return SYS_FUTEX;
-	case 61:
-		return SYS_WAIT4;
-	case 247:
-		return SYS_WAITID;
-	case 73:
-		return SYS_FLOCK;
-	}
-	return 0;
-}
-
-SEC("tp_btf/sys_enter")
-int on_raw_sys_enter(__u64 *ctx)
-{
-	struct pt_regs *regs = (struct pt_regs *)ctx[0];
-	__u8 which = recorded_syscall((long)ctx[1]);
-	if (!which || current_is_recorder())
-		return 0;
-	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_ENTER,
-						      (__u32)bpf_get_current_pid_tgid());
-	if (!r)
-		return 0;
-	r->c = which;
-	r->a = (__u32)regs->si;
-	r->b = which == SYS_FLOCK ? 0 : (__u32)regs->dx;
-	r->value = regs->di;
-	bpf_ringbuf_submit(r, wakeup_flag());
-	return 0;
-}
-
-SEC("tp_btf/sys_exit")
-int on_raw_sys_exit(__u64 *ctx)
-{
-	struct pt_regs *regs = (struct pt_regs *)ctx[0];
-	__u8 which = recorded_syscall((long)regs->orig_ax);
-	if (!which || current_is_recorder())
-		return 0;
-	struct rec_sys *r = (struct rec_sys *)reserve(sizeof(struct rec), KIND_SYS_EXIT,
-						      (__u32)bpf_get_current_pid_tgid());
-	if (!r)
-		return 0;
-	r->c = which;
-	r->value = ctx[1];
-	bpf_ringbuf_submit(r, wakeup_flag());
-	return 0;
-}
-
-SYSCALL_PROBES(futex, SYS_FUTEX, 6)
-SYSCALL_PROBES(wait4, SYS_WAIT4, 4)
-SYSCALL_PROBES(waitid, SYS_WAITID, 5)
-SYSCALL_PROBES(flock, SYS_FLOCK, 2)
+WAIT_SYSCALLS(SYSCALL_PROBES)
 
 // The user stack of a detector's syscall: walked, or, with `reuse_sites`, the one this
 // thread had at its last call of it from the same place: the same registers at the
 // kernel entry and the same frame-pointer links above them, as user_site compares them,
 // but not the arguments (a loop's calls differ in them, not in their stack).
-static __always_inline __s32 call_ustack(void *ctx, __u8 which)
+static __always_inline __s32 call_ustack(__u8 which)
 {
 	struct task_struct *task = reuse_sites ? bpf_get_current_task_btf() : 0;
 	struct sites *sites =
@@ -1394,7 +1350,7 @@ static __always_inline __s32 call_ustack(void *ctx, __u8 which)
 // them; reading past them the kernel refuses) and the user stack (the call site; the
 // kernel stack, the syscall entry path, is not taken), and its exit with the return
 // value, without stacks. Returns the record's time, 0 when the ring was full.
-static __always_inline __u64 sys_call(struct sys_enter_ctx *ctx, __u8 which, __u32 nargs)
+static __always_inline __u64 sys_call(const __u64 *args, __u8 which, __u32 nargs)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct rec_call *r = (struct rec_call *)reserve(sizeof(struct rec_call), KIND_SYS_CALL,
@@ -1405,9 +1361,9 @@ static __always_inline __u64 sys_call(struct sys_enter_ctx *ctx, __u8 which, __u
 	r->head.c = which;
 #pragma unroll
 	for (int i = 0; i < 6; i++)
-		r->args[i] = i < nargs ? ctx->args[i] : 0;
+		r->args[i] = i < nargs ? args[i] : 0;
 	if ((__u32)pid_tgid != 0 && stack_mode != STACKS_NONE && stack_mode != STACKS_KERNEL)
-		r->head.ustack = call_ustack(ctx, which);
+		r->head.ustack = call_ustack(which);
 	__u64 time_ns = r->head.time_ns;
 	bpf_ringbuf_submit(r, wakeup_flag());
 	return time_ns;
@@ -1505,13 +1461,13 @@ static __always_inline bool send_path(__u64 time_ns, __u64 pid_tgid, __u8 which,
 }
 
 // At a detector's syscall entry: its PATH record, or the path parked until its exit.
-static __always_inline void path_at_entry(struct sys_enter_ctx *ctx, __u8 which, int arg,
+static __always_inline void path_at_entry(const __u64 *args, __u8 which, int arg,
 					  __u64 time_ns)
 {
 	if (!capture_paths || arg < 0 || arg > 5)
 		return;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 user_ptr = ctx->args[arg];
+	__u64 user_ptr = args[arg];
 	if (send_path(time_ns, pid_tgid, which, user_ptr, true))
 		return;
 	struct parked_path parked = { .time_ns = time_ns, .user_ptr = user_ptr };
@@ -1536,16 +1492,45 @@ static __always_inline void path_at_exit(__u8 which, int arg)
 	send_path(parked.time_ns, pid_tgid, which, parked.user_ptr, false);
 }
 
-// `path`: the index of the syscall's path argument, -1 for none.
-#define CALL_PROBES(name, which, nargs, path)                           \
+// The detectors' syscalls: X(name, which, nargs, path, x86-64 number), `which` in the
+// order of RecordedSyscall::ALL, `path` the index of the path argument (-1 for none).
+#define DETECTOR_SYSCALLS(X)                    \
+	X(openat, 5, 4, 1, 257)                  \
+	X(open, 6, 3, 0, 2)                      \
+	X(newstat, 7, 2, 0, 4)                   \
+	X(newlstat, 8, 2, 0, 6)                  \
+	X(newfstatat, 9, 4, 1, 262)              \
+	X(statx, 10, 5, 1, 332)                  \
+	X(access, 11, 2, 0, 21)                  \
+	X(faccessat, 12, 3, 1, 269)              \
+	X(faccessat2, 13, 4, 1, 439)             \
+	X(mmap, 14, 6, -1, 9)                    \
+	X(munmap, 15, 2, -1, 11)                 \
+	X(unlink, 16, 1, 0, 87)                  \
+	X(unlinkat, 17, 3, 1, 263)               \
+	X(unshare, 18, 1, -1, 272)               \
+	X(clone, 19, 5, -1, 56)                  \
+	X(clone3, 20, 2, -1, 435)                \
+	X(kill, 21, 2, -1, 62)                   \
+	X(tgkill, 22, 3, -1, 234)                \
+	X(tkill, 23, 2, -1, 200)
+
+// A detector's call at its entry: its SYS_CALL record, then its path.
+static __always_inline void detector_call(const __u64 *args, __u8 which, __u32 nargs, int path)
+{
+	__u64 time_ns = sys_call(args, which, nargs);
+	if (time_ns)
+		path_at_entry(args, which, path, time_ns);
+}
+
+// Their programs on the syscalls' own tracepoints (the fallback, as SYSCALL_PROBES').
+#define CALL_PROBES(name, which, nargs, path, nr)                       \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int call_##name(struct sys_enter_ctx *ctx)                      \
 	{                                                               \
 		if (current_is_recorder())                              \
 			return 0;                                       \
-		__u64 time_ns = sys_call(ctx, which, nargs);            \
-		if (time_ns)                                            \
-			path_at_entry(ctx, which, path, time_ns);       \
+		detector_call(ctx->args, which, nargs, path);           \
 		return 0;                                               \
 	}                                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)                      \
@@ -1554,28 +1539,81 @@ static __always_inline void path_at_exit(__u8 which, int arg)
 		if (current_is_recorder())                              \
 			return 0;                                       \
 		path_at_exit(which, path);                              \
-		return sys_exit(ctx, which);                            \
+		return sys_exit(ctx->ret, which);                       \
 	}
 
-CALL_PROBES(openat, 5, 4, 1)
-CALL_PROBES(open, 6, 3, 0)
-CALL_PROBES(newstat, 7, 2, 0)
-CALL_PROBES(newlstat, 8, 2, 0)
-CALL_PROBES(newfstatat, 9, 4, 1)
-CALL_PROBES(statx, 10, 5, 1)
-CALL_PROBES(access, 11, 2, 0)
-CALL_PROBES(faccessat, 12, 3, 1)
-CALL_PROBES(faccessat2, 13, 4, 1)
-CALL_PROBES(mmap, 14, 6, -1)
-CALL_PROBES(munmap, 15, 2, -1)
-CALL_PROBES(unlink, 16, 1, 0)
-CALL_PROBES(unlinkat, 17, 3, 1)
-CALL_PROBES(unshare, 18, 1, -1)
-CALL_PROBES(clone, 19, 5, -1)
-CALL_PROBES(clone3, 20, 2, -1)
-CALL_PROBES(kill, 21, 2, -1)
-CALL_PROBES(tgkill, 22, 3, -1)
-CALL_PROBES(tkill, 23, 2, -1)
+DETECTOR_SYSCALLS(CALL_PROBES)
+
+// The same records from two programs on the raw `sys_enter` and `sys_exit` tracepoints
+// (x86-64 only: they pick the syscalls by number), the default where they load. They run
+// for every syscall, where the kernel runs the per-syscall tracepoints' programs only for
+// their syscalls (a bitmap test), but they skip perf's building of a tracepoint record
+// before each program, and above all they detach at once: each per-syscall tracepoint's
+// perf event waits for an RCU grace period as it closes (~40 ms here), one after the
+// other, 46 of them, so that a recording's end took ~1.8 s longer.
+struct syscall_spec {
+	__u8 which;  // the record's `c`; 0: not recorded
+	__u8 nargs;  // the arguments recorded
+	__s8 path;   // a detector's call: the path argument's index, -1 for none
+	__u8 call;   // a detector's call (SYS_CALL, with its user stack), not a wait (SYS_ENTER)
+};
+
+#define SYSCALL_SPECS 448
+#define WAIT_SPEC(name, which, nargs, nr) [nr] = { which, nargs, -1, 0 },
+#define CALL_SPEC(name, which, nargs, path, nr) [nr] = { which, nargs, path, 1 },
+static const struct syscall_spec syscall_specs[SYSCALL_SPECS] = {
+	WAIT_SYSCALLS(WAIT_SPEC) DETECTOR_SYSCALLS(CALL_SPEC)
+};
+
+// Which of them the raw programs record (user space sets them before load).
+const volatile bool raw_waits = true;
+const volatile bool raw_calls = true;
+
+// x86-64's TS_COMPAT in thread_info.status: the running syscall is a 32-bit program's,
+// whose numbers are not these (the per-syscall tracepoints leave them out too).
+#define TS_COMPAT 0x0002
+
+// The spec of syscall `nr` if the raw programs record it; 0 if not, or if it is a 32-bit
+// call or the recorder's own.
+static __always_inline const struct syscall_spec *raw_syscall_spec(long nr)
+{
+	if (nr < 0 || nr >= SYSCALL_SPECS)
+		return 0;
+	const struct syscall_spec *spec = &syscall_specs[nr];
+	if (!spec->which || !(spec->call ? raw_calls : raw_waits) || current_is_recorder())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->thread_info.status & TS_COMPAT)
+		return 0;
+	return spec;
+}
+
+SEC("tp_btf/sys_enter")
+int on_raw_sys_enter(__u64 *ctx)
+{
+	const struct syscall_spec *spec = raw_syscall_spec((long)ctx[1]);
+	if (!spec)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	__u64 args[6] = { regs->di, regs->si, regs->dx, regs->r10, regs->r8, regs->r9 };
+	if (spec->call)
+		detector_call(args, spec->which, spec->nargs, spec->path);
+	else
+		sys_enter(args, spec->which, spec->nargs);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int on_raw_sys_exit(__u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	const struct syscall_spec *spec = raw_syscall_spec((long)regs->orig_ax);
+	if (!spec)
+		return 0;
+	if (spec->call)
+		path_at_exit(spec->which, spec->path);
+	return sys_exit((__s64)ctx[1], spec->which);
+}
 
 // The request fields read (CO-RE), for what `block:block_rq_issue` and `block_rq_complete`
 // record of it: the device (disk_devt), the first sector, and the operation (cmd_flags).

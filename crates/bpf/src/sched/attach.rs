@@ -105,13 +105,6 @@ pub(crate) fn load_and_attach<'obj>(
     if tick.is_none() {
         open.progs.on_tick.set_autoload(false);
     }
-    if !options.detector_syscalls {
-        for mut prog in open.open_object_mut().progs_mut() {
-            if is_detector_syscall_program(&prog.name().to_string_lossy()) {
-                prog.set_autoload(false);
-            }
-        }
-    }
     if !options.faults_and_block {
         open.progs.on_major_fault.set_autoload(false);
     }
@@ -140,22 +133,28 @@ pub(crate) fn load_and_attach<'obj>(
             prog.set_autoload(false);
         }
     }
-    let raw = options.syscalls && options.raw_syscalls && cfg!(target_arch = "x86_64");
+    // The syscalls from the two raw programs (x86-64), or from their own tracepoints.
+    let raw = options.raw_syscalls
+        && cfg!(target_arch = "x86_64")
+        && (options.syscalls || options.detector_syscalls);
+    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+        rodata.raw_waits = options.syscalls;
+        rodata.raw_calls = options.detector_syscalls;
+    }
     if !raw {
         open.progs.on_raw_sys_enter.set_autoload(false);
         open.progs.on_raw_sys_exit.set_autoload(false);
     }
-    if !options.syscalls || raw {
-        for prog in [
-            &mut open.progs.enter_futex,
-            &mut open.progs.exit_futex,
-            &mut open.progs.enter_wait4,
-            &mut open.progs.exit_wait4,
-            &mut open.progs.enter_waitid,
-            &mut open.progs.exit_waitid,
-            &mut open.progs.enter_flock,
-            &mut open.progs.exit_flock,
-        ] {
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        let wanted = if is_detector_syscall_program(&name) {
+            options.detector_syscalls
+        } else if is_wait_syscall_program(&name) {
+            options.syscalls
+        } else {
+            continue;
+        };
+        if raw || !wanted {
             prog.set_autoload(false);
         }
     }
@@ -182,28 +181,14 @@ pub(crate) fn load_and_attach<'obj>(
         ] {
             links.push(prog.attach().map_err(|e| attach_err(name, e))?);
         }
-    } else if options.syscalls {
-        let syscalls = [
-            ("syscalls:sys_enter_futex", &skel.progs.enter_futex),
-            ("syscalls:sys_exit_futex", &skel.progs.exit_futex),
-            ("syscalls:sys_enter_wait4", &skel.progs.enter_wait4),
-            ("syscalls:sys_exit_wait4", &skel.progs.exit_wait4),
-            ("syscalls:sys_enter_waitid", &skel.progs.enter_waitid),
-            ("syscalls:sys_exit_waitid", &skel.progs.exit_waitid),
-            ("syscalls:sys_enter_flock", &skel.progs.enter_flock),
-            ("syscalls:sys_exit_flock", &skel.progs.exit_flock),
-        ];
-        for (name, prog) in syscalls {
-            attach_or_note(prog, name, &mut links, &mut unattached)?;
-        }
-    }
-    if options.detector_syscalls {
+    } else {
         for prog in skel.object().progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
-            if !is_detector_syscall_program(&name) {
-                continue;
+            if prog.autoload()
+                && (is_detector_syscall_program(&name) || is_wait_syscall_program(&name))
+            {
+                attach_or_note(&prog, &name, &mut links, &mut unattached)?;
             }
-            attach_or_note(&prog, &name, &mut links, &mut unattached)?;
         }
     }
     if options.faults_and_block {
@@ -358,6 +343,11 @@ fn kernel_text(symbols: &KernelSymbols) -> Option<(u64, u64)> {
 /// `sys_enter_NAME`, `ret_NAME` on `sys_exit_NAME`).
 pub(crate) fn is_detector_syscall_program(name: &str) -> bool {
     name.starts_with("call_") || name.starts_with("ret_")
+}
+
+/// Whether `name` is a waiting syscall's program on its own tracepoint (`enter_futex`, …).
+pub(crate) fn is_wait_syscall_program(name: &str) -> bool {
+    name.starts_with("enter_") || name.starts_with("exit_")
 }
 
 /// Whether the kernel has the tracepoint `category:name`, as tracefs lists it; true when
