@@ -45,8 +45,9 @@ impl BpfRuns {
             max_bytes: u64::MAX,
             spill: true,
         };
+        let options = crate::bpf_session::of_commands(options);
         let recorder =
-            SchedRecorder::start_ring(&scratch, options, ring).map_err(RecordError::from_bpf)?;
+            SchedRecorder::start_ring(&scratch, &options, ring).map_err(RecordError::from_bpf)?;
         Ok(BpfRuns {
             recorder: Some(recorder),
             scratch,

@@ -335,7 +335,12 @@ pub fn run_bpf(
 ) -> Result<BpfRecorded, RecordError> {
     crate::args::command_found(command)?;
     let mut signals = StopSignals::install();
-    let recording = BpfRecording::start(&output, options)?;
+    let options = if command.is_empty() {
+        options.clone()
+    } else {
+        of_commands(options)
+    };
+    let recording = BpfRecording::start(&output, &options)?;
     let recorder = &recording.recorder;
     let ran = run_until_stopped(
         command,
@@ -346,6 +351,20 @@ pub fn run_bpf(
     );
     let _at_once = SecondSignal::watch(signals, &output);
     recording.finish(ran)
+}
+
+/// `options` for a recording of commands (one, or runs of them): their syscalls from the
+/// two raw programs, which detach at once ([`SchedOptions::raw_syscalls`]). Such a
+/// recording ends with its commands, and whoever started slowlab waits for its exit, which
+/// waited ~2 s for the per-syscall programs to be detached (`record -- true` 2.5 s, 0.5 s
+/// with these; bench/record/raw_syscalls.sh). A syscall not recorded costs ~40 ns more
+/// with them, one recorded ~100 ns less. A recording of the machine (no command, or a
+/// ring) keeps the per-syscall programs: it runs long, and most syscalls are not recorded.
+pub(crate) fn of_commands(options: &SchedOptions) -> SchedOptions {
+    SchedOptions {
+        raw_syscalls: true,
+        ..options.clone()
+    }
 }
 
 /// While the trace is written after a stop signal (a big ring's last window takes

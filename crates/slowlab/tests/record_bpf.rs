@@ -20,7 +20,9 @@
 //! - the faults of a memset in libc name the same function under both backends;
 //! - a shell testing 50 missing paths makes the same failed stat calls under both backends,
 //!   and both name the 50 paths (perf's path capture beside the trace, bpf's records in it)
-//!   (the detectors' syscalls, with their return values).
+//!   (the detectors' syscalls, with their return values);
+//! - a command's recording takes the syscalls from the raw `sys_enter`/`sys_exit`
+//!   tracepoints (they detach at once), a recording of the machine from each syscall's own.
 //!
 //! Tests skip, with the reason, where perf is missing or the process is not root (the
 //! recorder loads BPF programs).
@@ -731,5 +733,94 @@ fn faults_in_a_system_library_are_named_alike_under_both_backends() {
     assert_eq!(
         tops[0], tops[1],
         "perf and bpf name the faulting function differently"
+    );
+}
+
+/// The tracepoints the links of process `pid` are attached to (`tp_name` in
+/// /proc/PID/fdinfo), once the recorder has attached its page-fault programs, which come
+/// after the syscalls' (sched/attach.rs); `None` if the process ends first.
+fn attached_tracepoints(pid: u32) -> Option<Vec<String>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .flat_map(|info| {
+                info.lines()
+                    .filter_map(|l| l.strip_prefix("tp_name:"))
+                    .map(|n| n.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if names.iter().any(|n| n == "page_fault_user") {
+            return Some(names);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn a_commands_recording_takes_its_syscalls_from_the_raw_tracepoints_the_machines_from_their_own() {
+    require_bpf!();
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let per_syscall = |n: &String| n.starts_with("sys_enter_") || n.starts_with("sys_exit_");
+    let raw = |n: &String| n == "sys_enter" || n == "sys_exit";
+
+    // The machine's recording (no command): stopped with SIGINT.
+    let mut machine = slowlab()
+        .args(["record", "--backend", "bpf", "-o"])
+        .arg(dir.path().join("machine.slr"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let names = attached_tracepoints(machine.id());
+    common::interrupt_then_kill(machine.id() as i32, &mut machine);
+    let names = names.expect("the machine's recorder attached its programs");
+    assert!(
+        names.iter().any(|n| n == "sys_enter_openat")
+            && names.iter().any(|n| n == "sys_exit_futex")
+            && !names.iter().any(raw),
+        "the machine's recording: {names:?}"
+    );
+
+    // A command's: its syscalls from the raw tracepoints, and recorded.
+    let trace = dir.path().join("command.slr");
+    let command = slowlab()
+        .args(["record", "--backend", "bpf", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", "sleep 1; cat /dev/null"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let names = attached_tracepoints(command.id());
+    let out = common::finish(command, std::time::Duration::from_secs(60));
+    slowlab_testkit::assert_succeeded(&out);
+    let names = names.expect("the command's recorder attached its programs");
+    assert!(
+        names.iter().filter(|n| raw(n)).count() == 2 && !names.iter().any(per_syscall),
+        "the command's recording: {names:?}"
+    );
+    let out = slowlab()
+        .arg("analyze")
+        .arg(&trace)
+        .args(["--syscalls", "--json"])
+        .output()
+        .unwrap();
+    let v = common::json(&out);
+    let openats: u64 = v["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["comm"] == "cat")
+        .flat_map(|p| p["syscalls"].as_array().cloned().unwrap_or_default())
+        .filter(|s| s["name"] == "openat")
+        .map(|s| s["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        openats >= 2,
+        "cat's openat calls (its libc, /dev/null): {v}"
     );
 }

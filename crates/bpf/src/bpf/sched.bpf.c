@@ -27,9 +27,9 @@
 // `on_major_fault` (a `perf_event` program on one `major-faults` software event per CPU),
 // and the syscalls: the four waiting ones (entry and exit) and the detectors' (their
 // entry with arguments and user stack, and, for those that take a path, a PATH record
-// with it; their exit), from `on_raw_sys_enter`/`on_raw_sys_exit` (`tp_btf/sys_enter`,
-// `sys_exit`: x86-64, by number) or, elsewhere, from `enter_NAME`/`exit_NAME` and
-// `call_NAME`/`ret_NAME` on each syscall's own tracepoints. Records lost because the
+// with it; their exit), from `enter_NAME`/`exit_NAME` and `call_NAME`/`ret_NAME` on each
+// syscall's own tracepoints or, if asked, from `on_raw_sys_enter`/`on_raw_sys_exit`
+// (`tp_btf/sys_enter`, `sys_exit`: x86-64, by number). Records lost because the
 // ring was full are counted in `counters[COUNTER_DROPS]`, stacks neither the stack map
 // nor the ring could take in `counters[COUNTER_STACK_LOST]`.
 //
@@ -1300,8 +1300,8 @@ static __always_inline int sys_exit(__s64 ret, __u8 which)
 	X(waitid, SYS_WAITID, 5, 247)      \
 	X(flock, SYS_FLOCK, 2, 73)
 
-// Their programs on the syscalls' own tracepoints (the fallback where the raw ones below
-// do not load: other architectures than x86-64).
+// Their programs on the syscalls' own tracepoints (the default; the raw ones below are the
+// alternative).
 #define SYSCALL_PROBES(name, which, nargs, nr)                          \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int enter_##name(struct sys_enter_ctx *ctx)                     \
@@ -1523,7 +1523,7 @@ static __always_inline void detector_call(const __u64 *args, __u8 which, __u32 n
 		path_at_entry(args, which, path, time_ns);
 }
 
-// Their programs on the syscalls' own tracepoints (the fallback, as SYSCALL_PROBES').
+// Their programs on the syscalls' own tracepoints (as SYSCALL_PROBES').
 #define CALL_PROBES(name, which, nargs, path, nr)                       \
 	SEC("tracepoint/syscalls/sys_enter_" #name)                     \
 	int call_##name(struct sys_enter_ctx *ctx)                      \
@@ -1545,12 +1545,13 @@ static __always_inline void detector_call(const __u64 *args, __u8 which, __u32 n
 DETECTOR_SYSCALLS(CALL_PROBES)
 
 // The same records from two programs on the raw `sys_enter` and `sys_exit` tracepoints
-// (x86-64 only: they pick the syscalls by number), the default where they load. They run
-// for every syscall, where the kernel runs the per-syscall tracepoints' programs only for
-// their syscalls (a bitmap test), but they skip perf's building of a tracepoint record
-// before each program, and above all they detach at once: each per-syscall tracepoint's
-// perf event waits for an RCU grace period as it closes (~40 ms here), one after the
-// other, 46 of them, so that a recording's end took ~1.8 s longer.
+// (x86-64 only: they pick the syscalls by number; SchedOptions::raw_syscalls). They detach
+// at once, where each per-syscall tracepoint's perf event waits for an RCU grace period as
+// it closes (~40 ms here), one after the other, 46 of them: ~1.8 s at a recording's end.
+// But they run for every syscall, through two indirect calls (retpolines on this VM),
+// where the kernel runs the per-syscall programs only for their syscalls after a bitmap
+// test: a syscall not recorded costs ~70 ns more (a getpid 122 -> 190-220 ns). So they are
+// not the default.
 struct syscall_spec {
 	__u8 which;  // the record's `c`; 0: not recorded
 	__u8 nargs;  // the arguments recorded

@@ -90,8 +90,10 @@ pub struct SchedOptions {
     /// Take the syscalls (`syscalls` and `detector_syscalls`) from two programs on the raw
     /// `sys_enter`/`sys_exit` tracepoints, which run for every syscall and pick the
     /// recorded ones by number (x86-64 only; elsewhere this is ignored), instead of a
-    /// program on each syscall's own tracepoints. On by default: a recording's end then
-    /// detaches 2 programs at once where it waited ~40 ms for each of 46 (sched.bpf.c).
+    /// program on each syscall's own tracepoints. A recording's end then detaches 2
+    /// programs at once where it waits ~40 ms for each of 46, but every syscall not
+    /// recorded costs ~70 ns more (two programs run through retpolines, where the
+    /// per-syscall tracepoints test a bitmap): off by default (bench/record/README.md).
     pub raw_syscalls: bool,
     /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
     /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
@@ -117,7 +119,7 @@ impl Default for SchedOptions {
             syscalls: true,
             detector_syscalls: true,
             paths: true,
-            raw_syscalls: true,
+            raw_syscalls: false,
             faults_and_block: true,
             record_own_process: false,
         }
