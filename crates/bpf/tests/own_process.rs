@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use slowlab_bpf::sched::format::RecordKind;
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
-use slowlab_bpf::BpfError;
 
-#[path = "support/sched_log.rs"]
-mod sched_log;
+#[path = "support/sched.rs"]
+mod sched_support;
 
 /// Records while a thread of this process looks up `missing` 20 times; returns how many
 /// of those lookups' paths the recording has, and how many syscalls of the recorder's
@@ -23,14 +22,8 @@ fn record_own_lookups(record_own_process: bool, missing: &Path) -> Option<(usize
         record_own_process,
         ..SchedOptions::default()
     };
-    let recorder = match SchedRecorder::start(&out, &options) {
-        Ok(r) => r,
-        Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
-            slowlab_testkit::skip(format_args!("own process: {e}"));
-            return None;
-        }
-        Err(e) => panic!("starting the recorder failed: {e}"),
-    };
+    let recorder =
+        sched_support::start_or_skip("own process", || SchedRecorder::start(&out, &options))?;
     std::thread::scope(|scope| {
         scope.spawn(|| {
             for _ in 0..20 {
@@ -43,7 +36,7 @@ fn record_own_lookups(record_own_process: bool, missing: &Path) -> Option<(usize
     std::thread::sleep(Duration::from_millis(200));
     recorder.stop().expect("the stop");
     let log = read_sched(&out).expect("the recording reads back");
-    let lookups = sched_log::path_records(&log, &missing.to_string_lossy());
+    let lookups = sched_support::path_records(&log, &missing.to_string_lossy());
     let pid = std::process::id();
     let drain: Vec<u32> = log
         .threads

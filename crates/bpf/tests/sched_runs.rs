@@ -8,10 +8,9 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use slowlab_bpf::sched::{read_sched, RingOptions, SchedLog, SchedOptions, SchedRecorder};
-use slowlab_bpf::BpfError;
 
-#[path = "support/sched_log.rs"]
-mod sched_log;
+#[path = "support/sched.rs"]
+mod sched_support;
 
 /// Looks up `missing` 20 times, 2 ms apart.
 fn look_up(missing: &Path) {
@@ -25,7 +24,7 @@ fn look_up(missing: &Path) {
 fn lookups(log: &SchedLog, paths: &[&Path]) -> Vec<usize> {
     paths
         .iter()
-        .map(|p| sched_log::path_records(log, &p.to_string_lossy()))
+        .map(|p| sched_support::path_records(log, &p.to_string_lossy()))
         .collect()
 }
 
@@ -51,13 +50,10 @@ fn a_snapshot_after_forget_holds_only_its_run_and_names_what_runs_on() {
         max_bytes: 64 << 20,
         spill: false,
     };
-    let recorder = match SchedRecorder::start_ring(&dir.path().join("last.slr"), &options, ring) {
-        Ok(r) => r,
-        Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
-            slowlab_testkit::skip(format_args!("runs of one recording: {e}"));
-            return;
-        }
-        Err(e) => panic!("starting the recorder failed: {e}"),
+    let Some(recorder) = sched_support::start_or_skip("runs of one recording", || {
+        SchedRecorder::start_ring(&dir.path().join("last.slr"), &options, ring)
+    }) else {
+        return;
     };
     let paths: Vec<_> = ["before", "first", "between", "second"]
         .iter()

@@ -3,6 +3,8 @@
 //! are detached (each detach waits for an RCU grace period, seconds in all on a busy
 //! machine), though records keep coming meanwhile.
 
+#[path = "support/sched.rs"]
+mod sched_support;
 #[path = "support/stop.rs"]
 mod stop;
 
@@ -10,20 +12,17 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use slowlab_bpf::monotonic_ns;
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
-use slowlab_bpf::{monotonic_ns, BpfError};
 
 #[test]
 fn the_recording_ends_when_stopped_not_when_its_programs_are_detached() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("stop.slr");
-    let recorder = match SchedRecorder::start(&out, &SchedOptions::default()) {
-        Ok(r) => r,
-        Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
-            slowlab_testkit::skip(format_args!("recorder stop: {e}"));
-            return;
-        }
-        Err(e) => panic!("starting the recorder failed: {e}"),
+    let Some(recorder) = sched_support::start_or_skip("recorder stop", || {
+        SchedRecorder::start(&out, &SchedOptions::default())
+    }) else {
+        return;
     };
     // A thread that sleeps a millisecond at a time: switches, wake-ups and detector
     // syscalls for as long as the programs are attached.

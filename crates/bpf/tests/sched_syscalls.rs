@@ -11,7 +11,9 @@ use std::sync::atomic::AtomicU32;
 
 use slowlab_bpf::sched::format::{RecordKind, RecordedSyscall};
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
-use slowlab_bpf::BpfError;
+
+#[path = "support/sched.rs"]
+mod sched_support;
 
 /// What a recording holds of one thread's syscalls, in order: the kind of record, the
 /// syscall, its arguments (a wait's first three as its record keeps them), and its path or
@@ -127,14 +129,8 @@ fn record(raw_syscalls: bool, int_0x80: bool) -> Option<(Vec<Seen>, bool)> {
         raw_syscalls,
         ..SchedOptions::default()
     };
-    let recorder = match SchedRecorder::start(&out, &options) {
-        Ok(r) => r,
-        Err(e @ (BpfError::NotPermitted { .. } | BpfError::Unsupported { .. })) => {
-            slowlab_testkit::skip(format_args!("syscall records: {e}"));
-            return None;
-        }
-        Err(e) => panic!("starting the recorder failed: {e}"),
-    };
+    let recorder =
+        sched_support::start_or_skip("syscall records", || SchedRecorder::start(&out, &options))?;
     let (child, ended_well) = call_each_syscall(int_0x80);
     recorder.stop().expect("the stop");
     let log = read_sched(&out).expect("the recording reads back");

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use slowlab_bpf::sched::{read_sched, SchedOptions, SchedRecorder};
 
-#[path = "support/sched_log.rs"]
-mod sched_log;
+#[path = "support/sched.rs"]
+mod sched_support;
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -83,6 +83,6 @@ fn the_recorder_mounts_a_missing_tracefs_and_records_syscalls() {
         stats.unattached
     );
     let log = read_sched(&out).expect("the recording reads back");
-    let lookups = sched_log::path_records(&log, &missing.to_string_lossy());
+    let lookups = sched_support::path_records(&log, &missing.to_string_lossy());
     assert_eq!(lookups, 5, "the five lookups' paths are not all recorded");
 }

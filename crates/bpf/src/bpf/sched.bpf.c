@@ -1550,8 +1550,9 @@ DETECTOR_SYSCALLS(CALL_PROBES)
 // it closes (~40 ms here), one after the other, 46 of them: ~1.8 s at a recording's end.
 // But they run for every syscall, through two indirect calls (retpolines on this VM),
 // where the kernel runs the per-syscall programs only for their syscalls after a bitmap
-// test: a syscall not recorded costs ~70 ns more (a getpid 122 -> 190-220 ns). So they are
-// not the default.
+// test: a syscall not recorded costs ~40 ns more, one recorded ~100 ns less (no perf
+// record built first; bench/record/raw_syscalls.sh). So a recording of commands, whose
+// end someone waits for, takes them; one of the machine does not (slowlab-record).
 struct syscall_spec {
 	__u8 which;  // the record's `c`; 0: not recorded
 	__u8 nargs;  // the arguments recorded

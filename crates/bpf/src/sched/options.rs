@@ -92,8 +92,9 @@ pub struct SchedOptions {
     /// recorded ones by number (x86-64 only; elsewhere this is ignored), instead of a
     /// program on each syscall's own tracepoints. A recording's end then detaches 2
     /// programs at once where it waits ~40 ms for each of 46, but every syscall not
-    /// recorded costs ~70 ns more (two programs run through retpolines, where the
-    /// per-syscall tracepoints test a bitmap): off by default (bench/record/README.md).
+    /// recorded costs ~40 ns more (two programs run through retpolines, where the
+    /// per-syscall tracepoints test a bitmap) and one recorded ~100 ns less. Off by
+    /// default; `slowlab-record` asks for it around commands (bench/record/README.md).
     pub raw_syscalls: bool,
     /// Record disk requests (`block:block_rq_issue` and `block_rq_complete`, without
     /// stacks), major faults and every page fault (`exceptions:page_fault_user` and
