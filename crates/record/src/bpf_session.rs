@@ -356,7 +356,7 @@ pub fn run_bpf(
 /// `options` for a recording of commands (one, or runs of them): their syscalls from the
 /// two raw programs, which detach at once ([`SchedOptions::raw_syscalls`]). Such a
 /// recording ends with its commands, and whoever started slowlab waits for its exit, which
-/// waited ~2 s for the per-syscall programs to be detached (`record -- true` 2.5 s, 0.5 s
+/// waited ~2 s for the per-syscall programs to be detached (`record -- true` 2.5 s, 0.7 s
 /// with these; bench/record/raw_syscalls.sh). A syscall not recorded costs ~40 ns more
 /// with them, one recorded ~100 ns less. A recording of the machine (no command, or a
 /// ring) keeps the per-syscall programs: it runs long, and most syscalls are not recorded.
