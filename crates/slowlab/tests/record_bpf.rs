@@ -803,13 +803,7 @@ fn a_commands_recording_takes_its_syscalls_from_the_raw_tracepoints_the_machines
         names.iter().filter(|n| raw(n)).count() == 2 && !names.iter().any(per_syscall),
         "the command's recording: {names:?}"
     );
-    let out = slowlab()
-        .arg("analyze")
-        .arg(&trace)
-        .args(["--syscalls", "--json"])
-        .output()
-        .unwrap();
-    let v = common::json(&out);
+    let v = syscalls_view(&trace);
     let openats: u64 = v["processes"]
         .as_array()
         .expect("processes")

@@ -77,6 +77,9 @@ pub(crate) fn load_and_attach<'obj>(
         rodata.stack_mode = options.stacks.bpf_value();
         rodata.kernel_frames = options.kernel_frames.clamp(1, STACK_DEPTH as u32);
         rodata.capture_paths = options.paths;
+        // What the raw syscall programs record, if they load (below).
+        rodata.raw_waits = options.syscalls;
+        rodata.raw_calls = options.detector_syscalls;
         rodata.user_min_addr = crate::sys::mmap_min_addr();
         // This process drains the ring and reads /proc: its own syscalls and faults are
         // left out, its switches and wake-ups have no stacks (sched.bpf.c). Or only this
@@ -137,10 +140,6 @@ pub(crate) fn load_and_attach<'obj>(
     let raw = options.raw_syscalls
         && cfg!(target_arch = "x86_64")
         && (options.syscalls || options.detector_syscalls);
-    if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-        rodata.raw_waits = options.syscalls;
-        rodata.raw_calls = options.detector_syscalls;
-    }
     if !raw {
         open.progs.on_raw_sys_enter.set_autoload(false);
         open.progs.on_raw_sys_exit.set_autoload(false);
