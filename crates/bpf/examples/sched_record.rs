@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let log = read_sched(Path::new(out))?;
     let mut kinds = std::collections::BTreeMap::new();
-    for r in &log.records {
+    for r in log.records.iter() {
         *kinds.entry(format!("{:?}", r.kind)).or_insert(0u64) += 1;
     }
     eprintln!(

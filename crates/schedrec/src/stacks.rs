@@ -52,7 +52,7 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
 /// Each process's exec times (its pid's EXEC records), in order.
 fn exec_times(log: &SchedLog) -> FxHashMap<u32, Vec<u64>> {
     let mut execs: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
-    for r in log.records.iter().filter(|r| r.kind == RecordKind::Exec) {
+    for r in log.records.of_kind(RecordKind::Exec) {
         execs.entry(r.a).or_default().push(r.time_ns);
     }
     execs
@@ -117,10 +117,7 @@ impl<'a> Stacks<'a> {
             .collect();
         let mut maps: FxHashMap<u32, Vec<MapsVersion>> = FxHashMap::default();
         for m in &log.maps {
-            let from_ns = log
-                .records
-                .get(m.from_record)
-                .map_or(u64::MAX, |r| r.time_ns);
+            let from_ns = log.records.time_at(m.from_record).unwrap_or(u64::MAX);
             let mappings = parse_maps(&m.text);
             // A read of a process that had exited, not yet reaped (recorders before
             // 2026-11-29 wrote it): it says nothing of what the process ran.

@@ -37,15 +37,18 @@
 //! `slowlab-schedrec` crate does.
 //!
 //! This file holds the layout and one record's decoding (which the drain's ring window
-//! uses too); `write` the sections' writer, `read` the whole file's reader.
+//! uses too); `write` the sections' writer, `read` the whole file's reader, `records` the
+//! records it keeps.
 
 mod read;
+mod records;
 mod write;
 
 pub use read::{
     is_sched_recording, parse_maps_line, parse_sched, read_sched, MapsLine, SchedEnd, SchedLog,
     SchedMaps, SchedStack, SchedThread,
 };
+pub use records::{RecordAt, SchedRecords};
 pub use write::SchedWriter;
 
 /// The first 8 bytes of a scheduler recording.
@@ -249,6 +252,26 @@ impl RecordKind {
         })
     }
 
+    /// The `kind` byte of a record of this kind.
+    fn to_u8(self) -> u8 {
+        match self {
+            RecordKind::Switch => KIND_SWITCH,
+            RecordKind::Waking => 2,
+            RecordKind::Sample => 3,
+            RecordKind::Fork => 4,
+            RecordKind::Exec => 5,
+            RecordKind::Exit => 6,
+            RecordKind::Rename => 7,
+            RecordKind::SysEnter => KIND_SYS_ENTER,
+            RecordKind::SysExit => 9,
+            RecordKind::Block => 10,
+            RecordKind::MajorFault => 11,
+            RecordKind::PageFault => 12,
+            RecordKind::SysCall => 13,
+            RecordKind::Path => 14,
+        }
+    }
+
     /// Bytes a record of this kind takes, `b` being its head's `b` (a PATH record's
     /// length).
     pub fn record_len(self, b: u32) -> usize {
@@ -266,6 +289,8 @@ impl RecordKind {
 /// One decoded record: 64 bytes, whatever its kind (an 88 s `cargo build`'s trace held 8.3
 /// million records, most of them page faults; with the few kinds' arguments, path and
 /// command name in every record, 152 bytes each took 1.25 GB while the trace was read).
+/// A read recording keeps its records as their bytes ([`SchedRecords`]) and decodes them
+/// one at a time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedRecord {
     pub time_ns: u64,

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::{
-    comm_text, decode_record, u32_at, u64_at, SchedRecord, HEADER_LEN, SAMPLES_ON_TICK,
-    SCHED_MAGIC, TAG_COMMAND, TAG_END, TAG_EVENTS, TAG_MAPS, TAG_SAMPLES, TAG_STACK, TAG_THREAD,
+    comm_text, u32_at, u64_at, RecordAt, SchedRecords, HEADER_LEN, SAMPLES_ON_TICK, SCHED_MAGIC,
+    TAG_COMMAND, TAG_END, TAG_EVENTS, TAG_MAPS, TAG_SAMPLES, TAG_STACK, TAG_THREAD,
 };
 use crate::error::BpfError;
 
@@ -37,8 +37,8 @@ pub struct SchedThread {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedMaps {
     pub pid: u32,
-    /// Index of the first record read after this section (the maps hold from there on).
-    pub from_record: usize,
+    /// Where the first record read after this section is (the maps hold from there on).
+    pub from_record: RecordAt,
     pub text: String,
 }
 
@@ -60,7 +60,7 @@ pub struct SchedLog {
     pub sample_freq: u32,
     /// The CPU samples were taken on the scheduler's tick, not on a timer of their own.
     pub samples_on_tick: bool,
-    pub records: Vec<SchedRecord>,
+    pub records: SchedRecords,
     pub threads: Vec<SchedThread>,
     pub maps: Vec<SchedMaps>,
     pub stacks: Vec<SchedStack>,
@@ -165,18 +165,8 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
         at += 8 + len;
         match tag {
             TAG_EVENTS => {
-                let mut i = 0;
-                while i < body.len() {
-                    match decode_record(&body[i..]) {
-                        Some((r, n)) => {
-                            log.records.push(r);
-                            i += n;
-                        }
-                        None => {
-                            bad_records += 1;
-                            break;
-                        }
-                    }
+                if !log.records.push_batch(body) {
+                    bad_records += 1;
                 }
             }
             TAG_THREAD if body.len() >= 8 => log.threads.push(SchedThread {
@@ -186,7 +176,7 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
             }),
             TAG_MAPS if body.len() >= 4 => log.maps.push(SchedMaps {
                 pid: u32_at(body, 0),
-                from_record: log.records.len(),
+                from_record: log.records.end(),
                 text: String::from_utf8_lossy(&body[4..]).into_owned(),
             }),
             TAG_STACK if body.len() >= 5 => log.stacks.push(SchedStack {
@@ -246,6 +236,7 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
              rest was skipped"
         ));
     }
+    log.records.shrink_to_fit();
     if log.end.is_none() {
         log.warnings.push(
             "the scheduler recording has no end section: the recorder stopped before \

@@ -65,14 +65,17 @@ fn a_written_recording_reads_back() {
         (100, 2, 1000)
     );
     assert_eq!(log.records.len(), 2);
-    let s = &log.records[0];
+    let s = &log.records.to_vec()[0];
     assert_eq!(
         (s.kind, s.tid, s.a, s.b, s.c),
         (RecordKind::Switch, 11, 12, 7, 2)
     );
     assert_eq!((s.kstack, s.ustack), (Some(3), None));
-    assert_eq!(log.records[1].comm(), Some("newname"));
-    assert_eq!(log.maps[0].from_record, 1);
+    assert_eq!(log.records.to_vec()[1].comm(), Some("newname"));
+    // The maps hold from the second record on.
+    let second = log.records.positions().nth(1);
+    assert_eq!(Some(log.maps[0].from_record), second);
+    assert_eq!(log.records.time_at(log.maps[0].from_record), Some(160));
     assert_eq!(log.threads[0].comm, "worker");
     assert_eq!(
         log.command,
@@ -240,4 +243,116 @@ fn a_head_written_by_userspace_reads_back_as_the_program_would_have_written_it()
     assert_eq!((enter.kind, enter.c), (RecordKind::SysEnter, 3));
     assert_eq!(enter.value, 0x7f00_1234_5678);
     assert_eq!((enter.kstack, enter.ustack), (None, None));
+}
+
+/// One record of each kind, with what its bytes can carry.
+fn one_of_each_kind() -> Vec<SchedRecord> {
+    let base = |kind, time_ns| SchedRecord {
+        time_ns,
+        tid: 11,
+        a: 10,
+        b: 7,
+        cpu: 1,
+        kind,
+        c: 2,
+        kstack: Some(3),
+        ustack: Some(4),
+        value: 0,
+        ip: 0,
+        extra: None,
+    };
+    let valued = |kind, time_ns, value| SchedRecord {
+        kstack: None,
+        ustack: None,
+        value,
+        ..base(kind, time_ns)
+    };
+    let named = |kind, time_ns, comm: &str| SchedRecord {
+        extra: Some(Box::new(RecordExtra::Comm(comm.into()))),
+        ..base(kind, time_ns)
+    };
+    let path = "/nonexistent/slowlab-17";
+    vec![
+        base(RecordKind::Switch, 100),
+        base(RecordKind::Waking, 101),
+        base(RecordKind::Sample, 102),
+        base(RecordKind::Fork, 103),
+        named(RecordKind::Exec, 104, "newname"),
+        base(RecordKind::Exit, 105),
+        named(RecordKind::Rename, 106, "renamed"),
+        valued(RecordKind::SysEnter, 107, 0x7f00_1234_5678),
+        valued(RecordKind::SysExit, 108, (-11i64) as u64),
+        valued(RecordKind::Block, 109, 2048),
+        SchedRecord {
+            value: 0x7f00_0000_1000,
+            ..base(RecordKind::MajorFault, 110)
+        },
+        SchedRecord {
+            value: 0x7f00_0000_2000,
+            ip: 0x40_1000,
+            ..base(RecordKind::PageFault, 111)
+        },
+        SchedRecord {
+            extra: Some(Box::new(RecordExtra::Args([1, 2, 3, 4, 5, 6]))),
+            kstack: None,
+            ..base(RecordKind::SysCall, 112)
+        },
+        SchedRecord {
+            b: path.len() as u32,
+            extra: Some(Box::new(RecordExtra::Path(path.into()))),
+            ..valued(RecordKind::Path, 113, path_flags::TRUNCATED)
+        },
+    ]
+}
+
+#[test]
+fn records_kept_as_their_bytes_decode_as_they_were_and_are_found_by_kind() {
+    let all = one_of_each_kind();
+    let kept = SchedRecords::from(all.clone());
+    assert_eq!(kept.len(), 14);
+    assert_eq!(kept.to_vec(), all);
+    let at: Vec<RecordAt> = kept.positions().collect();
+    let times: Vec<u64> = at.iter().filter_map(|&p| kept.time_at(p)).collect();
+    assert_eq!(times, (100..114).collect::<Vec<u64>>());
+    assert_eq!(kept.kind_at(at[12]), Some(RecordKind::SysCall));
+    assert_eq!(
+        kept.get(at[4])
+            .and_then(|r| r.comm().map(String::from))
+            .as_deref(),
+        Some("newname")
+    );
+    let paths: Vec<SchedRecord> = kept.of_kind(RecordKind::Path).collect();
+    assert_eq!(paths, [all[13].clone()]);
+    assert_eq!(kept.get(at[13] + 1000), None);
+}
+
+#[test]
+fn a_batch_damaged_inside_keeps_its_records_before_the_damage_and_the_batches_after() {
+    let mut w = SchedWriter::new(Vec::new(), 1, 2, 1, 99).unwrap();
+    w.record(&raw(2, 150, 11, 12, 3, None)).unwrap();
+    w.flush_events().unwrap();
+    let mut bytes = w.out_mut().clone();
+    // A batch of two records, then one of no known kind, then one more.
+    let mut body = raw(1, 160, 11, 12, 3, None);
+    body.extend_from_slice(&raw(3, 170, 11, 12, 3, None));
+    body.extend_from_slice(&raw(99, 180, 11, 12, 3, None));
+    body.extend_from_slice(&raw(1, 190, 11, 12, 3, None));
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    // Then a whole batch after it.
+    let mut after = SchedWriter::new(Vec::new(), 1, 2, 1, 99).unwrap();
+    after.record(&raw(2, 200, 11, 12, 3, None)).unwrap();
+    after.flush_events().unwrap();
+    bytes.extend_from_slice(&after.out_mut()[SCHED_MAGIC.len() + HEADER_LEN..]);
+    let log = parse_sched(&bytes).unwrap();
+    let times: Vec<u64> = log.records.iter().map(|r| r.time_ns).collect();
+    assert_eq!(times, [150, 160, 170, 200]);
+    assert!(
+        log.warnings
+            .iter()
+            .any(|w| w.starts_with("a batch of records ends in a damaged record")),
+        "{:?}",
+        log.warnings
+    );
 }

@@ -173,7 +173,7 @@ fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
     // The chunks that ended within 2.5 s of the newest record: seconds 7, 8 and 9.
     assert_eq!(info.records, 30);
     assert_eq!(log.records.len(), 30);
-    assert_eq!(log.records[0].time_ns, 7_000_000_001);
+    assert_eq!(log.records.to_vec()[0].time_ns, 7_000_000_001);
     assert_eq!(log.end.unwrap().records, 30);
     let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
     assert_eq!(ids, [7, 8, 9], "only the stacks the window names");
@@ -338,7 +338,7 @@ fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
     assert_eq!(info.records, 4_000);
     let written: Vec<u64> = log.records.iter().map(|r| r.time_ns).collect();
     assert_eq!(written, times);
-    assert_eq!(log.records[3_999].kstack, Some(3_999 % 40));
+    assert_eq!(log.records.to_vec()[3_999].kstack, Some(3_999 % 40));
 }
 
 #[test]
@@ -419,7 +419,7 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
         .unwrap();
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(info.records, 20);
-    assert_eq!(log.records[0].time_ns, 5_000_000_001);
+    assert_eq!(log.records.to_vec()[0].time_ns, 5_000_000_001);
     let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
     assert_eq!(ids, [2, 5], "only the stacks of what came after");
     // The thread that exited in second 0 stays out; the live one is named.
@@ -503,7 +503,7 @@ fn a_spilling_window_keeps_its_chunks_and_stacks_in_its_file_and_snapshots_the_s
     assert_eq!(from_spill.records.len(), 20);
     assert_eq!(from_spill.records, from_memory.records);
     assert_eq!(sorted_stacks(&from_spill), sorted_stacks(&from_memory));
-    assert_eq!(from_spill.records[0].time_ns, 5_000_000_001);
+    assert_eq!(from_spill.records.to_vec()[0].time_ns, 5_000_000_001);
 }
 
 #[test]
@@ -598,7 +598,7 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
     // The window holds seconds 2 and 3. It begins at its start with thread 80's blocking
     // switch (the older), alone, then thread 50's futex entry and blocking switch, with
     // their states, stacks and arguments; nothing of threads 60 and 70.
-    let head: Vec<_> = log.records[..3]
+    let head: Vec<_> = log.records.to_vec()[..3]
         .iter()
         .map(|r| (r.kind, r.tid, r.a, r.c, r.kstack, r.ustack, r.value))
         .collect();
@@ -610,14 +610,16 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
             (RecordKind::Switch, 50, 0, 1, Some(7), Some(8), 0),
         ],
         "{:?}",
-        &log.records[..4]
+        &log.records.to_vec()[..4]
     );
-    assert_eq!(log.records[3].time_ns, 2_000_000_001);
+    assert_eq!(log.records.to_vec()[3].time_ns, 2_000_000_001);
     assert!(
-        log.records[..3].iter().all(|r| r.time_ns == 2_000_000_001),
+        log.records.to_vec()[..3]
+            .iter()
+            .all(|r| r.time_ns == 2_000_000_001),
         "at the window's start"
     );
-    assert!(log.records[3..]
+    assert!(log.records.to_vec()[3..]
         .iter()
         .all(|r| ![50, 60, 70, 80].contains(&r.tid)));
     let ids: Vec<u32> = log.stacks.iter().map(|s| s.id).collect();
@@ -629,7 +631,17 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
     window(&mut w).note_record(&runs);
     add_second(&mut w, 4, 4);
     let log = read(window(&mut w), in_map);
-    assert_eq!(log.records[0].tid, 80, "{:?}", log.records[0]);
-    assert_eq!(log.records[1].tid, 20, "{:?}", log.records[1]);
+    assert_eq!(
+        log.records.to_vec()[0].tid,
+        80,
+        "{:?}",
+        log.records.to_vec()[0]
+    );
+    assert_eq!(
+        log.records.to_vec()[1].tid,
+        20,
+        "{:?}",
+        log.records.to_vec()[1]
+    );
     assert_eq!(log.records.iter().filter(|r| r.tid == 50).count(), 0);
 }
