@@ -40,8 +40,9 @@ pub enum BpfError {
         needed: u64,
     },
 
-    /// libbpf failed to open or load the program for another reason.
-    #[error("loading the BPF path capture failed: {message}{}", log_suffix(.log))]
+    /// libbpf failed to open or load a program for another reason (the verifier refused
+    /// it, say).
+    #[error("loading slowlab's eBPF programs failed: {message}{}", log_suffix(.log))]
     Load {
         /// libbpf's error.
         message: String,

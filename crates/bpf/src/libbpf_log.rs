@@ -37,6 +37,16 @@ pub(crate) fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
     let message = format!("{e:#}");
     let log = take_libbpf_log();
     match e.kind() {
+        // EACCES from a program's load: the verifier refused it (its reason is in the
+        // log), which no privilege or limit changes. Only EPERM is about those.
+        ErrorKind::PermissionDenied if message.contains("os error 13") => BpfError::Load {
+            message: format!(
+                "{message}: the kernel's BPF verifier refused a program (this kernel's \
+                 verifier and slowlab's programs disagree); record with `--backend perf` \
+                 (and `--no-paths`) here, and report it with the lines below"
+            ),
+            log,
+        },
         ErrorKind::PermissionDenied => {
             let limit = sys::raise_memlock(0);
             let needed = u64::from(ring_bytes) + (1 << 20);
@@ -66,5 +76,29 @@ pub(crate) fn load_error(e: libbpf_rs::Error, ring_bytes: u32) -> BpfError {
             }
         }
         _ => BpfError::Load { message, log },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_the_verifier_refuses_is_not_called_a_privilege_or_memlock_problem() {
+        // EACCES: what BPF_PROG_LOAD returns when the verifier rejects a program.
+        let refused = load_error(libbpf_rs::Error::from_raw_os_error(libc::EACCES), 1 << 30);
+        assert!(
+            matches!(&refused, BpfError::Load { message, .. } if message.contains("verifier")),
+            "{refused:?}"
+        );
+        // EPERM: no privilege (or, before 5.11, a locked-memory limit too low).
+        let denied = load_error(libbpf_rs::Error::from_raw_os_error(libc::EPERM), 1 << 30);
+        assert!(
+            matches!(
+                denied,
+                BpfError::NotPermitted { .. } | BpfError::Memlock { .. }
+            ),
+            "{denied:?}"
+        );
     }
 }
