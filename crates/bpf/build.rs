@@ -17,6 +17,9 @@ use std::process::{self, Command};
 #[path = "../model/src/syscalls.rs"]
 mod syscalls;
 
+#[path = "src/syscall_numbers.rs"]
+mod syscall_numbers;
+
 fn fail(message: &str) -> ! {
     eprintln!("error: slowlab-bpf build: {message}");
     process::exit(1);
@@ -28,6 +31,7 @@ fn main() {
     println!("cargo:rerun-if-changed={src}");
     println!("cargo:rerun-if-changed={sched_src}");
     println!("cargo:rerun-if-changed=../model/src/syscalls.rs");
+    println!("cargo:rerun-if-changed=src/syscall_numbers.rs");
     println!("cargo:rerun-if-env-changed=CLANG");
 
     let out_dir = match env::var_os("OUT_DIR") {
@@ -47,6 +51,44 @@ fn main() {
         };
         let _ = writeln!(probes, "{line}");
     }
+    // The raw sys_enter program's table: by x86-64 number, the capture id, whether to
+    // retry at the exit and the path arguments (a1 = a0 for one path).
+    let numbers = syscall_numbers::X86_64;
+    let last = numbers.iter().map(|&(_, nr)| nr).max().unwrap_or(0);
+    let _ = writeln!(probes, "#define RAW_ENTER_NR_MAX {}", last + 1);
+    probes.push_str("#define RAW_ENTER_SPECS");
+    for s in syscalls::Syscall::ALL {
+        let Some(nr) = syscall_numbers::x86_64_number(s.name()) else {
+            continue;
+        };
+        if s.info().recorded_by_perf() {
+            fail(&format!(
+                "{}: perf records it, and the raw program leaves it to its own tracepoint",
+                s.name()
+            ));
+        }
+        if s.id() >= 64 {
+            fail(&format!(
+                "{}: the raw program's mask holds ids below 64",
+                s.name()
+            ));
+        }
+        let retry = u8::from(s.retries_at_exit());
+        let (a0, a1, two) = match s.path_args() {
+            [a] => (a, a, 0),
+            [a, b] => (a, b, 1),
+            _ => fail(&format!(
+                "{}: a syscall needs one or two path args",
+                s.name()
+            )),
+        };
+        let _ = write!(
+            probes,
+            " \\\n\t[{nr}] = {{ .id = {}, .retry = {retry}, .two = {two}, .a0 = {a0}, .a1 = {a1} }},",
+            s.id()
+        );
+    }
+    probes.push('\n');
     if let Err(e) = fs::write(out_dir.join("paths_probes.h"), probes) {
         fail(&format!("writing paths_probes.h: {e}"));
     }

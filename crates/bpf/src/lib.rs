@@ -65,6 +65,7 @@ pub mod sched;
 mod sink;
 mod sys;
 mod syscall;
+mod syscall_numbers;
 mod worker;
 
 #[allow(clippy::all, dead_code, missing_docs)]

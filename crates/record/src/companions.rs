@@ -64,6 +64,22 @@ impl Companions {
         Companions::start_with(output, capture_paths, None, warnings)
     }
 
+    /// [`Companions::start`] for a recording that ends with its command: the path capture
+    /// takes its syscalls from the raw `sys_enter` tracepoint
+    /// ([`slowlab_bpf::CaptureOptions::raw_enter`]), whose detach does not keep slowlab
+    /// from exiting for ~1.5 s after the command, as the syscalls' own tracepoints' do.
+    pub fn start_of_command(
+        output: &Path,
+        capture_paths: bool,
+        warnings: &mut Vec<String>,
+    ) -> Self {
+        Companions {
+            paths: start_paths(output, capture_paths, None, true, warnings),
+            notes: start_notes(output, None),
+            side_files: side_files(output),
+        }
+    }
+
     /// [`Companions::start`], in ring mode when `window` is given: only the
     /// last `window` is kept (see the module documentation).
     pub fn start_with(
@@ -73,7 +89,7 @@ impl Companions {
         warnings: &mut Vec<String>,
     ) -> Self {
         Companions {
-            paths: start_paths(output, capture_paths, window, warnings),
+            paths: start_paths(output, capture_paths, window, false, warnings),
             notes: start_notes(output, window),
             side_files: side_files(output),
         }
@@ -82,10 +98,11 @@ impl Companions {
     /// The path capture alone (if `capture_paths`), in ring mode with no age limit: each
     /// [`Companions::forget`] lets go of what it holds, each [`Companions::snapshot`]
     /// writes what came since (one recording cut into runs, [`crate::PerfRuns`], with the
-    /// cgroup notes of each run its own).
+    /// cgroup notes of each run its own). Its runs are commands' runs: the raw `sys_enter`
+    /// tracepoint, as [`Companions::start_of_command`].
     pub fn start_path_ring(output: &Path, capture_paths: bool, warnings: &mut Vec<String>) -> Self {
         Companions {
-            paths: start_paths(output, capture_paths, Some(NO_AGE_LIMIT), warnings),
+            paths: start_paths(output, capture_paths, Some(NO_AGE_LIMIT), true, warnings),
             notes: None,
             side_files: side_files(output),
         }
@@ -190,11 +207,13 @@ fn side_files(output: &Path) -> [PathBuf; 2] {
 }
 
 /// Starts the path capture into `OUTPUT.paths` if `capture_paths` (in ring mode with a
-/// `window`); what cannot start becomes a warning.
+/// `window`; on the raw `sys_enter` tracepoint with `raw_enter`); what cannot start
+/// becomes a warning.
 fn start_paths(
     output: &Path,
     capture_paths: bool,
     window: Option<Duration>,
+    raw_enter: bool,
     warnings: &mut Vec<String>,
 ) -> Option<(slowlab_bpf::PathCapture, PathBuf)> {
     if !capture_paths {
@@ -207,6 +226,7 @@ fn start_paths(
             max_bytes: crate::overrides::from_env("SLOWLAB_PATH_RING_MAX_BYTES")
                 .unwrap_or(slowlab_bpf::DEFAULT_RING_MAX_BYTES),
         }),
+        raw_enter,
         ..slowlab_bpf::CaptureOptions::default()
     };
     match slowlab_bpf::PathCapture::start_with(&file, &options) {

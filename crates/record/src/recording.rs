@@ -54,6 +54,7 @@ impl Recording {
     /// perf switches to a new file at each [`Recording::switch_file`], and the path
     /// capture keeps its paths in memory for [`Recording::paths`]' snapshots.
     pub(crate) fn start_with(cfg: &Config, runs: bool) -> Result<Recording, RecordError> {
+        let of_command = !cfg.command.is_empty();
         let mut cfg = cfg.clone();
         cfg.command.clear();
         cfg.ring_seconds = None;
@@ -75,6 +76,8 @@ impl Recording {
         let (mut ctl_end, ack_end) = (make_fifo(&ctl)?, make_fifo(&ack)?);
         rec.companions = Some(if runs {
             Companions::start_path_ring(&rec.cfg.output, rec.cfg.capture_paths, &mut warnings)
+        } else if of_command {
+            Companions::start_of_command(&rec.cfg.output, rec.cfg.capture_paths, &mut warnings)
         } else {
             Companions::start(&rec.cfg.output, rec.cfg.capture_paths, &mut warnings)
         });

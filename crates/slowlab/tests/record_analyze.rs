@@ -622,3 +622,102 @@ fn the_vdso_is_named_with_either_backend() {
         assert!(!stderr.contains("[vdso]:"), "no warning about it: {stderr}");
     }
 }
+
+/// The tracepoints `pid`'s BPF links are on (their `tp_name` in its fdinfo), once its path
+/// capture has attached (its raw `sys_exit` program is there); `None` if it never does.
+fn path_capture_tracepoints(pid: u32) -> Option<Vec<String>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .flat_map(|info| {
+                info.lines()
+                    .filter_map(|l| l.strip_prefix("tp_name:"))
+                    .map(|n| n.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if names.iter().any(|n| n == "sys_exit") && names.len() > 1 {
+            return Some(names);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn a_commands_perf_recording_takes_the_paths_perf_does_not_record_from_the_raw_sys_enter() {
+    require_perf!();
+    let _one = PERF_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+
+    // The machine's recording (no command): stopped with SIGINT.
+    let mut machine = slowlab()
+        .args(["record", "--backend", "perf", "-o"])
+        .arg(dir.path().join("machine.data"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let names = path_capture_tracepoints(machine.id());
+    common::interrupt_then_kill(machine.id() as i32, &mut machine);
+    let names = names.expect("the machine's path capture attached its programs");
+    assert!(
+        names.iter().any(|n| n == "sys_enter_openat") && !names.iter().any(|n| n == "sys_enter"),
+        "the machine's recording: {names:?}"
+    );
+
+    // A command's: one program on the raw sys_enter for the syscalls perf does not record
+    // (mkdir), their own tracepoints for those it does (openat), and its paths captured.
+    let trace = dir.path().join("command.data");
+    let command = slowlab()
+        .args(["record", "--backend", "perf", "-o"])
+        .arg(&trace)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "sleep 1; cat /nonexistent/slowlab-raw-enter 2>/dev/null; \
+             mkdir /nonexistent/slowlab-raw-enter 2>/dev/null; true",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let names = path_capture_tracepoints(command.id());
+    let out = common::finish(command, std::time::Duration::from_secs(60));
+    slowlab_testkit::assert_succeeded(&out);
+    let names = names.expect("the command's path capture attached its programs");
+    assert!(
+        names.iter().any(|n| n == "sys_enter")
+            && names.iter().any(|n| n == "sys_enter_openat")
+            && !names.iter().any(|n| n == "sys_enter_mkdir"),
+        "the command's recording: {names:?}"
+    );
+    let out = slowlab()
+        .args(["analyze", "--syscalls", "--json", "--no-symbols"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let cat_paths: Vec<&str> = v["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["comm"] == "cat")
+        .flat_map(|p| p["paths"].as_array().into_iter().flatten())
+        .filter_map(|p| p["first"].as_str())
+        .collect();
+    assert!(
+        cat_paths.contains(&"/nonexistent/slowlab-raw-enter"),
+        "cat's openat of the missing file, with its path: {cat_paths:?}"
+    );
+    // mkdir's path, from the raw program, in the capture file (perf records no mkdir).
+    let log = slowlab_bpf::read_paths(&dir.path().join("command.data.paths")).expect("paths");
+    assert!(
+        log.events
+            .iter()
+            .any(|e| e.syscall.name() == "mkdir" && e.path == "/nonexistent/slowlab-raw-enter"),
+        "mkdir's path"
+    );
+}

@@ -149,7 +149,12 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     let mut signals = StopSignals::install();
     // Started before the ring is sized: their own syscalls are events too.
     let window = cfg.ring_seconds.map(side_window);
-    let companions = Companions::start_with(&cfg.output, cfg.capture_paths, window, &mut warnings);
+    // A command's one-shot recording ends with it: its path capture detaches at once.
+    let companions = if window.is_none() && !cfg.command.is_empty() {
+        Companions::start_of_command(&cfg.output, cfg.capture_paths, &mut warnings)
+    } else {
+        Companions::start_with(&cfg.output, cfg.capture_paths, window, &mut warnings)
+    };
     let plan = match cfg.ring_seconds {
         Some(secs) => match plan_ring(cfg, secs, &mut signals, &mut warnings) {
             Ok(plan) => Some(plan),
