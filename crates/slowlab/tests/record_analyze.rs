@@ -626,25 +626,9 @@ fn the_vdso_is_named_with_either_backend() {
 /// The tracepoints `pid`'s BPF links are on (their `tp_name` in its fdinfo), once its path
 /// capture has attached (its raw `sys_exit` program is there); `None` if it never does.
 fn path_capture_tracepoints(pid: u32) -> Option<Vec<String>> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-            .ok()?
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-            .flat_map(|info| {
-                info.lines()
-                    .filter_map(|l| l.strip_prefix("tp_name:"))
-                    .map(|n| n.trim().to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        if names.iter().any(|n| n == "sys_exit") && names.len() > 1 {
-            return Some(names);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    None
+    common::link_tracepoints(pid, |names| {
+        names.iter().any(|n| n == "sys_exit") && names.len() > 1
+    })
 }
 
 #[test]

@@ -740,25 +740,7 @@ fn faults_in_a_system_library_are_named_alike_under_both_backends() {
 /// /proc/PID/fdinfo), once the recorder has attached its page-fault programs, which come
 /// after the syscalls' (sched/attach.rs); `None` if the process ends first.
 fn attached_tracepoints(pid: u32) -> Option<Vec<String>> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-            .ok()?
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-            .flat_map(|info| {
-                info.lines()
-                    .filter_map(|l| l.strip_prefix("tp_name:"))
-                    .map(|n| n.trim().to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        if names.iter().any(|n| n == "page_fault_user") {
-            return Some(names);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    None
+    common::link_tracepoints(pid, |names| names.iter().any(|n| n == "page_fault_user"))
 }
 
 #[test]

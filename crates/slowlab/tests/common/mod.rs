@@ -399,3 +399,28 @@ pub fn disk_tempdir() -> Option<tempfile::TempDir> {
     }
     Some(tempfile::tempdir_in(base).unwrap())
 }
+
+/// The tracepoints `pid`'s BPF links are on (the `tp_name` of each in its fdinfo), once
+/// `attached` says they are all there; `None` if that does not happen within 30 s, or the
+/// process ends first.
+pub fn link_tracepoints(pid: u32, attached: impl Fn(&[String]) -> bool) -> Option<Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .flat_map(|info| {
+                info.lines()
+                    .filter_map(|l| l.strip_prefix("tp_name:"))
+                    .map(|n| n.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if attached(&names) {
+            return Some(names);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
