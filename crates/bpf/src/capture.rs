@@ -88,12 +88,12 @@ pub struct CaptureOptions {
     /// another event is still on it: with the capture's on it, perf's stop does not wait,
     /// and the capture's detach does, after the analysis has begun. A capture around a
     /// command then ends ~1 s sooner with the answer as soon. It runs for every syscall of
-    /// the machine: ~50 ns more for each it does not take (`getpid` under `slowlab record
-    /// --backend perf`, medians of 6: 231 against 283 ns). A 32-bit program's syscalls are left
-    /// out (their code segment says so); a 64-bit program's `int 0x80` ones are not, and
-    /// come as the 64-bit syscall of their number, which no call of perf's is paired with
-    /// (its syscall events leave them out). Off by default (a capture of the machine,
-    /// which runs long); ignored elsewhere than on x86-64.
+    /// the machine: ~50 ns more for each it does not take (`getpid` under `slowlab
+    /// record --backend perf`, medians of 6: 231 against 283 ns). A 32-bit program's
+    /// syscalls are left out (their code segment says so); a 64-bit program's `int 0x80`
+    /// ones are not, and come as the 64-bit syscall of their number, which no call of
+    /// perf's is paired with (its syscall events leave them out). Off by default (a
+    /// capture of the machine, which runs long); ignored elsewhere than on x86-64.
     pub raw_enter: bool,
 }
 
@@ -342,14 +342,13 @@ impl Probes {
 
     /// The capture ids `enter_any` takes, a bit each (its `raw_ids`).
     fn raw_ids(&self) -> u64 {
-        self.available
+        self.taken_by(AttachPoint::RawSysEnter)
             .iter()
-            .filter(|&&s| self.takes_raw(s))
             .fold(0, |mask, s| mask | 1 << s.id())
     }
 
-    /// The syscalls `point`'s program takes the paths of: those of `available` that
-    /// `enter_any`'s table has, for it.
+    /// The syscalls `point`'s program takes the paths of: for `enter_any`, those of
+    /// `available` it takes ([`Probes::takes_raw`]).
     fn taken_by(&self, point: AttachPoint) -> Vec<Syscall> {
         match point {
             AttachPoint::Enter(syscall) => vec![syscall],

@@ -65,9 +65,9 @@ impl Companions {
     }
 
     /// [`Companions::start`] for a recording that ends with its command: the path capture
-    /// takes its syscalls from the raw `sys_enter` tracepoint
+    /// takes the syscalls perf does not record from the raw `sys_enter` tracepoint
     /// ([`slowlab_bpf::CaptureOptions::raw_enter`]), whose detach does not keep slowlab
-    /// from exiting for ~1.5 s after the command, as the syscalls' own tracepoints' do.
+    /// from exiting for ~1 s after the command, as their own tracepoints' do.
     pub fn start_of_command(
         output: &Path,
         capture_paths: bool,

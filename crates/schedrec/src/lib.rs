@@ -145,10 +145,10 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
     // nearly but not quite time order.
     let (from, to) = plausible_times(log);
     // Each record's time and place, sorted by time, equal times in the file's order (a
-    // stable sort, which also finds the ring's runs of records already in order). Sorted
+    // stable sort, which also finds the ring's runs of records already in order); sorted
     // as pairs, not places with their times looked up, which reads the records at random
-    // once a comparison.
-    // Then the places alone, in half the memory, for the trace's time.
+    // once a comparison. Then the places alone, in half the memory, while the trace is
+    // built.
     let mut timed: Vec<(u64, RecordAt)> = log
         .records
         .positions()
