@@ -20,6 +20,7 @@ use crate::select::{BuildFx, Selection};
 use crate::waits::stack_names;
 
 pub use slowlab_model::bundle::CapturedPath;
+use slowlab_model::syscalls::names_no_path;
 /// Which syscalls check a path exists or take one: `slowlab_model::syscalls`' table.
 pub use slowlab_model::syscalls::{is_existence_check, takes_path};
 pub use slowlab_model::views::syscalls::{PathPattern, ProcSyscalls, SyscallStat, SyscallsView};
@@ -311,7 +312,8 @@ pub fn syscalls_view(
                     None => entry.found += 1,
                 }
             }
-            _ if takes_path(&name) => missing += 1,
+            // An fstat (AT_EMPTY_PATH) names no path: none is missing.
+            _ if takes_path(&name) && !names_no_path(&name, &call.args) => missing += 1,
             _ => {}
         }
     }
@@ -506,6 +508,43 @@ mod tests {
         assert!(v.processes[0].paths.is_empty());
         assert_eq!(v.paths_missing, 7);
         assert!(v.paths_note.as_deref().unwrap().contains("not captured"));
+    }
+
+    #[test]
+    fn an_fstat_by_empty_path_is_not_a_path_missing() {
+        let (mut t, cap) = probing();
+        // glibc's fstat(3): newfstatat(3, "", buf, AT_EMPTY_PATH), after every other call.
+        let stat = t.strings.iter().position(|s| s == "newfstatat").unwrap();
+        let stat = StrIdx(stat as u32);
+        let fstat = [3, 0, 0, slowlab_model::syscalls::AT_EMPTY_PATH, 0, 0];
+        for (at, args) in [(30_000_000, fstat), (31_000_000, [3, 0, 0, 0, 0, 0])] {
+            push(
+                &mut t,
+                at,
+                EventKind::SyscallEnter {
+                    name: stat,
+                    args,
+                    file_op: None,
+                },
+            );
+            push(
+                &mut t,
+                at + 1_000,
+                EventKind::SyscallExit {
+                    name: stat,
+                    ret: 0,
+                    file_op: None,
+                },
+            );
+        }
+        let v = view(&t, Some(&cap));
+        // The 7 matched as before; the call without the flag named a path the capture
+        // does not have; the fstat named none.
+        assert_eq!((v.paths_matched, v.paths_missing), (7, 1));
+        assert_eq!(
+            v.paths_note.as_deref(),
+            Some("1 calls took a path that was not captured")
+        );
     }
 
     #[test]

@@ -285,6 +285,26 @@ pub fn open_flags_arg(name: &str) -> Option<usize> {
     }
 }
 
+/// `AT_EMPTY_PATH`: a `*at` call with it acts on its directory fd itself, and its path is
+/// empty (glibc's `fstat(fd)` is `newfstatat(fd, "", buf, AT_EMPTY_PATH)`).
+pub const AT_EMPTY_PATH: u64 = 0x1000;
+
+/// The index of the flags among the arguments of the recorded syscalls whose flags may
+/// hold [`AT_EMPTY_PATH`]; `None` for the others.
+pub fn at_flags_arg(name: &str) -> Option<usize> {
+    match name {
+        "newfstatat" | "faccessat2" => Some(3),
+        "statx" => Some(2),
+        _ => None,
+    }
+}
+
+/// Whether a call of syscall `name` with `args` names no path: [`AT_EMPTY_PATH`] is in its
+/// flags (an `fstat` of an open file), so there is no path to capture.
+pub fn names_no_path(name: &str, args: &[u64; 6]) -> bool {
+    at_flags_arg(name).is_some_and(|i| args[i] & AT_EMPTY_PATH != 0)
+}
+
 const CAPTURED_COUNT: usize = CAPTURED_IN_TABLE_ORDER.len();
 
 /// The captured syscalls by id. Fails the build if an id is 64 or more (it would not fit
