@@ -113,7 +113,9 @@ fn a_pipeline_killed_by_timeout_half_way_is_its_producers_work() {
     assert!((k["at_s"].as_f64().unwrap() - 1.0).abs() < 0.1, "{k}");
     assert!(
         summary.contains("sh was killed by timeout (SIGTERM) after 1.0")
-            && summary.contains("on a CPU in producer (slow_digest)"),
+            // slow_digest first; alone, or with the interrupts (softirqs) the host's
+            // noise puts on the producer's CPU, named with their shares.
+            && summary.contains("on a CPU in producer (slow_digest"),
         "{summary}"
     );
 }
