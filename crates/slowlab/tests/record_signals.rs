@@ -820,3 +820,32 @@ fn ring_3_snapshots_hold_2_to_5_seconds() {
         );
     }
 }
+
+/// A test's background loop dies with the thread that started it even when its
+/// drop never runs, as when the test binary is killed from outside: the loop
+/// must not outlive it and load the next tests.
+#[test]
+fn a_tests_workload_dies_with_the_thread_that_started_it_without_its_drop() {
+    let (started, pid) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let work = Workload::start("while :; do sleep 0.05; done", None);
+        started.send(work.pid() as i32).unwrap();
+        // As a killed process leaves it: never dropped.
+        std::mem::forget(work);
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    let pid: i32 = pid.recv().unwrap();
+    assert!(!is_dead(pid), "the loop runs while its thread does");
+    thread.join().unwrap();
+    let died = all_dead_within(&[pid], Duration::from_secs(5)).is_some();
+    let state = proc_stat(pid);
+    // SAFETY: the loop's own process group, killed when the assertion below is to fail.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    assert!(
+        died,
+        "the loop {pid} ran on after its thread ended: {state:?}"
+    );
+    // Reaped here: the forgotten child is this process's.
+    // SAFETY: waiting for a child of this process, with no status asked.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+}

@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 /// A shell loop run in the background, in a process group of its own, killed with
 /// its group when dropped: at the test's end, and also when an assertion fails
 /// half-way (a loop that outlived its test kept the next tests' recordings busy).
+/// The shell is also killed when the test's thread ends without the drop, as when
+/// the test binary itself is killed: a churn loop once outlived its killed test
+/// binary by 74 minutes and failed the next CI runs' timing tests.
 pub struct Workload(Child);
 
 impl Workload {
@@ -32,6 +35,20 @@ impl Workload {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(script).process_group(0);
+        let test_process = std::process::id() as libc::pid_t;
+        // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The test died between the fork and the prctl: no signal will come.
+                if libc::getppid() != test_process {
+                    libc::_exit(1);
+                }
+                Ok(())
+            })
+        };
         if let Some(d) = dir {
             cmd.current_dir(d);
         }
