@@ -551,6 +551,15 @@ fn a_wake_up_without_a_tid_comes_from_the_thread_on_that_cpu() {
 fn timed_out_at_60(
     early_wake: Option<u64>,
 ) -> (TraceBuilder, ThreadIdx, ThreadIdx, Option<StackIdx>) {
+    timed_out_at_60_returning(early_wake, 10_000)
+}
+
+/// [`timed_out_at_60`] with the boss's call returning `returns_after` ns after the timer
+/// ended its wait, on a CPU in the call meanwhile.
+fn timed_out_at_60_returning(
+    early_wake: Option<u64>,
+    returns_after: u64,
+) -> (TraceBuilder, ThreadIdx, ThreadIdx, Option<StackIdx>) {
     let mut b = TraceBuilder::default();
     let boss = b.process(10, "boss");
     let worker = b.thread(boss, 11, "worker");
@@ -567,7 +576,7 @@ fn timed_out_at_60(
     }
     b.waking(ms(60), 0, other, 10, timer);
     b.switch(ms(60), 0, 0, 0, 10, None);
-    b.syscall_exit(ms(60) + 10_000, boss, "futex", -110);
+    b.syscall_exit(ms(60) + returns_after, boss, "futex", -110);
     (b, boss, worker, futex)
 }
 
@@ -602,6 +611,37 @@ fn a_time_out_that_raced_with_a_wake_of_its_word_waited_for_the_waker() {
     );
     assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
     assert_adds_up(&cp);
+}
+
+#[test]
+fn a_time_out_whose_call_returned_late_raced_with_a_wake_after_the_return() {
+    // The boss, switched in by its timer at 60 ms, spent 10 ms more in its
+    // futex call (cancelling the timer waits for the timer's callback on
+    // another CPU: 14.6 ms under the eBPF recorder in CI), and found the
+    // work done by a wake 0.3 ms after its call returned: more than the
+    // poll gap after it ran again, but not after it went on.
+    let (mut b, _, worker, _) = timed_out_at_60_returning(None, ms(10));
+    wake_word(&mut b, worker, 0xa0, ms(70) + 300_000);
+    b.switch(ms(71), 1, 11, 16, 0, None);
+    b.end(ms(100));
+    let cp = path(&b.build(), 10);
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (11, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_adds_up(&cp);
+    // The same wake past the poll gap after the return came too late.
+    let (mut b, _, worker, _) = timed_out_at_60_returning(None, ms(10));
+    wake_word(&mut b, worker, 0xa0, ms(70) + MAX_POLL_GAP_NS + 500_000);
+    b.switch(ms(73), 1, 11, 16, 0, None);
+    b.end(ms(100));
+    let cp = path(&b.build(), 10);
+    assert_eq!(cp.segments[1].state, Blocked, "{cp:?}");
+    assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"));
 }
 
 #[test]
