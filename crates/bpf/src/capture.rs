@@ -333,11 +333,11 @@ impl Probes {
         (self.available.contains(&s) && !self.takes_raw(s)).then_some(AttachPoint::Enter(s))
     }
 
-    /// Whether `enter_any` takes `syscall`'s paths (see [`CaptureOptions::raw_enter`]).
+    /// Whether `enter_any` takes `syscall`'s paths (see [`CaptureOptions::raw_enter`]):
+    /// those with an x86-64 number in its table, which holds none that perf records
+    /// (`build.rs` refuses them, so that perf's own tracepoints keep them).
     fn takes_raw(&self, syscall: Syscall) -> bool {
-        self.raw_enter
-            && !syscall.info().recorded_by_perf()
-            && x86_64_number(syscall.name()).is_some()
+        self.raw_enter && x86_64_number(syscall.name()).is_some()
     }
 
     /// The capture ids `enter_any` takes, a bit each (its `raw_ids`).
