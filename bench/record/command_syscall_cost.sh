@@ -21,14 +21,4 @@ for round in $(seq "$ROUNDS"); do
     echo "$build $line"
   done
 done | tee "$WORK/runs.txt"
-python3 - "$WORK/runs.txt" <<'PY'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    runs.setdefault((f[0], "getpid"), []).append(float(f[2]))
-    runs.setdefault((f[0], "stat"), []).append(float(f[5]))
-print("| build | syscall | median ns | runs |\n|---|---|---|---|")
-for (build, call), v in runs.items():
-    print(f"| {build} | {call} | {statistics.median(v):.0f} | {len(v)} |")
-PY
+python3 bench/record/syscall_mix_medians.py "$WORK/runs.txt"

@@ -26,18 +26,4 @@ for round in $(seq "$ROUNDS"); do
     echo "life raw=$raw $(( ($(date +%s%N) - start) / 1000000 )) ms"
   done
 done | tee "$WORK/runs.txt"
-python3 - "$WORK/runs.txt" <<'PY'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    if f[0] == "life":
-        runs.setdefault(f"life {f[1]}", []).append(float(f[2]))
-    else:
-        runs.setdefault(f"{f[0]} getpid", []).append(float(f[2]))
-        runs.setdefault(f"{f[0]} stat", []).append(float(f[5]))
-print("| mode | median | runs |\n|---|---|---|")
-for k, v in runs.items():
-    unit = "ms" if k.startswith("life") else "ns"
-    print(f"| {k} | {statistics.median(v):.0f} {unit} | {', '.join(f'{x:.0f}' for x in v)} |")
-PY
+python3 bench/record/syscall_mix_medians.py "$WORK/runs.txt"
