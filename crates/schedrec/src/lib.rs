@@ -2,7 +2,7 @@
 //! [`slowlab_bpf::sched::format`]) into slowlab's trace model, so that every view and the
 //! critical path work on it as on a perf.data trace.
 //!
-//! - [`read_file`] / [`build_trace`]: the records in time order become the model's
+//! - [`read_file`] / [`build_trace`]: the records in time order become (`events`) the model's
 //!   samples, `Switch` and `Waking` events, process and thread lifetimes (`lifetimes`),
 //!   and the `SyscallEnter`/`SyscallExit` events of the waiting syscalls (futex, wait4,
 //!   waitid, flock), stackless and with the arguments the analysis reads, as the perf
@@ -25,19 +25,18 @@
 //! It does not record (that is `slowlab_bpf::sched`) and does not analyze. Lost records and
 //! lost stacks become counts and warnings in the trace's `ReadStats`.
 
+mod events;
 mod lifetimes;
 mod stacks;
 
 use std::path::Path;
 
-use slowlab_bpf::sched::format::SchedRecord;
-use slowlab_bpf::sched::format::{block_flags, path_flags, RecordAt, RecordKind};
+use slowlab_bpf::sched::format::{path_flags, RecordAt, RecordKind};
 use slowlab_bpf::sched::{RecordedSyscall, SchedLog};
 use slowlab_model::bundle::CapturedPath;
-use slowlab_model::trace::{Event, EventKind, StackIdx, ThreadIdx, Trace, TraceMeta, WallClock};
+use slowlab_model::trace::{Trace, TraceMeta, WallClock};
 
-use lifetimes::Lifetimes;
-use stacks::Stacks;
+use events::Events;
 
 /// The crate's one error type: the recording could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -91,37 +90,6 @@ pub fn captured_paths(log: &SchedLog) -> Vec<CapturedPath> {
         .collect()
 }
 
-/// The names the model gives the recorded events, in the order of [`TraceMeta::events`].
-const EVENT_NAMES: [&str; 3] = ["cpu-clock", "sched:sched_switch", "sched:sched_waking"];
-
-/// Which kinds of records a recording has (the names of their events go into the trace's
-/// list; a recording made before they were recorded has none).
-#[derive(Default)]
-struct Seen {
-    /// The syscalls of the records, a bit each (bit `c`, the record's id).
-    calls: u32,
-    block: bool,
-    major_faults: bool,
-    page_faults: bool,
-}
-
-/// Adds the event of record `r` (its time and CPU) to the trace.
-fn push(
-    trace: &mut Trace,
-    r: &SchedRecord,
-    thread: ThreadIdx,
-    stack: Option<StackIdx>,
-    kind: EventKind,
-) {
-    trace.events.push(Event {
-        time_ns: r.time_ns,
-        cpu: u32::from(r.cpu),
-        thread,
-        stack,
-        kind,
-    });
-}
-
 /// The times a record of `log` can have: from a minute before the header's start to a
 /// minute after the END's stop (no bound without one). Records come up to a few
 /// milliseconds before the start (the programs are attached before it is taken) and none
@@ -170,200 +138,16 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
         ));
     }
 
-    let mut life = Lifetimes::new(log);
-    let mut stacks = Stacks::new(log);
-    let mut seen = Seen::default();
-    let mut unknown_syscalls = 0u64;
-    let period = 1_000_000_000u64
-        .checked_div(u64::from(log.sample_freq))
-        .unwrap_or(0);
+    let mut events = Events::new(log);
     for record in order.iter().filter_map(|&at| log.records.get(at)) {
-        let r = &record;
-        let t = r.time_ns;
-        match r.kind {
-            RecordKind::Switch => {
-                let thread = life.thread(&mut trace, r.tid, t);
-                life.thread(&mut trace, r.a, t);
-                let pid = life.pid_of(r.tid);
-                let stack = stacks.stack(&mut trace, pid, r.kstack, r.ustack, t, false);
-                let prev_state = match r.c {
-                    0 => 0,
-                    0xff => 0x100,
-                    c => 1u64 << (c.min(63) - 1),
-                };
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::Switch {
-                        prev_tid: r.tid as i32,
-                        prev_state,
-                        next_tid: r.a as i32,
-                        next_prio: r.b as i32,
-                        windows: None,
-                    },
-                );
-            }
-            RecordKind::Waking => {
-                let thread = life.thread(&mut trace, r.tid, t);
-                life.thread(&mut trace, r.a, t);
-                let pid = life.pid_of(r.tid);
-                let stack = stacks.stack(&mut trace, pid, r.kstack, r.ustack, t, false);
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::Waking {
-                        tid: r.a as i32,
-                        target_cpu: r.b as i32,
-                    },
-                );
-            }
-            RecordKind::Sample => {
-                life.note_pid(r.tid, r.a);
-                let thread = life.thread(&mut trace, r.tid, t);
-                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, true);
-                let s = &mut trace.samples;
-                s.time_ns.push(t);
-                s.thread.push(thread);
-                s.cpu.push(u32::from(r.cpu));
-                s.stack.push(stack);
-                s.period.push(period);
-            }
-            RecordKind::Fork => life.fork(&mut trace, r.tid, r.a, r.b, t),
-            RecordKind::Exec => life.exec(&mut trace, r.tid, r.a, r.comm(), t),
-            RecordKind::Exit => life.exit(&mut trace, r.tid, r.a, t),
-            RecordKind::Rename => life.rename(&mut trace, r.tid, r.a, r.comm(), t),
-            RecordKind::Block => {
-                seen.block = true;
-                let thread = life.thread(&mut trace, r.tid, t);
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    None,
-                    EventKind::BlockRequest {
-                        dev: r.a,
-                        sector: r.value,
-                        bytes: u64::from(r.b) * 512,
-                        write: r.c & block_flags::WRITE != 0,
-                        complete: r.c & block_flags::COMPLETE != 0,
-                    },
-                );
-            }
-            RecordKind::PageFault => {
-                let user = r.c == 1;
-                seen.page_faults = true;
-                life.note_pid(r.tid, r.a);
-                let thread = life.thread(&mut trace, r.tid, t);
-                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::PageFault {
-                        address: r.value,
-                        ip: r.ip,
-                        error_code: u64::from(r.b),
-                        user,
-                        windows_kind: None,
-                    },
-                );
-            }
-            RecordKind::SysCall => {
-                let Some(call) = RecordedSyscall::from_u8(r.c) else {
-                    unknown_syscalls += 1;
-                    continue;
-                };
-                seen.calls |= 1 << r.c;
-                life.note_pid(r.tid, r.a);
-                let thread = life.thread(&mut trace, r.tid, t);
-                let stack = stacks.stack(&mut trace, r.a, None, r.ustack, t, false);
-                let name = life.s(&mut trace, call.name());
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::SyscallEnter {
-                        name,
-                        args: r.args(),
-                        file_op: None,
-                    },
-                );
-            }
-            RecordKind::MajorFault => {
-                seen.major_faults = true;
-                life.note_pid(r.tid, r.a);
-                let thread = life.thread(&mut trace, r.tid, t);
-                let stack = stacks.stack(&mut trace, r.a, r.kstack, r.ustack, t, false);
-                push(
-                    &mut trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::MajorFault {
-                        address: Some(r.value),
-                    },
-                );
-            }
-            // Paths are read apart (`captured_paths`).
-            RecordKind::Path => {}
-            RecordKind::SysEnter | RecordKind::SysExit => {
-                let Some(call) = RecordedSyscall::from_u8(r.c) else {
-                    unknown_syscalls += 1;
-                    continue;
-                };
-                seen.calls |= 1 << r.c;
-                let thread = life.thread(&mut trace, r.tid, t);
-                let name = life.s(&mut trace, call.name());
-                let kind = if r.kind == RecordKind::SysEnter {
-                    EventKind::SyscallEnter {
-                        name,
-                        args: [r.value, u64::from(r.a), u64::from(r.b), 0, 0, 0],
-                        file_op: None,
-                    }
-                } else {
-                    EventKind::SyscallExit {
-                        name,
-                        ret: r.value as i64,
-                        file_op: None,
-                    }
-                };
-                push(&mut trace, r, thread, None, kind);
-            }
-        }
+        events.add(&mut trace, &record);
     }
-    // Threads alive at the start that never ran (a hung process): rows too, as perf's
-    // trace has every process alive when it started.
-    life.quiet_threads(&mut trace, log);
+    let (event_names, unknown_syscalls) = events.finish(&mut trace, log);
     if unknown_syscalls > 0 {
         warnings.push(format!(
             "{unknown_syscalls} syscall records name a syscall this slowlab does not know \
              (a newer recorder's?): skipped"
         ));
-    }
-    let mut events: Vec<String> = EVENT_NAMES.iter().map(|s| s.to_string()).collect();
-    if seen.page_faults {
-        events.push("exceptions:page_fault_user".to_string());
-        events.push("exceptions:page_fault_kernel".to_string());
-    }
-    if seen.major_faults {
-        events.push("major-faults".to_string());
-    }
-    if seen.block {
-        events.push("block:block_rq_issue".to_string());
-        events.push("block:block_rq_complete".to_string());
-    }
-    for (i, call) in RecordedSyscall::ALL.iter().enumerate() {
-        if seen.calls & (1 << (i + 1)) != 0 {
-            for dir in ["enter", "exit"] {
-                events.push(format!("syscalls:sys_{dir}_{}", call.name()));
-            }
-        }
     }
 
     let end = log.end.unwrap_or_default();
@@ -379,7 +163,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             }
         }),
         sample_freq: (log.sample_freq > 0).then_some(u64::from(log.sample_freq)),
-        events,
+        events: event_names,
         wall_clock: Some(WallClock {
             clock_ns: log.start_mono_ns,
             unix_ns: log.start_real_ns,
@@ -423,6 +207,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
 mod tests {
     use super::*;
     use slowlab_bpf::sched::format::{RecordExtra, SchedEnd, SchedRecord, SchedThread};
+    use slowlab_model::trace::EventKind;
 
     fn record(
         kind: RecordKind,
