@@ -1,26 +1,36 @@
-//! Prints the events of an eBPF recording's process (switches, wake-ups, syscalls, faults)
-//! one a line, in time order, with times from the trace's start: what the critical path
-//! reads, to see why it read a wait as it did. A development tool; it does no analysis
-//! and names no frames.
+//! Prints the events of a recording's process (eBPF or perf.data) (switches, wake-ups, syscalls, faults)
+//! and its CPU samples one a line, in time order, with times from the trace's start: what
+//! the critical path reads, to see why it read a wait as it did. A development tool; it
+//! does no analysis and names no frames.
 //!
-//!     cargo run --profile test-release -p slowlab-schedrec --example dump_events -- FILE PID
+//!     cargo run --profile test-release -p slowlab-schedrec --example dump_events -- FILE [PID]
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (Some(path), Some(pid)) = (
-        args.first(),
-        args.get(1).and_then(|p| p.parse::<i32>().ok()),
-    ) else {
-        eprintln!("usage: dump_events FILE PID");
+    let Some(path) = args.first() else {
+        eprintln!("usage: dump_events FILE [PID]  (the recorded command's pid by default)");
         std::process::exit(2);
     };
+    let pid_asked = args.get(1).and_then(|p| p.parse::<i32>().ok());
+    let path = std::path::Path::new(path);
     let opts = slowlab_schedrec::ReadOptions::default();
-    let (trace, _) = match slowlab_schedrec::read_file(std::path::Path::new(path), &opts) {
+    let read = if slowlab_schedrec::is_sched_file(path) {
+        slowlab_schedrec::read_file(path, &opts)
+            .map(|(t, _)| t)
+            .map_err(|e| e.to_string())
+    } else {
+        slowlab_perf::read_file(path, &opts.symbols, &|_, _, _| {}).map_err(|e| e.to_string())
+    };
+    let trace = match read {
         Ok(t) => t,
         Err(e) => {
             eprintln!("dump_events: {e}");
             std::process::exit(1);
         }
+    };
+    let Some(pid) = pid_asked.or(trace.meta.command_pid) else {
+        eprintln!("dump_events: the recording has no command: give a PID");
+        std::process::exit(2);
     };
     let tids: Vec<i32> = trace
         .threads
@@ -29,6 +39,14 @@ fn main() {
         .map(|t| t.tid)
         .collect();
     let start = trace.meta.start_ns;
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    let s = &trace.samples;
+    for i in 0..s.len() {
+        let tid = trace.threads[s.thread[i].ix()].tid;
+        if tids.contains(&tid) {
+            lines.push((s.time_ns[i], format!("cpu{} tid {tid:>6} sample", s.cpu[i])));
+        }
+    }
     for e in &trace.events {
         let tid = trace.threads[e.thread.ix()].tid;
         let ours = tids.contains(&tid)
@@ -38,8 +56,12 @@ fn main() {
                 _ => false,
             };
         if ours {
-            let at = (e.time_ns - start) as f64 / 1e6;
-            println!("{at:12.6} ms cpu{} tid {tid:>6} {:?}", e.cpu, e.kind);
+            lines.push((e.time_ns, format!("cpu{} tid {tid:>6} {:?}", e.cpu, e.kind)));
         }
+    }
+    lines.sort_by_key(|l| l.0);
+    for (time_ns, line) in lines {
+        let at = time_ns.saturating_sub(start) as f64 / 1e6;
+        println!("{at:12.6} ms {line}");
     }
 }
