@@ -151,6 +151,7 @@ impl Walker<'_> {
         let kind = self.own_kind(&first);
         let mut busy = 0;
         let mut last = k;
+        let mut left_call = self.left_call(&spans[k], &first);
         // Whether the thread went on after the loop (ran, or waited for
         // something else), rather than the window ending inside it.
         let mut went_on = false;
@@ -158,7 +159,7 @@ impl Walker<'_> {
             match span.state {
                 SpanState::Runnable => {}
                 SpanState::Running { .. } => {
-                    busy += span.end_ns - span.start_ns;
+                    busy += span.end_ns.saturating_sub(span.start_ns.max(left_call));
                     if busy > MAX_POLL_GAP_NS {
                         went_on = true;
                         break;
@@ -167,6 +168,7 @@ impl Walker<'_> {
                 SpanState::Blocked(b) if self.same_wait(&b, &first) => {
                     busy = 0;
                     last = m;
+                    left_call = self.left_call(span, &b);
                     if self.timed_out_waiting_for_others(&b) {
                         continue;
                     }
@@ -217,11 +219,7 @@ impl Walker<'_> {
             .filter(|&at| at > spans[last].start_ns);
         let ended = returned.map_or(spans[last].end_ns, |at| at.min(spans[last].end_ns));
         let from = ended.saturating_sub(RACE_SLACK_NS);
-        // The thread goes on only once its call has returned: the way out of a timed-out
-        // wait cancels its timer, which waits for the timer's callback on another CPU
-        // (under the eBPF recorder in CI, a boss ran 14.6 ms in its call after its
-        // switch in), and that running is not what the poll gap measures.
-        let left_call = returned.map_or(spans[last].end_ns, |at| at.max(spans[last].end_ns));
+        let left_call = self.left_call(&spans[last], &b);
         let mut until = spans[last].end_ns;
         let mut busy = 0;
         for span in &spans[last + 1..] {
@@ -252,6 +250,21 @@ impl Walker<'_> {
             .take_while(|&&(at, _)| at <= until)
             .map(|&(_, w)| w)
             .find(|&w| w != thread)
+    }
+
+    /// When the thread left the call of its wait `span` (`b`): the call's return, or the
+    /// span's end when that came later or the call is not recorded. The running between
+    /// the two is still the wait's call: the way out of a timed-out wait cancels its
+    /// timer, which waits for the timer's callback on another CPU (under the eBPF
+    /// recorder in CI, a boss ran 14.6 ms in its call after its switch in, its timer's
+    /// CPU stalled), and a poll loop's gap or a race's end is measured from the return.
+    /// A call whose return was not recorded (lost, or the trace ended) is left at the
+    /// span's end.
+    fn left_call(&self, span: &Span, b: &BlockedSpan) -> u64 {
+        b.call
+            .map(|c| self.states.calls[c.ix()].exit_ns)
+            .filter(|&at| at != u64::MAX)
+            .map_or(span.end_ns, |at| at.max(span.end_ns))
     }
 
     /// The futex word a wait waited on, when the trace records the call.

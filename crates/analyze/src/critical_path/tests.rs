@@ -418,6 +418,51 @@ fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
 }
 
 #[test]
+fn a_poll_loop_is_one_wait_though_a_time_out_returned_late() {
+    // The first time-out's call returns 8 ms after the timer switched the
+    // boss in (cancelling the timer waited for its callback on a stalled
+    // CPU): running in the call is not the poll gap, so the loop goes on.
+    let build = |returns_after: u64| {
+        let mut b = TraceBuilder::default();
+        let boss = b.process(10, "cargo");
+        let worker = b.process(20, "rustc");
+        b.lifetime(boss, None, 0, Some(ms(100)));
+        let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
+        let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
+        let wake = b.stack(&["futex_wake"]);
+        let wait = [0xa0, 0x80, 0, 0, 0, 0];
+        b.switch(ms(0), 0, 0, 0, 10, None);
+        b.switch(ms(0), 1, 0, 0, 20, None);
+        b.syscall_enter(ms(10), boss, None, "futex", wait);
+        b.switch(ms(10), 0, 10, 1, 0, futex);
+        b.waking(ms(30), 1, worker, 10, timer);
+        b.switch(ms(30), 0, 0, 0, 10, None);
+        b.syscall_exit(ms(30) + returns_after, boss, "futex", -110);
+        b.syscall_enter(ms(39), boss, None, "futex", wait);
+        b.switch(ms(39), 0, 10, 1, 0, futex);
+        b.waking(ms(60), 1, worker, 10, wake);
+        b.switch(ms(60), 0, 0, 0, 10, None);
+        b.syscall_exit(ms(60) + 10_000, boss, "futex", 0);
+        b.end(ms(100));
+        path(&b.build(), 10)
+    };
+    let cp = build(ms(8));
+    assert_eq!(
+        shape(&cp),
+        vec![
+            (10, Cpu, None, 0, 10),
+            (20, Cpu, None, 10, 60),
+            (10, Cpu, None, 60, 100),
+        ]
+    );
+    assert_adds_up(&cp);
+    // Returned at once, it ran 9 ms before it waited again: two waits.
+    let cp = build(10_000);
+    assert_eq!(cp.segments[1].tid, 10, "{cp:?}");
+    assert_eq!(cp.segments[1].state, Blocked);
+}
+
+#[test]
 fn a_poll_loop_whose_stacks_differ_below_the_wait_is_one_wait() {
     // Frame-pointer stacks through code without frame pointers (Rust's
     // std in cargo) pick up stale frames below the wait that change from
