@@ -28,7 +28,8 @@ pub struct BpfRecorded {
     pub stats: SchedStats,
     /// The side files written beside the trace (the cgroup notes).
     pub companions: Vec<PathBuf>,
-    /// What the side files could not do.
+    /// What the side files could not do, and the host's steal time when it is worth
+    /// saying (`steal`).
     pub companion_warnings: Vec<String>,
     /// The command's exit code (0 without a command).
     pub exit_code: i32,
@@ -340,6 +341,7 @@ pub fn run_bpf(
     } else {
         of_commands(options)
     };
+    let cpu_at_start = crate::steal::CpuTimes::now();
     let recording = BpfRecording::start(&output, &options)?;
     let recorder = &recording.recorder;
     let ran = run_until_stopped(
@@ -350,7 +352,11 @@ pub fn run_bpf(
         &|sig, child| stop_at_once(sig, &output, Some(child)),
     );
     let _at_once = SecondSignal::watch(signals, &output);
-    recording.finish(ran)
+    let mut recorded = recording.finish(ran)?;
+    recorded
+        .companion_warnings
+        .extend(crate::steal::since(cpu_at_start));
+    Ok(recorded)
 }
 
 /// `options` for a recording of commands (one, or runs of them): their syscalls from the

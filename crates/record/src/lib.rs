@@ -40,6 +40,7 @@ mod recording;
 mod ring;
 mod session;
 mod signals;
+mod steal;
 mod triggers;
 
 use std::path::PathBuf;

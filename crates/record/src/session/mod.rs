@@ -144,6 +144,18 @@ struct Session<'a> {
 
 /// See the module documentation.
 pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
+    let cpu_at_start = cfg
+        .ring_seconds
+        .is_none()
+        .then(crate::steal::CpuTimes::now)
+        .flatten();
+    let mut outcome = record(cfg, always)?;
+    outcome.warnings.extend(crate::steal::since(cpu_at_start));
+    Ok(outcome)
+}
+
+/// [`run`], but for the host's steal time.
+fn record(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
     let mut warnings = preflight(cfg)?;
     let after = trigger_delay(cfg.ring_seconds, always)?;
     let mut signals = StopSignals::install();
