@@ -380,10 +380,11 @@ fn a_perf_trace_is_rooted_at_the_command_after_the_double_dash_of_its_command_li
     assert_eq!(default_root(&t), Some(ProcIdx(0)));
 }
 
-#[test]
-fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
-    // Like cargo: a 20 ms timed futex wait times out twice, then the worker
-    // ends the third; the whole loop is the worker's CPU time.
+/// Like cargo: a 20 ms timed futex wait of a boss (10) times out at 30
+/// and 51 ms, waited again at `rewait` and 52 ms, then its worker (20)
+/// ends the third wait at 60. With `calls`, the futex calls are in the
+/// trace, the first time-out's returning `calls` ns after the switch in.
+fn cargo_poll_loop(rewait: u64, calls: Option<u64>) -> CriticalPath {
     let mut b = TraceBuilder::default();
     let boss = b.process(10, "cargo");
     let worker = b.process(20, "rustc");
@@ -391,28 +392,47 @@ fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
     let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
     let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
     let wake = b.stack(&["futex_wake"]);
+    let wait = |b: &mut TraceBuilder, at: u64| {
+        if calls.is_some() {
+            b.syscall_enter(at, boss, None, "futex", [0xa0, 0x80, 0, 0, 0, 0]);
+        }
+        b.switch(at, 0, 10, 1, 0, futex);
+    };
+    let returned = |b: &mut TraceBuilder, at: u64, ret: i64| {
+        if calls.is_some() {
+            b.syscall_exit(at, boss, "futex", ret);
+        }
+    };
     b.switch(ms(0), 0, 0, 0, 10, None);
     b.switch(ms(0), 1, 0, 0, 20, None);
-    b.switch(ms(10), 0, 10, 1, 0, futex);
+    wait(&mut b, ms(10));
     b.waking(ms(30), 1, worker, 10, timer);
     b.switch(ms(30), 0, 0, 0, 10, None);
-    b.switch(ms(31), 0, 10, 1, 0, futex);
+    returned(&mut b, ms(30) + calls.unwrap_or(0), -110);
+    wait(&mut b, rewait);
     b.waking(ms(51), 1, worker, 10, timer);
     b.switch(ms(51), 0, 0, 0, 10, None);
-    b.switch(ms(52), 0, 10, 1, 0, futex);
+    returned(&mut b, ms(51) + 10_000, -110);
+    wait(&mut b, ms(52));
     b.waking(ms(60), 1, worker, 10, wake);
     b.switch(ms(60), 0, 0, 0, 10, None);
+    returned(&mut b, ms(60) + 10_000, 0);
     b.end(ms(100));
-    let t = b.build();
-    let cp = path(&t, 10);
-    assert_eq!(
-        shape(&cp),
-        vec![
-            (10, Cpu, None, 0, 10),
-            (20, Cpu, None, 10, 60),
-            (10, Cpu, None, 60, 100),
-        ]
-    );
+    path(&b.build(), 10)
+}
+
+/// [`cargo_poll_loop`] as one wait (ms): the worker's CPU from the first wait to its
+/// wake.
+const LOOP_FOLLOWED: [(i32, SegmentState, Option<WaitKind>, u64, u64); 3] = [
+    (10, Cpu, None, 0, 10),
+    (20, Cpu, None, 10, 60),
+    (10, Cpu, None, 60, 100),
+];
+
+#[test]
+fn a_poll_loop_of_timeouts_is_one_wait_for_the_thread_that_ends_it() {
+    let cp = cargo_poll_loop(ms(31), None);
+    assert_eq!(shape(&cp), LOOP_FOLLOWED);
     assert_eq!(cp.segments[1].via, Some(WaitKind::Lock));
     assert_adds_up(&cp);
 }
@@ -422,42 +442,12 @@ fn a_poll_loop_is_one_wait_though_a_time_out_returned_late() {
     // The first time-out's call returns 8 ms after the timer switched the
     // boss in (cancelling the timer waited for its callback on a stalled
     // CPU): running in the call is not the poll gap, so the loop goes on.
-    let build = |returns_after: u64| {
-        let mut b = TraceBuilder::default();
-        let boss = b.process(10, "cargo");
-        let worker = b.process(20, "rustc");
-        b.lifetime(boss, None, 0, Some(ms(100)));
-        let futex = b.stack(&["do_futex", "futex_wait_queue", "schedule"]);
-        let timer = b.stack(&["asm_sysvec_apic_timer_interrupt", "hrtimer_wakeup"]);
-        let wake = b.stack(&["futex_wake"]);
-        let wait = [0xa0, 0x80, 0, 0, 0, 0];
-        b.switch(ms(0), 0, 0, 0, 10, None);
-        b.switch(ms(0), 1, 0, 0, 20, None);
-        b.syscall_enter(ms(10), boss, None, "futex", wait);
-        b.switch(ms(10), 0, 10, 1, 0, futex);
-        b.waking(ms(30), 1, worker, 10, timer);
-        b.switch(ms(30), 0, 0, 0, 10, None);
-        b.syscall_exit(ms(30) + returns_after, boss, "futex", -110);
-        b.syscall_enter(ms(39), boss, None, "futex", wait);
-        b.switch(ms(39), 0, 10, 1, 0, futex);
-        b.waking(ms(60), 1, worker, 10, wake);
-        b.switch(ms(60), 0, 0, 0, 10, None);
-        b.syscall_exit(ms(60) + 10_000, boss, "futex", 0);
-        b.end(ms(100));
-        path(&b.build(), 10)
-    };
-    let cp = build(ms(8));
-    assert_eq!(
-        shape(&cp),
-        vec![
-            (10, Cpu, None, 0, 10),
-            (20, Cpu, None, 10, 60),
-            (10, Cpu, None, 60, 100),
-        ]
-    );
+    let cp = cargo_poll_loop(ms(39), Some(ms(8)));
+    assert_eq!(shape(&cp), LOOP_FOLLOWED);
     assert_adds_up(&cp);
-    // Returned at once, it ran 9 ms before it waited again: two waits.
-    let cp = build(10_000);
+    // Returned at once, it ran 9 ms before it waited again: the loop ends
+    // there, and its first time-out is the boss's wait.
+    let cp = cargo_poll_loop(ms(39), Some(10_000));
     assert_eq!(cp.segments[1].tid, 10, "{cp:?}");
     assert_eq!(cp.segments[1].state, Blocked);
 }
@@ -665,26 +655,19 @@ fn a_time_out_whose_call_returned_late_raced_with_a_wake_after_the_return() {
     // another CPU: 14.6 ms under the eBPF recorder in CI), and found the
     // work done by a wake 0.3 ms after its call returned: more than the
     // poll gap after it ran again, but not after it went on.
-    let (mut b, _, worker, _) = timed_out_at_60_returning(None, ms(10));
-    wake_word(&mut b, worker, 0xa0, ms(70) + 300_000);
-    b.switch(ms(71), 1, 11, 16, 0, None);
-    b.end(ms(100));
-    let cp = path(&b.build(), 10);
-    assert_eq!(
-        shape(&cp),
-        vec![
-            (10, Cpu, None, 0, 10),
-            (11, Cpu, None, 10, 60),
-            (10, Cpu, None, 60, 100),
-        ]
-    );
+    let returned_late = |wake_at: u64| {
+        let (mut b, _, worker, _) = timed_out_at_60_returning(None, ms(10));
+        wake_word(&mut b, worker, 0xa0, wake_at);
+        b.switch(ms(74), 1, 11, 16, 0, None);
+        b.end(ms(100));
+        path(&b.build(), 10)
+    };
+    let cp = returned_late(ms(70) + 300_000);
+    assert_eq!(cp.segments[1].tid, 11, "{cp:?}");
+    assert_eq!(cp.segments[1].state, Cpu);
     assert_adds_up(&cp);
     // The same wake past the poll gap after the return came too late.
-    let (mut b, _, worker, _) = timed_out_at_60_returning(None, ms(10));
-    wake_word(&mut b, worker, 0xa0, ms(70) + MAX_POLL_GAP_NS + 500_000);
-    b.switch(ms(73), 1, 11, 16, 0, None);
-    b.end(ms(100));
-    let cp = path(&b.build(), 10);
+    let cp = returned_late(ms(70) + MAX_POLL_GAP_NS + 500_000);
     assert_eq!(cp.segments[1].state, Blocked, "{cp:?}");
     assert_eq!(cp.segments[1].ended_by.as_deref(), Some("timer"));
 }
