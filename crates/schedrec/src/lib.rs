@@ -2,7 +2,7 @@
 //! [`slowlab_bpf::sched::format`]) into slowlab's trace model, so that every view and the
 //! critical path work on it as on a perf.data trace.
 //!
-//! - [`read_file`] / [`build_trace`]: the records in time order become (`events`) the model's
+//! - [`read_file`] / [`build_trace`]: the records in time order become, in `events`, the model's
 //!   samples, `Switch` and `Waking` events, process and thread lifetimes (`lifetimes`),
 //!   and the `SyscallEnter`/`SyscallExit` events of the waiting syscalls (futex, wait4,
 //!   waitid, flock), stackless and with the arguments the analysis reads, as the perf

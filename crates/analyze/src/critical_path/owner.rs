@@ -199,9 +199,9 @@ impl Walker<'_> {
     /// from just before the timer ended the wait ([`RACE_SLACK_NS`]) until
     /// the thread went on (ran [`MAX_POLL_GAP_NS`] after its call returned,
     /// or waited for anything but a lock; it may first wait for the mutex
-    /// its condition variable takes back). Its wake came too late to wake the thread (no wake-up
-    /// is recorded), but it made what the thread waited for happen, and
-    /// the thread found it done. Rust's condition variable makes the call
+    /// its condition variable takes back). Its wake came too late to wake
+    /// the thread (no wake-up is recorded), but it made what the thread
+    /// waited for happen, and the thread found it done. Rust's condition variable makes the call
     /// whether anyone waits or not, and cargo's job queue is one: a job
     /// that ends as cargo's 500 ms time-out fires left cargo's build "87%
     /// waiting on futex" on a loaded machine. Needs the futex calls.
