@@ -1,7 +1,7 @@
-//! Prints the events of a recording's process (eBPF or perf.data) (switches, wake-ups, syscalls, faults)
-//! and its CPU samples one a line, in time order, with times from the trace's start: what
-//! the critical path reads, to see why it read a wait as it did. A development tool; it
-//! does no analysis and names no frames.
+//! Prints a process's events (switches, wake-ups, syscalls, faults) and CPU samples from
+//! a recording (eBPF or perf.data), one a line, in time order, with times from the
+//! trace's start: what the critical path reads, to see why it read a wait as it did. A
+//! development tool; it does no analysis and names no frames.
 //!
 //!     cargo run --profile test-release -p slowlab-schedrec --example dump_events -- FILE [PID]
 

@@ -826,6 +826,8 @@ fn ring_3_snapshots_hold_2_to_5_seconds() {
 /// must not outlive it and load the next tests.
 #[test]
 fn a_tests_workload_dies_with_the_thread_that_started_it_without_its_drop() {
+    // Its loop would land in another test's recording.
+    let _one = one_recording_at_a_time();
     let (started, pid) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         let work = Workload::start("while :; do sleep 0.05; done", None);
