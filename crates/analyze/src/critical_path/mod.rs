@@ -614,3 +614,5 @@ pub fn critical_path_with(
 mod signal_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod time_out_tests;
