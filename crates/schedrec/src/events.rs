@@ -144,24 +144,15 @@ impl<'a> Events<'a> {
                 );
             }
             RecordKind::PageFault => {
-                let user = r.c == 1;
                 self.seen.page_faults = true;
-                self.life.note_pid(r.tid, r.a);
-                let thread = self.life.thread(trace, r.tid, t);
-                let stack = self.stacks.stack(trace, r.a, r.kstack, r.ustack, t, false);
-                push(
-                    trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::PageFault {
-                        address: r.value,
-                        ip: r.ip,
-                        error_code: u64::from(r.b),
-                        user,
-                        windows_kind: None,
-                    },
-                );
+                let kind = EventKind::PageFault {
+                    address: r.value,
+                    ip: r.ip,
+                    error_code: u64::from(r.b),
+                    user: r.c == 1,
+                    windows_kind: None,
+                };
+                self.push_of_process(trace, r, r.kstack, kind);
             }
             RecordKind::SysCall => {
                 let Some(call) = RecordedSyscall::from_u8(r.c) else {
@@ -169,36 +160,19 @@ impl<'a> Events<'a> {
                     return;
                 };
                 self.seen.calls |= 1 << r.c;
-                self.life.note_pid(r.tid, r.a);
-                let thread = self.life.thread(trace, r.tid, t);
-                let stack = self.stacks.stack(trace, r.a, None, r.ustack, t, false);
-                let name = self.life.s(trace, call.name());
-                push(
-                    trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::SyscallEnter {
-                        name,
-                        args: r.args(),
-                        file_op: None,
-                    },
-                );
+                let kind = EventKind::SyscallEnter {
+                    name: self.life.s(trace, call.name()),
+                    args: r.args(),
+                    file_op: None,
+                };
+                self.push_of_process(trace, r, None, kind);
             }
             RecordKind::MajorFault => {
                 self.seen.major_faults = true;
-                self.life.note_pid(r.tid, r.a);
-                let thread = self.life.thread(trace, r.tid, t);
-                let stack = self.stacks.stack(trace, r.a, r.kstack, r.ustack, t, false);
-                push(
-                    trace,
-                    r,
-                    thread,
-                    stack,
-                    EventKind::MajorFault {
-                        address: Some(r.value),
-                    },
-                );
+                let kind = EventKind::MajorFault {
+                    address: Some(r.value),
+                };
+                self.push_of_process(trace, r, r.kstack, kind);
             }
             // Paths are read apart (`captured_paths`).
             RecordKind::Path => {}
@@ -226,6 +200,23 @@ impl<'a> Events<'a> {
                 push(trace, r, thread, None, kind);
             }
         }
+    }
+
+    /// Adds `kind`, the event of record `r` that names its thread's process (`r.a`: a
+    /// fault or a detector's syscall), with `kstack` (if any) and `r`'s user stack.
+    fn push_of_process(
+        &mut self,
+        trace: &mut Trace,
+        r: &SchedRecord,
+        kstack: Option<u32>,
+        kind: EventKind,
+    ) {
+        self.life.note_pid(r.tid, r.a);
+        let thread = self.life.thread(trace, r.tid, r.time_ns);
+        let stack = self
+            .stacks
+            .stack(trace, r.a, kstack, r.ustack, r.time_ns, false);
+        push(trace, r, thread, stack, kind);
     }
 
     /// Ends the records: adds the threads alive at the start that never ran, and returns
