@@ -33,29 +33,19 @@ fn short_processes_have_their_own_code_named() {
     slowlab_testkit::assert_succeeded(&out);
     let v = analyze_spin(&trace);
     let functions = v["functions"].as_array().expect("functions");
-    let inclusive_of = |name: &str| -> u64 {
+    // The `column` (self or inclusive samples) of the functions that are `such`, summed.
+    let count = |column: &str, such: &dyn Fn(&serde_json::Value) -> bool| -> u64 {
         functions
             .iter()
-            .filter(|f| f["name"] == name)
-            .map(|f| f["inclusive"].as_u64().unwrap())
+            .filter(|f| such(f))
+            .map(|f| f[column].as_u64().unwrap())
             .sum()
     };
-    let self_in = |module: &str| -> u64 {
-        functions
-            .iter()
-            .filter(|f| f["module"] == module)
-            .map(|f| f["self"].as_u64().unwrap())
-            .sum()
-    };
-    let unnamed = self_in("[unknown]");
-    let own_code = self_in("spin");
-    let crunch_self: u64 = functions
-        .iter()
-        .filter(|f| f["name"] == "crunch" && f["module"] == "spin")
-        .map(|f| f["self"].as_u64().unwrap())
-        .sum();
+    let unnamed = count("self", &|f| f["module"] == "[unknown]");
+    let own_code = count("self", &|f| f["module"] == "spin");
+    let crunch_self = count("self", &|f| f["name"] == "crunch" && f["module"] == "spin");
     let total = v["samples"].as_u64().unwrap();
-    let crunch = inclusive_of("crunch");
+    let crunch = count("inclusive", &|f| f["name"] == "crunch");
     eprintln!(
         "spin: {total} samples, {crunch} under crunch ({crunch_self} in it of {own_code} \
          in spin's code), {unnamed} in no module"
