@@ -62,8 +62,10 @@ pub fn blocked_stretches(
         .collect()
 }
 
-/// Folded-stack lines, one per distinct (process name, stack), sorted.
+/// Folded-stack lines, one per distinct (process name, named stack), sorted.
 /// Kernel frames get inferno's `_[k]` suffix so they are coloured apart.
+/// Stacks that differ only in addresses of the same functions are one line:
+/// a consumer that does not sum repeated lines would count only one of them.
 pub fn collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
     let agg = sel.aggregate(trace);
     let mut counts: HashMap<(u32, Option<StackIdx>), u64> = HashMap::new();
@@ -74,24 +76,24 @@ pub fn collapsed_lines(trace: &Trace, sel: &Selection) -> Vec<String> {
             .or_default() += count;
     }
     let mut frames = Vec::new();
-    let mut lines: Vec<String> = counts
-        .into_iter()
-        .map(|((comm, stack), count)| {
-            frames.clear();
-            frames.extend(trace.stack_frames(stack));
-            let mut line = clean(trace.str(slowlab_model::trace::StrIdx(comm)));
-            for &f in frames.iter().rev() {
-                line.push(';');
-                let func = trace.frame_function(f);
-                line.push_str(&clean(trace.function_name(func)));
-                if trace.frames[f.ix()].kernel {
-                    line.push_str("_[k]");
-                }
+    let mut by_line: HashMap<String, u64> = HashMap::new();
+    for ((comm, stack), count) in counts {
+        frames.clear();
+        frames.extend(trace.stack_frames(stack));
+        let mut line = clean(trace.str(slowlab_model::trace::StrIdx(comm)));
+        for &f in frames.iter().rev() {
+            line.push(';');
+            let func = trace.frame_function(f);
+            line.push_str(&clean(trace.function_name(func)));
+            if trace.frames[f.ix()].kernel {
+                line.push_str("_[k]");
             }
-            line.push(' ');
-            line.push_str(&count.to_string());
-            line
-        })
+        }
+        *by_line.entry(line).or_default() += count;
+    }
+    let mut lines: Vec<String> = by_line
+        .into_iter()
+        .map(|(line, count)| format!("{line} {count}"))
         .collect();
     lines.sort_unstable();
     lines
@@ -361,6 +363,20 @@ mod tests {
             .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
             .sum();
         assert_eq!(total, 6);
+    }
+
+    #[test]
+    fn stacks_of_the_same_functions_at_other_addresses_are_one_folded_line() {
+        let mut b = crate::testutil::TraceBuilder::default();
+        let app = b.process(10, "app");
+        let (one, other) = (b.stack(&["main", "work"]), b.stack(&["main", "work"]));
+        assert_ne!(one, other, "two stacks of the same names");
+        for (ms, stack) in [(1, one), (2, other), (3, other)] {
+            b.sample(ms * 1_000_000, app, 0, stack);
+        }
+        b.end(4_000_000);
+        let lines = collapsed_lines(&b.build(), &Selection::default());
+        assert_eq!(lines, ["app;main_[k];work_[k] 3"]);
     }
 
     #[test]
