@@ -83,5 +83,5 @@ pub use correlate::{PathIndex, PathMatch, PathMatcher, DEFAULT_WINDOW_NS};
 pub use error::BpfError;
 pub use format::{parse_paths, read_paths, CaptureEnd, PathEvent, PathLog, PathLogWriter};
 pub use ring::{RingOptions, DEFAULT_RING_MAX_BYTES};
-pub use sys::{monotonic_ns, mount_tracefs_if_absent};
+pub use sys::{cpu_times_now, cpu_times_since, monotonic_ns, mount_tracefs_if_absent};
 pub use syscall::{Syscall, TracepointName};

@@ -1,5 +1,6 @@
 //! The operating-system checks around a capture: privileges, where tracefs is, which
-//! syscall tracepoints the running kernel has, the locked-memory limit, and the clocks.
+//! syscall tracepoints the running kernel has, the locked-memory limit, the clocks, and the
+//! machine's CPU time counters (for the host's steal time).
 //!
 //! It reads `/proc` and tracefs, mounts tracefs where it is missing (as perf does), opens
 //! perf events (`perf_event_open_cpu`) and calls `setrlimit`/`clock_gettime`; it does not
@@ -9,6 +10,8 @@ use std::fs;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use slowlab_model::host_steal::{CpuTimes, PROC_STAT};
 
 use crate::error::BpfError;
 use crate::syscall::Syscall;
@@ -225,6 +228,19 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// [`PathEvent::time_ns`](crate::PathEvent::time_ns), and of `perf record -k monotonic`.
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The machine's CPU time counters now (`/proc/stat`), for the host's steal time over
+/// what a file holds; `None` where they cannot be read.
+pub fn cpu_times_now() -> Option<CpuTimes> {
+    let text = fs::read_to_string(PROC_STAT).ok()?;
+    CpuTimes::parse(&text)
+}
+
+/// What the machine's CPU time counters counted from `start` (read with
+/// [`cpu_times_now`]) to now; `None` when either reading is missing.
+pub fn cpu_times_since(start: Option<CpuTimes>) -> Option<CpuTimes> {
+    cpu_times_now()?.since(start?)
 }
 
 /// The calling thread's id.

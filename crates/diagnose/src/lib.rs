@@ -120,8 +120,8 @@ pub struct Diagnosis {
 /// `target` (its critical path, every detector; `command` names it), and
 /// writes `critical_path.json` (removing a stale one when there is no
 /// path), `findings.json`, `report.html` and the `extra` exports into
-/// `dir`. The trace's warnings, and why there is no path, are added to
-/// `warnings`.
+/// `dir`. The trace's warnings that `warnings` does not have yet, and why
+/// there is no path, are added to `warnings`.
 pub fn analyze_into(
     opener: &dyn TraceOpener,
     trace_path: &Path,
@@ -138,7 +138,12 @@ pub fn analyze_into(
         &bundle.trace,
         &Selection::default(),
     ));
-    warnings.extend(bundle.warnings.iter().cloned());
+    // What the recording said already (its losses, the host's steal), not twice.
+    for w in &bundle.warnings {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
     let root = match target {
         Target::Command => Root::Command(command.to_vec()),
         Target::Pid(pid) => Root::Process(process_by_pid(&bundle.trace, pid)?),

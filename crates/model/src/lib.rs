@@ -3,7 +3,8 @@
 //! bookkeeping of its process and thread tables that the readers share)
 //! and the files recorded beside it (`bundle`), the detectors' conclusions
 //! (`findings`) and the critical path of a slow command (`critical_path`),
-//! the one syscall table (`syscalls`), what each view of a trace computes
+//! the one syscall table (`syscalls`), the host's steal time and when it is
+//! worth a warning (`host_steal`), what each view of a trace computes
 //! (`views`), how durations are written for people (`units`) and
 //! little-endian integers read at an offset (`le`).
 //!
@@ -17,6 +18,7 @@
 pub mod bundle;
 pub mod critical_path;
 pub mod findings;
+pub mod host_steal;
 pub mod le;
 pub mod lifetimes;
 pub mod results;

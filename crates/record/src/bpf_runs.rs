@@ -154,11 +154,13 @@ fn stopped(why: &str) -> RecordError {
     RecordError::Run(why.to_string())
 }
 
-/// The whole recording's warnings; its losses are each run's, in each run's trace.
+/// The whole recording's warnings; its losses and the host's steal time are each run's,
+/// in each run's trace.
 fn recording_warnings(stats: SchedStats) -> Vec<String> {
     let stats = SchedStats {
         dropped: 0,
         stacks_lost: 0,
+        cpu_times: None,
         ..stats
     };
     BpfRecorded::of(stats).warnings()

@@ -28,8 +28,7 @@ pub struct BpfRecorded {
     pub stats: SchedStats,
     /// The side files written beside the trace (the cgroup notes).
     pub companions: Vec<PathBuf>,
-    /// What the side files could not do, and the host's steal time when it is worth
-    /// saying (`steal`).
+    /// What the side files could not do.
     pub companion_warnings: Vec<String>,
     /// The command's exit code (0 without a command).
     pub exit_code: i32,
@@ -92,8 +91,9 @@ impl BpfRecorded {
 
     /// What was lost, as warnings for the user (none when nothing was): records lost to a
     /// full ring buffer, events without a stack because neither the stack map nor the ring
-    /// could take it, and tracepoints that could not be attached. (What `slowlab record`
-    /// prints; for `diagnose --backend bpf` to say the same.)
+    /// could take it, tracepoints that could not be attached, and the host's steal time
+    /// when it is worth saying. (What `slowlab record` prints; for `diagnose --backend
+    /// bpf` to say the same.)
     pub fn warnings(&self) -> Vec<String> {
         let s = &self.stats;
         let mut w = self.companion_warnings.clone();
@@ -114,6 +114,7 @@ impl BpfRecorded {
             w.push(line);
         }
         w.extend(unattached_lines(&s.unattached));
+        w.extend(s.cpu_times.and_then(|t| t.steal_warning()));
         w
     }
 }
@@ -341,7 +342,6 @@ pub fn run_bpf(
     } else {
         of_commands(options)
     };
-    let cpu_at_start = crate::steal::CpuTimes::now();
     let recording = BpfRecording::start(&output, &options)?;
     let recorder = &recording.recorder;
     let ran = run_until_stopped(
@@ -352,11 +352,7 @@ pub fn run_bpf(
         &|sig, child| stop_at_once(sig, &output, Some(child)),
     );
     let _at_once = SecondSignal::watch(signals, &output);
-    let mut recorded = recording.finish(ran)?;
-    recorded
-        .companion_warnings
-        .extend(crate::steal::since(cpu_at_start));
-    Ok(recorded)
+    recording.finish(ran)
 }
 
 /// `options` for a recording of commands (one, or runs of them): their syscalls from the

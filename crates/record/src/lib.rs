@@ -40,7 +40,6 @@ mod recording;
 mod ring;
 mod session;
 mod signals;
-mod steal;
 mod triggers;
 
 use std::path::PathBuf;

@@ -196,6 +196,7 @@ pub fn build_trace(log: &SchedLog, opts: &ReadOptions) -> Trace {
             end.stacks_lost
         ));
     }
+    warnings.extend(log.cpu_times.and_then(|t| t.steal_warning()));
     trace.stats.warnings = warnings;
     if opts.symbols.symbolize {
         slowlab_perf::symbolize::symbolize(&mut trace, &opts.symbols, &|_, _, _| {});
@@ -325,6 +326,32 @@ mod tests {
         let trace = unsymbolized_trace(&log(None));
         assert_eq!(trace.samples.len(), 4);
         assert_eq!(trace.meta.end_ns, u64::MAX);
+    }
+
+    #[test]
+    fn the_hosts_steal_over_the_recording_is_a_warning_of_the_trace_when_worth_saying() {
+        use slowlab_model::host_steal::CpuTimes;
+        let with = |wanted, stolen| SchedLog {
+            nr_cpus: 1,
+            records: vec![record(RecordKind::Sample, 100, 11, 0, 10, 0, 0)].into(),
+            cpu_times: Some(CpuTimes { wanted, stolen }),
+            ..SchedLog::default()
+        };
+        let said = |log: &SchedLog| {
+            unsymbolized_trace(log)
+                .stats
+                .warnings
+                .into_iter()
+                .find(|w| w.contains("steal time"))
+        };
+        let w = said(&with(200, 40)).expect("a fifth stolen is said");
+        assert!(w.contains("kept 20% of the CPU time"), "{w}");
+        assert_eq!(said(&with(200, 4)), None, "2% is not");
+        let without = SchedLog {
+            cpu_times: None,
+            ..with(200, 40)
+        };
+        assert_eq!(said(&without), None, "no STEAL section, nothing said");
     }
 
     #[test]

@@ -190,6 +190,11 @@ fn a_tiny_bpf_ring_left_running_keeps_memory_files_and_snapshots_bounded() {
         // its last mappings came after its exit; and one the records have not reached yet
         // (they lagged behind the reports under this churn) is not in it either.
         let log = slowlab_bpf::sched::read_sched(s).expect("snapshot readable");
+        assert!(
+            log.cpu_times.is_some(),
+            "{}: no STEAL section (the machine's CPU time over its window)",
+            s.display()
+        );
         let reached: HashSet<u32> = log
             .threads
             .iter()

@@ -511,7 +511,7 @@ pub(crate) fn write_window(
         records: 0,
     };
     let mut info = window
-        .write(path, in_map, end, about)
+        .write(path, in_map, end, about, sys::cpu_times_now())
         .map_err(|e| BpfError::io(path, e))?;
     info.stacks += moved;
     Ok(info)

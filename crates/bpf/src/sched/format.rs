@@ -30,6 +30,9 @@
 //!             the recording ran (`slowlab record -- CMD`), if it ran one.
 //!   7 SAMPLES clock u32: 1, the CPU samples were taken on the scheduler's tick
 //!             (`sample_freq` is its rate). Without it, on a timer (`cpu-clock`).
+//!   8 STEAL   wanted u64, stolen u64: the machine's CPU time in clock ticks over what
+//!             the file holds (a whole recording, or a snapshot's window), and of it the
+//!             host's steal time (`/proc/stat`), when /proc/stat could be read.
 //! ```
 //!
 //! A file without an END section was not finished (the recorder died): what is there is
@@ -70,6 +73,7 @@ const TAG_STACK: u32 = 4;
 const TAG_END: u32 = 5;
 const TAG_COMMAND: u32 = 6;
 const TAG_SAMPLES: u32 = 7;
+const TAG_STEAL: u32 = 8;
 /// A SAMPLES section's clock: the scheduler's tick.
 const SAMPLES_ON_TICK: u32 = 1;
 

@@ -156,6 +156,9 @@ pub struct SchedStats {
     /// Tracepoints that could not be attached, so their events are missing (a syscall
     /// tracepoint the kernel does not have), each with why.
     pub unattached: Vec<String>,
+    /// The machine's CPU time over what the file holds, and the host's steal of it (as
+    /// its STEAL section says), when the counters could be read.
+    pub cpu_times: Option<slowlab_model::host_steal::CpuTimes>,
 }
 
 /// The kernel's count of one program's runs and the time they took

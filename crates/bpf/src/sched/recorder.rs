@@ -85,6 +85,11 @@ const CATCH_UP_PASSES: u32 = 64;
 /// Ring mode: how often the stacks nothing in the window names leave the kernel's map …
 const EVICT_EVERY: Duration = Duration::from_secs(5);
 
+/// How often ring mode reads the machine's CPU time counters (`/proc/stat`, ~20 µs), for
+/// each snapshot's steal time over its window: to the second, as the counters count in
+/// hundredths.
+const READ_CPU_TIMES_EVERY: Duration = Duration::from_secs(1);
+
 /// … or, when half the map's entries were added since, at most this often (each eviction
 /// reads the whole map).
 const EVICT_FILLING_EVERY: Duration = Duration::from_secs(1);
@@ -410,6 +415,7 @@ fn run(
 
     let start_mono = sys::monotonic_ns();
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
+    let cpu_at_start = sys::cpu_times_now();
     let header = Header {
         start_mono_ns: start_mono,
         start_real_ns: start_real,
@@ -462,6 +468,8 @@ fn run(
 
     let mut failure: Option<BpfError> = None;
     let mut evicted_at = Instant::now();
+    // When the machine's CPU time counters were last read for a window's steal time.
+    let mut cpu_read_at: Option<Instant> = None;
     let mut forgot_at = evicted_at;
     let mut added_at_pass = 0u32;
     let mut stacks_written = 0u64;
@@ -486,6 +494,12 @@ fn run(
         }
         let now = Instant::now();
         d.forget_exited(now);
+        if cpu_read_at.is_none_or(|at| now.duration_since(at) >= READ_CPU_TIMES_EVERY) {
+            if let (Some(window), Some(times)) = (d.window(), sys::cpu_times_now()) {
+                cpu_read_at = Some(now);
+                window.note_cpu_times(sys::monotonic_ns(), times);
+            }
+        }
         // Stacks added to the map since the last pass: half the map's entries call for one
         // now. Added: ids handed out, but those of the stacks the map could not take, which
         // came through the ring. (Under process churn a ring's map stays full of stacks
@@ -629,7 +643,7 @@ fn run(
     );
     let stacks_reused = read_counter(&skel.maps.counters, COUNTER_REUSED);
     let stacks_in_ring = drain.stacks_in_ring;
-    let stats = |records, stacks, bytes, (dropped, stacks_lost)| SchedStats {
+    let stats = |records, stacks, bytes, (dropped, stacks_lost), cpu_times| SchedStats {
         records,
         dropped,
         stacks_lost,
@@ -640,6 +654,7 @@ fn run(
         output: output.clone(),
         programs: programs.clone(),
         unattached: unattached.clone(),
+        cpu_times,
     };
     if drain.window().is_some() {
         // The last seconds, into the output.
@@ -648,13 +663,23 @@ fn run(
             lost.0.saturating_sub(lost_before.0),
             lost.1.saturating_sub(lost_before.1),
         );
-        return Ok(stats(info.records, info.stacks, info.bytes, since));
+        return Ok(stats(
+            info.records,
+            info.stacks,
+            info.bytes,
+            since,
+            info.cpu_times,
+        ));
     }
 
     // The stacks still in the map.
     let stacks = stacks_written
         + stacks_in_ring
         + flush_stacks(&mut skel, &mut drain).map_err(unfinished)?;
+    let cpu_times = sys::cpu_times_since(cpu_at_start);
+    if let Some(times) = cpu_times {
+        drain.writer.steal(times).map_err(unfinished)?;
+    }
     let records = drain.writer.records();
     let end = SchedEnd {
         stop_ns,
@@ -667,5 +692,5 @@ fn run(
     drop(out);
     fs::rename(partial_file(&output), &output).map_err(unfinished)?;
     let bytes = fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-    Ok(stats(records, stacks, bytes, lost))
+    Ok(stats(records, stacks, bytes, lost, cpu_times))
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 use slowlab_model::bundle::partial_file;
+use slowlab_model::host_steal::CpuTimes;
 
 use super::format::{
     Head, RecordKind, SchedEnd, SchedRecord, SchedWriter, KIND_SWITCH, KIND_SYS_ENTER, RECORD_LEN,
@@ -74,6 +75,9 @@ pub struct SnapshotInfo {
     pub bytes: u64,
     /// Distinct stacks written.
     pub stacks: u64,
+    /// The machine's CPU time over the window, and the host's steal of it (its STEAL
+    /// section), when the drain read the counters.
+    pub cpu_times: Option<CpuTimes>,
 }
 
 /// Where the recorder's writer puts its sections: a file, or a ring's window.
@@ -298,6 +302,10 @@ pub(crate) struct Window {
     waits: HashMap<u32, Wait>,
     /// Each thread's wait syscall in progress, by tid (not in a spilling window either).
     calls: HashMap<u32, Call>,
+    /// The machine's CPU time counters as the drain read them, with when (CLOCK_MONOTONIC
+    /// ns), oldest first: the first at or before the window's start, for a snapshot's
+    /// steal time over its window.
+    cpu_times: VecDeque<(u64, CpuTimes)>,
 }
 
 impl Window {
@@ -322,7 +330,13 @@ impl Window {
             command: None,
             waits: HashMap::default(),
             calls: HashMap::default(),
+            cpu_times: VecDeque::new(),
         }
+    }
+
+    /// The machine's CPU time counters, read at `time_ns`.
+    pub(crate) fn note_cpu_times(&mut self, time_ns: u64, times: CpuTimes) {
+        self.cpu_times.push_back((time_ns, times));
     }
 
     /// The command the recording runs, for every snapshot.
@@ -497,10 +511,14 @@ impl Window {
                 self.stacks.let_go(&gone.stacks);
             }
         }
+        // The counters read before the window's start, but the last of them, go.
+        let since = self.oldest_ns();
+        while self.cpu_times.get(1).is_some_and(|(ns, _)| *ns <= since) {
+            self.cpu_times.pop_front();
+        }
         // Letting go walks every thread and exited process: done once the window's start
         // has moved by LET_GO_EVERY_NS, not at each cut (~80 a second under process churn,
         // a twentieth of the drain's time); a snapshot leaves out what is not let go yet.
-        let since = self.oldest_ns();
         if since < self.let_go_at.saturating_add(LET_GO_EVERY_NS) {
             return;
         }
@@ -567,20 +585,27 @@ impl Window {
     /// whole; removed on failure), with `end`'s counts of losses and its stop time; the
     /// caller has cut first. `in_map`: the kernel's stacks now, learned first. `about`:
     /// the process this snapshot is about (pid and arguments), named as its command in
-    /// place of the recording's, so that its analysis starts from it.
+    /// place of the recording's, so that its analysis starts from it. `cpu_now`: the
+    /// machine's CPU time counters now, for the window's steal time.
     pub(crate) fn write(
         &mut self,
         path: &Path,
         in_map: Vec<MapStack>,
         end: SchedEnd,
         about: Option<&(u32, Vec<String>)>,
+        cpu_now: Option<CpuTimes>,
     ) -> io::Result<SnapshotInfo> {
         self.stacks.learn(in_map);
         let partial = partial_file(path);
-        let result = self.write_to(&partial, end, about).and_then(|info| {
-            std::fs::rename(&partial, path)?;
-            Ok(info)
-        });
+        let cpu_times = cpu_now
+            .zip(self.cpu_times.front())
+            .and_then(|(now, (_, start))| now.since(*start));
+        let result = self
+            .write_to(&partial, end, about, cpu_times)
+            .and_then(|info| {
+                std::fs::rename(&partial, path)?;
+                Ok(info)
+            });
         if result.is_err() {
             let _ = std::fs::remove_file(&partial);
         }
@@ -592,11 +617,15 @@ impl Window {
         file: &Path,
         end: SchedEnd,
         about: Option<&(u32, Vec<String>)>,
+        cpu_times: Option<CpuTimes>,
     ) -> io::Result<SnapshotInfo> {
         let out = BufWriter::with_capacity(1 << 20, File::create(file)?);
         let mut w = self.header.writer(out)?;
         if let Some((pid, args)) = about.or(self.command.as_ref()) {
             w.command(*pid, args)?;
+        }
+        if let Some(times) = cpu_times {
+            w.steal(times)?;
         }
         // What exited before the window, and `trim` has not let go of yet, stays out.
         let since = self.oldest_ns();
@@ -632,7 +661,10 @@ impl Window {
             }
             w.record(&wait.record_at(*tid, since))?;
         }
-        let mut info = SnapshotInfo::default();
+        let mut info = SnapshotInfo {
+            cpu_times,
+            ..SnapshotInfo::default()
+        };
         let mut unpacker = Unpacker::new();
         let mut spilled = Vec::new();
         for c in &self.chunks {

@@ -147,10 +147,11 @@ pub(crate) fn run(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordErro
     let cpu_at_start = cfg
         .ring_seconds
         .is_none()
-        .then(crate::steal::CpuTimes::now)
+        .then(slowlab_bpf::cpu_times_now)
         .flatten();
     let mut outcome = record(cfg, always)?;
-    outcome.warnings.extend(crate::steal::since(cpu_at_start));
+    let steal = slowlab_bpf::cpu_times_since(cpu_at_start).and_then(|t| t.steal_warning());
+    outcome.warnings.extend(steal);
     Ok(outcome)
 }
 

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use super::{
     comm_text, u32_at, u64_at, RecordAt, SchedRecords, HEADER_LEN, SAMPLES_ON_TICK, SCHED_MAGIC,
-    TAG_COMMAND, TAG_END, TAG_EVENTS, TAG_MAPS, TAG_SAMPLES, TAG_STACK, TAG_THREAD,
+    TAG_COMMAND, TAG_END, TAG_EVENTS, TAG_MAPS, TAG_SAMPLES, TAG_STACK, TAG_STEAL, TAG_THREAD,
 };
 use crate::error::BpfError;
+use slowlab_model::host_steal::CpuTimes;
 
 /// How a recording ended (its END section).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub struct SchedLog {
     pub end: Option<SchedEnd>,
     /// The command the recording ran: its pid and arguments.
     pub command: Option<(u32, Vec<String>)>,
+    /// The machine's CPU time over what the file holds, and the host's steal of it (its
+    /// STEAL section; `None` without one).
+    pub cpu_times: Option<CpuTimes>,
     /// What could not be read, each with what it means.
     pub warnings: Vec<String>,
 }
@@ -194,6 +198,12 @@ pub fn parse_sched(bytes: &[u8]) -> Result<SchedLog, String> {
             }
             TAG_SAMPLES if body.len() >= 4 => {
                 log.samples_on_tick = u32_at(body, 0) == SAMPLES_ON_TICK;
+            }
+            TAG_STEAL if body.len() >= 16 => {
+                log.cpu_times = Some(CpuTimes {
+                    wanted: u64_at(body, 0),
+                    stolen: u64_at(body, 8),
+                })
             }
             TAG_END if body.len() >= 32 => {
                 log.end = Some(SchedEnd {

@@ -51,6 +51,11 @@ fn a_written_recording_reads_back() {
     w.stack(3, true, &[0xffff_0001, 0xffff_0002]).unwrap();
     w.command(12, &["sh".into(), "-c".into(), "true".into()])
         .unwrap();
+    let cpu_times = slowlab_model::host_steal::CpuTimes {
+        wanted: 250,
+        stolen: 40,
+    };
+    w.steal(cpu_times).unwrap();
     let end = SchedEnd {
         stop_ns: 300,
         dropped: 4,
@@ -82,6 +87,7 @@ fn a_written_recording_reads_back() {
         Some((12, vec!["sh".into(), "-c".into(), "true".into()]))
     );
     assert_eq!(log.stacks[0].addrs, vec![0xffff_0001, 0xffff_0002]);
+    assert_eq!(log.cpu_times, Some(cpu_times));
     assert_eq!(log.end, Some(end));
 }
 

@@ -6,8 +6,9 @@ use std::io::{self, Write};
 
 use super::{
     SchedEnd, SAMPLES_ON_TICK, SCHED_MAGIC, TAG_COMMAND, TAG_END, TAG_EVENTS, TAG_MAPS,
-    TAG_SAMPLES, TAG_STACK, TAG_THREAD,
+    TAG_SAMPLES, TAG_STACK, TAG_STEAL, TAG_THREAD,
 };
+use slowlab_model::host_steal::CpuTimes;
 
 /// Writes a scheduler recording section by section.
 #[derive(Debug)]
@@ -134,6 +135,16 @@ impl<W: Write> SchedWriter<W> {
     /// The SAMPLES section: the CPU samples are taken on the scheduler's tick.
     pub fn samples_on_tick(&mut self) -> io::Result<()> {
         self.section(TAG_SAMPLES, &[&SAMPLES_ON_TICK.to_le_bytes()])
+    }
+
+    /// A STEAL section: the machine's CPU time over what the file holds, and the host's
+    /// steal of it.
+    pub fn steal(&mut self, times: CpuTimes) -> io::Result<()> {
+        self.flush_events()?;
+        self.section(
+            TAG_STEAL,
+            &[&times.wanted.to_le_bytes(), &times.stolen.to_le_bytes()],
+        )
     }
 
     /// The END section; flushes and returns the output.

@@ -130,7 +130,8 @@ fn snapshot_stacks(
     file: &Path,
     in_map: Vec<MapStack>,
 ) -> Vec<(u32, bool, Vec<u64>)> {
-    win.write(file, in_map, SchedEnd::default(), None).unwrap();
+    win.write(file, in_map, SchedEnd::default(), None, None)
+        .unwrap();
     let log = parse_sched(&std::fs::read(file).unwrap()).unwrap();
     log.stacks
         .iter()
@@ -147,10 +148,10 @@ fn a_ring_commands_process_is_the_snapshots_command_unless_the_snapshot_is_about
     add_second(&mut drain.writer, 1, 1);
     let win = window(&mut drain.writer);
     let (plain, about) = (dir.path().join("plain"), dir.path().join("about"));
-    win.write(&plain, Vec::new(), SchedEnd::default(), None)
+    win.write(&plain, Vec::new(), SchedEnd::default(), None, None)
         .unwrap();
     let slow = (9, vec!["slow".to_string()]);
-    win.write(&about, Vec::new(), SchedEnd::default(), Some(&slow))
+    win.write(&about, Vec::new(), SchedEnd::default(), Some(&slow), None)
         .unwrap();
     let command = |file: &Path| parse_sched(&std::fs::read(file).unwrap()).unwrap().command;
     assert_eq!(command(&plain), Some((7, vec!["make".to_string()])));
@@ -165,7 +166,7 @@ fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
     let file = dir.path().join("snap");
     let in_map = (0..10).map(stack).collect();
     let info = window(&mut w)
-        .write(&file, in_map, SchedEnd::default(), None)
+        .write(&file, in_map, SchedEnd::default(), None, None)
         .unwrap();
     assert!(!dir.path().join("snap.partial").exists());
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
@@ -188,6 +189,50 @@ fn a_snapshot_holds_the_last_seconds_with_their_threads_and_stacks() {
         (log.start_mono_ns, log.nr_cpus, log.sample_freq),
         (1, 2, 99)
     );
+}
+
+#[test]
+fn a_snapshot_says_the_hosts_steal_over_its_window_from_the_last_reading_before_it() {
+    use slowlab_model::host_steal::CpuTimes;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = a_window(2_500, 1 << 30, 0);
+    // Read at the start of each second: 100 ticks wanted, 10 stolen, a second.
+    let read = |second: u64| CpuTimes {
+        wanted: 100 * second,
+        stolen: 10 * second,
+    };
+    for second in 0..10 {
+        window(&mut w).note_cpu_times(second * 1_000_000_000, read(second));
+        add_second(&mut w, second, second as u32);
+    }
+    assert_eq!(
+        window(&mut w).cpu_times.len(),
+        3,
+        "the readings of seconds 7 to 9, the window's"
+    );
+    let file = dir.path().join("snap");
+    let now = CpuTimes {
+        wanted: 1_050,
+        stolen: 120,
+    };
+    let info = window(&mut w)
+        .write(&file, Vec::new(), SchedEnd::default(), None, Some(now))
+        .unwrap();
+    // From second 7's reading (700, 70), at the window's start (its first record is at
+    // 7 s + 1 ns), to now.
+    let over_the_window = CpuTimes {
+        wanted: 350,
+        stolen: 50,
+    };
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(log.cpu_times, Some(over_the_window));
+    assert_eq!(info.cpu_times, Some(over_the_window));
+    // Without the counters now, nothing is said.
+    window(&mut w)
+        .write(&file, Vec::new(), SchedEnd::default(), None, None)
+        .unwrap();
+    let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(log.cpu_times, None);
 }
 
 #[test]
@@ -295,7 +340,7 @@ fn a_snapshot_that_cannot_be_written_leaves_no_file() {
     let mut w = a_window(2_500, 1 << 30, 3);
     let file = dir.path().join("missing-dir").join("snap");
     assert!(window(&mut w)
-        .write(&file, Vec::new(), SchedEnd::default(), None)
+        .write(&file, Vec::new(), SchedEnd::default(), None, None)
         .is_err());
     assert!(!file.exists());
     assert!(!dir.path().join("missing-dir").exists());
@@ -332,7 +377,9 @@ fn the_windows_chunks_are_kept_packed_and_written_as_they_came() {
     );
     let file = dir.path().join("snap");
     let in_map = (0..40).map(stack).collect();
-    let info = win.write(&file, in_map, SchedEnd::default(), None).unwrap();
+    let info = win
+        .write(&file, in_map, SchedEnd::default(), None, None)
+        .unwrap();
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
     assert!(log.warnings.is_empty(), "{:?}", log.warnings);
     assert_eq!(info.records, 4_000);
@@ -390,7 +437,7 @@ fn what_exited_before_the_window_stays_out_of_a_snapshot_before_it_is_let_go() {
     }
     let file = dir.path().join("snap");
     let info = window(&mut w)
-        .write(&file, vec![stack(1)], SchedEnd::default(), None)
+        .write(&file, vec![stack(1)], SchedEnd::default(), None, None)
         .unwrap();
     assert!(info.first_ns >= 400_000_000, "{info:?}");
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
@@ -415,7 +462,7 @@ fn a_window_forgotten_holds_only_what_came_after_in_its_next_snapshot() {
     let in_map: Vec<MapStack> = (0..7).map(stack).collect();
     let file = dir.path().join("run");
     let info = window(&mut w)
-        .write(&file, in_map.clone(), SchedEnd::default(), None)
+        .write(&file, in_map.clone(), SchedEnd::default(), None, None)
         .unwrap();
     let log = parse_sched(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(info.records, 20);
@@ -459,7 +506,7 @@ fn a_spilling_window_keeps_its_chunks_and_stacks_in_its_file_and_snapshots_the_s
             in_map.clone()
         };
         window(w)
-            .write(&file, in_map, SchedEnd::default(), None)
+            .write(&file, in_map, SchedEnd::default(), None, None)
             .unwrap();
         parse_sched(&std::fs::read(&file).unwrap()).unwrap()
     };
@@ -591,7 +638,8 @@ fn a_thread_blocked_since_before_the_window_has_its_blocking_switch_at_its_start
     let file = dir.path().join("hung.data");
     let in_map: Vec<MapStack> = (0..9).map(stack).collect();
     let read = |win: &mut Window, in_map: Vec<MapStack>| -> SchedLog {
-        win.write(&file, in_map, SchedEnd::default(), None).unwrap();
+        win.write(&file, in_map, SchedEnd::default(), None, None)
+            .unwrap();
         parse_sched(&std::fs::read(&file).unwrap()).unwrap()
     };
     let log = read(window(&mut w), in_map.clone());
