@@ -238,16 +238,23 @@ impl Ring<'_> {
         let subject = requests.iter().find_map(|r| r.subject.as_ref());
         let result = self.save(subject);
         match &result {
-            Ok((trace, files)) => eprintln!(
-                "slowlab: snapshot {}{} for {}{}",
-                trace.display(),
-                files
-                    .iter()
-                    .map(|f| format!(" (and {})", f.display()))
-                    .collect::<String>(),
-                why.join(", "),
-                subject_hint(trace, subject)
-            ),
+            Ok((trace, files, steal)) => {
+                eprintln!(
+                    "slowlab: snapshot {}{} for {}{}",
+                    trace.display(),
+                    files
+                        .iter()
+                        .map(|f| format!(" (and {})", f.display()))
+                        .collect::<String>(),
+                    why.join(", "),
+                    subject_hint(trace, subject)
+                );
+                // Said as it is saved (its analysis says it too): a trigger on CPU pressure
+                // may have fired on the host's.
+                if let Some(steal) = steal {
+                    eprintln!("slowlab: warning: {}: {steal}", trace.display());
+                }
+            }
             Err(e) => eprintln!("slowlab: no snapshot for {}: {e}", why.join(", ")),
         }
         for r in requests {
@@ -256,16 +263,20 @@ impl Ring<'_> {
                     client,
                     result
                         .as_ref()
-                        .map(|(t, _)| t.as_path())
+                        .map(|(t, ..)| t.as_path())
                         .map_err(Clone::clone),
                 );
             }
         }
     }
 
-    /// Writes a snapshot (about `subject`, if any) and its side files; the snapshot's path
-    /// and the side files', or why there is none.
-    fn save(&mut self, subject: Option<&Subject>) -> Result<(PathBuf, Vec<PathBuf>), String> {
+    /// Writes a snapshot (about `subject`, if any) and its side files; the snapshot's path,
+    /// the side files' and the host's steal time over its window when it is worth saying,
+    /// or why there is none.
+    fn save(
+        &mut self,
+        subject: Option<&Subject>,
+    ) -> Result<(PathBuf, Vec<PathBuf>, Option<String>), String> {
         let dir = directory_of(self.output);
         // What this window needs, not the fullest one's: a ring of seconds on a quiet
         // machine holds megabytes, where its bound is half a gigabyte.
@@ -278,13 +289,14 @@ impl Ring<'_> {
         }
         let trace = side_file(self.output, &timestamp());
         let about = subject.map(|s| (s.pid, s.args.clone()));
-        if let Err(e) = self.recorder.snapshot_about(&trace, about) {
-            return Err(format!(
+        let info = self.recorder.snapshot_about(&trace, about).map_err(|e| {
+            format!(
                 "{e} ({} free in {}); the ring is kept and recording goes on",
                 megabytes(free_bytes(dir).unwrap_or(0)),
                 dir.display()
-            ));
-        }
+            )
+        })?;
+
         let mut files = self.companions.snapshot(&trace, &mut self.warnings);
         match write_waits(&trace, subject) {
             Some(Ok(file)) => files.push(file),
@@ -292,7 +304,8 @@ impl Ring<'_> {
             None => {}
         }
         self.snapshots.add(trace.clone());
-        Ok((trace, files))
+        let steal = info.cpu_times.and_then(|t| t.steal_warning());
+        Ok((trace, files, steal))
     }
 }
 
