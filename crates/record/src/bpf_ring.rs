@@ -296,7 +296,6 @@ impl Ring<'_> {
                 dir.display()
             )
         })?;
-
         let mut files = self.companions.snapshot(&trace, &mut self.warnings);
         match write_waits(&trace, subject) {
             Some(Ok(file)) => files.push(file),
