@@ -63,7 +63,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
         match ev.kind {
             EventKind::SyscallEnter {
                 name,
-                args,
+                ref args,
                 file_op,
             } => {
                 pending.insert(ev.thread, calls.len());
@@ -74,7 +74,7 @@ pub fn pair_calls(trace: &Trace) -> Vec<Call> {
                     exit_ns: None,
                     ret: None,
                     stack: ev.stack,
-                    args,
+                    args: **args,
                     path: None,
                     file_op,
                 });
@@ -416,7 +416,7 @@ mod tests {
                 at,
                 EventKind::SyscallEnter {
                     name: stat,
-                    args: [0; 6],
+                    args: Box::new([0; 6]),
                     file_op: None,
                 },
             );
@@ -441,7 +441,7 @@ mod tests {
             20_000_000,
             EventKind::SyscallEnter {
                 name: open,
-                args: [0; 6],
+                args: Box::new([0; 6]),
                 file_op: None,
             },
         );
@@ -523,7 +523,7 @@ mod tests {
                 at,
                 EventKind::SyscallEnter {
                     name: stat,
-                    args,
+                    args: Box::new(args),
                     file_op: None,
                 },
             );

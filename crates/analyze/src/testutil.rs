@@ -409,7 +409,7 @@ impl TraceBuilder {
             stack,
             EventKind::SyscallEnter {
                 name,
-                args,
+                args: Box::new(args),
                 file_op: None,
             },
         );
@@ -471,7 +471,7 @@ impl TraceBuilder {
             None,
             EventKind::SyscallEnter {
                 name,
-                args,
+                args: Box::new(args),
                 file_op,
             },
         );

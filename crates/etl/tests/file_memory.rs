@@ -170,7 +170,9 @@ fn faults_keep_their_kind_and_allocations_their_flags() {
         ]
     );
     let alloc = t.events.iter().find_map(|e| match e.kind {
-        EventKind::SyscallEnter { name, args, .. } if t.str(name) == "VirtualAlloc" => Some(args),
+        EventKind::SyscallEnter { name, ref args, .. } if t.str(name) == "VirtualAlloc" => {
+            Some(args)
+        }
         _ => None,
     });
     assert_eq!(

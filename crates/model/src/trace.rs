@@ -502,9 +502,11 @@ pub enum EventKind {
     PageFault {
         address: u64,
         ip: u64,
-        /// x86 page-fault error code (bit 0 protection, 1 write, 2 user).
-        /// A Windows trace records none: only bit 2 is set, from `user`.
-        error_code: u64,
+        /// x86 page-fault error code (bit 0 protection, 1 write, 2 user;
+        /// the kernel's is an `unsigned long`, of which x86 defines the low
+        /// 16 bits). A Windows trace records none: only bit 2 is set, from
+        /// `user`.
+        error_code: u32,
         user: bool,
         /// The kind of a Windows soft fault; `None` in a Linux trace.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -517,7 +519,9 @@ pub enum EventKind {
     /// `VirtualAlloc`/`VirtualFree` (see `slowlab_etl::model::io`).
     SyscallEnter {
         name: StrIdx,
-        args: [u64; 6],
+        /// The six arguments, out of line: they would make every event of a
+        /// trace 80 bytes instead of 48 (a `Box`, serialized as the array).
+        args: Box<[u64; 6]>,
         /// Which Windows file operation this is; `None` for anything else,
         /// including every syscall of a Linux trace.
         #[serde(default, skip_serializing_if = "Option::is_none")]

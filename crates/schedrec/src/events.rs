@@ -148,7 +148,7 @@ impl<'a> Events<'a> {
                 let kind = EventKind::PageFault {
                     address: r.value,
                     ip: r.ip,
-                    error_code: u64::from(r.b),
+                    error_code: r.b,
                     user: r.c == 1,
                     windows_kind: None,
                 };
@@ -162,7 +162,7 @@ impl<'a> Events<'a> {
                 self.seen.calls |= 1 << r.c;
                 let kind = EventKind::SyscallEnter {
                     name: self.life.s(trace, call.name()),
-                    args: r.args(),
+                    args: Box::new(r.args()),
                     file_op: None,
                 };
                 self.push_of_process(trace, r, None, kind);
@@ -187,7 +187,7 @@ impl<'a> Events<'a> {
                 let kind = if r.kind == RecordKind::SysEnter {
                     EventKind::SyscallEnter {
                         name,
-                        args: [r.value, u64::from(r.a), u64::from(r.b), 0, 0, 0],
+                        args: Box::new([r.value, u64::from(r.a), u64::from(r.b), 0, 0, 0]),
                         file_op: None,
                     }
                 } else {

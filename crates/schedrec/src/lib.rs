@@ -478,7 +478,7 @@ mod tests {
                 file_op,
             } => {
                 assert_eq!(trace.str(*name), "futex");
-                assert_eq!(*args, [0x7f00_1234_5678, 0x80, 2, 0, 0, 0]);
+                assert_eq!(**args, [0x7f00_1234_5678, 0x80, 2, 0, 0, 0]);
                 assert!(file_op.is_none());
             }
             k => panic!("{k:?}"),

@@ -90,7 +90,7 @@ pub(super) fn find(trace: &Trace, tree: &[ProcIdx], from: u64, to: u64) -> Optio
         }
         let sender_proc = trace.threads.get(ev.thread.ix()).map(|t| t.process);
         match ev.kind {
-            EventKind::SyscallEnter { name, args, .. } => {
+            EventKind::SyscallEnter { name, ref args, .. } => {
                 let (target_pid, sig) = match trace.str(name) {
                     "kill" => (args[0] as i32, args[1]),
                     "tgkill" => (args[0] as i32, args[2]),

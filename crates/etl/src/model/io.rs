@@ -167,14 +167,14 @@ pub(super) fn on_file_event(
     }
     let kind = EventKind::SyscallEnter {
         name,
-        args: [
+        args: Box::new([
             op.file_object,
             op.file_key,
             op.size as u64,
             op.create_options as u64,
             op.irp,
             0,
-        ],
+        ]),
         file_op: Some(file_op),
     };
     b.push_event(now, e.cpu, thread, kind, Some((h.time, [tid, tid], pid)));
@@ -223,7 +223,7 @@ pub(super) fn on_memory_event(b: &mut Builder, etl: &Etl, e: &EtlEvent) -> Optio
                 thread,
                 EventKind::SyscallEnter {
                     name,
-                    args,
+                    args: Box::new(args),
                     file_op: None,
                 },
                 key,

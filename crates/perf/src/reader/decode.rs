@@ -175,7 +175,7 @@ impl Builder {
             } => EventKind::PageFault {
                 address: get(address).unwrap_or(0),
                 ip: get(ip).unwrap_or(0),
-                error_code: get(error_code).unwrap_or(0),
+                error_code: get(error_code).unwrap_or(0) as u32,
                 user: *user,
                 windows_kind: None,
             },
@@ -203,7 +203,7 @@ impl Builder {
                 }
                 EventKind::SyscallEnter {
                     name: *name,
-                    args,
+                    args: Box::new(args),
                     file_op: None,
                 }
             }
