@@ -101,7 +101,22 @@ fn an_fsync_loop_waits_for_storage() {
     let f = finding(&d, "io-wait");
     assert_eq!(f["culprit"]["comm"], "fsync_loop", "{f}");
     assert_eq!(f["evidence"]["syscall"], "fsync", "{f}");
-    assert!(share(&d, |b| b["blocked"]["io"].as_f64().unwrap()) > 0.3);
+    // When it waits, it waits for the disk. How much of its time it waits is the disk's
+    // speed: 0.26 to 0.62 of the path here in one hour (300 fsyncs of a 0.1-0.3 s run; the
+    // rest the syscalls' own CPU), so the share only needs to be there.
+    let io = share(&d, |b| b["blocked"]["io"].as_f64().unwrap());
+    let blocked = share(&d, |b| {
+        let kinds = ["lock", "io", "sleep", "ipc", "fault", "other"];
+        kinds
+            .iter()
+            .map(|k| b["blocked"][k].as_f64().unwrap())
+            .sum()
+    });
+    assert!(
+        io > 0.8 * blocked && io > 0.1,
+        "io {io:.2} of the path, blocked {blocked:.2}: {}",
+        d.path["breakdown"]
+    );
     for id in ["lock-contention", "cpu-starvation"] {
         assert!(!ids(&d).contains(&id), "{:?}", ids(&d));
     }
