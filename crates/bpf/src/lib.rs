@@ -60,6 +60,7 @@ pub mod format;
 mod globals;
 mod libbpf_log;
 mod links;
+mod nudge;
 pub mod ring;
 pub mod sched;
 mod sink;
@@ -82,6 +83,7 @@ pub use capture::{CaptureOptions, CaptureStats, PathCapture, DEFAULT_RING_BYTES}
 pub use correlate::{PathIndex, PathMatch, PathMatcher, DEFAULT_WINDOW_NS};
 pub use error::BpfError;
 pub use format::{parse_paths, read_paths, CaptureEnd, PathEvent, PathLog, PathLogWriter};
+pub use nudge::sleep_until_readable;
 pub use ring::{RingOptions, DEFAULT_RING_MAX_BYTES};
 pub use sys::{cpu_times_now, cpu_times_since, monotonic_ns, mount_tracefs_if_absent};
 pub use syscall::{Syscall, TracepointName};

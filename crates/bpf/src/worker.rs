@@ -1,14 +1,16 @@
 //! The thread behind a recording (the path capture's, the scheduler
 //! recorder's): started with a stop flag and a channel on which it says
 //! once whether it is ready (its programs attached) or why not; run until
-//! the flag is set; joined exactly once, when stopped or when its owner is
-//! dropped. It does not know what the thread records.
+//! the flag is set (and nudged, when it sleeps on a [`Nudge`]); joined
+//! exactly once, when stopped or when its owner is dropped. It does not
+//! know what the thread records.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 
 use crate::error::BpfError;
+use crate::nudge::Nudge;
 
 /// What a worker says once it is set up: `R`, or why it could not start.
 pub(crate) type Ready<R> = mpsc::SyncSender<Result<R, BpfError>>;
@@ -16,6 +18,8 @@ pub(crate) type Ready<R> = mpsc::SyncSender<Result<R, BpfError>>;
 pub(crate) struct Worker<T> {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<T, BpfError>>>,
+    /// What the thread sleeps on, nudged once the stop flag is set.
+    nudge: Option<Nudge>,
 }
 
 impl<T: Send + 'static> Worker<T> {
@@ -45,6 +49,7 @@ impl<T: Send + 'static> Worker<T> {
                 Worker {
                     stop,
                     thread: Some(thread),
+                    nudge: None,
                 },
                 ready,
             )),
@@ -61,6 +66,11 @@ impl<T: Send + 'static> Worker<T> {
 }
 
 impl<T> Worker<T> {
+    /// Nudges `nudge` at the stop: the thread sleeps on it.
+    pub(crate) fn nudged_by(&mut self, nudge: Nudge) {
+        self.nudge = Some(nudge);
+    }
+
     /// Whether the thread has ended (by itself, if [`finish`](Self::finish) was not
     /// called: it failed, and `finish` returns why).
     pub(crate) fn has_ended(&self) -> bool {
@@ -70,6 +80,9 @@ impl<T> Worker<T> {
     /// Sets the stop flag and joins the thread; its result.
     pub(crate) fn finish(&mut self) -> Result<T, BpfError> {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(n) = &self.nudge {
+            n.nudge();
+        }
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| BpfError::ThreadPanicked)?,
             None => Err(BpfError::ThreadPanicked),

@@ -12,13 +12,14 @@
 //! made here.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
 /// Pages of each CPU's ring (after its header page): room for ~1,600 mappings between two
-/// of the drain's reads, which are 50 ms apart when it keeps up, longer while it moves
-/// stacks out of the kernel's map. (16 pages lost thousands of reports in 45 s of
-/// `ring_bpf.rs`'s process churn.)
+/// of the drain's reads. The kernel wakes the drain once half of it is full
+/// ([`MmapRings::fds`]); the drain reads it then, or sooner, unless it is moving stacks
+/// out of the kernel's map. (16 pages read every 50 ms lost thousands of reports in 45 s
+/// of `ring_bpf.rs`'s process churn.)
 const RING_PAGES: usize = 64;
 
 const PERF_RECORD_LOST: u32 = 2;
@@ -38,7 +39,7 @@ pub(crate) struct ExecMapping {
 
 /// One CPU's event and its ring.
 struct Ring {
-    _event: OwnedFd,
+    event: OwnedFd,
     base: *mut u8,
     mapped: usize,
     data_size: u64,
@@ -67,8 +68,9 @@ impl MmapRings {
             lost: 0,
         };
         let mut failed = None;
+        let data_size = RING_PAGES as u64 * page;
         for cpu in cpus {
-            let event = match open_mmap_event(cpu) {
+            let event = match open_mmap_event(cpu, data_size / 2) {
                 Ok(event) => event,
                 Err(e) => {
                     failed = Some(e);
@@ -92,10 +94,10 @@ impl MmapRings {
                 return Err(io::Error::last_os_error());
             }
             opened.rings.push(Ring {
-                _event: event,
+                event,
                 base: base.cast(),
                 mapped,
-                data_size: RING_PAGES as u64 * page,
+                data_size,
                 page,
             });
         }
@@ -103,6 +105,12 @@ impl MmapRings {
             Some(e) if opened.rings.is_empty() => Err(e),
             _ => Ok(opened),
         }
+    }
+
+    /// One descriptor per CPU's ring, readable once half of it is full: for the drain to
+    /// sleep on.
+    pub(crate) fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.rings.iter().map(|r| r.event.as_fd())
     }
 
     /// Hands each executable file mapping recorded since the last read, up to `until_ns`
@@ -204,18 +212,22 @@ fn parse_mmap2(b: &[u8]) -> Option<ExecMapping> {
 
 /// Opens a dummy software event on `cpu` for all processes that records their executable
 /// mappings (`mmap`, `mmap2`) with the sample id (tid, time in CLOCK_MONOTONIC).
-fn open_mmap_event(cpu: i32) -> io::Result<OwnedFd> {
+/// The dummy event of `cpu` whose ring gets the mapping records, readable (woken) once
+/// `wake_at_bytes` of them wait.
+fn open_mmap_event(cpu: i32, wake_at_bytes: u64) -> io::Result<OwnedFd> {
     // struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes), as u64 words: type and
-    // size, config, sample_period, sample_type, read_format, the flag bits, …, and
-    // sample_stack_user with clockid in word 11.
+    // size, config, sample_period, sample_type, read_format, the flag bits,
+    // wakeup_watermark, …, and sample_stack_user with clockid in word 11.
     let mut attr = [0u64; 14];
     attr[0] = 1 | (112u64 << 32); // PERF_TYPE_SOFTWARE, size
     attr[1] = 9; // PERF_COUNT_SW_DUMMY
 
     // The sample id on every record (PERF_SAMPLE_TID | PERF_SAMPLE_TIME); the flags mmap
-    // (bit 8), sample_id_all (18), mmap2 (23) and use_clockid (25).
+    // (bit 8), watermark (14: wake by bytes, not by records), sample_id_all (18), mmap2
+    // (23) and use_clockid (25).
     attr[3] = (1 << 1) | (1 << 2);
-    attr[5] = (1 << 8) | (1 << 18) | (1 << 23) | (1 << 25);
+    attr[5] = (1 << 8) | (1 << 14) | (1 << 18) | (1 << 23) | (1 << 25);
+    attr[6] = wake_at_bytes.min(u64::from(u32::MAX));
     attr[11] = (libc::CLOCK_MONOTONIC as u64) << 32;
     crate::sys::perf_event_open_cpu(&attr, cpu)
 }

@@ -18,6 +18,7 @@ pub mod format;
 mod mmaps;
 mod options;
 mod recorder;
+mod recording_thread;
 mod ring;
 mod tick;
 
