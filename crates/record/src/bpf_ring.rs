@@ -14,6 +14,7 @@
 //! It shares the triggers, the control socket and the snapshots' names and pruning with
 //! the perf backend's session (`session`); it does not run perf.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -28,10 +29,12 @@ use crate::session::snapshots::{disk_full, snapshot_need, subject_hint, write_wa
 use crate::session::{megabytes, trigger_delay};
 use crate::signals::StopSignals;
 use crate::triggers::{Scheduled, Subject, Watch};
-use crate::{AlwaysOn, RecordError};
+use crate::{wake, AlwaysOn, RecordError};
 use slowlab_model::bundle::directory_of;
 
-/// How often the loop looks at the command, the signals, the socket and the triggers.
+/// How often the loop looks for the command's exit where the kernel cannot wake it for
+/// it (no pidfd); it sleeps until a signal, a `--save` client, the exit or a trigger's
+/// next look otherwise (`wake`).
 const POLL: Duration = Duration::from_millis(50);
 
 /// The most bytes of records a window keeps, whatever its seconds: a busy machine's
@@ -170,6 +173,8 @@ impl Ring<'_> {
         mut scheduled: Scheduled,
     ) -> (i32, Option<i32>, Option<i32>) {
         let mut stopped_by = None;
+        let exit = child.as_ref().and_then(|c| wake::exit_fd(c.id()));
+        let exit_unseen = child.is_some() && exit.is_none();
         loop {
             let mut queued: Vec<Request> = Vec::new();
             for sig in signals.take() {
@@ -227,7 +232,14 @@ impl Ring<'_> {
             if !queued.is_empty() && stopped_by.is_none() {
                 self.snapshot(queued);
             }
-            std::thread::sleep(POLL);
+            let poll = exit_unseen.then(|| Instant::now() + POLL);
+            let until = scheduled.next(&triggers).into_iter().chain(poll).min();
+            let fds = [
+                signals.fd(),
+                control.map(ControlSocket::fd),
+                exit.as_ref().map(AsFd::as_fd),
+            ];
+            wake::sleep_until(&fds, until);
         }
     }
 

@@ -10,17 +10,18 @@
 //! and disk requests, all in the one file; beside it, the cgroup notes
 //! (`OUTPUT.cgroups.json`, as with perf). Ring mode is `bpf_ring`'s.
 
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use slowlab_bpf::sched::{SchedOptions, SchedRecorder, SchedStats};
 
 use crate::companions::Companions;
 use crate::group_guard::{GroupGuard, Lifeline};
 use crate::signals::StopSignals;
-use crate::RecordError;
+use crate::{wake, RecordError};
 
 /// What a BPF recording did.
 #[derive(Debug)]
@@ -448,7 +449,7 @@ pub(crate) fn run_until_stopped(
             if stopped_by.is_some() || failed() {
                 return Ok((stopped_by.map_or(0, |sig| 128 + sig), None, stopped_by));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            wake::sleep_until(&[signals.fd()], None);
         }
     };
     let cannot_run = |source| RecordError::Command {
@@ -457,6 +458,7 @@ pub(crate) fn run_until_stopped(
     };
     let mut child = RecordedCommand::spawn(program, args).map_err(cannot_run)?;
     started(child.id());
+    let exit = wake::exit_fd(child.id());
     loop {
         if let Some(status) = child.try_wait().map_err(cannot_run)? {
             return Ok((
@@ -478,7 +480,11 @@ pub(crate) fn run_until_stopped(
                 Some(_) => second_signal(sig, &child),
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // Without a pidfd, the exit is looked for every 5 ms.
+        let poll = exit
+            .is_none()
+            .then(|| Instant::now() + Duration::from_millis(5));
+        wake::sleep_until(&[signals.fd(), exit.as_ref().map(AsFd::as_fd)], poll);
     }
 }
 

@@ -130,6 +130,12 @@ impl ControlSocket {
         })
     }
 
+    /// Readable while a client waits to be accepted: for the loop to sleep on.
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.listener.as_fd()
+    }
+
     /// The clients that asked for a snapshot since the last call (they
     /// wait for [`answer`]); other requests are answered with an error at
     /// once.

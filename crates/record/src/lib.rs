@@ -41,6 +41,7 @@ mod ring;
 mod session;
 mod signals;
 mod triggers;
+mod wake;
 
 use std::path::PathBuf;
 use std::time::Duration;

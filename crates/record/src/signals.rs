@@ -4,8 +4,9 @@
 //! `cmd &` with SIGINT ignored, and a launcher may leave signals blocked.
 //! Dropping it puts the dispositions and the mask back as they were.
 //!
-//! The handler only counts the signals; the recording loop reads the counts
-//! with [`StopSignals::take`] and decides what they mean (`session`).
+//! The handler only counts the signals and writes a byte to a pipe; the
+//! recording loop sleeps on the pipe ([`StopSignals::fd`], `wake`), reads the
+//! counts with [`StopSignals::take`] and decides what they mean (`session`).
 //!
 //! It calls `sigaction` itself rather than through signal-hook because the
 //! dispositions must be restored: signal-hook keeps its handler for the rest
@@ -13,7 +14,9 @@
 //! diagnose` must get the ordinary Ctrl-C back for the analysis that follows
 //! the recording.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 /// The signals caught, in the order [`StopSignals::take`] reports them.
 pub(crate) const CAUGHT: [libc::c_int; 4] =
@@ -30,11 +33,47 @@ static COUNTS: [AtomicU32; 4] = [
 /// One [`StopSignals`] at a time owns the handlers.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
+/// The pipe the handler writes a byte to for each signal, so that a loop asleep in
+/// `poll` wakes whichever thread the signal was delivered to: its read end, and the
+/// write end's number for the handler (-1 until made). Made once and kept for the
+/// process's life: a handler still running on another thread as the last
+/// [`StopSignals`] is dropped must not write to a number already reused.
+static PIPE: OnceLock<Option<(OwnedFd, OwnedFd)>> = OnceLock::new();
+static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only an atomic add: async-signal-safe.
+    // An atomic add and a write(2): async-signal-safe. errno is kept for the code the
+    // signal interrupted.
     if let Some(i) = CAUGHT.iter().position(|&s| s == sig) {
         COUNTS[i].fetch_add(1, Ordering::SeqCst);
     }
+    let fd = PIPE_WRITE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: errno is this thread's; the write end stays open for the process's
+        // life; a full pipe (no one reading) makes the write fail, which is harmless.
+        unsafe {
+            let errno = *libc::__errno_location();
+            libc::write(fd, [1u8].as_ptr().cast(), 1);
+            *libc::__errno_location() = errno;
+        }
+    }
+}
+
+/// The signal pipe, made on first use (non-blocking, closed on exec); `None` when the
+/// process has no descriptor left, in which case loops wake by the clock only.
+fn pipe() -> Option<&'static (OwnedFd, OwnedFd)> {
+    PIPE.get_or_init(|| {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 writes two new descriptors into `fds` or fails.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        // SAFETY: both descriptors were just made by the kernel, owned by no one else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        PIPE_WRITE.store(write.as_raw_fd(), Ordering::SeqCst);
+        Some((read, write))
+    })
+    .as_ref()
 }
 
 /// The name of a signal, for messages (`SIGINT`).
@@ -63,6 +102,8 @@ impl StopSignals {
     /// Catches [`CAUGHT`] in this process and unblocks them in this thread.
     /// Nested calls share the first one's handlers.
     pub(crate) fn install() -> StopSignals {
+        // Before the handlers: a signal from now on wakes a loop asleep on it.
+        pipe();
         let mut seen = [0u32; 4];
         for (s, c) in seen.iter_mut().zip(&COUNTS) {
             *s = c.load(Ordering::SeqCst);
@@ -105,6 +146,13 @@ impl StopSignals {
     /// The signals that arrived since the last call, each as many times as
     /// it came, in the order of [`CAUGHT`].
     pub(crate) fn take(&mut self) -> Vec<libc::c_int> {
+        // The pipe first: a signal that comes after it is emptied is counted now or
+        // wakes the next sleep.
+        if let Some((read, _)) = pipe() {
+            let mut buf = [0u8; 64];
+            // SAFETY: reads into `buf`, at most its length; the pipe does not block.
+            while unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        }
         let mut got = Vec::new();
         for (i, count) in COUNTS.iter().enumerate() {
             let now = count.load(Ordering::SeqCst);
@@ -114,6 +162,13 @@ impl StopSignals {
             self.seen[i] = now;
         }
         got
+    }
+
+    /// Readable once a caught signal came since the last [`StopSignals::take`]: for a
+    /// loop to sleep on (`wake::sleep_until`).
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'static>> {
+        use std::os::fd::AsFd;
+        pipe().map(|(read, _)| read.as_fd())
     }
 }
 
@@ -148,8 +203,17 @@ mod tests {
             let mut signals = StopSignals::install();
             libc::raise(libc::SIGUSR2);
             libc::raise(libc::SIGUSR2);
+            let fd = signals.fd().expect("the signal pipe");
+            assert!(
+                crate::wake::sleep_until(&[Some(fd)], None),
+                "the signals did not make the pipe readable"
+            );
             assert_eq!(signals.take(), vec![libc::SIGUSR2, libc::SIGUSR2]);
             assert!(signals.take().is_empty());
+            assert!(
+                !crate::wake::sleep_until(&[Some(fd)], Some(std::time::Instant::now())),
+                "the pipe stays readable after take"
+            );
             drop(signals);
             let mut now: libc::sigaction = std::mem::zeroed();
             libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut now);

@@ -340,6 +340,13 @@ impl Scheduled {
         self.pending = later;
         due.into_iter().map(|(_, due)| due).collect()
     }
+
+    /// When [`Scheduled::due`] must be called next: the first snapshot due, or `watch`'s
+    /// next look; `None` when neither has anything to do.
+    pub(crate) fn next(&self, watch: &Watch) -> Option<Instant> {
+        let due = self.pending.iter().map(|(at, _)| *at).min();
+        due.into_iter().chain(watch.next_look()).min()
+    }
 }
 
 /// A recording that stops before its triggers' snapshots are due says so, once for
@@ -379,6 +386,19 @@ impl Watch {
 
     pub fn is_empty(&self) -> bool {
         self.armed.is_empty()
+    }
+
+    /// When [`Watch::poll`] has a condition to look at next (`None`: it has none).
+    pub fn next_look(&self) -> Option<Instant> {
+        let kinds = |psi: bool| {
+            self.armed
+                .iter()
+                .any(|a| matches!(a.trigger, Trigger::Psi { .. }) == psi)
+        };
+        let next = |last: Option<Instant>, every| last.map_or_else(Instant::now, |t| t + every);
+        let psi = kinds(true).then(|| next(self.last_psi, PSI_POLL));
+        let proc = kinds(false).then(|| next(self.last_proc, PROC_POLL));
+        psi.into_iter().chain(proc).min()
     }
 
     /// Looks at the conditions due (PSI every second, `/proc` twice a

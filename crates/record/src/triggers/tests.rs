@@ -181,3 +181,38 @@ fn listing_this_machine_sees_this_process() {
         .expect("this process is listed");
     assert!(me.start_ticks <= up);
 }
+
+#[test]
+fn the_next_look_is_the_soonest_of_the_kinds_armed_and_none_without_triggers() {
+    let start = Instant::now();
+    assert_eq!(Watch::new(&[]).next_look(), None);
+    let mut psi = Watch::new(&["psi-cpu>30%".parse().expect("parses")]);
+    psi.last_psi = Some(start);
+    psi.last_proc = Some(start);
+    // The process listing's half second is not for a PSI trigger.
+    assert_eq!(psi.next_look(), Some(start + PSI_POLL));
+    let mut both = Watch::new(&[
+        "psi-io>20%".parse().expect("parses"),
+        "cmd-slower:make>2s".parse().expect("parses"),
+    ]);
+    both.last_psi = Some(start);
+    both.last_proc = Some(start);
+    assert_eq!(both.next_look(), Some(start + PROC_POLL));
+    // Never looked: at once.
+    let never = Watch::new(&["psi-memory>10%".parse().expect("parses")]);
+    assert!(never.next_look().expect("a look") <= Instant::now());
+    let mut scheduled = Scheduled::new(Duration::from_secs(5));
+    assert_eq!(scheduled.next(&Watch::new(&[])), None);
+    scheduled.pending.push((
+        start + Duration::from_millis(200),
+        Due {
+            why: "test".into(),
+            subject: None,
+        },
+    ));
+    assert_eq!(
+        scheduled.next(&both),
+        Some(start + Duration::from_millis(200))
+    );
+    scheduled.pending.clear();
+}
