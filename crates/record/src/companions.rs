@@ -339,12 +339,6 @@ pub struct CgroupNotes {
 }
 
 impl CgroupNotes {
-    /// Looks up the memory cgroup of every process not yet noted in a
-    /// limited one. Processes outside limited cgroups are looked at again
-    /// on every poll: a launcher often moves itself into a cgroup after it
-    /// started (`echo $$ > cgroup.procs; exec …`), at first on every poll,
-    /// after [`NEW_PROCESS`] every [`SETTLED_POLL`]. In ring mode, what was
-    /// last seen before the window is let go.
     /// Whether a process seen outside limited cgroups is still new: it may move itself
     /// into one, and is looked at on every poll until [`NEW_PROCESS`] has passed.
     fn settling(&self, now: Instant) -> bool {
@@ -353,6 +347,12 @@ impl CgroupNotes {
             .any(|&(first, _)| now.duration_since(first) <= NEW_PROCESS)
     }
 
+    /// Looks up the memory cgroup of every process not yet noted in a
+    /// limited one. Processes outside limited cgroups are looked at again
+    /// on every poll: a launcher often moves itself into a cgroup after it
+    /// started (`echo $$ > cgroup.procs; exec …`), at first on every poll,
+    /// after [`NEW_PROCESS`] every [`SETTLED_POLL`]. In ring mode, what was
+    /// last seen before the window is let go.
     fn poll(&mut self, noted: &mut HashSet<u32>, now: Instant) {
         let mut text = String::new();
         let mut alive = HashSet::new();
@@ -548,8 +548,6 @@ fn read_limit(file: &Path) -> Option<u64> {
     (value < 1 << 60).then_some(value)
 }
 
-/// The pids of the processes `proc` lists (its numeric entries); none when
-/// it cannot be read.
 /// The last pid (or thread id) the kernel handed out, the last field of `/proc/loadavg`:
 /// while it stays the same, no process was started.
 fn last_pid() -> Option<u64> {
@@ -559,6 +557,8 @@ fn last_pid() -> Option<u64> {
         .flatten()
 }
 
+/// The pids of the processes `proc` lists (its numeric entries); none when
+/// it cannot be read.
 pub(crate) fn pids(proc: &Path) -> impl Iterator<Item = u32> {
     std::fs::read_dir(proc)
         .into_iter()
