@@ -2,7 +2,9 @@
 //! and memory.
 
 use super::*;
-use crate::sched::format::{parse_sched, SchedLog};
+use std::path::Path;
+
+use crate::sched::format::{parse_sched, SchedEnd, SchedLog};
 
 fn rec(kind: RecordKind, time_ns: u64, tid: u32, a: u32, kstack: Option<u32>) -> SchedRecord {
     SchedRecord {
