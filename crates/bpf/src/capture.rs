@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::BufWriter;
 use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -28,6 +29,7 @@ use crate::format::{PathLogWriter, RECORD_HEAD_LEN};
 use crate::globals;
 use crate::libbpf_log::{libbpf_print, load_error, take_libbpf_log};
 use crate::links::{detach, detach_in_background};
+use crate::nudge::{sleep_until_readable, Nudge};
 use crate::ring::{PathRing, RingOptions};
 use crate::sink::{write_ring_file, Sink, Store, RING_HEAD_LEN};
 use crate::skel::PathsSkelBuilder;
@@ -49,9 +51,10 @@ use crate::worker::{Ready, Worker};
 pub const DEFAULT_RING_BYTES: u32 = 32 << 20;
 
 /// How long the drain thread sleeps at most between two reads of the ring buffer. The BPF
-/// program wakes it early only when a quarter of the ring is full ([`WAKEUP_FRACTION`]), so
-/// on a quiet system it reads every `POLL_INTERVAL`.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// program wakes it early only when a quarter of the ring is full ([`WAKEUP_FRACTION`]),
+/// and its owner when it asks for a snapshot or stops (a [`Nudge`]), so on a quiet system
+/// it reads every `POLL_INTERVAL` (50 ms before: 20 wake-ups a second with nothing to read).
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The program wakes the reader once `ring_bytes / WAKEUP_FRACTION` bytes are waiting.
 const WAKEUP_FRACTION: u32 = 4;
@@ -142,8 +145,9 @@ pub struct PathCapture {
     attached: Vec<Syscall>,
     missing: Vec<Syscall>,
     output: PathBuf,
-    /// Ring mode: where [`PathCapture::snapshot`] sends its requests.
-    snapshots: Option<mpsc::Sender<SnapshotRequest>>,
+    /// Ring mode: where [`PathCapture::snapshot`] sends its requests, and what wakes the
+    /// capture thread to read them.
+    snapshots: Option<(mpsc::Sender<SnapshotRequest>, Nudge)>,
 }
 
 /// A request to the capture thread to write the ring's window to `path`, or with no path
@@ -211,7 +215,11 @@ impl PathCapture {
         let ring = options.ring_bytes;
         let retry_at_exit = options.retry_at_exit;
         let raw_enter = options.raw_enter && cfg!(target_arch = "x86_64");
-        let (worker, (attached, missing)) =
+        let nudge = Nudge::new().map_err(|e| BpfError::RingBuffer {
+            message: format!("cannot make the capture thread's eventfd: {e}"),
+        })?;
+        let woken = nudge.clone();
+        let (mut worker, (attached, missing)) =
             Worker::start("slowlab-bpf", "capture thread", move |stop, ready| {
                 let probes = Probes {
                     available,
@@ -219,14 +227,15 @@ impl PathCapture {
                     retry_at_exit,
                     raw_enter,
                 };
-                run(target, output_path, ring, probes, stop, ready)
+                run(target, output_path, ring, probes, (stop, woken), ready)
             })?;
+        worker.nudged_by(nudge.clone());
         Ok(PathCapture {
             worker,
             attached,
             missing,
             output: output.to_path_buf(),
-            snapshots: options.ring.map(|_| snapshot_tx),
+            snapshots: options.ring.map(|_| (snapshot_tx, nudge)),
         })
     }
 
@@ -263,7 +272,7 @@ impl PathCapture {
     /// Sends the capture thread a snapshot request (or, without a path, a forget) and
     /// waits for its answer.
     fn ask(&self, path: Option<&Path>) -> Result<u64, BpfError> {
-        let Some(requests) = &self.snapshots else {
+        let Some((requests, nudge)) = &self.snapshots else {
             return Err(BpfError::Options {
                 reason: "snapshots need a capture in ring mode (CaptureOptions::ring)".into(),
             });
@@ -276,6 +285,7 @@ impl PathCapture {
         if requests.send(request).is_err() {
             return Err(BpfError::ThreadPanicked);
         }
+        nudge.nudge();
         match answer.recv_timeout(SNAPSHOT_TIMEOUT) {
             Ok(result) => result,
             Err(mpsc::RecvTimeoutError::Timeout) => Err(BpfError::RingBuffer {
@@ -377,7 +387,7 @@ fn run(
     output: PathBuf,
     ring_bytes: u32,
     probes: Probes,
-    stop: Arc<AtomicBool>,
+    (stop, nudge): (Arc<AtomicBool>, Nudge),
     ready: Ready<Attached>,
 ) -> Result<CaptureStats, BpfError> {
     macro_rules! setup {
@@ -502,9 +512,16 @@ fn run(
 
     let mut failure: Option<BpfError> = None;
     while !stop.load(Ordering::SeqCst) {
-        // `poll` consumes only when woken; records below the wake-up mark are read by the
-        // `consume` after its time-out.
-        let read = ring.poll(POLL_INTERVAL).and_then(|()| ring.consume());
+        // Until the program or the owner wakes it, or the time-out: records below the
+        // wake-up mark are read then.
+        {
+            // SAFETY: the ring buffer's epoll descriptor lives as long as `ring`, which
+            // outlives this borrow.
+            let records = unsafe { BorrowedFd::borrow_raw(ring.epoll_fd()) };
+            sleep_until_readable(&[records, nudge.fd()], POLL_INTERVAL);
+        }
+        nudge.clear();
+        let read = ring.consume();
         if let Err(e) = read {
             if e.kind() == ErrorKind::Interrupted {
                 continue;

@@ -1,9 +1,9 @@
-//! Waking a recording thread asleep in `poll(2)` (the scheduler recorder's drain): a
-//! [`Nudge`] is an eventfd its owner writes to when it sets the stop flag or asks the
-//! thread something, and [`sleep_until_readable`] is the thread's sleep on it beside the
-//! ring buffers' descriptors. So the drain sleeps until there are records to read, a
-//! question or the stop, or until its own next chore, instead of waking every 50 ms to
-//! look: an idle flight recorder's drain woke 20 times a second, and a wake-up costs
+//! Waking a recording thread asleep in `poll(2)` (the scheduler recorder's drain, the path
+//! capture's): a [`Nudge`] is an eventfd its owner writes to when it sets the stop flag or
+//! asks the thread something, and [`sleep_until_readable`] is the thread's sleep on it
+//! beside the ring buffers' descriptors. So the thread sleeps until there are records to
+//! read, a question or the stop, or until its own next chore, instead of waking every 50
+//! ms to look: an idle flight recorder's drain woke 20 times a second, and a wake-up costs
 //! this VM 70–140 µs of CPU (`bench/record/idle_cost.sh`).
 //!
 //! It does not know what the thread does when woken.
