@@ -1,18 +1,22 @@
 #!/bin/bash
 # What the flight recorder costs a machine with nothing to record (issue 40: "record all
-# day at a cost nobody notices"): each build's `slowlab record --ring 60` is started, left
-# 3 s to settle, then each of its threads' CPU time (`/proc/PID/task/TID/schedstat`: ns on
-# a CPU, and times it was put on one — each a wake-up) is read over SECONDS of a quiet
-# machine. Builds alternate, ROUNDS rounds; a table of each round's figures, then the
-# medians by build and thread.
+# day at a cost nobody notices"): each build's `slowlab record --backend bpf --ring 60` is
+# started, left 3 s to settle, then each of its threads' CPU time
+# (`/proc/PID/task/TID/schedstat`: ns on a CPU, and times it was put on one — each a
+# wake-up) is read over SECONDS_IDLE of a quiet machine. Builds alternate, ROUNDS rounds;
+# a table of each round's figures, then the medians by build and thread.
 #
 #   sudo ROUNDS=3 SECONDS_IDLE=20 bench/record/idle_cost.sh SLOWLAB [SLOWLAB ...]
+#
+# BACKEND=perf measures `--backend perf --ring 60` instead (slowlab's threads only, not
+# perf's).
 #
 # A wake-up costs this VM 70-140 us of CPU (`nanosleep` alone, recorded or not), so a
 # thread that wakes 20 times a second costs ~0.2% of a CPU before it does anything.
 set -eu
 ROUNDS=${ROUNDS:-3}
 SECONDS_IDLE=${SECONDS_IDLE:-20}
+BACKEND=${BACKEND:-bpf}
 [ "$#" -ge 1 ] || { echo "usage: $0 SLOWLAB [SLOWLAB ...]" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run as root: the recording is system-wide" >&2; exit 1; }
 dir=$(mktemp -d /tmp/idle-cost.XXXXXX)
@@ -32,7 +36,7 @@ threads() {
 echo "round build thread cpu_ms_per_s wakeups_per_s" > "$dir/all.txt"
 for ((round = 0; round < ROUNDS; round++)); do
     for build in "$@"; do
-        "$build" record --backend bpf --ring 60 -o "$dir/ring.data" 2> "$dir/ring.err" &
+        "$build" record --backend "$BACKEND" --ring 60 -o "$dir/ring.data" 2> "$dir/ring.err" &
         rec=$!
         sleep 3
         threads "$rec" | sort > "$dir/before"
