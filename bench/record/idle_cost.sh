@@ -27,11 +27,12 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# thread name, ns on a CPU, slices: one line per thread of $1.
+# thread name, ns on a CPU, slices: one line per thread name of $1 (threads of the same
+# name summed: perf's backend has several readers named after the binary).
 threads() {
     for t in /proc/"$1"/task/*; do
         printf '%s %s\n' "$(tr ' ' _ < "$t/comm")" "$(cut -d' ' -f1,3 "$t/schedstat")"
-    done 2>/dev/null
+    done 2>/dev/null | awk '{ ns[$1] += $2; n[$1] += $3 } END { for (k in ns) print k, ns[k], n[k] }'
 }
 echo "round build thread cpu_ms_per_s wakeups_per_s" > "$dir/all.txt"
 for ((round = 0; round < ROUNDS; round++)); do
