@@ -239,11 +239,15 @@ pub(super) fn run(
     let mut stacks_written = 0u64;
     // The losses counted when the last snapshot was written: each says what it lost since.
     let mut lost_before = (0, 0);
+    // Whether the last pass was cut short with records left: the next one reads at once.
+    // (Records the programs did not wake the drain for do not make the ring readable, so
+    // the sleep would wait them out.)
+    let mut records_left = false;
     while !stop.load(Ordering::SeqCst) {
         pass.set(Some(0));
         // Until there are records, mappings, a question or the stop (each found below:
         // what woke it is not needed).
-        {
+        if !records_left {
             // SAFETY: the ring buffer's epoll descriptor lives as long as `ring`, which
             // outlives this borrow.
             let records = unsafe { BorrowedFd::borrow_raw(ring.epoll_fd()) };
@@ -256,6 +260,7 @@ pub(super) fn run(
         nudge.clear();
         // Interrupted: a pass cut short (above) or a signal; either way, look up.
         let read = ring.consume();
+        records_left = pass.get().is_some_and(|taken| taken >= RECORDS_PER_PASS);
         if let Some(e) = read.err().filter(|e| e.kind() != ErrorKind::Interrupted) {
             failure = Some(BpfError::RingBuffer {
                 message: format!("{e:#}"),
