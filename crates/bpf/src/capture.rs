@@ -36,7 +36,7 @@ use crate::skel::PathsSkelBuilder;
 use crate::sys;
 use crate::syscall::Syscall;
 use crate::syscall_numbers::x86_64_number;
-use crate::worker::{Ready, Worker};
+use crate::worker::{setup, Ready, Worker};
 
 /// The default ring buffer size: 32 MiB, allocated in the kernel for the capture's life.
 ///
@@ -390,32 +390,24 @@ fn run(
     (stop, nudge): (Arc<AtomicBool>, Nudge),
     ready: Ready<Attached>,
 ) -> Result<CaptureStats, BpfError> {
-    macro_rules! setup {
-        ($e:expr) => {
-            match $e {
-                Ok(v) => v,
-                Err(err) => {
-                    // The starter is waiting on `ready`; it gets the error from there.
-                    let _ = ready.send(Err(err));
-                    return Ok(CaptureStats::default());
-                }
-            }
-        };
-    }
-
     sys::raise_memlock(u64::from(ring_bytes) + (1 << 20));
     libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
     take_libbpf_log();
 
     let mut object = MaybeUninit::uninit();
-    let mut open = setup!(PathsSkelBuilder::default()
-        .open(&mut object)
-        .map_err(|e| load_error(e, ring_bytes)));
-    setup!(open
-        .maps
-        .events
-        .set_max_entries(ring_bytes)
-        .map_err(|e| load_error(e, ring_bytes)));
+    let mut open = setup!(
+        ready,
+        PathsSkelBuilder::default()
+            .open(&mut object)
+            .map_err(|e| load_error(e, ring_bytes))
+    );
+    setup!(
+        ready,
+        open.maps
+            .events
+            .set_max_entries(ring_bytes)
+            .map_err(|e| load_error(e, ring_bytes))
+    );
     if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
         rodata.wakeup_bytes = u64::from(ring_bytes / WAKEUP_FRACTION);
         rodata.retry_at_exit = probes.retry_at_exit;
@@ -427,7 +419,7 @@ fn run(
             .is_some();
         prog.set_autoload(wanted);
     }
-    let mut skel = setup!(open.load().map_err(|e| load_error(e, ring_bytes)));
+    let mut skel = setup!(ready, open.load().map_err(|e| load_error(e, ring_bytes)));
 
     let mut links: Vec<Link> = Vec::with_capacity(probes.available.len() + 1);
     let mut attached = Vec::with_capacity(probes.available.len());
@@ -467,7 +459,7 @@ fn run(
                     },
                 };
                 detach(std::mem::take(&mut links));
-                setup!(Err(err))
+                setup!(ready, Err(err))
             }
         };
         links.push(link);
@@ -479,13 +471,16 @@ fn run(
     let start_real = sys::clock_ns(libc::CLOCK_REALTIME);
     let (store, requests) = match target {
         Target::File(file) => {
-            let writer = setup!(PathLogWriter::new(
-                BufWriter::with_capacity(1 << 20, file),
-                start_mono,
-                start_real,
-                &attached
-            )
-            .map_err(|e| BpfError::io(&output, e)));
+            let writer = setup!(
+                ready,
+                PathLogWriter::new(
+                    BufWriter::with_capacity(1 << 20, file),
+                    start_mono,
+                    start_real,
+                    &attached
+                )
+                .map_err(|e| BpfError::io(&output, e))
+            );
             (Store::File(writer), None)
         }
         Target::Ring(window, requests) => (Store::Ring(PathRing::new(&window)), Some(requests)),
@@ -493,16 +488,22 @@ fn run(
     let sink = RefCell::new(Sink::new(store));
 
     let mut builder = RingBufferBuilder::new();
-    setup!(builder
-        .add(&skel.maps.events, |data: &[u8]| sink
-            .borrow_mut()
-            .on_record(data))
-        .map_err(|e| BpfError::RingBuffer {
+    setup!(
+        ready,
+        builder
+            .add(&skel.maps.events, |data: &[u8]| sink
+                .borrow_mut()
+                .on_record(data))
+            .map_err(|e| BpfError::RingBuffer {
+                message: format!("{e:#}"),
+            })
+    );
+    let ring = setup!(
+        ready,
+        builder.build().map_err(|e| BpfError::RingBuffer {
             message: format!("{e:#}"),
-        }));
-    let ring = setup!(builder.build().map_err(|e| BpfError::RingBuffer {
-        message: format!("{e:#}"),
-    }));
+        })
+    );
 
     let missing = probes.missing;
     if ready.send(Ok((attached.clone(), missing.clone()))).is_err() {

@@ -15,6 +15,22 @@ use crate::nudge::Nudge;
 /// What a worker says once it is set up: `R`, or why it could not start.
 pub(crate) type Ready<R> = mpsc::SyncSender<Result<R, BpfError>>;
 
+/// A step of a worker's body before it is ready: `setup!(ready, step)` is the step's value
+/// or, when it failed, sends the error on `ready` (the starter, waiting there, returns it)
+/// and ends the body with nothing recorded (`Ok` of its default).
+macro_rules! setup {
+    ($ready:expr, $step:expr) => {
+        match $step {
+            Ok(v) => v,
+            Err(err) => {
+                let _ = $ready.send(Err(err));
+                return Ok(Default::default());
+            }
+        }
+    };
+}
+pub(crate) use setup;
+
 pub(crate) struct Worker<T> {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<T, BpfError>>>,

@@ -37,7 +37,7 @@ use crate::libbpf_log::{libbpf_print, take_libbpf_log};
 use crate::links::detach_in_background;
 use crate::nudge::{sleep_until_readable, Nudge};
 use crate::sys;
-use crate::worker::Ready;
+use crate::worker::{setup, Ready};
 
 /// How long the drain thread sleeps at most between two reads of the ring buffer. It
 /// wakes sooner when a quarter of the ring is full ([`super::recorder::WAKEUP_FRACTION`]), when half a
@@ -127,17 +127,6 @@ pub(super) fn run(
     (stop, nudge): (Arc<AtomicBool>, Nudge),
     ready: Ready<()>,
 ) -> Result<SchedStats, BpfError> {
-    macro_rules! setup {
-        ($e:expr) => {
-            match $e {
-                Ok(v) => v,
-                Err(err) => {
-                    let _ = ready.send(Err(err));
-                    return Ok(SchedStats::default());
-                }
-            }
-        };
-    }
     let ring_bytes = options.ring_bytes;
     let stack_bytes = u64::from(options.stack_entries) * (STACK_DEPTH as u64 * 8 + 64);
     sys::raise_memlock(u64::from(ring_bytes) + stack_bytes + (1 << 20));
@@ -151,7 +140,7 @@ pub(super) fn run(
         mut unattached,
         sample_freq,
         samples_on_tick,
-    } = setup!(load_and_attach(&mut object, &options));
+    } = setup!(ready, load_and_attach(&mut object, &options));
     // The executable mappings processes make from now on, as the kernel reports them.
     let mut mmap_rings = match MmapRings::open(0..possible_cpus() as i32) {
         Ok(rings) => {
@@ -191,7 +180,10 @@ pub(super) fn run(
         Ok(file) => Sink::File(BufWriter::with_capacity(1 << 20, file)),
         Err((ring, spill)) => Sink::Window(Box::new(Window::new(header, ring, spill))),
     };
-    let mut writer = setup!(header.writer(sink).map_err(|e| BpfError::io(&output, e)));
+    let mut writer = setup!(
+        ready,
+        header.writer(sink).map_err(|e| BpfError::io(&output, e))
+    );
     if let Sink::Window(w) = writer.out_mut() {
         // Each snapshot writes its own header.
         w.clear_written();
@@ -206,26 +198,32 @@ pub(super) fn run(
     // are detached, which takes everything left.
     let pass = std::cell::Cell::new(Some(0u32));
     let mut builder = RingBufferBuilder::new();
-    setup!(builder
-        .add(&skel.maps.events, |data: &[u8]| {
-            let taken = drain.borrow_mut().on_record(data);
-            match pass.get() {
-                Some(n) if taken == 0 => {
-                    pass.set(Some(n + 1));
-                    if n + 1 >= RECORDS_PER_PASS || stop.load(Ordering::Relaxed) {
-                        return -libc::EINTR;
+    setup!(
+        ready,
+        builder
+            .add(&skel.maps.events, |data: &[u8]| {
+                let taken = drain.borrow_mut().on_record(data);
+                match pass.get() {
+                    Some(n) if taken == 0 => {
+                        pass.set(Some(n + 1));
+                        if n + 1 >= RECORDS_PER_PASS || stop.load(Ordering::Relaxed) {
+                            return -libc::EINTR;
+                        }
+                        0
                     }
-                    0
+                    _ => taken,
                 }
-                _ => taken,
-            }
-        })
-        .map_err(|e| BpfError::RingBuffer {
+            })
+            .map_err(|e| BpfError::RingBuffer {
+                message: format!("{e:#}"),
+            })
+    );
+    let ring = setup!(
+        ready,
+        builder.build().map_err(|e| BpfError::RingBuffer {
             message: format!("{e:#}"),
-        }));
-    let ring = setup!(builder.build().map_err(|e| BpfError::RingBuffer {
-        message: format!("{e:#}"),
-    }));
+        })
+    );
     if ready.send(Ok(())).is_err() {
         stop.store(true, Ordering::SeqCst);
     }
