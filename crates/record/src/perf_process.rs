@@ -13,10 +13,11 @@
 //! It also passes perf's and the command's stderr through, minus perf's own
 //! status lines and its repeated failed-write lines, keeps the last lines to explain a failure, reports the
 //! files perf dumps (`[ perf record: Dump FILE ]`), and turns perf's exit
-//! into an error that says what to do ([`check_perf_exit`]). It decides
-//! nothing about signals; `session` does.
+//! into an error that says what to do ([`check_perf_exit`]); perf's exit can be slept
+//! on ([`PerfProcess::exit_fd`]). It decides nothing about signals; `session` does.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -25,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::group_guard::{GroupGuard, Lifeline};
-use crate::{Config, RecordError};
+use crate::{wake, Config, RecordError};
 
 /// The process groups of the perf processes running now, with the vDSO copies there were
 /// before each started.
@@ -70,6 +71,8 @@ pub(crate) struct PerfProcess {
     reader: Option<JoinHandle<()>>,
     tail: Arc<Mutex<Vec<String>>>,
     dumps: mpsc::Receiver<PathBuf>,
+    /// Readable when perf exits (`None` without `pidfd_open`).
+    exit: Option<OwnedFd>,
     /// The vDSO copies there were before perf started, to remove perf's if it is killed.
     vdso_copies: VdsoCopies,
 }
@@ -155,6 +158,7 @@ impl PerfProcess {
             })
         });
         Ok(PerfProcess {
+            exit: wake::exit_fd(child.id()),
             child,
             guard,
             reaped: false,
@@ -163,6 +167,12 @@ impl PerfProcess {
             dumps,
             vdso_copies,
         })
+    }
+
+    /// Readable when perf exits, to sleep on; `None` where the kernel has no pidfd (the
+    /// caller then looks every few milliseconds).
+    pub(crate) fn exit_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.exit.as_ref().map(AsFd::as_fd)
     }
 
     pub(crate) fn pid(&self) -> i32 {

@@ -1,5 +1,5 @@
 //! `slowlab record --ring` left on (issue 40, "Always on", perf backend;
-//! the first two with the bpf backend too):
+//! the first two and the idle ring with the bpf backend too):
 //! `slowlab record --save` from another process writes a snapshot that
 //! `slowlab analyze` reads, and says so in one line when no recorder runs;
 //! a `cmd-slower:` trigger fires once per slow episode with the seconds
@@ -7,7 +7,8 @@
 //! process's critical path (the eBPF recorder's makes it the default); a tiny ring left running for a
 //! minute and a half under process churn, with saves and triggers, keeps
 //! its memory, its files and its snapshots bounded; and a full disk stops
-//! a snapshot with a clear line, not the recording.
+//! a snapshot with a clear line, not the recording; left with nothing to
+//! record, a ring sleeps until it has something to do.
 //!
 //! Every test holds `one_recording_at_a_time()` and skips with its reason
 //! where perf cannot record (the full-disk test also where no tmpfs can be
@@ -523,4 +524,58 @@ fn a_full_disk_stops_a_snapshot_not_the_recording() {
     assert_eq!(status, 130, "{err}");
     let v = analyze(&trace, &[]);
     assert!(v["samples"].as_u64().unwrap_or(0) > 0, "{v}");
+}
+
+#[test]
+fn an_idle_ring_sleeps_until_it_has_something_to_do() {
+    require_perf!();
+    // Its loop woke 20 times a second when it slept a fixed 50 ms, and the cgroup notes
+    // 5 times; now ~7: the loop twice, the notes five times (perf's own threads, another
+    // process, are not counted).
+    idle_ring_sleeps(&["--backend", "perf"], 14.0);
+}
+
+#[test]
+fn an_idle_ring_sleeps_until_it_has_something_to_do_with_the_bpf_recorder() {
+    require_perf!();
+    // Its loops woke 45 times a second when each slept a fixed 50 ms (the control loop,
+    // the drain) or 200 ms (the cgroup notes); now ~11: the control loop twice, the drain
+    // four times and the notes five.
+    idle_ring_sleeps(&["--backend", "bpf"], 25.0);
+}
+
+/// A `--ring 5` recording (with `backend`'s options) on a quiet machine wakes its own
+/// threads fewer than `most` times a second, and still answers a save at once.
+fn idle_ring_sleeps(backend: &[&str], most: f64) {
+    let _one = one_recording_at_a_time();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("idle.data");
+    let args = [&["--ring", "5", "--no-paths"], backend].concat();
+    let rec = Recorder::start(&trace, &dir.path().join("idle.err"), &args, &[]);
+    // Past the cgroup notes' first 2 s, when every process is new to them.
+    std::thread::sleep(Duration::from_secs(3));
+    let (before, start) = (wakeups(rec.pid()), Instant::now());
+    std::thread::sleep(Duration::from_secs(4));
+    let per_second = (wakeups(rec.pid()) - before) as f64 / start.elapsed().as_secs_f64();
+    eprintln!("an idle ring recorder ({backend:?}): {per_second:.1} wake-ups a second");
+    assert!(
+        per_second < most,
+        "{per_second:.1} wake-ups a second with nothing to record"
+    );
+    // Asleep, it still answers a save, which wakes the loop (and perf, or the drain).
+    let out = rec.save();
+    assert!(out.status.success(), "{}", rec.err());
+    let (status, err) = rec.stop();
+    assert_eq!(status, 130, "{err}");
+}
+
+/// The times each thread of `pid` was put on a CPU (each a wake-up), summed: the third
+/// field of each thread's `schedstat`.
+fn wakeups(pid: i32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the recorder's threads");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum()
 }

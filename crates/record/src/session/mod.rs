@@ -41,6 +41,11 @@
 //! days replaces it once it has grown by [`PERF_GROWTH_LIMIT`], right
 //! after a snapshot, when its ring was just emptied into the file.
 //!
+//! Between those, the loop sleeps (`wake`) until a signal, perf's exit or a `--save`
+//! client wakes it, or a trigger's next look falls due; it looks every [`POLL`] only
+//! while it waits for something it cannot sleep on: perf to catch SIGUSR2, a dump asked
+//! for (perf's report of it, the partial file's growth), perf's stop.
+//!
 //! It does not build the command line (`args`) or run perf itself
 //! (`perf_process`); what becomes of a dump, and how many are kept, is
 //! `snapshots`'s.
@@ -59,11 +64,12 @@ use crate::perf_process::{check_perf_exit, PerfExit, PerfProcess, StopWatch};
 use crate::ring::{plan as plan_ring, side_window};
 use crate::signals::{name, StopSignals};
 use crate::triggers::{check_available, Scheduled, Subject, Watch};
-use crate::{default_after, AlwaysOn, Config, Outcome, RecordError};
+use crate::{default_after, wake, AlwaysOn, Config, Outcome, RecordError};
 use slowlab_model::bundle::partial_file;
 use snapshots::{snapshot_need, Kept};
 
-/// How often the loop looks at perf, the signals and the dumps.
+/// How often the loop looks at perf, the signals and the dumps while it waits for what
+/// it cannot sleep on (and always where the kernel has no pidfd).
 const POLL: Duration = Duration::from_millis(50);
 
 /// How long perf may go without using CPU after it was told to stop
@@ -368,7 +374,16 @@ fn record(cfg: &Config, always: &AlwaysOn) -> Result<Outcome, RecordError> {
             ));
             perf.signal_group(libc::SIGKILL);
         }
-        std::thread::sleep(POLL);
+        let waiting = s.snapshot_asked.is_some() || !s.queued.is_empty() || stop_watch.is_some();
+        let exit_fd = perf.exit_fd();
+        let poll = (waiting || exit_fd.is_none()).then(|| Instant::now() + POLL);
+        let until = scheduled.next(&watch).into_iter().chain(poll).min();
+        // Stopping, the socket's clients wait unanswered: it would stay readable.
+        let socket = control.as_ref().filter(|_| s.stop.is_none());
+        wake::sleep_until(
+            &[signals.fd(), socket.map(ControlSocket::fd), exit_fd],
+            until,
+        );
     };
     // The reader has passed on every line once it is joined.
     let lines = perf.lines();
