@@ -1,7 +1,8 @@
 #!/bin/bash
 # What the flight recorder costs a machine with nothing to record (issue 40: "record all
 # day at a cost nobody notices"): each build's `slowlab record --backend bpf --ring 60` is
-# started, left 3 s to settle, then each of its threads' CPU time
+# started, left 3 s to settle once it is recording (perf's backend first measures the
+# event rate for 2 s, waking every 20 ms), then each of its threads' CPU time
 # (`/proc/PID/task/TID/schedstat`: ns on a CPU, and times it was put on one — each a
 # wake-up) is read over SECONDS_IDLE of a quiet machine. Builds alternate, ROUNDS rounds;
 # a table of each round's figures, then the medians by build and thread.
@@ -39,6 +40,10 @@ for ((round = 0; round < ROUNDS; round++)); do
     for build in "$@"; do
         "$build" record --backend "$BACKEND" --ring 60 -o "$dir/ring.data" 2> "$dir/ring.err" &
         rec=$!
+        for ((i = 0; i < 300; i++)); do
+            grep -qE -- "--save|keeping the last" "$dir/ring.err" && break
+            sleep 0.1
+        done
         sleep 3
         threads "$rec" | sort > "$dir/before"
         sleep "$SECONDS_IDLE"
