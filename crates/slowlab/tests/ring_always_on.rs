@@ -545,7 +545,7 @@ fn an_idle_ring_sleeps_until_it_has_something_to_do_with_the_bpf_recorder() {
 }
 
 /// A `--ring 5` recording (with `backend`'s options) on a quiet machine wakes its own
-/// threads fewer than `most` times a second, and still answers a save at once.
+/// threads fewer than `most` times a second, and still answers a save.
 fn idle_ring_sleeps(backend: &[&str], most: f64) {
     let _one = one_recording_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
