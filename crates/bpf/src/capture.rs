@@ -494,16 +494,9 @@ fn run(
             .add(&skel.maps.events, |data: &[u8]| sink
                 .borrow_mut()
                 .on_record(data))
-            .map_err(|e| BpfError::RingBuffer {
-                message: format!("{e:#}"),
-            })
+            .map_err(BpfError::ring_buffer)
     );
-    let ring = setup!(
-        ready,
-        builder.build().map_err(|e| BpfError::RingBuffer {
-            message: format!("{e:#}"),
-        })
-    );
+    let ring = setup!(ready, builder.build().map_err(BpfError::ring_buffer));
 
     let missing = probes.missing;
     if ready.send(Ok((attached.clone(), missing.clone()))).is_err() {
@@ -527,9 +520,7 @@ fn run(
             if e.kind() == ErrorKind::Interrupted {
                 continue;
             }
-            failure = Some(BpfError::RingBuffer {
-                message: format!("{e:#}"),
-            });
+            failure = Some(BpfError::ring_buffer(e));
             break;
         }
         if sink.borrow().error.is_some() {
@@ -567,9 +558,7 @@ fn run(
     detach_in_background(links);
     if sink.borrow().error.is_none() {
         if let Err(e) = ring.consume() {
-            failure.get_or_insert(BpfError::RingBuffer {
-                message: format!("{e:#}"),
-            });
+            failure.get_or_insert(BpfError::ring_buffer(e));
         }
     }
     drop(ring);

@@ -109,6 +109,13 @@ fn log_suffix(log: &str) -> String {
 }
 
 impl BpfError {
+    /// libbpf's error setting up or reading a ring buffer, with its causes (`{:#}`).
+    pub(crate) fn ring_buffer(e: impl std::fmt::Display) -> BpfError {
+        BpfError::RingBuffer {
+            message: format!("{e:#}"),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> BpfError {
         BpfError::Io {
             path: path.into(),

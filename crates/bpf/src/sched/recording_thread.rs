@@ -214,16 +214,9 @@ pub(super) fn run(
                     _ => taken,
                 }
             })
-            .map_err(|e| BpfError::RingBuffer {
-                message: format!("{e:#}"),
-            })
+            .map_err(BpfError::ring_buffer)
     );
-    let ring = setup!(
-        ready,
-        builder.build().map_err(|e| BpfError::RingBuffer {
-            message: format!("{e:#}"),
-        })
-    );
+    let ring = setup!(ready, builder.build().map_err(BpfError::ring_buffer));
     if ready.send(Ok(())).is_err() {
         stop.store(true, Ordering::SeqCst);
     }
@@ -260,9 +253,7 @@ pub(super) fn run(
         let read = ring.consume();
         records_left = pass.get().is_some_and(|taken| taken >= RECORDS_PER_PASS);
         if let Some(e) = read.err().filter(|e| e.kind() != ErrorKind::Interrupted) {
-            failure = Some(BpfError::RingBuffer {
-                message: format!("{e:#}"),
-            });
+            failure = Some(BpfError::ring_buffer(e));
             break;
         }
         let mut d = drain.borrow_mut();
@@ -381,9 +372,7 @@ pub(super) fn run(
     detach_in_background(links);
     pass.set(None);
     if let Err(e) = ring.consume() {
-        failure.get_or_insert(BpfError::RingBuffer {
-            message: format!("{e:#}"),
-        });
+        failure.get_or_insert(BpfError::ring_buffer(e));
     }
     drop(ring);
     let mut drain = drain.into_inner();
